@@ -1,1 +1,52 @@
-"""mgpu_lab: write, run, profile and ship NVIDIA Hopper kernels from Python and notebooks."""
+"""mgpu_lab: write, run, profile and ship NVIDIA Hopper kernels from Python and notebooks.
+
+    import mgpu_lab
+    from mgpu_lab import dsl
+
+    k = mgpu_lab.kernel(body, grid=..., block=..., in_shapes=..., out_shapes=...)
+    y = k(x)                     # runs on CuPy arrays
+    k.compiled.sass              # every artifact: ptx, sass, resources, smem_layout, passes
+
+`import mgpu_lab` needs no GPU and does not load MLIR; the builder loads it on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+# name -> (module, attribute); resolved on first access so that `import mgpu_lab` stays light.
+_LAZY = {
+    "kernel": ("mgpu_lab.builder.kernel", "kernel"),
+    "Kernel": ("mgpu_lab.builder.kernel", "Kernel"),
+    "ShapeDtype": ("mgpu_lab.builder.shapes", "ShapeDtype"),
+    "Union": ("mgpu_lab.builder.shapes", "Union"),
+    "Barriers": ("mgpu_lab.builder.shapes", "Barriers"),
+    "CompileOptions": ("mgpu_lab.compiler.options", "CompileOptions"),
+    "CompiledKernel": ("mgpu_lab.compiler.compiled_kernel", "CompiledKernel"),
+    "dsl": ("mgpu_lab.dsl", None),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'mgpu_lab' has no attribute {name!r}")
+    import importlib
+
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_LAZY))
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext mgpu_lab` registers the %%mosaic magics."""
+    from .magics import register
+
+    register(ipython)

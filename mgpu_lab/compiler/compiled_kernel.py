@@ -146,6 +146,20 @@ class CompiledKernel:
     cache_key: str = ""
     compile_seconds: dict[str, float] = field(default_factory=dict)
     from_cache: bool = False
+    # A Future of (sass, line_map, sources) while nvdisasm runs in the background (it takes
+    # ~0.3 s even for tiny kernels, longer than everything else in a compile).
+    _pending_disassembly: Any = field(default=None, repr=False, compare=False)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in _DEFERRED_FIELDS:
+            pending = object.__getattribute__(self, "_pending_disassembly")
+            if pending is not None:
+                sass, line_map, sources = pending.result()
+                object.__setattr__(self, "sass", sass)
+                object.__setattr__(self, "line_map", line_map)
+                object.__setattr__(self, "sources", sources)
+                object.__setattr__(self, "_pending_disassembly", None)
+        return object.__getattribute__(self, name)
 
     @property
     def num_blocks(self) -> int:
@@ -174,8 +188,10 @@ class CompiledKernel:
 
     def to_json(self) -> dict[str, Any]:
         """All fields but the cubin as JSON-friendly data (the cubin is written beside it)."""
+        self.sass  # noqa: B018 - waits for a background disassembly before copying fields
         data = dataclasses.asdict(self)
         data.pop("cubin")
+        data.pop("_pending_disassembly")
         return data
 
     @classmethod
@@ -210,6 +226,9 @@ class CompiledKernel:
         src = Path(folder)
         data = json.loads((src / "kernel.json").read_text())
         return cls.from_json(data, (src / f"{data['name']}.cubin").read_bytes())
+
+
+_DEFERRED_FIELDS = frozenset({"sass", "line_map", "sources"})
 
 
 def dtype_itemsize(dtype: str) -> int:

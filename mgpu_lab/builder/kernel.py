@@ -1,0 +1,246 @@
+"""`mgpu_lab.kernel`: trace a Python body into a gpu.module, compile it, return a callable."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._mlir import gpu, ir, memref
+from ..compiler.compile import compile_module
+from ..compiler.compiled_kernel import ArraySpec, CompiledKernel, KernelParam
+from ..compiler.kernel_spec import KernelSpec
+from ..compiler.options import CompileOptions
+from ..errors import KernelBuildError, ResourceLimitError
+from .dtypes import mlir_type
+from .launch_context import LaunchContext
+from .locations import describe_frame, innermost_user_frame, user_locations
+from .shapes import ShapeDtype, as_shape_dtype
+from .smem import map_leaves, plan_smem
+
+MAX_THREADS_PER_BLOCK = 1024
+_BLOCK_LIMITS = (1024, 1024, 64)
+_GRID_LIMITS = (2**31 - 1, 65535, 65535)
+MAX_PORTABLE_CLUSTER = 8
+
+
+def _dims3(value: Any, what: str) -> tuple[int, int, int]:
+    if isinstance(value, int):
+        value = (value,)
+    if not isinstance(value, (tuple, list)) or not 1 <= len(value) <= 3 \
+            or not all(isinstance(v, int) for v in value):
+        raise TypeError(f"{what}: expected an int or a tuple of 1-3 ints, got {value!r}")
+    dims = tuple(value) + (1,) * (3 - len(value))
+    if any(d < 1 for d in dims):
+        raise ResourceLimitError(f"{what}: every dimension must be >= 1, got {dims}")
+    return dims  # type: ignore[return-value]
+
+
+def check_launch_dims(grid: tuple[int, int, int], block: tuple[int, int, int],
+                      cluster: tuple[int, int, int]) -> None:
+    """Raise ResourceLimitError naming the argument for grid/block/cluster out of CUDA's range."""
+    for axis, (b, lim) in enumerate(zip(block, _BLOCK_LIMITS)):
+        if b > lim:
+            raise ResourceLimitError(f"block: dimension {'xyz'[axis]} may be at most {lim}, got {b}")
+    threads = block[0] * block[1] * block[2]
+    if threads > MAX_THREADS_PER_BLOCK:
+        raise ResourceLimitError(
+            f"block: at most {MAX_THREADS_PER_BLOCK} threads per block, got {block} = {threads}")
+    for axis, (g, lim) in enumerate(zip(grid, _GRID_LIMITS)):
+        if g > lim:
+            raise ResourceLimitError(f"grid: dimension {'xyz'[axis]} may be at most {lim}, got {g}")
+    size = cluster[0] * cluster[1] * cluster[2]
+    if size > MAX_PORTABLE_CLUSTER:
+        raise ResourceLimitError(f"cluster: at most {MAX_PORTABLE_CLUSTER} blocks per cluster, got {cluster} = {size}")
+    for axis, (g, c) in enumerate(zip(grid, cluster)):
+        if g % c:
+            raise ResourceLimitError(
+                f"grid: dimension {'xyz'[axis]} ({g}) must be a multiple of the cluster's ({c})")
+
+
+def _shape_tuple(shapes: Any, what: str) -> tuple[ShapeDtype, ...]:
+    if shapes is None:
+        return ()
+    if isinstance(shapes, (list, tuple)) and not (
+            len(shapes) == 2 and isinstance(shapes[0], (tuple, list)) and not isinstance(shapes[1], (tuple, list))):
+        return tuple(as_shape_dtype(s, f"{what}[{i}]") for i, s in enumerate(shapes))
+    return (as_shape_dtype(shapes, what),)
+
+
+class Kernel:
+    """A compiled kernel you can call on CuPy arrays (or anything with DLPack / CUDA array interface).
+
+    `kernel(*inputs)` returns the outputs (one array, or a tuple when there are several).
+    `kernel.compiled` has every artifact: PTX, SASS, resources, smem layout, IR passes.
+    """
+
+    def __init__(self, compiled: CompiledKernel):
+        self.compiled = compiled
+        self._launcher = None
+        self.last_trace = None  # the profiler Trace of the most recent profiled call
+
+    @property
+    def name(self) -> str:
+        return self.compiled.name
+
+    def __call__(self, *args: Any, out: Any = None, stream: Any = None) -> Any:
+        if self._launcher is None:
+            from ..runtime.launcher import Launcher
+
+            self._launcher = Launcher(self.compiled)
+        result = self._launcher(*args, out=out, stream=stream)
+        if self.compiled.profiler is not None:
+            self.last_trace = self._launcher.last_trace
+        return result
+
+    def __repr__(self) -> str:
+        r = self.compiled.resources
+        return (f"<mgpu_lab.Kernel {self.name} {self.compiled.target} grid={self.compiled.grid} "
+                f"block={self.compiled.block} regs={r.registers} smem={r.total_smem_bytes}B>")
+
+
+def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any = (),
+           out_shapes: Any = (), smem: Any = None, cluster: Any = (1, 1, 1), name: str | None = None,
+           profile: bool = False, profile_unit: str = "warpgroup", profile_capacity: int = 256,
+           options: CompileOptions | None = None, **option_overrides: Any) -> Kernel:
+    """Trace `body(ctx, *in_refs, *out_refs, smem_refs)` into a Hopper kernel and compile it.
+
+    grid, block, cluster: 1-3 ints. in_shapes/out_shapes: ShapeDtype (or (shape, dtype), or an
+    array to copy the shape of), one or a sequence. smem: a tree of ShapeDtype / Barriers /
+    Union (tuple, list or dict nodes); `smem_refs` mirrors it with memref views.
+    profile: record `ctx.named_region`s per warpgroup (or per warp) into a bounded buffer.
+    Compile options (target=, keep_passes=, dump_dir=, ...) go to `CompileOptions`.
+    """
+    if not callable(body):
+        raise TypeError(f"body: expected a callable body(ctx, *refs, smem), got {type(body).__name__}")
+    grid3, block3, cluster3 = _dims3(grid, "grid"), _dims3(block, "block"), _dims3(cluster, "cluster")
+    check_launch_dims(grid3, block3, cluster3)
+    inputs = _shape_tuple(in_shapes, "in_shapes")
+    outputs = _shape_tuple(out_shapes, "out_shapes")
+    name = name or getattr(body, "__name__", "kernel")
+    name = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+    options = options or CompileOptions.from_env(**option_overrides)
+
+    plan = plan_smem(smem)
+    profiler = None
+    if profile:
+        from ..profiler.device import DeviceProfiler
+
+        profiler = DeviceProfiler(block3, unit=profile_unit, capacity=profile_capacity,
+                                  smem_offset=plan.total_bytes)
+    dynamic_smem = plan.total_bytes + (profiler.smem_bytes if profiler else 0)
+    _check_smem_against_device(dynamic_smem, plan, profiler)
+
+    context = ir.Context()
+    with context, ir.Location.unknown(context):
+        module = ir.Module.create()
+        module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
+        with ir.InsertionPoint(module.body):
+            gpu_module = gpu.GPUModuleOp(f"{name}_module")
+            gpu_module.bodyRegion.blocks.append()
+        arg_types = [ir.MemRefType.get(list(s.shape), mlir_type(s.dtype)) for s in inputs + outputs]
+        if profiler:
+            arg_types.append(profiler.buffer_type(grid3))
+        body_loc = _body_location(body)
+        with ir.InsertionPoint(gpu_module.bodyRegion.blocks[0]):
+            # The launcher guarantees 16-byte aligned arrays, so 16-byte vector accesses stay whole.
+            align16 = ir.DictAttr.get({"llvm.align": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 16)})
+            func = gpu.GPUFuncOp(ir.FunctionType.get(arg_types, []), sym_name=name, kernel=True,
+                                 known_block_size=list(block3), loc=body_loc,
+                                 arg_attrs=ir.ArrayAttr.get([align16] * len(arg_types)))
+            entry = func.add_entry_block()
+        ctx = LaunchContext(grid=grid3, block=block3, cluster=cluster3, profiler=profiler)
+        refs = list(entry.arguments)[: len(inputs) + len(outputs)]
+        with ir.InsertionPoint(entry):
+            smem_refs = _smem_views(plan, dynamic_smem) if smem is not None or profiler else None
+            if profiler:
+                profiler.start(entry.arguments[len(arg_types) - 1], grid3)
+            _trace(body, ctx, refs, smem_refs, name)
+            if profiler:
+                profiler.finish()
+            gpu.return_([])
+        tma_params = _append_tma_params(func, entry, ctx)
+
+    params = [KernelParam("array", i) for i in range(len(inputs) + len(outputs))]
+    params += [KernelParam("tma", i) for i in range(tma_params)]
+    if profiler:
+        params.append(KernelParam("profile"))
+    spec = KernelSpec(
+        name=name, grid=grid3, block=block3, cluster=cluster3,
+        inputs=tuple(ArraySpec(s.shape, s.dtype) for s in inputs),
+        outputs=tuple(ArraySpec(s.shape, s.dtype) for s in outputs),
+        params=tuple(params), tma_descriptors=tuple(ctx.tma_descriptors),
+        dynamic_smem_bytes=dynamic_smem,
+        smem_layout=plan.records + ((profiler.smem_record(),) if profiler else ()),
+        profiler=profiler.spec(grid3) if profiler else None,
+    )
+    with context:
+        compiled = compile_module(module, spec, options)
+    return Kernel(compiled)
+
+
+def _body_location(body: Callable[..., Any]) -> ir.Location:
+    code = getattr(body, "__code__", None)
+    if code is None:
+        return ir.Location.unknown()
+    return ir.Location.file(code.co_filename, code.co_firstlineno, 1)
+
+
+def _trace(body: Callable[..., None], ctx: LaunchContext, refs: Sequence[ir.Value], smem_refs: Any,
+           name: str) -> None:
+    """Call the body with user locations on; turn its exceptions into KernelBuildError."""
+    try:
+        with user_locations():
+            body(ctx, *refs, smem_refs)
+    except KernelBuildError:
+        raise
+    except Exception as e:
+        frame = innermost_user_frame(sys.exc_info()[2])
+        where = describe_frame(frame) if frame else "(no user frame in the traceback)"
+        raise KernelBuildError(
+            f"tracing kernel {name!r} failed at\n  {where}\n{type(e).__name__}: {e}") from e
+
+
+def _smem_views(plan: Any, dynamic_smem: int) -> Any:
+    workgroup = ir.Attribute.parse("#gpu.address_space<workgroup>")
+    i8 = ir.IntegerType.get_signless(8)
+    base = gpu.dynamic_shared_memory(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], i8,
+                                                       memory_space=workgroup))
+
+    def view(rec):
+        from .constants import c
+
+        if rec.kind == "barrier":
+            from .barriers import BarrierArray
+
+            ref = memref.view(ir.MemRefType.get([rec.shape[0]], ir.IntegerType.get_signless(64),
+                                                memory_space=workgroup), base, c(rec.offset), [])
+            return BarrierArray(ref, rec.shape[0])
+        ref_type = ir.MemRefType.get(list(rec.shape), mlir_type(rec.dtype), memory_space=workgroup)
+        return memref.view(ref_type, base, c(rec.offset), [])
+
+    return map_leaves(plan.tree, view)
+
+
+def _append_tma_params(func: Any, entry: ir.Block, ctx: LaunchContext) -> int:
+    """TMA descriptors are discovered while tracing; add their byval parameters now."""
+    count = len(ctx.tma_descriptors)
+    if not count:
+        return 0
+    from .tma import finalize_tma_params
+
+    finalize_tma_params(func, entry, ctx)
+    return count
+
+
+def _check_smem_against_device(total: int, plan: Any, profiler: Any) -> None:
+    from ..runtime.device import max_dynamic_smem_bytes
+
+    limit = max_dynamic_smem_bytes()
+    if limit is not None and total > limit:
+        parts = f"{plan.total_bytes} B of buffers"
+        if profiler:
+            parts += f" + {profiler.smem_bytes} B of profiler buffer"
+        raise ResourceLimitError(
+            f"smem: the kernel needs {total} bytes of shared memory ({parts}) but the device "
+            f"allows at most {limit} bytes per block")

@@ -1,0 +1,44 @@
+"""`LaunchContext`: what a kernel body receives as `ctx` — barriers, named regions, and
+(Hopper) TMA copies. One per kernel trace."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from .._mlir import gpu, ir
+
+if TYPE_CHECKING:
+    from ..profiler.device import DeviceProfiler
+
+
+class LaunchContext:
+    """Per-trace state of a kernel body: the module being built and the profiler, if any."""
+
+    def __init__(self, *, grid: tuple[int, int, int], block: tuple[int, int, int],
+                 cluster: tuple[int, int, int], profiler: DeviceProfiler | None = None):
+        self.grid = grid
+        self.block = block
+        self.cluster = cluster
+        self.profiler = profiler
+        self.tma_descriptors: list[Any] = []  # filled by async_copy (Hopper DSL)
+        self.tma_params: list[ir.Value] = []
+
+    @contextlib.contextmanager
+    def named_region(self, name: str) -> Iterator[None]:
+        """Time the enclosed ops as region `name` when the kernel is built with profiling.
+
+        Without profiling this emits nothing at all."""
+        if self.profiler is None:
+            yield
+            return
+        self.profiler.begin(name)
+        try:
+            yield
+        finally:
+            self.profiler.end(name)
+
+    def block_barrier(self) -> None:
+        """`__syncthreads()`: every thread of the block waits here."""
+        gpu.barrier()

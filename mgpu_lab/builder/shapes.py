@@ -1,0 +1,74 @@
+"""Shape/dtype structs describing kernel arrays and shared-memory scratch trees."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from .dtypes import dtype_name
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, init=False)
+class ShapeDtype:
+    """The shape and element type of an array, like `jax.ShapeDtypeStruct`."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __init__(self, shape: Any, dtype: Any):
+        shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        if any(d <= 0 for d in shape):
+            raise ValueError(f"shape: expected positive dimensions, got {shape}")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", dtype_name(dtype))
+
+    @property
+    def nbytes(self) -> int:
+        from ..compiler.compiled_kernel import dtype_itemsize
+
+        return int(np.prod(self.shape, dtype=np.int64)) * dtype_itemsize(self.dtype)
+
+    @classmethod
+    def like(cls, array: Any) -> "ShapeDtype":
+        """The ShapeDtype of an existing array (numpy, CuPy, torch)."""
+        return cls(tuple(array.shape), _array_dtype_name(array))
+
+
+@dataclass(frozen=True)
+class Union(Generic[T]):
+    """Shared-memory buffers whose lifetimes do not overlap: all members start at one offset."""
+
+    members: T
+
+
+@dataclass(frozen=True)
+class Barriers:
+    """An array of `count` mbarriers in shared memory (8 bytes each)."""
+
+    count: int = 1
+
+    def __post_init__(self):
+        if self.count < 1:
+            raise ValueError(f"Barriers.count: expected >= 1, got {self.count}")
+
+
+def _array_dtype_name(array: Any) -> str:
+    dtype = array.dtype
+    name = str(dtype).removeprefix("torch.")
+    return dtype_name(name)
+
+
+def as_shape_dtype(x: Any, what: str) -> ShapeDtype:
+    """Accept a ShapeDtype, a (shape, dtype) pair or an array-like; name `what` in errors."""
+    if isinstance(x, ShapeDtype):
+        return x
+    if isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], (tuple, list)):
+        return ShapeDtype(*x)
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return ShapeDtype.like(x)
+    raise TypeError(f"{what}: expected a ShapeDtype, (shape, dtype) or an array, got {x!r}")
+

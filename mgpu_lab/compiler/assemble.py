@@ -1,0 +1,52 @@
+"""PTX -> cubin with ptxas, and ptxas's resource report parsed into data."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..errors import PtxasError
+from .compiled_kernel import Resources
+from .toolchain import find_tool
+
+
+def assemble(ptx: str, target: str, opt_level: int, line_info: bool,
+             extra_args: tuple[str, ...] = ()) -> tuple[bytes, str]:
+    """Returns (cubin, ptxas -v log). Raises PtxasError with ptxas's own message on failure."""
+    with tempfile.TemporaryDirectory(prefix="mgpu_lab_ptxas_") as tmp:
+        src, out = Path(tmp) / "kernel.ptx", Path(tmp) / "kernel.cubin"
+        src.write_text(ptx)
+        cmd = [find_tool("ptxas"), f"-arch={target}", f"-O{opt_level}", "-v",
+               "--warn-on-spills", *extra_args, str(src), "-o", str(out)]
+        if line_info:
+            cmd.insert(-3, "-lineinfo")
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        log = (proc.stdout + proc.stderr).replace(str(src), "kernel.ptx")
+        if proc.returncode != 0 or not out.exists():
+            raise PtxasError(f"ptxas failed (exit {proc.returncode}) for {target}:\n{log.strip()}")
+        return out.read_bytes(), log
+
+
+_USED = re.compile(r"Used (\d+) registers")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_SMEM = re.compile(r"(\d+) bytes smem")
+_CMEM = re.compile(r"(\d+) bytes cmem\[0\]")
+_BARRIERS = re.compile(r"used (\d+) barriers")
+
+
+def parse_resources(log: str, dynamic_smem_bytes: int) -> Resources:
+    """Registers, smem, spills and stack frame from `ptxas -v` output."""
+    def first(pattern: re.Pattern, default: tuple[int, ...]) -> tuple[int, ...]:
+        m = pattern.search(log)
+        return tuple(int(g) for g in m.groups()) if m else default
+
+    (registers,) = first(_USED, (0,))
+    frame, spill_st, spill_ld = first(_FRAME, (0, 0, 0))
+    (smem,) = first(_SMEM, (0,))
+    (cmem,) = first(_CMEM, (0,))
+    (barriers,) = first(_BARRIERS, (0,))
+    return Resources(registers=registers, static_smem_bytes=smem, dynamic_smem_bytes=dynamic_smem_bytes,
+                     spill_stores_bytes=spill_st, spill_loads_bytes=spill_ld, stack_frame_bytes=frame,
+                     const_bytes=cmem, barriers=barriers)

@@ -1,0 +1,80 @@
+"""Module + KernelSpec -> CompiledKernel: passes, PTX, cubin, SASS, resources, line map; cached."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from .._mlir import ir
+from .assemble import assemble, parse_resources
+from .cache import KernelCache, cache_key, kernel_cache
+from .compiled_kernel import CompiledKernel
+from .disassemble import build_line_map, disassemble
+from .kernel_spec import KernelSpec
+from .options import CompileOptions
+from .pipeline import extract_ptx, pass_list, run_pipeline, verify
+from .target import default_target
+from .toolchain import versions
+
+PIPELINE_VERSION = "1"
+
+
+def compile_module(module: ir.Module, spec: KernelSpec, options: CompileOptions | None = None
+                   ) -> CompiledKernel:
+    """Compile a built module. Consumes `module` (the passes rewrite it in place)."""
+    options = options or CompileOptions.from_env()
+    t_start = time.perf_counter()
+    target = options.target or default_target()
+    verify(module)
+    module_text = module.operation.get_asm(enable_debug_info=True)
+    key = cache_key(PIPELINE_VERSION, module_text, spec.fingerprint(), target,
+                    repr(sorted(options.key_fields().items())), repr(sorted(versions().items())))
+    cache = kernel_cache(options.resolved_cache_dir()) if options.use_cache else None
+    if cache is not None:
+        hit = cache.get(key)
+        if hit is not None and (hit.passes or not options.keep_passes):
+            if options.dump_dir:
+                hit.save(options.dump_dir)
+            return hit
+
+    passes = pass_list(target, options.ptx_version, options.opt_level, options.line_info)
+    recorded, _ = run_pipeline(module, passes, options.keep_passes)
+    ptx = extract_ptx(module)
+    t_ptx = time.perf_counter()
+    cubin, ptxas_log = assemble(ptx, target, options.opt_level, options.line_info, options.ptxas_args)
+    t_cubin = time.perf_counter()
+    kernel = CompiledKernel(
+        name=spec.name, target=target, grid=spec.grid, block=spec.block, cluster=spec.cluster,
+        inputs=spec.inputs, outputs=spec.outputs, params=spec.params,
+        tma_descriptors=spec.tma_descriptors, dynamic_smem_bytes=spec.dynamic_smem_bytes,
+        smem_layout=spec.smem_layout, mlir=module_text, ptx=ptx, cubin=cubin, sass="",
+        resources=parse_resources(ptxas_log, spec.dynamic_smem_bytes), passes=tuple(recorded),
+        profiler=spec.profiler, ptxas_log=ptxas_log,
+        toolchain=dict(versions()), cache_key=key,
+        compile_seconds={"mlir_to_ptx": t_ptx - t_start, "ptxas": t_cubin - t_ptx,
+                         "total": time.perf_counter() - t_start},
+    )
+    # The kernel can launch now; SASS, the line map and the cache entry follow in the background.
+    kernel._pending_disassembly = _background.submit(_disassemble_and_store, kernel, cubin, ptx, cache, key)
+    if options.dump_dir:
+        kernel.save(options.dump_dir)
+    return kernel
+
+
+_background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mgpu_lab_nvdisasm")
+
+
+def _disassemble_and_store(kernel: CompiledKernel, cubin: bytes, ptx: str, cache: KernelCache | None,
+                           key: str) -> tuple[str, tuple, dict]:
+    t0 = time.perf_counter()
+    sass = disassemble(cubin)
+    line_map, sources = build_line_map(ptx, sass)
+    kernel.compile_seconds["nvdisasm"] = time.perf_counter() - t0
+    if cache is not None:
+        # Publish the finished kernel to the cache only once it is whole.
+        object.__setattr__(kernel, "sass", sass)
+        object.__setattr__(kernel, "line_map", line_map)
+        object.__setattr__(kernel, "sources", sources)
+        object.__setattr__(kernel, "_pending_disassembly", None)
+        cache.put(key, kernel)
+    return sass, line_map, sources

@@ -1,0 +1,90 @@
+"""cubin -> SASS with nvdisasm, and the map from user source lines to PTX and SASS lines."""
+
+from __future__ import annotations
+
+import linecache
+import re
+import subprocess
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from ..errors import ToolchainError
+from .compiled_kernel import SourceSpan
+from .toolchain import find_tool
+
+
+def disassemble(cubin: bytes) -> str:
+    """nvdisasm's SASS of the code sections, with `//## File "...", line N` line info."""
+    with tempfile.TemporaryDirectory(prefix="mgpu_lab_nvdisasm_") as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        proc = subprocess.run([find_tool("nvdisasm"), "-c", "-g", str(path)],
+                              capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise ToolchainError(f"nvdisasm failed (exit {proc.returncode}):\n{proc.stderr.strip()}")
+        return proc.stdout
+
+
+_PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"?([^"\s,]+)"?')
+_PTX_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
+_SASS_LINE_INFO = re.compile(r'//## File "([^"]+)", line (\d+)')
+_SASS_INSTR = re.compile(r"/\*[0-9a-f]{4,}\*/")
+
+
+def ptx_line_sources(ptx: str) -> dict[int, tuple[str, int]]:
+    """0-based PTX instruction line -> (file, 1-based source line), from .loc directives."""
+    lines = ptx.splitlines()
+    files = {}
+    for text in lines:
+        m = _PTX_FILE.match(text)
+        if m:
+            files[m.group(1)] = m.group(2)
+    result, current = {}, None
+    for i, text in enumerate(lines):
+        m = _PTX_LOC.match(text)
+        if m:
+            file = files.get(m.group(1))
+            line = int(m.group(2))
+            current = (file, line) if file and line > 0 else None
+            continue
+        stripped = text.strip()
+        if current and stripped and not stripped.startswith((".", "//", "$", "{", "}")):
+            result[i] = current
+        if stripped == "}":
+            current = None
+    return result
+
+
+def sass_line_sources(sass: str) -> dict[int, tuple[str, int]]:
+    """0-based SASS instruction line -> (file, 1-based source line), from nvdisasm -g comments."""
+    result, current = {}, None
+    for i, text in enumerate(sass.splitlines()):
+        m = _SASS_LINE_INFO.search(text)
+        if m:
+            current = (m.group(1), int(m.group(2)))
+        elif current and _SASS_INSTR.search(text):
+            result[i] = current
+    return result
+
+
+def build_line_map(ptx: str, sass: str) -> tuple[tuple[SourceSpan, ...], dict[str, str]]:
+    """SourceSpans (0-based lines) for every user line that produced code, and the sources."""
+    ptx_by_src: dict[tuple[str, int], list[int]] = defaultdict(list)
+    sass_by_src: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for i, src in ptx_line_sources(ptx).items():
+        ptx_by_src[src].append(i)
+    for i, src in sass_line_sources(sass).items():
+        sass_by_src[src].append(i)
+    spans = tuple(
+        SourceSpan(file, line - 1, tuple(ptx_by_src.get((file, line), ())),
+                   tuple(sass_by_src.get((file, line), ())))
+        for file, line in sorted(set(ptx_by_src) | set(sass_by_src))
+    )
+    sources = {}
+    for span in spans:
+        if span.file not in sources:
+            text = "".join(linecache.getlines(span.file))
+            if text:
+                sources[span.file] = text
+    return spans, sources

@@ -1,0 +1,24 @@
+"""Everything a kernel body uses, in one namespace: `from mgpu_lab import dsl`.
+
+The MLIR dialect modules (`dsl.arith`, `dsl.memref`, `dsl.scf`, `dsl.gpu`, `dsl.nvvm`, ...) come
+from `mgpu_lab._mlir`, so swapping the MLIR provider changes no kernel code.
+"""
+
+from ._mlir import arith, gpu, ir, llvm, math, memref, nvgpu, nvvm, scf, vector
+from .builder.constants import as_index, c
+from .builder.control import for_range, if_else, when
+from .builder.memref_ops import DynamicSlice, ds, memref_slice, memref_transpose, memref_unfold, memref_unsqueeze
+from .builder.shapes import Barriers, ShapeDtype, Union
+from .builder.threads import (
+    block_dim, block_idx, cluster_block_idx, grid_dim, lane_idx, linear_thread_idx, thread_idx,
+    thread_in_warpgroup, warp_idx, warpgroup_idx,
+)
+from .builder.transforms import MemRefTransform, TileTransform, TransposeTransform
+
+__all__ = [
+    "Barriers", "DynamicSlice", "MemRefTransform", "ShapeDtype", "TileTransform", "TransposeTransform",
+    "Union", "arith", "as_index", "block_dim", "block_idx", "c", "cluster_block_idx", "ds", "for_range",
+    "gpu", "grid_dim", "if_else", "ir", "lane_idx", "linear_thread_idx", "llvm", "math", "memref",
+    "memref_slice", "memref_transpose", "memref_unfold", "memref_unsqueeze", "nvgpu", "nvvm", "scf",
+    "thread_idx", "thread_in_warpgroup", "vector", "warp_idx", "warpgroup_idx", "when",
+]

@@ -1,0 +1,31 @@
+"""The errors mgpu_lab raises. Each names what was expected, what was given, and where."""
+
+from __future__ import annotations
+
+
+class MgpuLabError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class KernelBuildError(MgpuLabError):
+    """The kernel body raised while it was being traced; the message points at the user's line."""
+
+
+class KernelCompileError(MgpuLabError):
+    """MLIR verification or a lowering pass failed; the message has the diagnostics and user lines."""
+
+
+class PtxasError(KernelCompileError):
+    """ptxas (or nvJitLink) rejected the PTX; the message is the assembler's own."""
+
+
+class ResourceLimitError(MgpuLabError, ValueError):
+    """The kernel asks for more of a resource (smem, threads, grid) than the device or ISA allows."""
+
+
+class LaunchArgumentError(MgpuLabError, ValueError):
+    """A kernel was called with arguments that do not match its signature."""
+
+
+class ToolchainError(MgpuLabError, RuntimeError):
+    """A CUDA tool (ptxas, nvdisasm) could not be found or run."""

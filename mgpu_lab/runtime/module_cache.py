@@ -1,0 +1,63 @@
+"""Loads a cubin into the current CUDA context and prepares its launch configuration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..compiler.compiled_kernel import CompiledKernel
+from .device import check, current_device, max_dynamic_smem_bytes
+
+_DEFAULT_DYNAMIC_SMEM_LIMIT = 48 * 1024  # above this the function attribute must be raised
+
+
+class LoadedFunction:
+    """A CUfunction with its grid, block, cluster and smem baked in."""
+
+    def __init__(self, compiled: CompiledKernel):
+        from cuda.bindings import driver
+
+        from .launcher import check_smem_fits
+
+        self._driver = driver
+        self.module = check(driver.cuModuleLoadData(compiled.cubin), f"loading {compiled.name}'s cubin")
+        self.function = check(driver.cuModuleGetFunction(self.module, compiled.name.encode()),
+                              f"cuModuleGetFunction({compiled.name})")
+        limit = max_dynamic_smem_bytes(current_device())
+        check_smem_fits(compiled, limit)
+        self.smem = compiled.dynamic_smem_bytes
+        if self.smem > _DEFAULT_DYNAMIC_SMEM_LIMIT:
+            attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            check(driver.cuFuncSetAttribute(self.function, attr, self.smem), "raising the dynamic smem limit")
+        self.grid, self.block = compiled.grid, compiled.block
+        self.config = None
+        if compiled.cluster != (1, 1, 1):
+            self.config = self._cluster_config(compiled)
+
+    def _cluster_config(self, compiled: CompiledKernel) -> Any:
+        driver = self._driver
+        config = driver.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = compiled.grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = compiled.block
+        config.sharedMemBytes = self.smem
+        attr = driver.CUlaunchAttribute()
+        attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = compiled.cluster
+        config.attrs = [attr]
+        config.numAttrs = 1
+        return config
+
+    def launch(self, stream: int, argv_address: int) -> None:
+        driver = self._driver
+        if self.config is None:
+            (err,) = driver.cuLaunchKernel(self.function, *self.grid, *self.block, self.smem, stream,
+                                          argv_address, 0)
+        else:
+            self.config.hStream = stream
+            (err,) = driver.cuLaunchKernelEx(self.config, self.function, argv_address, 0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            check((err,), "cuLaunchKernel")
+
+
+def load_function(compiled: CompiledKernel) -> LoadedFunction:
+    """Load `compiled` into the current context (the Launcher caches one per context)."""
+    return LoadedFunction(compiled)
