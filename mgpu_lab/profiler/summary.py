@@ -1,0 +1,167 @@
+"""Per-region statistics of a `Trace`: the table a kernel author reads first.
+
+Share of kernel time is defined as
+
+    share(region) = sum of the region's durations / (kernel duration x recording units)
+
+where the kernel duration is `Trace.duration_ns` (earliest block start to latest end) and
+recording units are all (block, unit) pairs of the launch (`Trace.num_units`). It is the
+fraction of all unit-time the launch had that was spent inside the region, so it is
+comparable between regions and kernels. It is not a partition: nested regions count in
+their parent too, so shares can add up to more than 1, and with several waves of blocks
+no unit is alive for the whole kernel, so even an all-covering region stays below 1.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from mgpu_lab.profiler.trace import Trace
+
+# (row key, column title, kind): kind says how to format the value.
+_COLUMNS = (
+    ("region", "region", "text"),
+    ("count", "count", "int"),
+    ("total_ns", "total us", "time"),
+    ("mean_ns", "mean us", "time"),
+    ("p50_ns", "p50 us", "time"),
+    ("p95_ns", "p95 us", "time"),
+    ("min_ns", "min us", "time"),
+    ("max_ns", "max us", "time"),
+    ("share", "share", "percent"),
+)
+
+
+class RegionSummary:
+    """Statistics per region; `.rows` holds one dict per region, largest total first.
+
+    Row keys: region (name), region_id, count, total_ns, mean_ns, p50_ns, p95_ns, min_ns,
+    max_ns, share (see the module docstring), unbalanced (instances whose end was inferred).
+    """
+
+    def __init__(
+        self,
+        rows: list[dict[str, Any]],
+        kernel_name: str,
+        duration_ns: float,
+        num_units: int,
+        unit_kind: str,
+        dropped: int,
+    ) -> None:
+        self.rows = rows
+        self.kernel_name = kernel_name
+        self.duration_ns = duration_ns
+        self.num_units = num_units
+        self.unit_kind = unit_kind
+        self.dropped = dropped
+
+    def title(self) -> str:
+        """One line describing what the table covers."""
+        name = self.kernel_name or "kernel"
+        text = (
+            f"{name}: {self.duration_ns / 1e3:.3f} us, {self.num_units} {self.unit_kind}s, "
+            f"{sum(row['count'] for row in self.rows)} region instances"
+        )
+        if self.dropped:
+            text += f", {self.dropped} events dropped (buffer full)"
+        return text
+
+    def _cells(self) -> list[list[str]]:
+        return [[_format(row[key], kind) for key, _, kind in _COLUMNS] for row in self.rows]
+
+    def __str__(self) -> str:
+        header = [title for _, title, _ in _COLUMNS]
+        body = self._cells()
+        widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+
+        def line(cells: list[str]) -> str:
+            # Names read best left-aligned, numbers right-aligned so their digits line up.
+            parts = [cells[0].ljust(widths[0])]
+            parts += [cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True)]
+            return "  ".join(parts).rstrip()
+
+        rule = "  ".join("-" * width for width in widths)
+        return "\n".join([self.title(), line(header), rule, *(line(cells) for cells in body)])
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(title)}</th>" for _, title, _ in _COLUMNS)
+        body = "".join(
+            "<tr>"
+            + "".join(
+                f'<td style="text-align:{"left" if i == 0 else "right"}">{html.escape(cell)}</td>'
+                for i, cell in enumerate(cells)
+            )
+            + "</tr>"
+            for cells in self._cells()
+        )
+        return (
+            f"<table><caption>{html.escape(self.title())}</caption>"
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        )
+
+    def to_dataframe(self) -> Any:
+        """The rows as a pandas DataFrame indexed by region name."""
+        try:
+            import pandas as pd
+        except ImportError as err:
+            raise ImportError(
+                "RegionSummary.to_dataframe needs pandas, which is not installed: "
+                "pip install pandas"
+            ) from err
+        columns = [key for key, _, _ in _COLUMNS] + ["region_id", "unbalanced"]
+        return pd.DataFrame(self.rows, columns=columns).set_index("region")
+
+
+def summarize(trace: Trace) -> RegionSummary:
+    """Count, total, mean, p50, p95, min, max and share of kernel time for every region."""
+    durations = trace.duration_column_ns
+    unit_time = trace.duration_ns * trace.num_units
+    rows: list[dict[str, Any]] = []
+    if trace.num_events:
+        # Group by region with one sort instead of one boolean mask per region.
+        order = np.argsort(trace.region, kind="stable")
+        ids, first = np.unique(trace.region[order], return_index=True)
+        groups = np.split(durations[order], first[1:])
+        unbalanced = np.split(trace.flags[order] != 0, first[1:])
+        for region, values, flagged in zip(ids.tolist(), groups, unbalanced, strict=True):
+            total = float(values.sum())
+            p50, p95 = np.percentile(values, [50, 95])
+            rows.append(
+                {
+                    "region": trace.region_name(region),
+                    "region_id": region,
+                    "count": int(values.size),
+                    "total_ns": total,
+                    "mean_ns": total / values.size,
+                    "p50_ns": float(p50),
+                    "p95_ns": float(p95),
+                    "min_ns": float(values.min()),
+                    "max_ns": float(values.max()),
+                    "share": total / unit_time if unit_time > 0 else float("nan"),
+                    "unbalanced": int(np.count_nonzero(flagged)),
+                }
+            )
+    rows.sort(key=lambda row: (-row["total_ns"], row["region_id"]))
+    return RegionSummary(
+        rows=rows,
+        kernel_name=trace.kernel_name,
+        duration_ns=trace.duration_ns,
+        num_units=trace.num_units,
+        unit_kind=trace.unit_kind,
+        dropped=trace.dropped,
+    )
+
+
+def _format(value: Any, kind: str) -> str:
+    if kind == "time":
+        return f"{value / 1e3:.3f}"  # ns -> us
+    if kind == "percent":
+        return "n/a" if np.isnan(value) else f"{100 * value:.1f}%"
+    return str(value)
