@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import linecache
 import re
 import subprocess
 import tempfile
@@ -25,8 +26,26 @@ def assemble(ptx: str, target: str, opt_level: int, line_info: bool,
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         log = (proc.stdout + proc.stderr).replace(str(src), "kernel.ptx")
         if proc.returncode != 0 or not out.exists():
-            raise PtxasError(f"ptxas failed (exit {proc.returncode}) for {target}:\n{log.strip()}")
+            raise PtxasError(f"ptxas failed (exit {proc.returncode}) for {target}:\n{log.strip()}"
+                             + _user_lines_of(log, ptx))
         return out.read_bytes(), log
+
+
+_PTX_ERROR_LINE = re.compile(r"kernel\.ptx, line (\d+)")
+
+
+def _user_lines_of(log: str, ptx: str) -> str:
+    """The user source lines behind the PTX lines ptxas complains about."""
+    from .disassemble import ptx_line_sources
+
+    sources = ptx_line_sources(ptx)
+    found = []
+    for n in dict.fromkeys(int(m) for m in _PTX_ERROR_LINE.findall(log)):
+        src = sources.get(n - 1)
+        if src:
+            text = linecache.getline(*src).strip()
+            found.append(f'  PTX line {n} comes from File "{src[0]}", line {src[1]}' + (f"\n    {text}" if text else ""))
+    return ("\n" + "\n".join(found)) if found else ""
 
 
 _USED = re.compile(r"Used (\d+) registers")

@@ -47,6 +47,8 @@ def format_diagnostics(error: ir.MLIRError) -> str:
     lines = []
 
     def emit(diag, indent: str) -> None:
+        if diag.message.startswith("see current operation"):
+            return  # the generic op dump repeats what the user's line already shows
         where = location_file_line(diag.location)
         if where:
             file, line = where
@@ -93,6 +95,26 @@ def run_pipeline(module: ir.Module, passes: list[str], keep_ir: bool
     return recorded, timings
 
 
+_DYNAMIC_SMEM = re.compile(r"^\s*\.shared\s+\.align\s+\d+\s+\.b8\s+(__dynamic_shmem__\d*);\s*$", re.M)
+
+
+def _declare_dynamic_smem(ptx: str) -> str:
+    """Make gpu.dynamic_shared_memory's global a real dynamic-smem declaration.
+
+    NVPTX prints the zero-length global as a 1-byte *static* shared variable; dynamic smem
+    would then start after it and the kernel's last bytes would fall outside the allocation.
+    `.extern ... []` is CUDA's declaration of dynamic shared memory; 1024-byte alignment is
+    what the 128-byte TMA swizzle needs, and the smem planner's offsets assume it.
+    """
+    names = _DYNAMIC_SMEM.findall(ptx)
+    if not names:
+        return ptx
+    # LLVM "demotes" the global into the function body; an extern must live at module scope.
+    ptx = _DYNAMIC_SMEM.sub("", ptx)
+    decls = "".join(f".extern .shared .align 1024 .b8 {name}[];\n" for name in dict.fromkeys(names))
+    return re.sub(r"^(\.address_size\s+\d+\s*\n)", lambda m: m.group(1) + decls, ptx, count=1, flags=re.M)
+
+
 def extract_ptx(module: ir.Module) -> str:
     """The PTX text of the single gpu.binary op the pipeline leaves."""
     for op in module.body.operations:
@@ -101,5 +123,6 @@ def extract_ptx(module: ir.Module) -> str:
             ptx = gpu.ObjectAttr(objects[0]).object.decode()
             # NVPTX marks the target ", debug" whenever debug info exists; ptxas then demands
             # -g (no optimization). The .loc/.file line table is all -lineinfo needs.
-            return re.sub(r"^(\.target\s+\w+), debug$", r"\1", ptx, count=1, flags=re.M)
+            ptx = re.sub(r"^(\.target\s+\w+), debug$", r"\1", ptx, count=1, flags=re.M)
+            return _declare_dynamic_smem(ptx)
     raise KernelCompileError("the pass pipeline produced no gpu.binary")

@@ -1,0 +1,171 @@
+"""Foundation benchmarks, each a ratio against its peer measured in the same run:
+
+- compile latency of the example kernels, cold and from the cache (peer: JAX Mosaic GPU's
+  trace-compile-first-call of the same vector add);
+- launch overhead per call vs a CuPy RawKernel of an equivalent CUDA C vector add;
+- the tiled smem copy's bandwidth vs `cupy.copyto` of the same bytes.
+
+Run on a GPU machine:  python benchmarks/bench_foundation.py
+Writes benchmarks/results/foundation_<date>.json (or $OUT/ when set) and prints a table.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+from common import table, write_record
+
+import mgpu_lab.compiler.cache as cache_mod
+from mgpu_lab.examples.block_sum import make_block_sum
+from mgpu_lab.examples.tiled_copy import make_tiled_copy
+from mgpu_lab.examples.vector_add import make_vector_add
+from mgpu_lab.runtime.timing import time_cuda, time_host_calls
+
+RAW_VECTOR_ADD = r"""
+extern "C" __global__ void vadd(const float4* a, const float4* b, float4* out, unsigned n4) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n4) { float4 x = a[i], y = b[i]; out[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w); }
+}
+"""
+
+EXAMPLES = {
+    "vector_add": lambda **o: make_vector_add(1 << 20, **o),
+    "block_sum": lambda **o: make_block_sum(1 << 22, 1024, **o),
+    "tiled_copy": lambda **o: make_tiled_copy(4096, 4096, **o),
+}
+
+
+def compile_latency(figures: dict, rows: list) -> None:
+    with tempfile.TemporaryDirectory() as cache_dir:
+        for name, make in EXAMPLES.items():
+            make(use_cache=False)  # warm the MLIR bindings and tool lookups once
+            cold, with_sass, cached_disk, cached_mem = [], [], [], []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                k = make(use_cache=False)
+                cold.append(time.perf_counter() - t0)
+                k.compiled.sass  # noqa: B018
+                with_sass.append(time.perf_counter() - t0)
+            make(cache_dir=cache_dir).compiled.sass  # noqa: B018 - fill the cache
+            for _ in range(5):
+                cache_mod._caches.clear()  # a new process sees only the disk
+                t0 = time.perf_counter()
+                make(cache_dir=cache_dir)
+                cached_disk.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                make(cache_dir=cache_dir)
+                cached_mem.append(time.perf_counter() - t0)
+            figures[f"compile_cold_s_{name}"] = statistics.median(cold)
+            figures[f"compile_cold_with_sass_s_{name}"] = statistics.median(with_sass)
+            figures[f"compile_cached_disk_ms_{name}"] = 1e3 * statistics.median(cached_disk)
+            figures[f"compile_cached_memory_ms_{name}"] = 1e3 * statistics.median(cached_mem)
+            rows.append((f"compile {name}", f"cold {statistics.median(cold) * 1e3:.0f} ms",
+                         f"+sass {statistics.median(with_sass) * 1e3:.0f} ms",
+                         f"disk hit {1e3 * statistics.median(cached_disk):.1f} ms",
+                         f"memory hit {1e3 * statistics.median(cached_mem):.1f} ms"))
+
+
+def jax_mosaic_first_call(figures: dict, rows: list) -> None:
+    """Peer: JAX Mosaic GPU building, compiling and running the same vector add once."""
+    try:
+        import jax
+        import jax.numpy as jnp
+        from jax.experimental.mosaic import gpu as mosaic_gpu
+        from jax._src.lib.mlir.dialects import arith as jarith
+        from jax._src.lib.mlir.dialects import gpu as jgpu
+        from jax._src.lib.mlir.dialects import vector as jvector
+        from jax._src.lib.mlir import ir as jir
+    except Exception as e:  # noqa: BLE001
+        figures["jax_mosaic_error"] = f"{type(e).__name__}: {e}"
+        return
+    n, block, vec = 1 << 20, 256, 4
+    x = jnp.ones((n,), jnp.float32)
+    jax.block_until_ready(x + 1)  # backend start-up is not compile time
+
+    def body(ctx, a, b, out, smem):
+        index = jir.IndexType.get()
+        c = lambda v: jarith.constant(index, v)  # noqa: E731
+        i = jarith.muli(jarith.addi(jarith.muli(jgpu.block_id(jgpu.Dimension.x), c(block)),
+                                    jgpu.thread_id(jgpu.Dimension.x)), c(vec))
+        vt = jir.VectorType.get([vec], jir.F32Type.get())
+        jvector.store(jarith.addf(jvector.load(vt, a, [i]), jvector.load(vt, b, [i])), out, [i])
+
+    sd = jax.ShapeDtypeStruct((n,), jnp.float32)
+    try:
+        t0 = time.perf_counter()
+        f = mosaic_gpu.as_gpu_kernel(body, (n // (block * vec), 1, 1), (block, 1, 1), (sd, sd), sd, ())
+        jax.block_until_ready(f(x, x))
+        first = time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001
+        figures["jax_mosaic_error"] = f"{type(e).__name__}: {e}"
+        return
+    ours = figures["compile_cold_s_vector_add"]
+    figures["jax_mosaic_first_call_s_vector_add"] = first
+    figures["compile_cold_vector_add_vs_jax_mosaic"] = ours / first
+    rows.append(("jax mosaic vector_add", f"first call {first * 1e3:.0f} ms",
+                 f"ours/jax = {ours / first:.2f}", "", ""))
+
+
+def launch_overhead(figures: dict, rows: list) -> None:
+    import cupy
+
+    n = 1 << 12
+    ours = make_vector_add(n)
+    raw = cupy.RawKernel(RAW_VECTOR_ADD, "vadd")
+    a, b = (cupy.asarray(np.random.default_rng(i).standard_normal(n, dtype=np.float32)) for i in range(2))
+    out, out_raw = cupy.empty_like(a), cupy.empty_like(a)
+    grid, n4 = (n // 4 + 255) // 256, np.uint32(n // 4)
+    ours(a, b, out=out)
+    raw((grid,), (256,), (a, b, out_raw, n4))
+    assert cupy.array_equal(out, out_raw), "the two kernels disagree"
+    t_ours = time_host_calls(lambda: ours(a, b, out=out)).median_ms * 1e3
+    t_alloc = time_host_calls(lambda: ours(a, b)).median_ms * 1e3
+    t_raw = time_host_calls(lambda: raw((grid,), (256,), (a, b, out_raw, n4))).median_ms * 1e3
+    t_raw_alloc = time_host_calls(lambda: raw((grid,), (256,), (a, b, cupy.empty_like(a), n4))).median_ms * 1e3
+    figures.update({
+        "launch_us_ours": t_ours, "launch_us_rawkernel": t_raw,
+        "launch_us_ours_allocating_output": t_alloc, "launch_us_rawkernel_allocating_output": t_raw_alloc,
+        "launch_ours_vs_rawkernel": t_ours / t_raw,
+        "launch_allocating_ours_vs_rawkernel": t_alloc / t_raw_alloc,
+    })
+    rows.append(("launch overhead", f"ours {t_ours:.2f} us", f"RawKernel {t_raw:.2f} us",
+                 f"ratio {t_ours / t_raw:.2f}", f"allocating: {t_alloc:.2f} vs {t_raw_alloc:.2f} us"))
+
+
+def copy_bandwidth(figures: dict, rows: list) -> None:
+    import cupy
+
+    m = n = 8192
+    k = make_tiled_copy(m, n)
+    src = cupy.asarray(np.random.default_rng(0).standard_normal((m, n), dtype=np.float32))
+    dst, dst_ref = cupy.full_like(src, np.nan), cupy.full_like(src, np.nan)
+    k(src, out=dst)
+    assert cupy.array_equal(dst, src), "tiled copy is wrong"
+    moved = 2 * src.nbytes  # read + write
+    t_ours = time_cuda(lambda i: k(src, out=dst), warmup=5, iters=30).median_ms
+    t_copy = time_cuda(lambda i: cupy.copyto(dst_ref, src), warmup=5, iters=30).median_ms
+    gbs_ours, gbs_copy = moved / t_ours / 1e6, moved / t_copy / 1e6
+    figures.update({"tiled_copy_8192_GBps": gbs_ours, "copyto_8192_GBps": gbs_copy,
+                    "tiled_copy_8192_vs_copyto": gbs_ours / gbs_copy})
+    rows.append(("copy 8192^2 f32", f"tiled {gbs_ours:.0f} GB/s", f"copyto {gbs_copy:.0f} GB/s",
+                 f"ratio {gbs_ours / gbs_copy:.3f}", ""))
+
+
+def main() -> None:
+    figures: dict = {}
+    rows: list = [("benchmark", "ours", "peer", "ratio", "")]
+    compile_latency(figures, rows)
+    jax_mosaic_first_call(figures, rows)
+    launch_overhead(figures, rows)
+    copy_bandwidth(figures, rows)
+    path = write_record("foundation", figures)
+    print(table(rows))
+    print(f"record: {path}")
+
+
+if __name__ == "__main__":
+    main()

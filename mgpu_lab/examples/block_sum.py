@@ -1,0 +1,63 @@
+"""out[b] = sum of block b's contiguous chunk of x: strided loads, warp shuffles, a smem step."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import mgpu_lab
+from mgpu_lab import dsl
+from mgpu_lab.dsl import arith, c, ir, memref, nvvm, vector
+
+WARP = 32
+
+
+def _warp_sum(value: ir.Value) -> ir.Value:
+    """Butterfly reduction across the 32 lanes of a warp; every lane ends with the total."""
+    i32 = ir.IntegerType.get_signless(32)
+    for offset in (16, 8, 4, 2, 1):
+        other = nvvm.shfl_sync(value.type, c(-1, i32), value, c(offset, i32), c(0x1F, i32), nvvm.ShflKind.bfly)
+        value = arith.addf(value, other)
+    return value
+
+
+def make_block_sum(n: int = 1 << 22, blocks: int = 1024, block: int = 256, **options) -> mgpu_lab.Kernel:
+    """Sum `n` float32 values in `blocks` chunks; one float32 partial sum per block."""
+    vec = 4
+    if n % (blocks * block * vec):
+        raise ValueError(f"n: expected a multiple of blocks * block * 4 = {blocks * block * vec}, got {n}")
+    chunk = n // blocks
+    steps = chunk // (block * vec)
+    warps = block // WARP
+    f32 = "float32"
+
+    def block_sum(ctx, x, out, partials):
+        f32_t = ir.F32Type.get()
+        v4 = ir.VectorType.get([vec], f32_t)
+        base = arith.addi(arith.muli(dsl.block_idx(), c(chunk)), arith.muli(dsl.thread_idx(), c(vec)))
+
+        @dsl.for_range(0, steps, carry=c(0.0, f32))
+        def acc(step, acc):
+            v = vector.load(v4, x, [arith.addi(base, arith.muli(step, c(block * vec)))])
+            zero = c(0.0, f32)
+            return arith.addf(acc, vector.reduction(f32_t, vector.CombiningKind.ADD, v, acc=zero))
+
+        total = _warp_sum(acc)
+        lane, warp = dsl.lane_idx(), dsl.warp_idx()
+        with dsl.when(arith.cmpi(arith.CmpIPredicate.eq, lane, c(0))):
+            memref.store(total, partials, [warp])
+        ctx.block_barrier()
+        with dsl.when(arith.cmpi(arith.CmpIPredicate.eq, warp, c(0))):
+            in_range = arith.cmpi(arith.CmpIPredicate.ult, lane, c(warps))
+            safe_lane = arith.select(in_range, lane, c(0))
+            mine = arith.select(in_range, memref.load(partials, [safe_lane]), c(0.0, f32))
+            block_total = _warp_sum(mine)
+            with dsl.when(arith.cmpi(arith.CmpIPredicate.eq, lane, c(0))):
+                memref.store(block_total, out, [dsl.block_idx()])
+
+    return mgpu_lab.kernel(block_sum, grid=blocks, block=block, in_shapes=mgpu_lab.ShapeDtype((n,), f32),
+                           out_shapes=mgpu_lab.ShapeDtype((blocks,), f32),
+                           smem=mgpu_lab.ShapeDtype((warps,), f32), **options)
+
+
+def reference_block_sum(x: np.ndarray, blocks: int) -> np.ndarray:
+    return x.astype(np.float64).reshape(blocks, -1).sum(axis=1)

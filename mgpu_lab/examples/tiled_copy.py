@@ -1,0 +1,51 @@
+"""A 2-D copy through shared memory: each block stages a tile, waits at a barrier, writes it out.
+
+The write side reads smem rows in the opposite order to the ones each thread loaded, so the
+result is right only if the block barrier orders the two phases.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import mgpu_lab
+from mgpu_lab import dsl
+from mgpu_lab.dsl import arith, c, ir, vector
+
+
+def make_tiled_copy(m: int = 4096, n: int = 4096, tile: tuple[int, int] = (64, 64), block: int = 256,
+                    dtype: str = "float32", **options) -> mgpu_lab.Kernel:
+    """Copy an (m, n) array tile by tile through a (tile) smem buffer."""
+    tm, tn = tile
+    if m % tm or n % tn:
+        raise ValueError(f"shape: expected multiples of the tile {tile}, got {(m, n)}")
+    vec = 16 // np.dtype(dtype).itemsize
+    threads_per_row = tn // vec
+    rows_per_pass = block // threads_per_row
+    if tn % vec or block % threads_per_row or tm % rows_per_pass:
+        raise ValueError(f"tile: {tile} does not split evenly over {block} threads with {vec}-wide vectors")
+    passes = tm // rows_per_pass
+    sd = mgpu_lab.ShapeDtype((m, n), dtype)
+
+    def tiled_copy(ctx, src, dst, tile_smem):
+        vtype = ir.VectorType.get([vec], ir.MemRefType(src.type).element_type)
+        tid = dsl.thread_idx()
+        row0 = arith.divui(tid, c(threads_per_row))
+        col = arith.muli(arith.remui(tid, c(threads_per_row)), c(vec))
+        window = (dsl.ds(arith.muli(dsl.block_idx("y"), c(tm)), tm), dsl.ds(arith.muli(dsl.block_idx("x"), c(tn)), tn))
+        src_tile = dsl.memref_slice(src, window)
+        dst_tile = dsl.memref_slice(dst, window)
+        for p in range(passes):
+            row = arith.addi(row0, c(p * rows_per_pass))
+            vector.store(vector.load(vtype, src_tile, [row, col]), tile_smem, [row, col])
+        ctx.block_barrier()
+        for p in range(passes):
+            row = arith.subi(c(tm - 1), arith.addi(row0, c(p * rows_per_pass)))
+            vector.store(vector.load(vtype, tile_smem, [row, col]), dst_tile, [row, col])
+
+    return mgpu_lab.kernel(tiled_copy, grid=(n // tn, m // tm), block=block, in_shapes=sd, out_shapes=sd,
+                           smem=mgpu_lab.ShapeDtype(tile, dtype), **options)
+
+
+def reference_tiled_copy(x: np.ndarray) -> np.ndarray:
+    return x.copy()

@@ -1,0 +1,79 @@
+"""GPU tests: the example kernels against float64 numpy references, outputs poisoned first."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import poisoned
+from mgpu_lab.examples.block_sum import make_block_sum, reference_block_sum
+from mgpu_lab.examples.tiled_copy import make_tiled_copy, reference_tiled_copy
+from mgpu_lab.examples.vector_add import make_vector_add, reference_vector_add
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("n, dtype", [(1 << 20, "float32"), (1000, "float32"), (1 << 18, "float16"), (12345, "int32")])
+def test_vector_add(n, dtype, rng):
+    import cupy
+
+    k = make_vector_add(n, dtype)
+    for _ in range(2):  # fresh inputs and a fresh poisoned output every run
+        if dtype == "int32":
+            a, b = (rng.integers(-2**20, 2**20, n).astype(dtype) for _ in range(2))
+        else:
+            a, b = (rng.standard_normal(n).astype(dtype) for _ in range(2))
+        out = poisoned(cupy, (n,), dtype)
+        k(cupy.asarray(a), cupy.asarray(b), out=out)
+        ref = reference_vector_add(a, b)
+        got = out.get().astype(np.float64)
+        tol = 1e-3 if dtype == "float16" else 1e-6
+        assert np.isfinite(got).all()
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+
+
+def test_vector_add_allocates_its_output_and_takes_torch_tensors(rng):
+    torch = pytest.importorskip("torch")
+    import cupy
+
+    k = make_vector_add(1 << 16)
+    a = torch.randn(1 << 16, device="cuda")
+    b = torch.randn(1 << 16, device="cuda")
+    out = k(a, b)
+    assert isinstance(out, cupy.ndarray)
+    np.testing.assert_allclose(out.get(), (a + b).cpu().numpy(), rtol=1e-6)
+
+
+def test_block_sum(rng):
+    import cupy
+
+    n, blocks = 1 << 22, 1024
+    k = make_block_sum(n, blocks)
+    x = rng.standard_normal(n).astype(np.float32)
+    out = poisoned(cupy, (blocks,), np.float32)
+    k(cupy.asarray(x), out=out)
+    ref = reference_block_sum(x, blocks)
+    np.testing.assert_allclose(out.get(), ref, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096), (128, 640)])
+def test_tiled_copy(shape, rng):
+    import cupy
+
+    k = make_tiled_copy(*shape)
+    x = rng.standard_normal(shape).astype(np.float32)
+    out = poisoned(cupy, shape, np.float32)
+    k(cupy.asarray(x), out=out)
+    np.testing.assert_array_equal(out.get(), reference_tiled_copy(x))
+
+
+def test_kernels_run_on_cupys_current_stream(rng):
+    import cupy
+
+    k = make_vector_add(1 << 20)
+    a = cupy.asarray(rng.standard_normal(1 << 20).astype(np.float32))
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        out = k(a, a)
+    s.synchronize()
+    np.testing.assert_allclose(out.get(), 2 * a.get(), rtol=1e-6)
