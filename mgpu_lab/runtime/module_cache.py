@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import functools
 from typing import Any
 
 from ..compiler.compiled_kernel import CompiledKernel
@@ -29,6 +31,7 @@ class LoadedFunction:
             attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             check(driver.cuFuncSetAttribute(self.function, attr, self.smem), "raising the dynamic smem limit")
         self.grid, self.block = compiled.grid, compiled.block
+        self.handle = int(self.function)
         self.config = None
         if compiled.cluster != (1, 1, 1):
             self.config = self._cluster_config(compiled)
@@ -47,15 +50,24 @@ class LoadedFunction:
         return config
 
     def launch(self, stream: int, argv_address: int) -> None:
-        driver = self._driver
         if self.config is None:
-            (err,) = driver.cuLaunchKernel(self.function, *self.grid, *self.block, self.smem, stream,
-                                          argv_address, 0)
+            # ctypes straight into libcuda: a third of cuda-bindings' per-call cost.
+            err = _cu_launch_kernel()(self.handle, *self.grid, *self.block, self.smem, stream, argv_address, None)
         else:
             self.config.hStream = stream
-            (err,) = driver.cuLaunchKernelEx(self.config, self.function, argv_address, 0)
-        if err != driver.CUresult.CUDA_SUCCESS:
-            check((err,), "cuLaunchKernel")
+            (err,) = self._driver.cuLaunchKernelEx(self.config, self.function, argv_address, 0)
+        if err:
+            check((self._driver.CUresult(int(err)),), "cuLaunchKernel")
+
+
+@functools.cache
+def _cu_launch_kernel() -> Any:
+    lib = ctypes.CDLL("libcuda.so.1")
+    fn = lib.cuLaunchKernel
+    u = ctypes.c_uint
+    fn.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn
 
 
 def load_function(compiled: CompiledKernel) -> LoadedFunction:
