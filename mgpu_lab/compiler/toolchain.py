@@ -73,7 +73,18 @@ def versions() -> dict[str, str]:
 
     return {
         "mgpu_lab": __version__,
+        "mgpu_lab_code": _code_fingerprint(),
         "mlir": dist("xtc-mlir-python-bindings"),
         "ptxas": tool_version("ptxas"),
         "nvdisasm": tool_version("nvdisasm"),
     }
+
+
+def _code_fingerprint() -> str:
+    """Hash of the compiler's own sources, so editing a pass or a PTX fix-up invalidates the cache."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
