@@ -78,7 +78,6 @@ class Kernel:
     def __init__(self, compiled: CompiledKernel):
         self.compiled = compiled
         self._launcher = None
-        self.last_trace = None  # the profiler Trace of the most recent profiled call
 
     @property
     def name(self) -> str:
@@ -89,10 +88,12 @@ class Kernel:
             from ..runtime.launcher import Launcher
 
             self._launcher = Launcher(self.compiled)
-        result = self._launcher(*args, out=out, stream=stream)
-        if self.compiled.profiler is not None:
-            self.last_trace = self._launcher.last_trace
-        return result
+        return self._launcher(*args, out=out, stream=stream)
+
+    @property
+    def last_trace(self) -> Any:
+        """The profiler Trace of the most recent call (decoded on access; None if not profiled)."""
+        return None if self._launcher is None else self._launcher.last_trace
 
     def __repr__(self) -> str:
         r = self.compiled.resources

@@ -1,0 +1,1 @@
+"""On-device profiler: `ctx.named_region` recording (device.py) and Trace decoding/export."""
