@@ -133,6 +133,12 @@ class Launcher:
         cupy = self._cupy
         device = cupy.cuda.runtime.getDevice()
         arrays = self._checked_arrays(args, out, device)
+        fn = self._function(device)
+        if fn.cupy_function is not None:
+            params = arrays if self.compiled.profiler is None else arrays + [self._new_profile_buffer()]
+            fn.cupy_function(self.compiled.grid, self.compiled.block, params, shared_mem=fn.smem,
+                             stream=stream if stream is None or hasattr(stream, "ptr") else cupy.cuda.ExternalStream(stream))
+            return self._finish(arrays)
         storage = self._storage
         words = storage.words
         for slot, (kind, index) in enumerate(self.param_kinds):
@@ -143,7 +149,10 @@ class Launcher:
             else:  # profile buffer
                 words[slot * _SLOT_WORDS] = self._new_profile_buffer().data.ptr
         stream_handle = cupy.cuda.get_current_stream().ptr if stream is None else getattr(stream, "ptr", stream)
-        self._function(device).launch(stream_handle, storage.argv_address)
+        fn.launch(stream_handle, storage.argv_address)
+        return self._finish(arrays)
+
+    def _finish(self, arrays: list[Any]) -> Any:
         if self.compiled.profiler is not None:
             self.last_profile = self._profile_buffer
         outs = arrays[self.n_in:]

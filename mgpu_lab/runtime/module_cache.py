@@ -35,6 +35,19 @@ class LoadedFunction:
         self.config = None
         if compiled.cluster != (1, 1, 1):
             self.config = self._cluster_config(compiled)
+        # Kernels whose parameters are all pointers launch through CuPy's Cython path, the same
+        # one a RawKernel takes; TMA descriptors (128-byte by-value) and clusters take ours.
+        self.cupy_function = None
+        if self.config is None and all(p.kind != "tma" for p in compiled.params):
+            import cupy
+
+            self._cupy_module = cupy.cuda.function.Module()
+            self._cupy_module.load(compiled.cubin)
+            self.cupy_function = self._cupy_module.get_function(compiled.name)
+            if self.smem > _DEFAULT_DYNAMIC_SMEM_LIMIT:
+                attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                check(driver.cuFuncSetAttribute(driver.CUfunction(self.cupy_function.ptr), attr, self.smem),
+                      "raising the dynamic smem limit")
 
     def _cluster_config(self, compiled: CompiledKernel) -> Any:
         driver = self._driver
