@@ -1,0 +1,184 @@
+"""IPython magics: `%%mosaic` builds a kernel from a cell, `%mosaic_show` shows it again.
+
+    %load_ext mgpu_lab
+
+    %%mosaic vadd --grid "N // 1024" --block 256 --in a=sd --in b=sd --out c=sd --show sass,smem
+    i = arith.muli(arith.addi(arith.muli(dsl.block_idx(), c(256)), dsl.thread_idx()), c(4))
+    ...
+
+The cell is the kernel body, run in the notebook's namespace with `ctx`, the named arrays and
+`smem` in scope; NAME is bound to the compiled, callable kernel. Option values (--grid,
+--block, --cluster, --smem, and the right-hand sides of --in/--out) are Python expressions
+evaluated in the notebook's namespace (quote any with spaces). Errors point at the cell's own lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import shlex
+from typing import Any
+
+VIEWS = ("timeline", "sass", "smem", "ir")
+
+
+class MagicArgumentError(ValueError):
+    """A %%mosaic option is missing or malformed."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print and exit the kernel process
+        raise MagicArgumentError(f"%%mosaic: {message}\n{self.format_usage().strip()}")
+
+
+def parse_magic_line(line: str) -> argparse.Namespace:
+    """Parse `NAME [options]` of a %%mosaic line; raises MagicArgumentError with the usage."""
+    parser = _Parser(prog="%%mosaic", add_help=False)
+    parser.add_argument("name")
+    parser.add_argument("--grid", required=True)
+    parser.add_argument("--block", required=True)
+    parser.add_argument("--cluster", default=None)
+    parser.add_argument("--smem", default=None)
+    parser.add_argument("--in", dest="inputs", action="append", default=[])
+    parser.add_argument("--out", dest="outputs", action="append", default=[])
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--show", default="")
+    parser.add_argument("--dump", default=None)
+    try:
+        words = shlex.split(line)
+    except ValueError as e:
+        raise MagicArgumentError(f"%%mosaic: {e} in {line!r}") from None
+    args = parser.parse_args(words)
+    if not args.name.isidentifier():
+        raise MagicArgumentError(f"%%mosaic: NAME must be a Python identifier, got {args.name!r}")
+    for flag, items in (("--in", args.inputs), ("--out", args.outputs)):
+        for item in items:
+            name, eq, expr = item.partition("=")
+            if not eq or not name.strip().isidentifier() or not expr.strip():
+                raise MagicArgumentError(f"%%mosaic: {flag} expects NAME=EXPR (e.g. a=sd), got {item!r}")
+    views = [v for v in args.show.split(",") if v]
+    bad = [v for v in views if v not in VIEWS]
+    if bad:
+        raise MagicArgumentError(f"%%mosaic: --show takes a comma list of {', '.join(VIEWS)}; got {', '.join(bad)}")
+    args.show = views
+    return args
+
+
+def body_from_cell(name: str, params: list[str], cell: str, filename: str) -> Any:
+    """Compile the cell into `def name(ctx, *params, smem): <cell>` keeping the cell's line numbers."""
+    tree = ast.parse(cell, filename=filename)
+    arguments = ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in ["ctx", *params, "smem"]],
+                              kwonlyargs=[], kw_defaults=[], defaults=[])
+    extra = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}
+    func = ast.FunctionDef(name=name, args=arguments, body=tree.body or [ast.Pass()], decorator_list=[],
+                           returns=None, lineno=1, col_offset=0, **extra)
+    module = ast.Module(body=[func], type_ignores=[])
+    ast.fix_missing_locations(module)
+    return compile(module, filename, "exec")
+
+
+def text_summary(kernel: Any, views: list[str]) -> str:
+    """What the viewers show, as text (for plain IPython and terminals)."""
+    ck = kernel.compiled
+    r = ck.resources
+    lines = [f"{ck.name}: {ck.target} grid={ck.grid} block={ck.block} cluster={ck.cluster}",
+             f"  registers {r.registers}, smem {r.total_smem_bytes} B ({r.dynamic_smem_bytes} dynamic), "
+             f"spills {r.spill_stores_bytes}/{r.spill_loads_bytes} B, stack {r.stack_frame_bytes} B"]
+    if "smem" in views:
+        lines.append("  shared memory:")
+        for b in ck.smem_layout:
+            lines.append(f"    [{b.offset:>7}, {b.offset + b.nbytes:>7})  {b.kind:<8} {b.path} {b.shape} {b.dtype}"
+                         + (f" swizzle {b.swizzle}" if b.swizzle else "") + (f" union {b.union}" if b.union >= 0 else ""))
+    if "sass" in views:
+        instr = [ln.strip() for ln in ck.sass.splitlines() if "/*" in ln and "*/" in ln]
+        lines.append(f"  SASS: {len(instr)} instructions; first ones:")
+        lines += [f"    {ln}" for ln in instr[:12]]
+    if "ir" in views:
+        if ck.passes:
+            lines.append("  passes: " + ", ".join(name for name, _ in ck.passes))
+        else:
+            lines.append("  passes: not recorded (build with keep_passes=True or MGPU_LAB_DUMP_PASSES=1)")
+    if "timeline" in views:
+        trace = kernel.last_trace
+        lines.append("  timeline: " + ("no profiled call yet (build with --profile and call the kernel)"
+                                       if trace is None else f"{trace.num_events} events\n{trace.summary()}"))
+    return "\n".join(lines)
+
+
+def show(kernel: Any, views: list[str]) -> None:
+    """Display the chosen viewers: widgets in a widget frontend, text elsewhere."""
+    from IPython.display import display
+
+    try:
+        from . import widgets
+    except ImportError:
+        widgets = None
+    if widgets is not None and hasattr(widgets, "show") and _widget_frontend():
+        for view in views:
+            display(widgets.show(kernel, view))
+        return
+    print(text_summary(kernel, views))
+
+
+def _widget_frontend() -> bool:
+    try:
+        from IPython import get_ipython
+
+        ip = get_ipython()
+        return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
+    except ImportError:
+        return False
+
+
+def register(ipython: Any) -> None:
+    """Register %%mosaic and %mosaic_show on an IPython shell."""
+    from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+
+    @magics_class
+    class MosaicMagics(Magics):
+        @cell_magic
+        def mosaic(self, line: str, cell: str) -> None:
+            import mgpu_lab
+
+            args = parse_magic_line(line)
+            ns = self.shell.user_ns
+
+            def evaluate(expr: str, what: str) -> Any:
+                try:
+                    return eval(expr, ns)  # noqa: S307 - the user's own notebook expression
+                except Exception as e:
+                    raise MagicArgumentError(f"%%mosaic: {what}={expr!r} could not be evaluated: "
+                                             f"{type(e).__name__}: {e}") from None
+
+            ins = [(n.strip(), evaluate(e, f"--in {n.strip()}")) for n, _, e in (i.partition("=") for i in args.inputs)]
+            outs = [(n.strip(), evaluate(e, f"--out {n.strip()}")) for n, _, e in (o.partition("=") for o in args.outputs)]
+            filename = self.shell.compile.cache(cell)  # registers the cell with linecache
+            code = body_from_cell(args.name, [n for n, _ in ins + outs], cell, filename)
+            scope: dict[str, Any] = {}
+            exec(code, ns, scope)  # noqa: S102 - defines the body function from the user's cell
+            options = {"dump_dir": args.dump} if args.dump else {}
+            kernel = mgpu_lab.kernel(
+                scope[args.name], grid=evaluate(args.grid, "--grid"), block=evaluate(args.block, "--block"),
+                in_shapes=[s for _, s in ins], out_shapes=[s for _, s in outs],
+                smem=evaluate(args.smem, "--smem") if args.smem else None,
+                cluster=evaluate(args.cluster, "--cluster") if args.cluster else (1, 1, 1),
+                name=args.name, profile=args.profile, **options)
+            ns[args.name] = kernel
+            if args.show:
+                show(kernel, args.show)
+
+        @line_magic
+        def mosaic_show(self, line: str) -> None:
+            parts = line.split()
+            if not parts:
+                raise MagicArgumentError("%mosaic_show: usage: %mosaic_show NAME [timeline,sass,smem,ir]")
+            kernel = self.shell.user_ns.get(parts[0])
+            if kernel is None or not hasattr(kernel, "compiled"):
+                raise MagicArgumentError(f"%mosaic_show: {parts[0]!r} is not a kernel built by %%mosaic")
+            views = parts[1].split(",") if len(parts) > 1 else list(VIEWS)
+            bad = [v for v in views if v not in VIEWS]
+            if bad:
+                raise MagicArgumentError(f"%mosaic_show: unknown view(s) {', '.join(bad)}; choose from {', '.join(VIEWS)}")
+            show(kernel, views)
+
+    ipython.register_magics(MosaicMagics)
