@@ -95,6 +95,12 @@ class Kernel:
         """The profiler Trace of the most recent call (decoded on access; None if not profiled)."""
         return None if self._launcher is None else self._launcher.last_trace
 
+    def export(self, path: str) -> Any:
+        """Write a standalone Python module (cubin + launcher; numpy, CuPy, cuda-bindings only)."""
+        from ..export import export
+
+        return export(self, path)
+
     def __repr__(self) -> str:
         r = self.compiled.resources
         return (f"<mgpu_lab.Kernel {self.name} {self.compiled.target} grid={self.compiled.grid} "
