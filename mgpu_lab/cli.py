@@ -1,9 +1,45 @@
-"""The `mgpu-lab` command line."""
+"""The `mgpu-lab` command line: demo, compile, export, trace, tune.
+
+Exit codes: 0 success, 1 the work failed (a check, a compile), 2 bad usage or input.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
+from pathlib import Path
+from typing import Any
+
+
+class CliError(Exception):
+    """A user-facing error: printed without a traceback, exit code 2."""
+
+
+def load_kernel(target: str) -> Any:
+    """`FILE.py:NAME` -> the Kernel it names (a Kernel object, or a function returning one)."""
+    file, sep, name = target.rpartition(":")
+    if not sep or not file or not name:
+        raise CliError(f"KERNEL: expected FILE.py:NAME, got {target!r}")
+    path = Path(file)
+    if not path.is_file():
+        raise CliError(f"KERNEL: file {file!r} does not exist")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent.resolve()))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.pop(0)
+    obj = getattr(module, name, None)
+    if obj is None:
+        raise CliError(f"KERNEL: {file} has no {name!r}")
+    if callable(obj) and not hasattr(obj, "compiled"):
+        obj = obj()
+    if not hasattr(obj, "compiled"):
+        raise CliError(f"KERNEL: {file}:{name} is neither a Kernel nor a function returning one "
+                       f"(got {type(obj).__name__})")
+    return obj
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -12,17 +48,106 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo()
 
 
+def _compile(args: argparse.Namespace) -> int:
+    kernel = load_kernel(args.kernel)
+    ck = kernel.compiled
+    show_all = not (args.ptx or args.sass or args.ir or args.resources)
+    if args.resources or show_all:
+        r = ck.resources
+        print(f"{ck.name} {ck.target}: {r.registers} registers, {r.static_smem_bytes} B static + "
+              f"{r.dynamic_smem_bytes} B dynamic smem, spills {r.spill_stores_bytes}/{r.spill_loads_bytes} B, "
+              f"stack {r.stack_frame_bytes} B")
+    if args.ptx:
+        print(ck.ptx)
+    if args.sass:
+        print(ck.sass)
+    if args.ir:
+        print(ck.mlir)
+    if args.out:
+        ck.save(args.out)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .export import export
+
+    kernel = load_kernel(args.kernel)
+    try:
+        path = export(kernel, args.output)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    print(f"wrote {path}")
+    return 0
+
+
+def _load_trace(file: str) -> Any:
+    from .profiler.trace import Trace
+
+    if not Path(file).is_file():
+        raise CliError(f"FILE: trace file {file!r} does not exist")
+    try:
+        return Trace.load(file)
+    except Exception as e:  # noqa: BLE001 - any parse failure is a bad input file
+        raise CliError(f"FILE: {file!r} is not a trace saved by Trace.save ({type(e).__name__}: {e})") from None
+
+
+def _trace_summary(args: argparse.Namespace) -> int:
+    trace = _load_trace(args.file)
+    print(f"{trace.kernel_name or 'kernel'}: {trace.num_events} events, {trace.duration_ns / 1e3:.1f} us")
+    print(trace.summary())
+    return 0
+
+
+def _trace_convert(args: argparse.Namespace) -> int:
+    trace = _load_trace(args.file)
+    fmt = args.to or ("chrome" if str(args.output).endswith(".json") else "perfetto")
+    path = trace.save_chrome_json(args.output) if fmt == "chrome" else trace.save_perfetto(args.output)
+    print(f"wrote {path} ({fmt})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mgpu-lab", description="Write, run, profile and ship Hopper kernels.")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="build, compile (and with a GPU, run and check) the example kernels")
-    demo.set_defaults(func=_demo)
+
+    p = sub.add_parser("demo", help="build, compile (and with a GPU, run and check) the example kernels")
+    p.set_defaults(func=_demo)
+
+    p = sub.add_parser("compile", help="compile FILE.py:NAME and print its artifacts")
+    p.add_argument("kernel", help="FILE.py:NAME, a Kernel or a function returning one")
+    p.add_argument("--ptx", action="store_true", help="print the PTX")
+    p.add_argument("--sass", action="store_true", help="print the SASS")
+    p.add_argument("--ir", action="store_true", help="print the MLIR module as built")
+    p.add_argument("--resources", action="store_true", help="print registers, smem, spills")
+    p.add_argument("--out", help="write every artifact to this folder")
+    p.set_defaults(func=_compile)
+
+    p = sub.add_parser("export", help="write FILE.py:NAME as a standalone module")
+    p.add_argument("kernel", help="FILE.py:NAME")
+    p.add_argument("output", help="the module to write, e.g. my_kernel.py")
+    p.set_defaults(func=_export)
+
+    trace = sub.add_parser("trace", help="inspect profiler traces saved with Trace.save")
+    tsub = trace.add_subparsers(dest="trace_command", required=True)
+    p = tsub.add_parser("summary", help="per-region table of a trace")
+    p.add_argument("file")
+    p.set_defaults(func=_trace_summary)
+    p = tsub.add_parser("convert", help="write a trace as Perfetto protobuf or Chrome JSON")
+    p.add_argument("file")
+    p.add_argument("-o", "--output", required=True, help="output file (.json: Chrome, else Perfetto)")
+    p.add_argument("--to", choices=("perfetto", "chrome"), help="format (default: from the extension)")
+    p.set_defaults(func=_trace_convert)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except CliError as e:
+        print(f"mgpu-lab {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
