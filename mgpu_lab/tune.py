@@ -1,0 +1,258 @@
+"""Autotuning: compile every configuration in parallel on the CPU, time the ones that build and
+fit on the GPU, check each against a reference, keep the fastest (cached per device/kernel/shape).
+
+    result = mgpu_lab.tune(make_gemm, space={"tile_n": [128, 256], "stages": [3, 4]},
+                           args=(a, b), reference=lambda a, b: a @ b)
+    result.best_config, result.best_kernel, result.table(), result.plot()
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import itertools
+import json
+import multiprocessing
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Candidate:
+    """One configuration and what happened to it."""
+
+    config: dict[str, Any]
+    status: str = "pending"  # built, failed-build, does-not-fit, wrong-result, timed
+    reason: str = ""
+    median_ms: float | None = None
+    rel_error: float | None = None
+    compiled: Any = None
+
+
+def _compile_one(make_kernel: Callable[..., Any], config: dict[str, Any]) -> tuple[str, Any]:
+    """Runs in a worker: build and compile; return ("built", CompiledKernel) or (status, reason)."""
+    from .errors import KernelBuildError, KernelCompileError, ResourceLimitError
+
+    try:
+        kernel = make_kernel(**config)
+    except ResourceLimitError as e:
+        return "does-not-fit", str(e)
+    except (KernelBuildError, KernelCompileError, ValueError, TypeError) as e:
+        return "failed-build", f"{type(e).__name__}: {e}"
+    compiled = kernel.compiled
+    compiled.sass  # noqa: B018 - finish the background disassembly before pickling
+    return "built", compiled
+
+
+def _configs(space: dict[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    if not isinstance(space, dict) or not space:
+        raise ValueError(f"space: expected a non-empty dict of parameter -> list of values, got {space!r}")
+    for key, values in space.items():
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+            raise ValueError(f"space[{key!r}]: expected a non-empty list of values, got {values!r}")
+    keys = list(space)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(space[k] for k in keys))]
+
+
+def compile_candidates(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]],
+                       executor: concurrent.futures.Executor | None = None,
+                       progress: Callable[[int, int], None] | None = None) -> list[Candidate]:
+    """Compile every configuration of `space` with `executor` (default: a process per CPU)."""
+    configs = _configs(space)
+    own = executor is None
+    if own:
+        executor = concurrent.futures.ProcessPoolExecutor(
+            max_workers=min(len(configs), os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn"))
+    try:
+        futures = [executor.submit(_compile_one, make_kernel, c) for c in configs]
+        candidates = []
+        for i, (config, future) in enumerate(zip(configs, futures)):
+            status, payload = future.result()
+            cand = Candidate(config, status)
+            if status == "built":
+                cand.compiled = payload
+            else:
+                cand.reason = payload
+            candidates.append(cand)
+            if progress:
+                progress(i + 1, len(configs))
+        return candidates
+    finally:
+        if own:
+            executor.shutdown()
+
+
+def _rel_error(got: Any, want: Any) -> float:
+    g = np.asarray(got.get() if hasattr(got, "get") else got, dtype=np.float64)
+    w = np.asarray(want.get() if hasattr(want, "get") else want, dtype=np.float64)
+    if g.shape != w.shape or not np.isfinite(g).all():
+        return float("inf")
+    return float(np.linalg.norm(g - w) / max(np.linalg.norm(w), 1e-30))
+
+
+@dataclass
+class TuneResult:
+    """All candidates, the best one, and renderings of the table."""
+
+    candidates: list[Candidate]
+    best: Candidate | None
+    from_cache: bool = False
+    cache_path: str = ""
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def best_config(self) -> dict[str, Any] | None:
+        return self.best.config if self.best else None
+
+    @property
+    def best_kernel(self) -> Any:
+        if self.best is None or self.best.compiled is None:
+            return None
+        from .builder.kernel import Kernel
+
+        return Kernel(self.best.compiled)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [{**c.config, "status": c.status, "median_ms": c.median_ms, "rel_error": c.rel_error,
+                 "reason": c.reason} for c in self.candidates]
+
+    def table(self) -> str:
+        rows = self.rows()
+        if not rows:
+            return "(no candidates)"
+        keys = list(rows[0])
+        cells = [keys] + [["" if r[k] is None else (f"{r[k]:.4g}" if isinstance(r[k], float) else str(r[k]))[:60]
+                           for k in keys] for r in rows]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(keys))]
+        return "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells)
+
+    def __str__(self) -> str:
+        best = f"best {self.best_config} at {self.best.median_ms:.4g} ms" if self.best else "no candidate worked"
+        return f"{self.table()}\n{best}{' (from cache)' if self.from_cache else ''}"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = self.rows()
+        if not rows:
+            return "<p>no candidates</p>"
+        head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0])
+        body = "".join("<tr>" + "".join(f"<td>{html.escape('' if v is None else str(v))}</td>" for v in r.values())
+                       + "</tr>" for r in rows)
+        return f"<table><tr>{head}</tr>{body}</table><p>{html.escape(str(self).splitlines()[-1])}</p>"
+
+    def plot(self, ax: Any = None) -> Any:
+        """Bar chart of the timed candidates (matplotlib)."""
+        import matplotlib.pyplot as plt
+
+        timed = [c for c in self.candidates if c.median_ms is not None]
+        if ax is None:
+            _, ax = plt.subplots(figsize=(max(4, 0.6 * len(timed)), 3))
+        labels = [",".join(f"{k}={v}" for k, v in c.config.items()) for c in timed]
+        colors = ["tab:green" if c is self.best else "tab:blue" for c in timed]
+        ax.bar(range(len(timed)), [c.median_ms for c in timed], color=colors)
+        ax.set_xticks(range(len(timed)), labels, rotation=60, ha="right", fontsize=7)
+        ax.set_ylabel("median ms")
+        return ax
+
+
+def _cache_path(make_kernel: Callable[..., Any], space: dict, inputs: Sequence[Any]) -> Path:
+    from .runtime.device import current_device
+
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(current_device())
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    who = f"{getattr(make_kernel, '__module__', '?')}.{getattr(make_kernel, '__qualname__', repr(make_kernel))}"
+    shapes = [(tuple(x.shape), str(x.dtype)) for x in inputs]
+    key = hashlib.sha256(json.dumps([name, who, shapes, {k: list(map(repr, v)) for k, v in space.items()}],
+                                    sort_keys=True).encode()).hexdigest()[:24]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mgpu_lab" / "tune" / f"{key}.json"
+
+
+def _progress_reporter(label: str) -> Callable[[int, int], None]:
+    """A notebook progress bar when ipywidgets is shown, else a line on stderr."""
+    try:
+        from IPython import get_ipython
+
+        if type(get_ipython()).__name__ == "ZMQInteractiveShell":
+            import ipywidgets
+            from IPython.display import display
+
+            bar = ipywidgets.IntProgress(description=label, min=0, max=1)
+            display(bar)
+
+            def update(done: int, total: int) -> None:
+                bar.max, bar.value = total, done
+            return update
+    except ImportError:
+        pass
+
+    def text(done: int, total: int) -> None:
+        print(f"\r{label}: {done}/{total}", end="\n" if done == total else "", file=sys.stderr, flush=True)
+    return text
+
+
+def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args: Any,
+         reference: Callable[..., Any] | None = None, *, rtol: float = 1e-2,
+         executor: concurrent.futures.Executor | None = None, warmup: int = 5, iters: int = 20,
+         use_cache: bool = True) -> TuneResult:
+    """Compile `make_kernel(**config)` for every config in `space`, time and check those that work.
+
+    args: the input arrays, or a list of input tuples to rotate through while timing (use
+    several sets larger than L2 in total so timings do not measure the cache).
+    reference: `reference(*inputs)` -> expected output (first output is compared), rel. error <= rtol.
+    executor: any concurrent.futures-style executor for the compiles (default: spawn processes).
+    The best configuration is cached per device, kernel and input shapes; a cached answer is
+    recompiled (from the kernel cache) but not re-timed.
+    """
+    input_sets = [tuple(a) for a in args] if isinstance(args, list) else [tuple(args)]
+    if not input_sets or not input_sets[0]:
+        raise ValueError("args: expected the kernel's input arrays (a tuple) or a list of such tuples")
+    cache_file = _cache_path(make_kernel, space, input_sets[0])
+    if use_cache and cache_file.is_file():
+        config = json.loads(cache_file.read_text())["best_config"]
+        status, payload = _compile_one(make_kernel, config)
+        if status == "built":
+            best = Candidate(config, "cached", compiled=payload)
+            return TuneResult([best], best, from_cache=True, cache_path=str(cache_file))
+
+    candidates = compile_candidates(make_kernel, space, executor, _progress_reporter("compile"))
+    from .builder.kernel import Kernel
+    from .runtime.timing import time_cuda
+
+    built = [c for c in candidates if c.status == "built"]
+    report = _progress_reporter("time")
+    for i, cand in enumerate(built):
+        kernel = Kernel(cand.compiled)
+        try:
+            out = kernel(*input_sets[0])
+        except Exception as e:  # noqa: BLE001 - a launch failure disqualifies this candidate only
+            cand.status, cand.reason = "failed-launch", f"{type(e).__name__}: {e}"
+            report(i + 1, len(built))
+            continue
+        if reference is not None:
+            first = out[0] if isinstance(out, tuple) else out
+            want = reference(*input_sets[0])
+            cand.rel_error = _rel_error(first, want[0] if isinstance(want, tuple) else want)
+            if not cand.rel_error <= rtol:
+                cand.status, cand.reason = "wrong-result", f"relative error {cand.rel_error:.3g} > {rtol}"
+                report(i + 1, len(built))
+                continue
+        cand.median_ms = time_cuda(lambda k: kernel(*input_sets[k % len(input_sets)]),
+                                   warmup=warmup, iters=iters).median_ms
+        cand.status = "timed"
+        report(i + 1, len(built))
+    timed = [c for c in candidates if c.status == "timed"]
+    best = min(timed, key=lambda c: c.median_ms) if timed else None
+    if best is not None:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        cache_file.write_text(json.dumps({"best_config": best.config, "median_ms": best.median_ms}))
+    return TuneResult(candidates, best, cache_path=str(cache_file))

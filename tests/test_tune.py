@@ -1,0 +1,90 @@
+"""Tuning: candidates compile in parallel, failures are kept with their reason; on the GPU the
+fastest correct one wins and is cached."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+
+import numpy as np
+import pytest
+
+import mgpu_lab
+from mgpu_lab.examples.block_sum import make_block_sum
+from mgpu_lab.examples.vector_add import make_vector_add
+from mgpu_lab.tune import compile_candidates
+
+
+def test_candidates_compile_and_failures_carry_their_reason():
+    make = functools.partial(make_block_sum, 1 << 20)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        cands = compile_candidates(make, {"blocks": [256, 3], "block": [128, 256]}, executor=pool)
+    by = {(c.config["blocks"], c.config["block"]): c for c in cands}
+    assert by[(256, 128)].status == by[(256, 256)].status == "built"
+    assert by[(256, 128)].compiled.resources.registers > 0
+    assert by[(3, 128)].status == "failed-build"
+    assert "n: expected a multiple of blocks * block * 4" in by[(3, 128)].reason
+
+
+def test_candidates_that_do_not_fit_are_skipped_with_the_reason(monkeypatch):
+    import mgpu_lab.runtime.device as device
+
+    monkeypatch.setattr(device, "max_dynamic_smem_bytes", lambda dev=None: 4096)
+    from mgpu_lab.examples.tiled_copy import make_tiled_copy
+
+    make = functools.partial(make_tiled_copy, 256, 256)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        cands = compile_candidates(make, {"tile": [(32, 32), (64, 64)]}, executor=pool)
+    small, big = cands
+    assert small.status == "built"
+    assert big.status == "does-not-fit" and "allows at most 4096 bytes" in big.reason
+
+
+def test_process_pool_is_the_default_executor():
+    cands = compile_candidates(functools.partial(make_vector_add, 1 << 12), {"block": [64, 128]})
+    assert [c.status for c in cands] == ["built", "built"]
+    assert cands[0].compiled.block == (64, 1, 1) and cands[1].compiled.block == (128, 1, 1)
+
+
+@pytest.mark.parametrize("space, message", [
+    ({}, "space: expected a non-empty dict"),
+    ({"block": []}, "space['block']: expected a non-empty list of values"),
+    ({"block": "128"}, "space['block']: expected a non-empty list of values"),
+])
+def test_bad_space(space, message):
+    with pytest.raises(ValueError) as e:
+        compile_candidates(make_vector_add, space)
+    assert message in str(e.value)
+
+
+@pytest.mark.gpu
+def test_tune_vector_add_on_the_gpu(rng, tmp_path, monkeypatch):
+    import cupy
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    n = 1 << 24
+    sets = [tuple(cupy.asarray(rng.standard_normal(n).astype(np.float32)) for _ in range(2)) for _ in range(3)]
+    make = functools.partial(make_vector_add, n)
+    result = mgpu_lab.tune(make, {"block": [64, 128, 256, 512]}, args=sets, reference=lambda a, b: a + b)
+    assert result.best is not None and not result.from_cache
+    timed = [c for c in result.candidates if c.status == "timed"]
+    assert len(timed) == 4 and all(c.rel_error == 0.0 for c in timed)
+    assert result.best.median_ms == min(c.median_ms for c in timed)
+    assert "median_ms" in result.table()
+    again = mgpu_lab.tune(make, {"block": [64, 128, 256, 512]}, args=sets, reference=lambda a, b: a + b)
+    assert again.from_cache and again.best_config == result.best_config
+    out = again.best_kernel(*sets[0])
+    np.testing.assert_array_equal(out.get(), (sets[0][0] + sets[0][1]).get())
+
+
+@pytest.mark.gpu
+def test_tune_rejects_wrong_results(rng, tmp_path, monkeypatch):
+    import cupy
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    n = 1 << 16
+    a = cupy.asarray(rng.standard_normal(n).astype(np.float32))
+    result = mgpu_lab.tune(functools.partial(make_vector_add, n), {"block": [128]}, args=(a, a),
+                           reference=lambda a, b: a - b)
+    assert result.best is None
+    assert result.candidates[0].status == "wrong-result"
