@@ -16,24 +16,29 @@ class CliError(Exception):
     """A user-facing error: printed without a traceback, exit code 2."""
 
 
+def _load_attribute(file: str, name: str, what: str) -> Any:
+    """Import FILE.py (its folder on sys.path while it loads) and return its attribute NAME."""
+    path = Path(file)
+    if not path.is_file():
+        raise CliError(f"{what}: file {file!r} does not exist")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    # Importable by name afterwards too, so its functions pickle into tuning worker processes.
+    sys.path.insert(0, str(path.parent.resolve()))
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    obj = getattr(module, name, None)
+    if obj is None:
+        raise CliError(f"{what}: {file} has no {name!r}")
+    return obj
+
+
 def load_kernel(target: str) -> Any:
     """`FILE.py:NAME` -> the Kernel it names (a Kernel object, or a function returning one)."""
     file, sep, name = target.rpartition(":")
     if not sep or not file or not name:
         raise CliError(f"KERNEL: expected FILE.py:NAME, got {target!r}")
-    path = Path(file)
-    if not path.is_file():
-        raise CliError(f"KERNEL: file {file!r} does not exist")
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.parent.resolve()))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.pop(0)
-    obj = getattr(module, name, None)
-    if obj is None:
-        raise CliError(f"KERNEL: {file} has no {name!r}")
+    obj = _load_attribute(file, name, "KERNEL")
     if callable(obj) and not hasattr(obj, "compiled"):
         obj = obj()
     if not hasattr(obj, "compiled"):
@@ -107,6 +112,26 @@ def _trace_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tune(args: argparse.Namespace) -> int:
+    from .tune import tune
+
+    file, sep, name = args.setup.rpartition(":")
+    if not sep:
+        raise CliError(f"SETUP: expected FILE.py:NAME, got {args.setup!r}")
+    setup = _load_attribute(file, name, "SETUP")
+    problem = setup() if callable(setup) else setup
+    if not isinstance(problem, dict) or not {"make_kernel", "space", "args"} <= set(problem):
+        raise CliError(f"SETUP: {args.setup} must return a dict with make_kernel, space, args (and optionally "
+                       f"reference), got {type(problem).__name__}")
+    result = tune(**problem, use_cache=not args.no_cache)
+    print(result)
+    if args.export and result.best_kernel is not None:
+        from .export import export
+
+        print(f"wrote {export(result.best_kernel, args.export)}")
+    return 0 if result.best is not None else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mgpu-lab", description="Write, run, profile and ship Hopper kernels.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -127,6 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("kernel", help="FILE.py:NAME")
     p.add_argument("output", help="the module to write, e.g. my_kernel.py")
     p.set_defaults(func=_export)
+
+    p = sub.add_parser("tune", help="tune the problem FILE.py:NAME describes; print the table")
+    p.add_argument("setup", help="FILE.py:NAME, a function returning dict(make_kernel=, space=, args=, reference=)")
+    p.add_argument("--export", help="also export the best kernel to this .py module")
+    p.add_argument("--no-cache", action="store_true", help="ignore a cached best configuration")
+    p.set_defaults(func=_tune)
 
     trace = sub.add_parser("trace", help="inspect profiler traces saved with Trace.save")
     tsub = trace.add_subparsers(dest="trace_command", required=True)

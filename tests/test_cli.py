@@ -18,6 +18,18 @@ KERNEL_FILE = textwrap.dedent("""
         return make_vector_add(1 << 12)
 
     not_a_kernel = 42
+
+    def tune_problem():
+        import functools
+        import cupy
+        import numpy as np
+        n = 1 << 22
+        a = cupy.asarray(np.random.default_rng().standard_normal(n).astype(np.float32))
+        return dict(make_kernel=functools.partial(make_vector_add, n), space={"block": [128, 256]},
+                    args=(a, a), reference=lambda x, y: x + y)
+
+    def bad_problem():
+        return [1, 2]
 """)
 
 
@@ -102,3 +114,19 @@ def test_trace_bad_files_exit_2(tmp_path, capsys):
 def test_usage_errors_exit_2():
     out = subprocess.run([sys.executable, "-m", "mgpu_lab.cli", "compile"], capture_output=True, text=True)
     assert out.returncode == 2 and "the following arguments are required: kernel" in out.stderr
+
+
+def test_tune_bad_setup_exits_2(kernel_file, capsys):
+    assert main(["tune", f"{kernel_file}:bad_problem"]) == 2
+    assert "must return a dict with make_kernel, space, args" in capsys.readouterr().err
+    assert main(["tune", "nocolon"]) == 2
+
+
+@pytest.mark.gpu
+def test_tune_command_prints_the_table_and_exports_the_best(kernel_file, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    out = tmp_path / "best_vadd.py"
+    assert main(["tune", f"{kernel_file}:tune_problem", "--export", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "median_ms" in text and "best {'block':" in text
+    assert out.exists()
