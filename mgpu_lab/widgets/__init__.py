@@ -1,0 +1,69 @@
+"""Notebook viewers of compiled kernels and traces (anywidget), with static fallbacks.
+
+    from mgpu_lab.widgets import show
+    show(trace)                 # Timeline
+    show(kernel, "sass")        # SassView; also "smem", "ir", or "all" (tabs)
+
+The widget classes need the `[notebook]` extra (anywidget, ipywidgets, matplotlib); they are
+imported on first use so `bank_model`, `sass_parse` and the other pure modules stay usable
+without it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mgpu_lab.widgets.ir_view import IrView
+    from mgpu_lab.widgets.sass_view import SassView
+    from mgpu_lab.widgets.smem_view import SmemView
+    from mgpu_lab.widgets.timeline import Timeline
+
+__all__ = ["IrView", "SassView", "SmemView", "Timeline", "show", "KERNEL_VIEWS"]
+
+_LAZY = {
+    "Timeline": "mgpu_lab.widgets.timeline",
+    "SassView": "mgpu_lab.widgets.sass_view",
+    "SmemView": "mgpu_lab.widgets.smem_view",
+    "IrView": "mgpu_lab.widgets.ir_view",
+}
+
+# What `show(kernel, what)` accepts, and the widget class each name opens.
+KERNEL_VIEWS = {"sass": "SassView", "smem": "SmemView", "ir": "IrView"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        try:
+            module = importlib.import_module(_LAZY[name])
+        except ImportError as err:
+            raise ImportError(
+                f"mgpu_lab.widgets.{name} needs the notebook extra: pip install 'mgpu_lab[notebook]' ({err})"
+            ) from err
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def show(obj: Any, what: str = "all", **kwargs: Any) -> Any:
+    """The viewer for a `Trace` (a Timeline) or a `CompiledKernel`.
+
+    For a kernel, `what` is "sass", "smem", "ir", or "all" (an ipywidgets Tab of the three).
+    Extra keyword arguments go to the widget's constructor. Returns the widget; the notebook
+    displays it when it is the cell's last value.
+    """
+    if hasattr(obj, "start_ns") and hasattr(obj, "region_names"):
+        return __getattr__("Timeline")(obj, **kwargs)
+    if not (hasattr(obj, "sass") and hasattr(obj, "smem_layout")):
+        raise TypeError(f"show() takes a Trace or a CompiledKernel, not {type(obj).__name__}")
+    if what == "all":
+        import ipywidgets
+
+        names = list(KERNEL_VIEWS)
+        tab = ipywidgets.Tab(children=[__getattr__(KERNEL_VIEWS[n])(obj, **kwargs) for n in names])
+        tab.titles = tuple(names)
+        return tab
+    if what not in KERNEL_VIEWS:
+        raise ValueError(f"what must be one of {['all', *KERNEL_VIEWS]}, not {what!r}")
+    return __getattr__(KERNEL_VIEWS[what])(obj, **kwargs)

@@ -41,3 +41,7 @@ def conflict_color(ways: int) -> str:
     # 2-way, 3-4-way, 5-8-way, worse.
     level = 0 if ways == 2 else 1 if ways <= 4 else 2 if ways <= 8 else 3
     return CONFLICT_LEVELS[level]
+
+# Logical 16-byte chunk of an element within its row (bank view): pale hues so the conflict
+# colours on top stay readable. Eight chunks make a 128-byte row.
+CHUNK_COLORS = ("#dbe9f6", "#fde4c8", "#dcefd8", "#f9d6d5", "#d9eeec", "#fbf1c7", "#ebdcea", "#eee6e0")

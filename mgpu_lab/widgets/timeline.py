@@ -78,8 +78,8 @@ class Timeline(StaticFallback, anywidget.AnyWidget):
 
     def __init__(self, trace: Any, title: str | None = None, height: int = 420, **kwargs: Any) -> None:
         self.trace = trace
-        self.layout = layout_trace(trace)
-        lay = self.layout
+        self.lanes = layout_trace(trace)
+        lay = self.lanes
         max_region = int(lay.region.max()) + 1 if len(lay.region) else 0
         names = [trace.region_name(i) for i in range(max(len(trace.region_names), max_region))]
         self._summary = trace.summary()
@@ -161,8 +161,8 @@ class Timeline(StaticFallback, anywidget.AnyWidget):
     def to_figure(self) -> Any:
         """The current view (zoom and region filter) as a matplotlib Figure."""
         t0, t1 = self.view_range
-        return timeline_figure(self.layout, self.region_names, self.title, self._hidden_ids(), (t0, t1))
+        return timeline_figure(self.lanes, self.region_names, self.title, self._hidden_ids(), (t0, t1))
 
     def to_html(self) -> str:
         """Whole-kernel image and the region summary, self-contained HTML."""
-        return timeline_html(self.layout, self.region_names, self._summary, self.title)
+        return timeline_html(self.lanes, self.region_names, self._summary, self.title)

@@ -1,0 +1,121 @@
+"""The bank view of one buffer: which logical element sits in each of the 32 banks of each
+128-byte line, and which words a chosen warp access touches with how much conflict.
+
+Rows of the grid are 128-byte lines of shared memory (absolute line numbers), columns are the
+32 banks. A cell names the logical element (row, col) whose bytes start that 4-byte word, and
+carries the element's 16-byte chunk within its row, which the views colour so the swizzle's
+permutation of chunks is visible at a glance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mgpu_lab.compiler.compiled_kernel import SmemBuffer, dtype_itemsize
+from mgpu_lab.widgets.bank_model import (
+    ACCESS_PATTERNS,
+    BANK_BYTES,
+    LINE_BYTES,
+    NUM_BANKS,
+    BufferGeometry,
+    ConflictReport,
+    bank_conflicts,
+    pattern_accesses,
+    threads_per_phase,
+)
+
+WINDOW_LINES = 32  # 4 KiB of shared memory: four 1024-byte swizzle atoms
+
+
+@dataclass(frozen=True)
+class BankGrid:
+    """Grid of `lines` x 32 cells starting at absolute 128-byte line `first_line`."""
+
+    buffer: SmemBuffer
+    geometry: BufferGeometry
+    pattern: str
+    index: int
+    vector_bytes: int
+    first_line: int
+    labels: list[list[str]]  # "" outside the buffer
+    chunks: list[list[int]]  # logical 16-byte chunk of the element in the row, -1 outside
+    hits: dict[tuple[int, int], tuple[int, tuple[int, ...]]]  # (line, bank) -> (ways, threads)
+    report: ConflictReport
+
+    def summary(self) -> str:
+        """One sentence: conflict-free, or how many ways and wavefronts."""
+        r = self.report
+        if not r.accesses:
+            return "the access touches no element of this buffer"
+        what = {
+            "row": f"row {self.index}",
+            "column": f"column {self.index}",
+            "fragment": f"WGMMA accumulator tile {self.index}",
+        }[self.pattern]
+        width = r.accesses[0].nbytes
+        phases = f"{len(r.phases)} phase{'s' if len(r.phases) > 1 else ''} of {threads_per_phase(width)} threads"
+        head = f"{what}, {len(r.accesses)} threads x {width} B ({phases}): "
+        if r.degree == 1.0:
+            return head + f"conflict-free, {r.wavefronts} wavefront{'s' if r.wavefronts > 1 else ''} (the minimum)"
+        return head + f"{r.max_way}-way bank conflict, {r.wavefronts} wavefronts instead of {r.ideal_wavefronts}"
+
+
+def geometry_of(buf: SmemBuffer) -> BufferGeometry:
+    return BufferGeometry.from_shape(buf.offset, tuple(buf.shape), dtype_itemsize(buf.dtype), buf.swizzle)
+
+
+def vector_choices(buf: SmemBuffer) -> list[int]:
+    """Per-thread access widths that hold whole elements of the buffer's dtype."""
+    size = dtype_itemsize(buf.dtype)
+    return [w for w in (1, 2, 4, 8, 16) if w >= size and w % size == 0]
+
+
+def pattern_index_limit(buf: SmemBuffer, pattern: str) -> int:
+    """Largest valid `index` for a pattern (rows, columns or 8x8 tiles of the buffer)."""
+    g = geometry_of(buf)
+    if pattern == "row":
+        return max(g.rows - 1, 0)
+    if pattern == "column":
+        return max(g.cols - 1, 0)
+    return max(-(-g.rows // 8) * max(g.cols // 8, 1) - 1, 0)
+
+
+def bank_grid(buf: SmemBuffer, pattern: str, index: int, vector_bytes: int, lines: int = WINDOW_LINES) -> BankGrid:
+    """Grid and conflicts for `pattern` ("row", "column", "fragment") at `index`."""
+    if pattern not in ACCESS_PATTERNS:
+        raise ValueError(f"unknown access pattern {pattern!r}; use one of {ACCESS_PATTERNS}")
+    geom = geometry_of(buf)
+    index = min(max(index, 0), pattern_index_limit(buf, pattern))
+    accesses = pattern_accesses(geom, pattern, index, vector_bytes)
+    report = bank_conflicts(accesses)
+
+    # The window: whole 1024-byte atoms from the one holding the access's first word.
+    buf_first = buf.offset // LINE_BYTES
+    buf_last = (buf.offset + max(buf.nbytes, 1) - 1) // LINE_BYTES
+    touched = min((a.address for a in accesses), default=buf.offset) // LINE_BYTES
+    first = max(buf_first, touched - touched % 8)
+    first = max(buf_first, min(first, buf_last - lines + 1))
+    count = min(lines, buf_last - first + 1)
+
+    words = (first * LINE_BYTES + np.arange(count * NUM_BANKS) * BANK_BYTES).reshape(count, NUM_BANKS)
+    inside = (words >= buf.offset) & (words < buf.offset + buf.nbytes)
+    rows, cols = geom.element_at(words)
+    chunk = (cols * geom.itemsize) // 16
+    labels = [
+        [f"{r},{c}" if ok else "" for r, c, ok in zip(rrow, crow, irow)]
+        for rrow, crow, irow in zip(rows.tolist(), cols.tolist(), inside.tolist())
+    ]
+    chunks = np.where(inside, chunk, -1).tolist()
+
+    threads_at: dict[int, list[int]] = {}
+    for a in accesses:
+        for word in range(a.address // BANK_BYTES, (a.address + a.nbytes - 1) // BANK_BYTES + 1):
+            threads_at.setdefault(word, []).append(a.thread)
+    hits = {}
+    for word, threads in threads_at.items():
+        line, byte = divmod(word * BANK_BYTES, LINE_BYTES)
+        if first <= line < first + count:
+            hits[(line - first, byte // BANK_BYTES)] = (report.word_conflicts[word], tuple(threads))
+    return BankGrid(buf, geom, pattern, index, vector_bytes, first, labels, chunks, hits, report)

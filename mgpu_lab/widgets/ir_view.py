@@ -1,0 +1,89 @@
+"""`IrView`: the MLIR module after each compiler pass, and what each pass changed.
+
+The pass list marks passes that left the module unchanged; selecting a pass shows the
+module after it, or (in diff mode) the unified diff against the module before it. Diffs are
+computed here with difflib when asked for, so a long pipeline costs nothing up front.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets
+
+from mgpu_lab.widgets.fallback import StaticFallback
+from mgpu_lab.widgets.ir_diff import pass_diff, pass_stats
+from mgpu_lab.widgets.static_ir import ir_figure, ir_html
+
+HERE = Path(__file__).parent
+MODES = ("module", "diff")
+
+
+class IrView(StaticFallback, anywidget.AnyWidget):
+    """IR viewer of a `CompiledKernel` (its `passes`): `IrView(kernel)`.
+
+    Synced: `selected` (pass index), `mode` ("module" or "diff"); `content` holds the lines
+    shown, as [kind, text] pairs (kind "text", or for diffs "hunk", "add", "del", "ctx").
+    """
+
+    _esm = HERE / "ir_view.js"
+    _css = HERE / "widgets.css"
+
+    title = traitlets.Unicode("").tag(sync=True)
+    passes = traitlets.List().tag(sync=True)  # [{name, lines, added, removed, changed}, ...]
+    selected = traitlets.Int(0).tag(sync=True)
+    mode = traitlets.Unicode("module").tag(sync=True)
+    content = traitlets.List().tag(sync=True)
+    height = traitlets.Int(460).tag(sync=True)
+
+    def __init__(self, kernel: Any, mode: str = "module", **kwargs: Any) -> None:
+        self.pass_texts: tuple[tuple[str, str], ...] = tuple((str(n), str(t)) for n, t in kernel.passes)
+        self.stats = pass_stats(self.pass_texts)
+        super().__init__(
+            title=kernel.name,
+            passes=[
+                {"name": s.name, "lines": s.lines, "added": s.added, "removed": s.removed, "changed": s.changed}
+                for s in self.stats
+            ],
+            selected=max(len(self.pass_texts) - 1, 0),
+            mode=mode,
+            **kwargs,
+        )
+        self._update_content()
+
+    @traitlets.validate("mode")
+    def _check_mode(self, proposal: Any) -> str:
+        if proposal["value"] not in MODES:
+            raise traitlets.TraitError(f"mode must be one of {MODES}, not {proposal['value']!r}")
+        return str(proposal["value"])
+
+    @traitlets.observe("selected", "mode")
+    def _on_choice(self, _change: Any) -> None:
+        self._update_content()
+
+    def _update_content(self) -> None:
+        if not self.pass_texts:
+            self.content = []
+            return
+        i = min(max(self.selected, 0), len(self.pass_texts) - 1)
+        if self.mode == "diff":
+            self.content = [list(line) for line in pass_diff(self.pass_texts, i)]
+        else:
+            self.content = [["text", line] for line in self.pass_texts[i][1].splitlines()]
+
+    def diff(self, index: int) -> str:
+        """The unified diff of pass `index` as text (`+`/`-`/` ` prefixed lines)."""
+        marks = {"add": "+", "del": "-", "ctx": " ", "hunk": ""}
+        return "\n".join(marks[k] + t for k, t in pass_diff(self.pass_texts, index))
+
+    @property
+    def static_title(self) -> str:  # type: ignore[override]
+        return f"IR: {self.title}"
+
+    def to_html(self) -> str:
+        return ir_html(self.pass_texts, self.stats, self.title)
+
+    def to_figure(self) -> Any:
+        return ir_figure(self.stats, self.title)

@@ -1,0 +1,102 @@
+"""`SassView`: a kernel's SASS, coloured and searchable, tied to its source and PTX lines.
+
+Clicking a SASS instruction selects the DSL source line it came from (and shows the PTX
+generated from that line); clicking a source line highlights all its SASS instructions.
+Beside the listing: the instruction mix by opcode family and the resource report.
+The cross references are computed here and sent once; selection runs in the browser.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets
+
+from mgpu_lab.widgets.fallback import StaticFallback
+from mgpu_lab.widgets.sass_listing import SassListing, build_listing
+from mgpu_lab.widgets.static_sass import sass_figure, sass_html
+
+HERE = Path(__file__).parent
+
+
+class SassView(StaticFallback, anywidget.AnyWidget):
+    """SASS viewer of a `CompiledKernel`: `SassView(kernel)`.
+
+    Synced state: `selected_sass` (0-based SASS line, -1 for none), `selected_source`
+    ([file id, 0-based line] or []), `search` (the search box text). `select_source(line)`
+    selects a 1-based line of the kernel's (first) source file from Python.
+    """
+
+    _esm = HERE / "sass_view.js"
+    _css = HERE / "widgets.css"
+
+    title = traitlets.Unicode("").tag(sync=True)
+    lines = traitlets.List().tag(sync=True)  # per SASS line: [[token class, text], ...]
+    instruction = traitlets.List(traitlets.Bool()).tag(sync=True)  # per SASS line
+    ptx_lines = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    files = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    file_texts = traitlets.List(traitlets.List(traitlets.Unicode())).tag(sync=True)
+    sass_source = traitlets.List().tag(sync=True)  # per SASS line: [file, line] or None
+    source_keys = traitlets.List().tag(sync=True)  # [[file, line], ...]
+    source_sass = traitlets.List().tag(sync=True)  # per key: [SASS lines]
+    source_ptx = traitlets.List().tag(sync=True)  # per key: [PTX lines]
+    mix = traitlets.List().tag(sync=True)  # [[family, count], ...]
+    opcodes = traitlets.List().tag(sync=True)  # [[mnemonic, count], ...]
+    resources = traitlets.List().tag(sync=True)  # [[quantity, value, note], ...]
+    notes = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    height = traitlets.Int(460).tag(sync=True)
+
+    selected_sass = traitlets.Int(-1).tag(sync=True)
+    selected_source = traitlets.List(traitlets.Int()).tag(sync=True)
+    search = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, kernel: Any, height: int = 460, **kwargs: Any) -> None:
+        self.listing: SassListing = build_listing(kernel)
+        lst = self.listing
+        notes = []
+        if not lst.source_keys:
+            notes.append("no line info: compile with line info to map SASS back to source")
+        elif lst.line_info_derived:
+            notes.append("line map derived from the PTX .loc and SASS line-info comments")
+        missing = [f for f, text in zip(lst.files, lst.file_texts) if not text]
+        if missing:
+            notes.append("source text not available for: " + ", ".join(missing))
+        super().__init__(
+            title=lst.name,
+            lines=[[list(tok) for tok in ln.tokens] for ln in lst.lines],
+            instruction=[ln.kind == "instruction" for ln in lst.lines],
+            ptx_lines=list(lst.ptx_lines),
+            files=list(lst.files),
+            file_texts=[list(t) for t in lst.file_texts],
+            sass_source=[list(s) if s else None for s in lst.sass_source],
+            source_keys=[list(k) for k in lst.source_keys],
+            source_sass=[list(v) for v in lst.source_sass],
+            source_ptx=[list(v) for v in lst.source_ptx],
+            mix=[list(m) for m in lst.mix],
+            opcodes=[list(m) for m in lst.opcodes],
+            resources=[list(r) for r in lst.resources],
+            notes=notes,
+            height=height,
+            **kwargs,
+        )
+
+    @property
+    def static_title(self) -> str:  # type: ignore[override]
+        return f"SASS: {self.title}"
+
+    def select_source(self, line: int, file: int = 0) -> None:
+        """Select 1-based `line` of source file `file` (highlights its SASS and PTX)."""
+        self.selected_source = [file, line - 1]
+
+    def sass_lines_of(self, line: int, file: int = 0) -> list[int]:
+        """0-based SASS lines generated from 1-based source `line`."""
+        key = (file, line - 1)
+        return sorted({s for k, v in zip(self.listing.source_keys, self.listing.source_sass) if k == key for s in v})
+
+    def to_html(self) -> str:
+        return sass_html(self.listing)
+
+    def to_figure(self) -> Any:
+        return sass_figure(self.listing)
