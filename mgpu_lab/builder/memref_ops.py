@@ -93,14 +93,17 @@ def memref_unfold(ref: ir.Value, dim: int, factors: Sequence[int | None]) -> ir.
     factors = list(factors)
     if factors.count(None) > 1:
         raise ValueError("memref_unfold: at most one factor may be None")
+    requested = list(factors)
     known = 1
     for f in factors:
         known *= f or 1
     if None in factors:
-        factors[factors.index(None)] = shape[dim] // known
-        known = shape[dim]
-    if known != shape[dim] or shape[dim] % known:
-        raise ValueError(f"memref_unfold: factors {factors} do not divide dimension {dim} of size {shape[dim]}")
+        factors[factors.index(None)] = shape[dim] // known if known and shape[dim] % known == 0 else 0
+    product = 1
+    for f in factors:
+        product *= f
+    if product != shape[dim]:
+        raise ValueError(f"memref_unfold: factors {requested} do not divide dimension {dim} of size {shape[dim]}")
     strides, offset = _layout(ref_type)
     inner = strides[dim]
     split_strides = []

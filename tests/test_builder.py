@@ -1,0 +1,113 @@
+"""The DSL helpers: memref views, transforms, smem planning, loops and conditionals."""
+
+from __future__ import annotations
+
+import pytest
+
+import mgpu_lab
+from mgpu_lab import dsl
+from mgpu_lab._mlir import ir
+from mgpu_lab.builder.smem import plan_smem
+from mgpu_lab.dsl import Barriers, ShapeDtype, Union, arith, c, memref
+
+
+@pytest.fixture
+def block():
+    """An insertion point inside a function with a (64, 128) f32 memref argument."""
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.create()
+        from mgpu_lab._mlir import gpu
+
+        with ir.InsertionPoint(module.body):
+            ref_t = ir.MemRefType.get([64, 128], ir.F32Type.get())
+            f = gpu.GPUFuncOp(ir.FunctionType.get([ref_t], []), sym_name="f", kernel=True)
+            entry = f.add_entry_block()
+        with ir.InsertionPoint(entry):
+            yield entry.arguments[0]
+
+
+def layout(value):
+    t = ir.MemRefType(value.type)
+    strides, offset = t.get_strides_and_offset()
+    return list(t.shape), list(strides), offset
+
+
+def test_memref_slice_static_and_dynamic(block):
+    assert layout(dsl.memref_slice(block, (slice(8, 24), 5))) == ([16], [128], 8 * 128 + 5)
+    dyn = dsl.memref_slice(block, (dsl.ds(arith.muli(dsl.block_idx(), c(16)), 16), slice(None)))
+    shape, strides, offset = layout(dyn)
+    assert shape == [16, 128] and strides == [128, 1] and offset == ir.ShapedType.get_dynamic_stride_or_offset()
+    with pytest.raises(IndexError, match=r"dimension 1: \[120, 136\) is outside \[0, 128\)"):
+        dsl.memref_slice(block, (0, dsl.ds(120, 16)))
+    with pytest.raises(ValueError, match="only step 1 is supported"):
+        dsl.memref_slice(block, slice(0, 64, 2))
+
+
+def test_unfold_transpose_unsqueeze(block):
+    assert layout(dsl.memref_unfold(block, 1, [None, 32])) == ([64, 4, 32], [128, 32, 1], 0)
+    assert layout(dsl.memref_transpose(block, [1, 0])) == ([128, 64], [1, 128], 0)
+    assert layout(dsl.memref_unsqueeze(block, 0)) == ([1, 64, 128], [8192, 128, 1], 0)
+    assert layout(dsl.memref_unsqueeze(block, 2))[0] == [64, 128, 1]
+    with pytest.raises(ValueError, match="do not divide dimension 1 of size 128"):
+        dsl.memref_unfold(block, 1, [3, None])
+    with pytest.raises(ValueError, match="is not a permutation of 2 dims"):
+        dsl.memref_transpose(block, [0, 0])
+
+
+def test_tile_and_transpose_transforms(block):
+    tile = dsl.TileTransform((8, 32))
+    assert tile.transform_shape((64, 128)) == (8, 4, 8, 32)
+    assert layout(tile.apply(block)) == ([8, 4, 8, 32], [1024, 32, 128, 1], 0)
+    assert dsl.TransposeTransform((1, 0)).transform_shape((64, 128)) == (128, 64)
+    with pytest.raises(ValueError, match="dimension 100 is not a multiple of 8"):
+        tile.transform_shape((100, 128))
+    with pytest.raises(ValueError, match="is not a permutation"):
+        dsl.TransposeTransform((0, 2))
+
+
+def test_loops_and_conditionals_build_valid_ir(block):
+    total = dsl.for_range(0, 8, carry=c(0.0, "float32"))(
+        lambda i, acc: arith.addf(acc, memref.load(block, [i, c(0)])))
+    assert str(total.type) == "f32"
+    pair = dsl.for_range(0, 4, carry=(c(0), c(1)))(lambda i, carry: (carry[1], carry[0]))
+    assert isinstance(pair, tuple) and len(pair) == 2
+    picked = dsl.if_else(arith.cmpi(arith.CmpIPredicate.eq, dsl.thread_idx(), c(0)),
+                         lambda: c(1.0, "float32"), lambda: c(2.0, "float32"))
+    assert str(picked.type) == "f32"
+    with dsl.when(arith.cmpi(arith.CmpIPredicate.eq, dsl.thread_idx(), c(0))):
+        memref.store(total, block, [c(0), c(0)])
+    unrolled = dsl.for_range(0, 3, carry=c(0), unroll=True)(lambda i, acc: arith.addi(acc, i))
+    assert str(unrolled.type) == "index"
+    with pytest.raises(TypeError, match="the body must return a carry of the same types"):
+        dsl.for_range(0, 2, carry=c(0))(lambda i, acc: c(1.0, "float32"))
+    with pytest.raises(TypeError, match="if_else: branches return different types"):
+        dsl.if_else(arith.cmpi(arith.CmpIPredicate.eq, dsl.thread_idx(), c(0)),
+                    lambda: c(1.0, "float32"), lambda: c(1))
+
+
+def test_smem_plan_aligns_and_overlays_unions():
+    tree = {"a": ShapeDtype((128, 64), "bfloat16"),  # 16 KiB
+            "bars": Barriers(4),
+            "scratch": Union((ShapeDtype((256,), "float32"), ShapeDtype((64, 64), "float16"))),
+            "tiny": ShapeDtype((3,), "float32")}
+    plan = plan_smem(tree)
+    recs = {r.path: r for r in plan.records}
+    assert recs["a"].offset == 0 and recs["a"].nbytes == 16384
+    assert recs["bars"].offset == 16384 and recs["bars"].kind == "barrier" and recs["bars"].nbytes == 32
+    u0, u1 = recs["scratch.0"], recs["scratch.1"]
+    assert u0.offset == u1.offset == 17408 and u0.union == u1.union == 0
+    assert recs["tiny"].offset == 17408 + 8192  # after the larger union member, 128-aligned
+    assert plan.total_bytes == 17408 + 8192 + 12
+
+
+def test_union_members_share_memory_in_a_kernel():
+    def body(ctx, a, out, smem):
+        x, y = smem.members if hasattr(smem, "members") else smem
+        memref.store(memref.load(a, [c(0)]), x, [c(0)])
+
+    sd = mgpu_lab.ShapeDtype((128,), "float32")
+    k = mgpu_lab.kernel(body, grid=1, block=32, in_shapes=sd, out_shapes=sd,
+                        smem=Union((ShapeDtype((64,), "float32"), ShapeDtype((16,), "int32"))))
+    offsets = {b.path: b.offset for b in k.compiled.smem_layout}
+    assert offsets == {"0": 0, "1": 0}
+    assert k.compiled.dynamic_smem_bytes == 256
