@@ -170,9 +170,9 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
         tma_params = _append_tma_params(func, entry, ctx)
 
     params = [KernelParam("array", i) for i in range(len(inputs) + len(outputs))]
-    params += [KernelParam("tma", i) for i in range(tma_params)]
     if profiler:
         params.append(KernelParam("profile"))
+    params += [KernelParam("tma", i) for i in range(tma_params)]  # appended after tracing
     spec = KernelSpec(
         name=name, grid=grid3, block=block3, cluster=cluster3,
         inputs=tuple(ArraySpec(s.shape, s.dtype) for s in inputs),

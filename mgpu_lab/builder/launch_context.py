@@ -42,3 +42,15 @@ class LaunchContext:
     def block_barrier(self) -> None:
         """`__syncthreads()`: every thread of the block waits here."""
         gpu.barrier()
+
+    def async_copy(self, **kwargs: Any) -> None:
+        """Start a TMA copy between a kernel array and smem; see `builder.tma.async_copy`."""
+        from .tma import async_copy
+
+        async_copy(self, **kwargs)
+
+    def await_async_copy(self, allow_groups: int, await_read_only: bool = False, sync: str | None = None) -> None:
+        """Wait for TMA stores (bulk groups) of this thread; see `builder.tma.await_async_copy`."""
+        from .tma import await_async_copy
+
+        await_async_copy(self, allow_groups, await_read_only, sync)

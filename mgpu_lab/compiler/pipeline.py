@@ -89,6 +89,10 @@ def run_pipeline(module: ir.Module, passes: list[str], keep_ir: bool
         except ir.MLIRError as e:
             raise KernelCompileError(
                 f"pass {spec!r} failed:\n{format_diagnostics(e)}") from None
+        if "convert-gpu-to-nvvm" in spec:
+            from ..builder.tma import mark_descriptor_params
+
+            mark_descriptor_params(module)  # TMA descriptors: byval + grid_constant (see tma.py)
         timings[spec] = time.perf_counter() - t0
         if keep_ir:
             recorded.append((spec, module.operation.get_asm(enable_debug_info=True)))

@@ -1,0 +1,152 @@
+"""mbarriers in shared memory: `BarrierArray` (what a `Barriers(count)` smem leaf becomes) and
+`BarrierRef` (one barrier of it).
+
+An mbarrier completes a *phase* when its pending arrival count reaches zero and its expected
+transaction bytes (from TMA copies) have landed; the phases alternate parity 0, 1, 0, ...
+Waiting names the parity of the phase to wait for. In a loop that cycles through `count`
+barriers, iteration i uses barrier i % count and waits for parity (i // count) & 1:
+`barriers.for_iteration(i)` returns both, so kernels never track phases by hand.
+
+    full, empty = smem_barriers           # Barriers(stages), Barriers(stages)
+    full.init(1); empty.init(consumers)   # one thread + fence + block barrier
+    ...
+    bar, parity = full.for_iteration(k)
+    bar.wait(parity)
+"""
+
+from __future__ import annotations
+
+from .._mlir import arith, gpu, ir
+from .constants import as_index, c
+from .threads import linear_thread_idx
+from .warpgroup import fence_mbarrier_init, i32, inline_ptx, smem_address
+
+BARRIER_BYTES = 8
+
+
+def _as_i32(value: int | ir.Value, what: str) -> ir.Value:
+    if isinstance(value, bool):
+        value = int(value)
+    if isinstance(value, int):
+        return c(value, i32())
+    if isinstance(value.type, ir.IndexType):
+        return arith.index_cast(i32(), value)
+    if isinstance(value.type, ir.IntegerType):
+        width = ir.IntegerType(value.type).width
+        if width == 32:
+            return value
+        if width < 32:
+            return arith.extui(i32(), value)
+        return arith.trunci(i32(), value)
+    raise TypeError(f"{what}: expected an int or an integer/index value, got {value.type}")
+
+
+class BarrierRef:
+    """One mbarrier: `array[index]`. All methods act for the calling thread only."""
+
+    def __init__(self, array: BarrierArray, index: int | ir.Value):
+        self.array = array
+        self.index = index
+
+    def address(self) -> ir.Value:
+        """The barrier's 32-bit shared-memory address."""
+        base = smem_address(self.array.ref)
+        if isinstance(self.index, int):
+            return arith.addi(base, c(self.index * BARRIER_BYTES, i32())) if self.index else base
+        return arith.addi(base, arith.muli(_as_i32(self.index, "barrier index"), c(BARRIER_BYTES, i32())))
+
+    def init(self, arrival_count: int | ir.Value) -> None:
+        """`mbarrier.init`: expect `arrival_count` arrivals per phase. Run it on one thread, then
+        fence and synchronize (BarrierArray.init does all of this)."""
+        inline_ptx("mbarrier.init.shared::cta.b64 [$0], $1;",
+                   [self.address(), _as_i32(arrival_count, "arrival_count")], ["r", "r"])
+
+    def arrive(self) -> None:
+        """Count one arrival of the calling thread."""
+        inline_ptx("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [$0];\n}",
+                   [self.address()], ["r"])
+
+    def arrive_expect_tx(self, nbytes: int | ir.Value) -> None:
+        """Arrive and add `nbytes` to the transaction bytes this phase waits for (TMA loads)."""
+        inline_ptx("{\n.reg .b64 state;\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [$0], $1;\n}",
+                   [self.address(), _as_i32(nbytes, "nbytes")], ["r", "r"])
+
+    def expect_tx(self, nbytes: int | ir.Value) -> None:
+        """Add `nbytes` expected transaction bytes without arriving."""
+        inline_ptx("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [$0], $1;",
+                   [self.address(), _as_i32(nbytes, "nbytes")], ["r", "r"])
+
+    def try_wait(self, parity: int | ir.Value) -> ir.Value:
+        """i1: has the phase of this parity completed? (one `try_wait.parity`, may time out)."""
+        flag = inline_ptx(
+            "{\n.reg .pred done;\nmbarrier.try_wait.parity.shared::cta.b64 done, [$1], $2;\n"
+            "selp.b32 $0, 1, 0, done;\n}",
+            [self.address(), _as_i32(parity, "parity")], ["=r", "r", "r"], [i32()])
+        return arith.cmpi(arith.CmpIPredicate.ne, flag, c(0, i32()))
+
+    def wait(self, parity: int | ir.Value) -> None:
+        """Block until the phase with this parity (0 or 1, or an i1/i32/index value) completes."""
+        inline_ptx(
+            "{\n.reg .pred done;\nmbarrier_wait_loop:\n"
+            "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n"
+            "@!done bra mbarrier_wait_loop;\n}",
+            [self.address(), _as_i32(parity, "parity")], ["r", "r"])
+
+
+class BarrierArray:
+    """`count` mbarriers laid out contiguously in shared memory (`ref`: memref<count x i64, 3>)."""
+
+    def __init__(self, ref: ir.Value, count: int):
+        self.ref = ref
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: int | ir.Value) -> BarrierRef:
+        if isinstance(index, int):
+            if not -self.count <= index < self.count:
+                raise IndexError(f"barrier index {index} is out of range for Barriers({self.count})")
+            index %= self.count
+        elif not isinstance(index, ir.Value):
+            raise TypeError(f"barrier index: expected an int or an index value, got {type(index).__name__}")
+        return BarrierRef(self, index)
+
+    def __iter__(self):
+        return (BarrierRef(self, i) for i in range(self.count))
+
+    def init(self, arrival_count: int | ir.Value = 1, *, sync: bool = True) -> None:
+        """Initialize every barrier of the array to expect `arrival_count` arrivals per phase.
+
+        Thread 0 of the block initializes; then the init is fenced and (with `sync`, the
+        default) the block synchronizes so every thread sees initialized barriers. With
+        sync=False, call this from all threads and synchronize yourself before first use."""
+        is_first = arith.cmpi(arith.CmpIPredicate.eq, linear_thread_idx(), c(0))
+        from .control import when
+
+        with when(is_first):
+            for bar in self:
+                bar.init(arrival_count)
+            fence_mbarrier_init()
+        if sync:
+            gpu.barrier()
+
+    def for_iteration(self, iteration: int | ir.Value) -> tuple[BarrierRef, ir.Value]:
+        """(barrier, parity) of pipeline iteration `iteration` when iterations cycle through the
+        array: barrier iteration % count, waiting for phase parity (iteration // count) & 1."""
+        if isinstance(iteration, int):
+            return self[iteration % self.count], c((iteration // self.count) & 1, i32())
+        it = as_index(iteration)
+        slot = arith.remui(it, c(self.count))
+        parity = arith.andi(arith.divui(it, c(self.count)), c(1))
+        return self[slot], arith.index_cast(i32(), parity)
+
+    def wait_for_iteration(self, iteration: int | ir.Value, *, flip: bool = False) -> BarrierRef:
+        """Wait on the barrier of `iteration` for its phase; return it. flip=True waits for the
+        other parity: what a producer waits for on a fresh 'empty' barrier (passes at once)."""
+        bar, parity = self.for_iteration(iteration)
+        if flip:
+            parity = arith.xori(parity, c(1, i32()))
+        bar.wait(parity)
+        return bar
+

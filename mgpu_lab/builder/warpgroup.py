@@ -1,0 +1,159 @@
+"""Warpgroup and thread-level Hopper primitives: electing one thread, register reallocation
+(setmaxnreg), named barriers, proxy fences, and the two low-level helpers the other Hopper
+modules build on (`inline_ptx`, `smem_address`).
+
+Inline PTX is used where an upstream op's builder is awkward or hides what is emitted; every
+snippet here is a few lines and reads like the PTX manual.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from .._mlir import arith, ir, llvm, memref, nvvm, scf
+from .constants import c
+from .dtypes import bitwidth
+from .threads import WARPGROUP_SIZE, thread_idx, warp_idx
+
+# Named barrier 0 is __syncthreads(); warpgroup barriers use 1 + warpgroup index.
+_FIRST_NAMED_BARRIER = 1
+MAX_NAMED_BARRIERS = 16
+
+
+def i32() -> ir.Type:
+    return ir.IntegerType.get_signless(32)
+
+
+def i64() -> ir.Type:
+    return ir.IntegerType.get_signless(64)
+
+
+def inline_ptx(asm: str, operands: Sequence[ir.Value] = (), constraints: Sequence[str] = (),
+               results: Sequence[ir.Type] = (), *, memory: bool = True) -> Any:
+    """Emit `asm` (PTX, operands as $0, $1, ...; outputs first) as a volatile inline asm.
+
+    results: the output types (constraints list outputs first, e.g. "=r", then inputs).
+    memory: add a memory clobber so the compiler keeps loads/stores on their side of it.
+    Returns None, one value, or a list of values.
+    """
+    cons = list(constraints)
+    if memory:
+        cons.append("~{memory}")
+    if not results:
+        llvm.inline_asm(None, list(operands), asm, ",".join(cons), has_side_effects=True)
+        return None
+    if len(results) == 1:
+        return llvm.inline_asm(results[0], list(operands), asm, ",".join(cons), has_side_effects=True)
+    struct = llvm.StructType.get_literal(list(results))
+    packed = llvm.inline_asm(struct, list(operands), asm, ",".join(cons), has_side_effects=True)
+    return [llvm.extractvalue(t, packed, [i]) for i, t in enumerate(results)]
+
+
+def smem_address(ref: ir.Value) -> ir.Value:
+    """The 32-bit shared-memory address (`.shared::cta` window) of a workgroup memref's first
+    element, including any static or dynamic view offset."""
+    ref_type = ir.MemRefType(ref.type)
+    if str(ref_type.memory_space) != "#gpu.address_space<workgroup>":
+        raise ValueError(f"smem_address: expected a shared-memory (workgroup) memref, got {ref_type}")
+    base = memref.extract_aligned_pointer_as_index(ref)
+    offset = memref.extract_strided_metadata(ref)[1]
+    nbytes = bitwidth(ref_type.element_type) // 8
+    address = arith.addi(base, arith.muli(offset, c(nbytes)))
+    return arith.index_cast(i32(), address)
+
+
+def _as_i1(value: Any) -> ir.Value:
+    if isinstance(value, bool):
+        return c(int(value), ir.IntegerType.get_signless(1))
+    return value
+
+
+def elect_one() -> ir.Value:
+    """i1: true in exactly one active lane of the (converged) warp (`elect.sync`)."""
+    return nvvm.elect_sync(ir.IntegerType.get_signless(1))
+
+
+def single_thread_predicate(scope: str = "warpgroup") -> ir.Value:
+    """i1 true for one thread of the warp / warpgroup / block (warp 0 of the scope, elected)."""
+    if scope == "warp":
+        return elect_one()
+    warp = warp_idx()
+    if scope == "warpgroup":
+        warp = arith.remui(warp, c(WARPGROUP_SIZE // 32))
+    elif scope != "block":
+        raise ValueError(f"scope: expected 'warp', 'warpgroup' or 'block', got {scope!r}")
+    first_warp = arith.cmpi(arith.CmpIPredicate.eq, warp, c(0))
+    # Elect inside the first warp only: elect.sync needs the whole warp converged.
+    if_op = scf.IfOp(first_warp, [ir.IntegerType.get_signless(1)], has_else=True)
+    with ir.InsertionPoint(if_op.then_block):
+        scf.yield_([elect_one()])
+    with ir.InsertionPoint(if_op.else_block):
+        scf.yield_([_as_i1(False)])
+    return if_op.results[0]
+
+
+@contextlib.contextmanager
+def single_thread(scope: str = "warpgroup") -> Iterator[None]:
+    """Ops in the `with` run on one thread of each warp / warpgroup / block (`scope`)."""
+    if_op = scf.IfOp(single_thread_predicate(scope))
+    with ir.InsertionPoint(if_op.then_block):
+        yield
+        scf.yield_([])
+
+
+def setmaxnreg(count: int, action: str | None = None) -> None:
+    """Reallocate registers of the calling warpgroup to `count` per thread (24..256, multiple
+    of 8). action: "inc" or "dec"; by default inc when count >= 128 else dec."""
+    if not isinstance(count, int) or not 24 <= count <= 256 or count % 8:
+        raise ValueError(f"setmaxnreg: count must be an int in [24, 256] and a multiple of 8, got {count!r}")
+    action = action or ("inc" if count >= 128 else "dec")
+    if action not in ("inc", "dec"):
+        raise ValueError(f"setmaxnreg: action must be 'inc' or 'dec', got {action!r}")
+    inline_ptx(f"setmaxnreg.{action}.sync.aligned.u32 {count};")
+
+
+def named_barrier(barrier_id: int | ir.Value, threads: int) -> None:
+    """`bar.sync id, threads`: the `threads` threads (a multiple of 32) that reach barrier `id` wait
+    for each other. Id 0 is the block barrier."""
+    if threads % 32:
+        raise ValueError(f"named_barrier: threads must be a multiple of 32, got {threads}")
+    if isinstance(barrier_id, int):
+        if not 0 <= barrier_id < MAX_NAMED_BARRIERS:
+            raise ValueError(f"named_barrier: id must be in [0, {MAX_NAMED_BARRIERS}), got {barrier_id}")
+        inline_ptx(f"bar.sync {barrier_id}, {threads};")
+        return
+    inline_ptx(f"bar.sync $0, {threads};", [arith.index_cast(i32(), barrier_id)], ["r"])
+
+
+def warpgroup_barrier(warpgroup: int | ir.Value | None = None) -> None:
+    """Synchronize the 128 threads of one warpgroup (named barrier 1 + warpgroup index).
+
+    `warpgroup` defaults to the calling thread's (computed from threadIdx)."""
+    if warpgroup is None:
+        warpgroup = arith.divui(thread_idx(), c(WARPGROUP_SIZE))
+    if isinstance(warpgroup, int):
+        named_barrier(_FIRST_NAMED_BARRIER + warpgroup, WARPGROUP_SIZE)
+    else:
+        named_barrier(arith.addi(warpgroup, c(_FIRST_NAMED_BARRIER)), WARPGROUP_SIZE)
+
+
+def fence_async_shared() -> None:
+    """Order this thread's generic-proxy smem writes before later async-proxy (TMA, WGMMA)
+    reads of them: `fence.proxy.async.shared::cta`. Follow it with a barrier before the
+    thread that issues the TMA store or WGMMA."""
+    inline_ptx("fence.proxy.async.shared::cta;")
+
+
+def commit_shared() -> None:
+    """Make every thread's smem writes visible to TMA stores/WGMMA: proxy fence + block barrier."""
+    fence_async_shared()
+    from .._mlir import gpu
+
+    gpu.barrier()
+
+
+def fence_mbarrier_init() -> None:
+    """Make mbarrier initializations visible to other threads and the async proxy."""
+    inline_ptx("fence.mbarrier_init.release.cluster;")

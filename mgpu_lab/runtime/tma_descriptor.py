@@ -1,0 +1,124 @@
+"""Host-side TMA descriptors: `cuTensorMapEncodeTiled` for each TMA descriptor of a kernel.
+
+The launcher calls `TmaEncoder.encode(index, arrays)` per launch and copies the 16 returned
+words into the kernel's 128-byte, 64-byte aligned descriptor parameter. Encoding costs a few
+microseconds, so descriptors are cached on (descriptor, base address): the shape, strides, box
+and swizzle are fixed per descriptor, so a later call with an array at the same address reuses
+the words.
+
+This file is copied verbatim into exported kernels: it imports only numpy and cuda-bindings.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+TMA_DESCRIPTOR_WORDS = 16
+_TMA_CACHE_ENTRIES = 1024
+_TMA_DATA_TYPES = {
+    "uint8": "UINT8", "int8": "UINT8", "bool": "UINT8", "float8_e4m3fn": "UINT8", "float8_e5m2": "UINT8",
+    "uint16": "UINT16", "int16": "UINT16", "float16": "FLOAT16", "bfloat16": "BFLOAT16",
+    "uint32": "UINT32", "int32": "INT32", "float32": "FLOAT32",
+    "uint64": "UINT64", "int64": "INT64", "float64": "FLOAT64",
+}
+_TMA_SWIZZLES = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
+_TMA_FIELDS = ("array", "dtype", "global_shape", "global_strides_bytes", "box_shape", "swizzle")
+
+
+def _tma_field(spec: Any, name: str) -> Any:
+    return spec[name] if isinstance(spec, dict) else getattr(spec, name)
+
+
+def check_tma_spec(spec: Any) -> None:
+    """Hopper's TMA rules on one descriptor (shapes innermost first); ValueError names the rule."""
+    array = _tma_field(spec, "array")
+    shape, strides = tuple(_tma_field(spec, "global_shape")), tuple(_tma_field(spec, "global_strides_bytes"))
+    box, swizzle, dtype = tuple(_tma_field(spec, "box_shape")), _tma_field(spec, "swizzle"), _tma_field(spec, "dtype")
+    where = f"TMA descriptor of array {array}"
+    if dtype not in _TMA_DATA_TYPES:
+        raise ValueError(f"{where}: dtype {dtype!r} is not supported by TMA")
+    if not 1 <= len(shape) <= 5:
+        raise ValueError(f"{where}: rank must be 1 to 5, got {len(shape)} (shape {shape})")
+    if len(strides) != len(shape) - 1 or len(box) != len(shape):
+        raise ValueError(f"{where}: a rank-{len(shape)} tensor needs {len(shape) - 1} strides and {len(shape)} "
+                         f"box dims, got strides {strides} and box {box}")
+    if any(s % 16 for s in strides):
+        raise ValueError(f"{where}: global strides must be multiples of 16 bytes, got {strides} bytes")
+    if any(not 1 <= b <= 256 for b in box):
+        raise ValueError(f"{where}: box dims must be in [1, 256], got {box}")
+    if swizzle not in _TMA_SWIZZLES:
+        raise ValueError(f"{where}: swizzle must be 0, 32, 64 or 128 bytes, got {swizzle!r}")
+
+
+class TmaEncoder:
+    """Encodes (and caches) the TMA descriptors of one kernel.
+
+    specs: objects with the fields of `TmaDescriptorSpec` (array, dtype, global_shape,
+    global_strides_bytes, box_shape, swizzle; shapes innermost first), or dicts of them.
+    """
+
+    def __init__(self, specs: Sequence[Any]):
+        from cuda.bindings import driver
+
+        self._driver = driver
+        self.specs = tuple(specs)
+        for spec in self.specs:
+            check_tma_spec(spec)
+        self._static = [self._static_args(s) for s in self.specs]
+        self._cache: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+
+    @classmethod
+    def from_dicts(cls, specs: Sequence[dict]) -> TmaEncoder:
+        return cls([{k: d[k] for k in _TMA_FIELDS} for d in specs])
+
+    def _static_args(self, spec: Any) -> tuple:
+        d = self._driver
+        shape = [int(x) for x in _tma_field(spec, "global_shape")]
+        rank = len(shape)
+        return (
+            getattr(d.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" + _TMA_DATA_TYPES[_tma_field(spec, "dtype")]),
+            rank,
+            [d.cuuint64_t(x) for x in shape],
+            [d.cuuint64_t(int(x)) for x in _tma_field(spec, "global_strides_bytes")],
+            [d.cuuint32_t(int(x)) for x in _tma_field(spec, "box_shape")],
+            [d.cuuint32_t(1)] * rank,
+            d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            getattr(d.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_" + _TMA_SWIZZLES[_tma_field(spec, "swizzle")]),
+            d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+
+    def encode(self, index: int, arrays: Sequence[Any]) -> np.ndarray:
+        """The 16 uint64 words of descriptor `index` for a launch on `arrays` (inputs, then outputs)."""
+        array = arrays[_tma_field(self.specs[index], "array")]
+        data = getattr(array, "data", None)
+        ptr = int(data.ptr) if data is not None and hasattr(data, "ptr") else int(array)
+        key = (index, ptr)
+        words = self._cache.get(key)
+        if words is None:
+            words = self._cache[key] = self._encode(index, ptr)
+            if len(self._cache) > _TMA_CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+        return words
+
+    def _encode(self, index: int, ptr: int) -> np.ndarray:
+        d, spec = self._driver, self.specs[index]
+        array = _tma_field(spec, "array")
+        if ptr % 16:
+            raise ValueError(f"array {array}: TMA needs a 16-byte aligned base address, got {ptr:#x}; pass a copy")
+        dtype, rank, shape, strides, box, elem, interleave, swizzle, l2, oob = self._static[index]
+        err, tmap = d.cuTensorMapEncodeTiled(dtype, rank, ptr, shape, strides, box, elem, interleave,
+                                             swizzle, l2, oob)
+        if err != d.CUresult.CUDA_SUCCESS:
+            _, name = d.cuGetErrorName(err)
+            name = name.decode() if isinstance(name, bytes) else name
+            raise ValueError(
+                f"cuTensorMapEncodeTiled failed ({name}) for array {array}: dtype {_tma_field(spec, 'dtype')}, "
+                f"shape {tuple(_tma_field(spec, 'global_shape'))} (innermost first), strides "
+                f"{tuple(_tma_field(spec, 'global_strides_bytes'))} bytes, box {tuple(_tma_field(spec, 'box_shape'))}, "
+                f"swizzle {_tma_field(spec, 'swizzle')}, address {ptr:#x}")
+        return np.array([int(w) for w in tmap.opaque], dtype=np.uint64)
