@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import poisoned
 import mgpu_lab
 from mgpu_lab.builder.dtypes import numpy_dtype
 from mgpu_lab.examples.scaled_add import make_scaled_add, reference_scaled_add
+from test_hopper import host_f32, poison
 
 pytestmark = pytest.mark.gpu
 
@@ -23,9 +23,9 @@ def test_scaled_add(shape, dtype, rng):
     k = make_scaled_add(*shape, a=a, b=b, dtype=dtype)
     for _ in range(3):  # fresh arrays (new addresses: new descriptors) every run
         x = rng.standard_normal(shape).astype(numpy_dtype(dtype))
-        out = poisoned(cupy, shape, numpy_dtype(dtype))
+        out = poison(cupy, shape, dtype)
         k(cupy.asarray(x), out=out)
-        got = out.get().astype(np.float64)
+        got = host_f32(out).astype(np.float64)
         assert np.isfinite(got).all(), "some of the output was never written"
         tol = 1e-6 if dtype == "float32" else 1e-2
         np.testing.assert_allclose(got, reference_scaled_add(x, a, b), rtol=tol, atol=tol)
@@ -36,7 +36,7 @@ def test_scaled_add_same_arrays_reuse_cached_descriptors(rng):
 
     k = make_scaled_add(256, 512)
     x = cupy.asarray(rng.standard_normal((256, 512)).astype(np.float32))
-    out = poisoned(cupy, (256, 512), np.float32)
+    out = poison(cupy, (256, 512), "float32")
     for i in range(3):
         x *= 2  # same address, new contents
         k(x, out=out)
@@ -75,6 +75,6 @@ def test_tma_swizzle_layout(swizzle, rng):
     k = mgpu_lab.kernel(body, grid=1, block=128, in_shapes=sd, out_shapes=sd, name=f"swizzle{swizzle}",
                         smem=(mgpu_lab.ShapeDtype((rows, cols), "bfloat16"), mgpu_lab.Barriers(1)))
     x = rng.standard_normal((rows, cols)).astype(numpy_dtype("bfloat16"))
-    out = poisoned(cupy, (rows, cols), numpy_dtype("bfloat16"))
+    out = poison(cupy, (rows, cols), "bfloat16")
     k(cupy.asarray(x), out=out)
-    np.testing.assert_array_equal(out.get(), _swizzled(x, swizzle))
+    np.testing.assert_array_equal(host_f32(out), _swizzled(x, swizzle).astype(np.float32))

@@ -16,6 +16,8 @@ barriers, iteration i uses barrier i % count and waits for parity (i // count) &
 
 from __future__ import annotations
 
+import os
+
 from .._mlir import arith, gpu, ir
 from .constants import as_index, c
 from .threads import linear_thread_idx
@@ -85,12 +87,28 @@ class BarrierRef:
         return arith.cmpi(arith.CmpIPredicate.ne, flag, c(0, i32()))
 
     def wait(self, parity: int | ir.Value) -> None:
-        """Block until the phase with this parity (0 or 1, or an i1/i32/index value) completes."""
+        """Block until the phase with this parity (0 or 1, or an i1/i32/index value) completes.
+
+        With $MGPU_LAB_MBARRIER_TIMEOUT_S set (seconds) when the kernel is built, a wait that
+        lasts longer traps (the launch fails) instead of hanging: a debugging aid for
+        barrier protocols."""
+        timeout = os.environ.get("MGPU_LAB_MBARRIER_TIMEOUT_S")
+        operands = [self.address(), _as_i32(parity, "parity")]
+        if not timeout:
+            inline_ptx(
+                "{\n.reg .pred done;\nmbarrier_wait_loop:\n"
+                "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n"
+                "@!done bra mbarrier_wait_loop;\n}", operands, ["r", "r"])
+            return
+        limit_ns = int(float(timeout) * 1e9)
         inline_ptx(
-            "{\n.reg .pred done;\nmbarrier_wait_loop:\n"
+            "{\n.reg .pred done;\n.reg .u64 start, now;\nmov.u64 start, %globaltimer;\n"
+            "mbarrier_wait_loop:\n"
             "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n"
-            "@!done bra mbarrier_wait_loop;\n}",
-            [self.address(), _as_i32(parity, "parity")], ["r", "r"])
+            "@done bra mbarrier_wait_done;\n"
+            "mov.u64 now, %globaltimer;\nsub.u64 now, now, start;\n"
+            f"setp.lt.u64 done, now, {limit_ns};\n"
+            "@done bra mbarrier_wait_loop;\ntrap;\nmbarrier_wait_done:\n}", operands, ["r", "r"])
 
 
 class BarrierArray:
