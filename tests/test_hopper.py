@@ -10,6 +10,7 @@ import pytest
 
 import mgpu_lab
 from mgpu_lab import dsl
+from mgpu_lab.builder.fragmented import FragmentedArray, WGStridedLayout
 from mgpu_lab.builder.warpgroup import setmaxnreg, single_thread, warpgroup_barrier
 from mgpu_lab.builder.wgmma import WGMMAAccumulator, wgmma, wgmma_commit_group, wgmma_wait_group
 from mgpu_lab.errors import KernelBuildError
@@ -39,10 +40,12 @@ def opcodes(sass: str) -> list[str]:
     return re.findall(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", sass)
 
 
-def make_wgmma_tile(n: int = 128, b_major: str = "k", accumulate: bool = True, **options) -> mgpu_lab.Kernel:
+def make_wgmma_tile(n: int = 128, b_major: str = "k", accumulate: bool = True, epilogue: bool = False,
+                    **options) -> mgpu_lab.Kernel:
     """One warpgroup: TMA-load a (64, 64) A and B (b_major 'k': B.T is (n, 64); 'mn': B is (64, n)),
     then C (64, n) f32 = A @ B with 4 wgmma k-steps. accumulate=False starts from an accumulator
-    of ones that the first step must ignore."""
+    of ones that the first step must ignore. epilogue=True: C (bf16) = relu(0.5 * A @ B + 1)
+    through a FragmentedArray."""
     a_sd = mgpu_lab.ShapeDtype((64, 64), "bfloat16")
     b_sd = mgpu_lab.ShapeDtype((n, 64) if b_major == "k" else (64, n), "bfloat16")
     b_smem = mgpu_lab.ShapeDtype((n, 64) if b_major == "k" else (n // 64, 64, 64), "bfloat16")
@@ -65,10 +68,13 @@ def make_wgmma_tile(n: int = 128, b_major: str = "k", accumulate: bool = True, *
         acc = wgmma(init, a_s, b_s, b_major=b_major, accumulate=accumulate)
         wgmma_commit_group()
         acc = wgmma_wait_group(0, acc)
-        acc.store(out)
+        if epilogue:
+            (FragmentedArray.from_accumulator(acc) * 0.5 + 1.0).max(0.0).astype("bfloat16").store(out)
+        else:
+            acc.store(out)
 
     return mgpu_lab.kernel(wgmma_tile, grid=1, block=128, in_shapes=(a_sd, b_sd),
-                           out_shapes=mgpu_lab.ShapeDtype((64, n), "float32"),
+                           out_shapes=mgpu_lab.ShapeDtype((64, n), "bfloat16" if epilogue else "float32"),
                            smem=(a_sd, b_smem, mgpu_lab.Barriers(1)), name=f"wgmma_tile_{b_major}_{n}", **options)
 
 
@@ -154,3 +160,26 @@ def test_mbarrier_timeout_traps_instead_of_hanging(monkeypatch):
     k = make_wgmma_tile(64, "k", use_cache=False)
     assert "%globaltimer" in k.compiled.ptx and "trap;" in k.compiled.ptx
     assert str(2_000_000_000) in k.compiled.ptx
+
+
+def make_fragmented_elementwise(shape=(256, 64), **options) -> mgpu_lab.Kernel:
+    """out (bf16) = exp(x * 2 - y).astype(bf16), one warpgroup, strided-layout FragmentedArrays."""
+    sd = mgpu_lab.ShapeDtype(shape, "float32")
+
+    def fragmented(ctx, x, y, out, smem):
+        fx, fy = FragmentedArray.load(x), FragmentedArray.load(y)
+        (fx * 2 - fy).exp().astype("bfloat16").store(out)
+
+    return mgpu_lab.kernel(fragmented, grid=1, block=128, in_shapes=(sd, sd),
+                           out_shapes=mgpu_lab.ShapeDtype(shape, "bfloat16"), **options)
+
+
+def test_fragmented_array_elementwise_and_epilogue():
+    k = make_fragmented_elementwise()
+    ops = opcodes(k.compiled.sass)
+    assert ops.count("LDG.E.128") == 2 * 256 * 64 // (128 * 4)
+    assert any(op.startswith("MUFU.EX2") for op in ops)
+    k = make_wgmma_tile(128, "k", epilogue=True)
+    assert any(op.startswith("F2FP") and "BF16" in op for op in opcodes(k.compiled.sass))
+    with pytest.raises(ValueError, match="do not split into 128 threads"):
+        WGStridedLayout((10, 10), 4)
