@@ -168,3 +168,21 @@ def test_tma_encoder_checks_specs_without_a_gpu():
         check_tma_spec(TmaDescriptorSpec(0, "bfloat16", (63, 128), (126,), (63, 64), 0))
     with pytest.raises(ValueError, match=r"box dims must be in \[1, 256\]"):
         check_tma_spec(TmaDescriptorSpec(0, "float32", (1024,), (), (512,), 0))
+
+
+def test_async_copy_records_the_swizzle_of_planned_buffers(monkeypatch):
+    import mgpu_lab.builder.launch_context as lc
+
+    contexts = []
+    original = lc.LaunchContext.__init__
+
+    def record(self, **kwargs):
+        original(self, **kwargs)
+        contexts.append(self)
+
+    monkeypatch.setattr(lc.LaunchContext, "__init__", record)
+    from mgpu_lab.examples.gemm import make_gemm
+
+    make_gemm(256, 256, 128, use_cache=False)
+    assert contexts[-1].smem_swizzles == {(0, (4, 128, 64)): 128, (65536, (4, 4, 64, 64)): 128,
+                                          (0, (2, 4, 64, 64)): 128}

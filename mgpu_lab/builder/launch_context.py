@@ -24,6 +24,8 @@ class LaunchContext:
         self.profiler = profiler
         self.tma_descriptors: list[Any] = []  # filled by async_copy (Hopper DSL)
         self.tma_params: list[ir.Value] = []
+        # (smem offset, shape) of a planned buffer -> the swizzle TMA copies use on it (smem viewer)
+        self.smem_swizzles: dict[tuple[int, tuple[int, ...]], int] = {}
 
     @contextlib.contextmanager
     def named_region(self, name: str) -> Iterator[None]:

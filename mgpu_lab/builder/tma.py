@@ -171,6 +171,31 @@ def check_tma_box(*, array: int, what: str, global_shape: Sequence[int], global_
     del array
 
 
+def _planned_buffer(ref: ir.Value) -> tuple[int, tuple[int, ...]] | None:
+    """(byte offset, shape) of the planned smem buffer a view derives from, when it is static.
+
+    Follows subviews and reshapes back to the `memref.view` of dynamic smem the kernel builder
+    made for the buffer; None for anything else."""
+    value = ref
+    for _ in range(16):
+        owner = value.owner
+        if not isinstance(owner, ir.Operation) and not hasattr(owner, "operation"):
+            return None
+        op = owner.operation if hasattr(owner, "operation") else owner
+        if op.name == "memref.view":
+            shift = op.operands[1].owner
+            shift = shift.operation if hasattr(shift, "operation") else shift
+            if shift.name != "arith.constant":
+                return None
+            offset = ir.IntegerAttr(shift.attributes["value"]).value
+            return offset, tuple(ir.MemRefType(op.results[0].type).shape)
+        if op.name not in ("memref.subview", "memref.expand_shape", "memref.collapse_shape",
+                           "memref.transpose", "memref.reinterpret_cast"):
+            return None
+        value = op.operands[0]
+    return None
+
+
 def _descriptor(ctx: LaunchContext, spec: TmaDescriptorSpec) -> ir.Value:
     """The kernel parameter holding `spec`'s descriptor (one per distinct spec)."""
     for known, value in zip(ctx.tma_descriptors, ctx.tma_params):
@@ -271,6 +296,10 @@ def async_copy(ctx: LaunchContext, *, src_ref: ir.Value, dst_ref: ir.Value, gmem
         global_strides_bytes=tuple(s * itemsize for s in reversed(strides[:-1])),
         box_shape=tuple(reversed(box)), swizzle=swizzle)
     desc = _descriptor(ctx, spec)
+    if swizzle:
+        planned = _planned_buffer(smem_ref)
+        if planned is not None:
+            ctx.smem_swizzles[planned] = swizzle
     rank = len(box)
     coords = [arith.index_cast(i32(), i) for i in reversed(indices)]
     coord_list = ", ".join(f"${i + 2}" for i in range(rank))
