@@ -19,7 +19,6 @@ import sys
 import time
 
 import numpy as np
-
 from common import table, write_record
 
 from mgpu_lab.examples.gemm import make_gemm
@@ -43,52 +42,56 @@ def gemm(figures: dict, rows: list, sizes: tuple[int, ...], iters: int) -> None:
     memory through CuPy views."""
     import torch
 
+    for size in sizes:
+        for transpose_b in (False, True):
+            _gemm_one(figures, rows, torch, size, transpose_b, iters)
+        torch.cuda.empty_cache()
+
+
+def _gemm_one(figures: dict, rows: list, torch, size: int, transpose_b: bool, iters: int) -> None:
     from mgpu_lab.builder.dtypes import numpy_dtype
 
     bf16 = numpy_dtype("bfloat16")
-    for size in sizes:
-        m = n = k = size
-        flops = 2.0 * m * n * k
-        gen = torch.Generator(device="cuda").manual_seed(size)
-        ta = [torch.randn((m, k), device="cuda", generator=gen).to(torch.bfloat16) for _ in range(ROTATE)]
-        tb = [torch.randn((k, n), device="cuda", generator=gen).to(torch.bfloat16) for _ in range(ROTATE)]
-        a_sets, b_sets = [_cupy_view(t, bf16) for t in ta], [_cupy_view(t, bf16) for t in tb]
-        tout_ours = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-        out = _cupy_view(tout_ours, bf16)
-        tout = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
-        for transpose_b in (False, True):
-            tag = f"{'nt' if transpose_b else 'nn'}_{size}"
-            t0 = time.perf_counter()
-            kern = make_gemm(m, n, k, transpose_b=transpose_b)
-            figures[f"gemm_compile_s_{tag}"] = time.perf_counter() - t0
-            # A @ B.T reads the stored B as (n, k): the same buffers serve (square shapes).
-            tout_ours.fill_(float("nan"))
-            kern(a_sets[0], b_sets[0], out=out)
-            b32 = tb[0].float()
-            ref = ta[0].float() @ (b32.T if transpose_b else b32)
-            err = float(torch.linalg.norm(tout_ours.float() - ref) / torch.linalg.norm(ref))
-            del ref, b32
-            figures[f"gemm_rel_error_{tag}"] = err
-            if not err <= 1e-2:
-                figures[f"gemm_error_{tag}"] = f"relative error {err:.3g} > 1e-2: not timed"
-                rows.append((f"gemm {tag}", f"WRONG (rel err {err:.3g})", "", "", ""))
-                continue
-            t_ours = time_cuda(lambda i: kern(a_sets[i % ROTATE], b_sets[i % ROTATE], out=out),
-                               warmup=10, iters=iters).median_ms
-            tf_ours = flops / t_ours / 1e9
-            figures[f"gemm_tflops_{tag}"] = tf_ours
-            if transpose_b:
-                run = lambda i: torch.matmul(ta[i % ROTATE], tb[i % ROTATE].T, out=tout)  # noqa: E731
-            else:
-                run = lambda i: torch.matmul(ta[i % ROTATE], tb[i % ROTATE], out=tout)  # noqa: E731
-            t_torch = time_cuda(run, warmup=10, iters=iters).median_ms
-            tf_torch = flops / t_torch / 1e9
-            figures[f"gemm_tflops_torch_{tag}"] = tf_torch
-            figures[f"gemm_ours_vs_torch_{tag}"] = tf_ours / tf_torch
-            rows.append((f"gemm bf16 {tag}", f"ours {tf_ours:.0f} TFLOP/s", f"torch {tf_torch:.0f} TFLOP/s",
-                         f"ratio {tf_ours / tf_torch:.3f}", f"rel err {err:.1e}"))
-        del ta, tb, a_sets, b_sets, out, tout_ours, tout
-        torch.cuda.empty_cache()
+    m = n = k = size
+    flops = 2.0 * m * n * k
+    tag = f"{'nt' if transpose_b else 'nn'}_{size}"
+    gen = torch.Generator(device="cuda").manual_seed(size)
+    ta = [torch.randn((m, k), device="cuda", generator=gen).to(torch.bfloat16) for _ in range(ROTATE)]
+    tb = [torch.randn((n, k) if transpose_b else (k, n), device="cuda", generator=gen).to(torch.bfloat16)
+          for _ in range(ROTATE)]
+    a_sets, b_sets = [_cupy_view(t, bf16) for t in ta], [_cupy_view(t, bf16) for t in tb]
+    tout_ours = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    out = _cupy_view(tout_ours, bf16)
+    tout = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
+
+    t0 = time.perf_counter()
+    kern = make_gemm(m, n, k, transpose_b=transpose_b)
+    figures[f"gemm_compile_s_{tag}"] = time.perf_counter() - t0
+    kern(a_sets[0], b_sets[0], out=out)
+    b32 = tb[0].float()
+    ref = ta[0].float() @ (b32.T if transpose_b else b32)
+    err = float(torch.linalg.norm(tout_ours.float() - ref) / torch.linalg.norm(ref))
+    del ref, b32
+    figures[f"gemm_rel_error_{tag}"] = err
+    if not err <= 1e-2:
+        figures[f"gemm_error_{tag}"] = f"relative error {err:.3g} > 1e-2: not timed"
+        rows.append((f"gemm {tag}", f"WRONG (rel err {err:.3g})", "", "", ""))
+        return
+
+    def ours(i: int) -> None:
+        kern(a_sets[i % ROTATE], b_sets[i % ROTATE], out=out)
+
+    def peer(i: int) -> None:
+        b = tb[i % ROTATE]
+        torch.matmul(ta[i % ROTATE], b.T if transpose_b else b, out=tout)
+
+    tf_ours = flops / time_cuda(ours, warmup=10, iters=iters).median_ms / 1e9
+    tf_torch = flops / time_cuda(peer, warmup=10, iters=iters).median_ms / 1e9
+    figures[f"gemm_tflops_{tag}"] = tf_ours
+    figures[f"gemm_tflops_torch_{tag}"] = tf_torch
+    figures[f"gemm_ours_vs_torch_{tag}"] = tf_ours / tf_torch
+    rows.append((f"gemm bf16 {tag}", f"ours {tf_ours:.0f} TFLOP/s", f"torch {tf_torch:.0f} TFLOP/s",
+                 f"ratio {tf_ours / tf_torch:.3f}", f"rel err {err:.1e}"))
 
 
 def scaled_add(figures: dict, rows: list, iters: int) -> None:

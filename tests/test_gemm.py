@@ -33,7 +33,7 @@ def test_gemm_4096_sass(transpose_b):
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in re.sub(r"\s+", " ", sass)
 
 
-@pytest.mark.parametrize("kwargs", [dict(tile_n=128), dict(out_dtype="float32"), dict(dtype="float16", out_dtype="float16")])
+@pytest.mark.parametrize("kwargs", [{"tile_n": 128}, {"out_dtype": "float32"}, {"dtype": "float16", "out_dtype": "float16"}])
 def test_gemm_variants_compile_without_spills(kwargs):
     k = make_gemm(512, 512, 256, **kwargs)
     r = k.compiled.resources

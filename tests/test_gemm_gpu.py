@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_hopper import host_f32, poison
 
 from mgpu_lab.builder.dtypes import numpy_dtype
 from mgpu_lab.examples.gemm import make_gemm
-from test_hopper import host_f32, poison
 
 pytestmark = pytest.mark.gpu
 
@@ -43,9 +43,9 @@ def test_gemm(m, n, k, transpose_b, rng):
     assert _run(m, n, k, rng, transpose_b) <= 1e-2
 
 
-@pytest.mark.parametrize("kwargs, tol", [(dict(tile_n=128), 1e-2), (dict(tile_n=64, stages=3), 1e-2),
-                                         (dict(out_dtype="float32"), 1e-4),
-                                         (dict(dtype="float16", out_dtype="float16"), 2e-3)])
+@pytest.mark.parametrize("kwargs, tol", [({"tile_n": 128}, 1e-2), ({"tile_n": 64, "stages": 3}, 1e-2),
+                                         ({"out_dtype": "float32"}, 1e-4),
+                                         ({"dtype": "float16", "out_dtype": "float16"}, 2e-3)])
 @pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
 def test_gemm_variants(kwargs, tol, transpose_b, rng):
     assert _run(512, 768, 448, rng, transpose_b, **kwargs) <= tol

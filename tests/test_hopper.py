@@ -12,9 +12,13 @@ import mgpu_lab
 from mgpu_lab import dsl
 from mgpu_lab.builder.fragmented import FragmentedArray, WGStridedLayout
 from mgpu_lab.builder.warpgroup import setmaxnreg, single_thread, warpgroup_barrier
-from mgpu_lab.builder.wgmma import WGMMAAccumulator, wgmma, wgmma_commit_group, wgmma_wait_group
+from mgpu_lab.builder.wgmma import (
+    WGMMAAccumulator,
+    wgmma,
+    wgmma_commit_group,
+    wgmma_wait_group,
+)
 from mgpu_lab.errors import KernelBuildError
-
 
 _NAN_BITS = {"bfloat16": ("uint16", 0x7FC0), "float16": ("uint16", 0x7E00), "float32": ("uint32", 0x7FC00000)}
 
@@ -29,7 +33,7 @@ def poison(cupy, shape, dtype: str):
     return out
 
 
-def host_f32(x) -> "np.ndarray":
+def host_f32(x):
     """A device array (any float dtype, bf16 included) as a float32 host array."""
     import numpy as np
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_hopper import host_f32, make_fragmented_elementwise, make_wgmma_tile, poison
 
 from mgpu_lab.builder.dtypes import numpy_dtype
-from test_hopper import host_f32, make_fragmented_elementwise, make_wgmma_tile, poison
 
 pytestmark = pytest.mark.gpu
 BF16 = numpy_dtype("bfloat16")

@@ -72,7 +72,7 @@ def _build(copy_kwargs, shape=(256, 256), dtype="float32", smem_shape=(32, 64), 
 
     def body(ctx, x, y, smem):
         buf, bars = smem
-        kwargs = dict(src_ref=x, dst_ref=buf, barrier=bars[0])
+        kwargs = {"src_ref": x, "dst_ref": buf, "barrier": bars[0]}
         kwargs.update({k: v(x, y, buf, bars) if callable(v) else v for k, v in copy_kwargs.items()})
         ctx.async_copy(**kwargs)
 

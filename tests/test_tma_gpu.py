@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_hopper import host_f32, poison
 
 import mgpu_lab
 from mgpu_lab.builder.dtypes import numpy_dtype
 from mgpu_lab.examples.scaled_add import make_scaled_add, reference_scaled_add
-from test_hopper import host_f32, poison
 
 pytestmark = pytest.mark.gpu
 

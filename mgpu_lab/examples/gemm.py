@@ -23,8 +23,18 @@ import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
-from mgpu_lab.builder.wgmma import WGMMAAccumulator, wgmma, wgmma_commit_group, wgmma_wait_group
-from mgpu_lab.builder.warpgroup import fence_async_shared, named_barrier, setmaxnreg, single_thread
+from mgpu_lab.builder.warpgroup import (
+    fence_async_shared,
+    named_barrier,
+    setmaxnreg,
+    single_thread,
+)
+from mgpu_lab.builder.wgmma import (
+    WGMMAAccumulator,
+    wgmma,
+    wgmma_commit_group,
+    wgmma_wait_group,
+)
 from mgpu_lab.compiler.compiled_kernel import dtype_itemsize
 from mgpu_lab.dsl import arith, c
 
@@ -115,7 +125,7 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
                 bar.arrive_expect_tx(stage_bytes)
                 slot = arith.remui(kt, c(stages))
                 k0 = arith.muli(kt, c(TILE_K))
-                copy = dict(barrier=bar, arrive=False, swizzle=SWIZZLE, uniform=False)
+                copy = {"barrier": bar, "arrive": False, "swizzle": SWIZZLE, "uniform": False}
                 ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, slot),
                                gmem_slice=(dsl.ds(row0, TILE_M), dsl.ds(k0, TILE_K)), **copy)
                 if transpose_b:
