@@ -27,6 +27,7 @@ function baseName(path) {
 function render({ model, el }) {
   const root = h("div", { class: "mgl mgl-sass" });
   const search = h("input", { type: "search", class: "mgl-sass-search", placeholder: "search SASS (Enter: next)" });
+  search.style.width = "18em";
   const matchLabel = h("span", { class: "mgl-status mgl-sass-matches" });
   const prevBtn = h("button", { class: "mgl-btn", text: "▲", title: "previous match" });
   const nextBtn = h("button", { class: "mgl-btn", text: "▼", title: "next match" });

@@ -1,0 +1,243 @@
+"""The viewers in a real JupyterLab + Chromium: each renders and answers an interaction.
+
+Run: python -m pytest tests/browser -q  (skipped with a reason without Chromium/JupyterLab).
+Screenshots and the browser console land in test-artifacts/browser/.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import ARTIFACTS
+
+pytestmark = pytest.mark.browser
+
+# Generous: the first kernel start and widget bundle load are slow on a cold machine.
+RENDER_TIMEOUT_MS = 120_000
+STEP_TIMEOUT_MS = 20_000
+LABEL_W, AXIS_H = 130, 24  # timeline.js geometry: row-label gutter and time-axis height
+
+# Stands in for ui.perfetto.dev (the tests run offline): it answers the PING/PONG handshake
+# and puts what it received into its title.
+FAKE_PERFETTO = """<!DOCTYPE html><html><head><title>fake perfetto</title></head><body><script>
+window.addEventListener("message", (e) => {
+  if (e.data === "PING") { e.source.postMessage("PONG", e.origin); return; }
+  if (e.data && e.data.perfetto) {
+    document.title = "got " + e.data.perfetto.buffer.byteLength + " bytes: " + e.data.perfetto.title;
+  }
+});
+</script></body></html>"""
+
+
+@pytest.fixture(scope="module")
+def page(jupyter_url: str, browser: Any) -> Iterator[Any]:
+    """The test notebook, opened in JupyterLab with all its cells run."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    context.route(
+        "https://ui.perfetto.dev/**",
+        lambda route: route.fulfill(status=200, content_type="text/html", body=FAKE_PERFETTO),
+    )
+    page = context.new_page()
+    console: list[str] = []
+    page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
+    page.on("pageerror", lambda err: console.append(f"pageerror: {err}"))
+    _start_kernel_session(jupyter_url, "widgets_notebook.ipynb")
+    page.goto(f"{jupyter_url}lab/tree/widgets_notebook.ipynb?reset", wait_until="domcontentloaded")
+    try:
+        # Run All only once the kernel is up, or the run races the kernel start.
+        page.wait_for_selector(
+            ".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status='idle']",
+            timeout=RENDER_TIMEOUT_MS,
+        )
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        # Should a kernel dialog still come up (settings not read yet), accept the default.
+        dialog_select = page.locator(".jp-Dialog").get_by_role("button", name="Select", exact=True)
+        first_widget = page.locator(".mgl-tl canvas")
+        first_widget.or_(dialog_select).first.wait_for(timeout=RENDER_TIMEOUT_MS)
+        if dialog_select.is_visible():
+            dialog_select.click()
+        try:
+            for selector in (".mgl-tl canvas", ".mgl-sass", ".mgl-smem .mgl-banks", ".mgl-ir"):
+                page.wait_for_selector(selector, timeout=RENDER_TIMEOUT_MS)
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "notebook.png"), full_page=True)
+        yield page
+    finally:
+        (ARTIFACTS / "console.txt").write_text("\n".join(console))
+        context.close()
+
+
+def _start_kernel_session(jupyter_url: str, path: str) -> None:
+    """Start the notebook's kernel through the REST API before the page opens it.
+
+    JupyterLab then attaches to the running session; left to itself it sometimes asks for
+    a kernel in a modal dialog, which would block the run.
+    """
+    body = json.dumps({"path": path, "name": path, "type": "notebook", "kernel": {"name": "python3"}}).encode()
+    request = urllib.request.Request(
+        f"{jupyter_url}api/sessions", data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status in (200, 201), response.status
+
+
+def _shot(locator: Any, name: str) -> None:
+    locator.scroll_into_view_if_needed()
+    locator.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def _span(timeline: Any) -> float:
+    return float(timeline.get_attribute("data-t1")) - float(timeline.get_attribute("data-t0"))
+
+
+def test_no_errors_while_rendering(page: Any) -> None:
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    assert errors.count() == 0, errors.all_inner_texts()
+    assert page.locator(".jp-OutputArea-output:has-text('Error displaying widget')").count() == 0
+
+
+def test_timeline_hover_shows_region_and_wheel_zoom_narrows_the_range(page: Any) -> None:
+    timeline = page.locator(".mgl-tl").first
+    canvas = timeline.locator("canvas")
+    canvas.scroll_into_view_if_needed()
+    _shot(timeline, "timeline-before")
+    box = canvas.bounding_box()
+    plot_w = box["width"] - LABEL_W
+
+    # Row 0, level 0 early in the kernel is the first block's outermost region (mainloop).
+    page.mouse.move(box["x"] + LABEL_W + 0.12 * plot_w, box["y"] + AXIS_H + 5)
+    tooltip = timeline.locator(".mgl-tooltip")
+    tooltip.wait_for(state="visible", timeout=STEP_TIMEOUT_MS)
+    assert "mainloop" in tooltip.inner_text() and "duration" in tooltip.inner_text()
+
+    span_before = _span(timeline)
+    range_before = timeline.locator(".mgl-tl-range").inner_text()
+    page.mouse.move(box["x"] + LABEL_W + 0.5 * plot_w, box["y"] + box["height"] * 0.5)
+    page.mouse.wheel(0, -600)  # wheel up: zoom in around the pointer
+    page.wait_for_function(
+        "([el, span]) => el.dataset.t1 - el.dataset.t0 < span * 0.8",
+        arg=[timeline.element_handle(), span_before],
+        timeout=STEP_TIMEOUT_MS,
+    )
+    assert timeline.locator(".mgl-tl-range").inner_text() != range_before
+    _shot(timeline, "timeline-zoomed")
+
+    # Dragging pans: the span stays, the start moves.
+    t0 = float(timeline.get_attribute("data-t0"))
+    span = _span(timeline)
+    page.mouse.move(box["x"] + LABEL_W + 0.5 * plot_w, box["y"] + 60)
+    page.mouse.down()
+    page.mouse.move(box["x"] + LABEL_W + 0.3 * plot_w, box["y"] + 60, steps=5)
+    page.mouse.up()
+    assert float(timeline.get_attribute("data-t0")) > t0
+    assert _span(timeline) == pytest.approx(span, rel=1e-6)
+
+
+def test_timeline_region_filter_hides_a_region(page: Any) -> None:
+    timeline = page.locator(".mgl-tl").first
+    box = timeline.locator("canvas").first
+    before = box.screenshot()
+    timeline.locator("input[data-region='mainloop']").uncheck()
+    page.wait_for_timeout(300)
+    assert box.screenshot() != before
+    timeline.locator("input[data-region='mainloop']").check()
+
+
+def test_timeline_perfetto_download_and_open(page: Any) -> None:
+    timeline = page.locator(".mgl-tl").first
+    with page.expect_download(timeout=STEP_TIMEOUT_MS) as download_info:
+        timeline.locator(".mgl-tl-save").click()
+    download = download_info.value
+    assert download.suggested_filename == "gemm_tile.perfetto-trace"
+    path = ARTIFACTS / download.suggested_filename
+    download.save_as(str(path))
+    data = path.read_bytes()
+    assert len(data) > 100 and data[0] == 0x0A  # field 1 (packet), length-delimited
+
+    with page.context.expect_page(timeout=STEP_TIMEOUT_MS) as popup_info:
+        timeline.locator(".mgl-tl-open").click()
+    popup = popup_info.value
+    popup.wait_for_function("() => document.title.startsWith('got ')", timeout=STEP_TIMEOUT_MS)
+    assert popup.title() == f"got {len(data)} bytes: gemm_tile"
+    popup.close()
+
+
+def test_sass_click_shows_source_and_ptx_and_back(page: Any) -> None:
+    sass = page.locator(".mgl-sass").first
+    # nvdisasm's line table puts WARPGROUP.ARRIVE (the wgmma fence) on the wgmma line, 39.
+    sass.locator(".mgl-sass-listing .mgl-code-line", has_text="WARPGROUP.ARRIVE").click()
+    selected_source = sass.locator(".mgl-sass-source .mgl-selected")
+    selected_source.wait_for(timeout=STEP_TIMEOUT_MS)
+    assert "mgl.wgmma(acc, smem.a, smem.b.T)" in selected_source.inner_text()
+    assert "gemm_tile.py:39" in sass.locator(".mgl-sass-source-title").inner_text()
+    assert "wgmma.mma_async" in " ".join(sass.locator(".mgl-sass-ptx .mgl-related").all_inner_texts())
+    _shot(sass, "sass-selected")
+
+    # Selecting a source line highlights its SASS instructions.
+    sass.locator(".mgl-sass-source .mgl-code-line", has_text="acc.store(out, row=tid)").click()
+    related = sass.locator(".mgl-sass-listing .mgl-related")
+    related.first.wait_for(timeout=STEP_TIMEOUT_MS)
+    assert "STG.E.128" in " ".join(related.all_inner_texts())
+
+
+def test_sass_search_counts_matches(page: Any) -> None:
+    sass = page.locator(".mgl-sass").first
+    sass.locator(".mgl-sass-search").fill("UTMALDG")
+    sass.locator(".mgl-sass-search").press("Enter")
+    page.wait_for_function(
+        "el => el.textContent.trim() === '1 / 2' || el.textContent.trim() === '2 / 2'",
+        arg=sass.locator(".mgl-sass-matches").element_handle(),
+        timeout=STEP_TIMEOUT_MS,
+    )
+    assert sass.locator(".mgl-sass-listing .mgl-match").count() == 2
+
+
+def test_smem_switching_pattern_and_buffer_changes_highlighted_conflicts(page: Any) -> None:
+    smem = page.locator(".mgl-smem").first
+    report = smem.locator(".mgl-smem-report")
+    # The notebook opens the unswizzled epilogue buffer with a WGMMA fragment store: 8-way.
+    assert "8-way bank conflict" in report.inner_text()
+    assert smem.locator("td.mgl-hit[data-ways='8']").count() == 32
+    _shot(smem, "smem-fragment-unswizzled")
+
+    smem.locator("select.mgl-smem-pattern").select_option("row")
+    page.wait_for_function("el => el.textContent.includes('conflict-free')", arg=report.element_handle(), timeout=STEP_TIMEOUT_MS)
+    assert smem.locator("td.mgl-hit[data-ways='8']").count() == 0
+    assert smem.locator("td.mgl-hit[data-ways='1']").count() > 0
+
+    # Back to the fragment, on the 128-byte-swizzled buffer: the swizzle removes the conflict.
+    smem.locator("select.mgl-smem-pattern").select_option("fragment")
+    page.wait_for_function("el => el.textContent.includes('8-way')", arg=report.element_handle(), timeout=STEP_TIMEOUT_MS)
+    smem.locator(".mgl-smem-buf[data-buffer='a_stages']").click()
+    page.wait_for_function(
+        "el => el.textContent.includes('conflict-free') && el.textContent.includes('WGMMA')",
+        arg=report.element_handle(),
+        timeout=STEP_TIMEOUT_MS,
+    )
+    assert smem.locator("td.mgl-hit[data-ways='1']").count() == 32
+    _shot(smem, "smem-fragment-swizzled")
+
+
+def test_ir_pass_diff_shows_added_and_removed_lines(page: Any) -> None:
+    ir = page.locator(".mgl-ir").first
+    ir.locator(".mgl-ir-pass", has_text="convert-gpu-to-nvvm").click()
+    ir.locator(".mgl-ir-diff").click()
+    added = ir.locator(".mgl-ir-content .mgl-diff-add")
+    added.first.wait_for(timeout=STEP_TIMEOUT_MS)
+    assert "llvm.func @scale" in " ".join(added.all_inner_texts())
+    assert "gpu.func @scale" in " ".join(ir.locator(".mgl-ir-content .mgl-diff-del").all_inner_texts())
+    _shot(ir, "ir-diff")
+
+    # An unchanged pass says so.
+    ir.locator(".mgl-ir-pass", has_text="gpu.module(cse)").click()
+    page.wait_for_function(
+        "el => el.textContent.includes('changed nothing')",
+        arg=ir.locator(".mgl-ir-status").element_handle(),
+        timeout=STEP_TIMEOUT_MS,
+    )
