@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -179,7 +180,8 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
         outputs=tuple(ArraySpec(s.shape, s.dtype) for s in outputs),
         params=tuple(params), tma_descriptors=tuple(ctx.tma_descriptors),
         dynamic_smem_bytes=dynamic_smem,
-        smem_layout=plan.records + ((profiler.smem_record(),) if profiler else ()),
+        smem_layout=tuple(_with_swizzle(r, ctx.smem_swizzles) for r in plan.records)
+        + ((profiler.smem_record(),) if profiler else ()),
         profiler=profiler.spec(grid3) if profiler else None,
     )
     with context:
@@ -197,6 +199,12 @@ def _thread_context() -> ir.Context:
     if ctx is None:
         ctx = _contexts.ctx = ir.Context()
     return ctx
+
+
+def _with_swizzle(record: Any, swizzles: dict) -> Any:
+    """The smem record with the swizzle its TMA copies used, for the smem viewer."""
+    swizzle = swizzles.get((record.offset, tuple(record.shape)), 0)
+    return dataclasses.replace(record, swizzle=swizzle) if swizzle else record
 
 
 def _body_location(body: Callable[..., Any]) -> ir.Location:

@@ -81,10 +81,12 @@ def versions() -> dict[str, str]:
 
 
 def _code_fingerprint() -> str:
-    """Hash of the compiler's own sources, so editing a pass or a PTX fix-up invalidates the cache."""
+    """Hash of the compiler's and builder's sources, so editing a pass, a PTX fix-up or an
+    emitted op sequence invalidates cached kernels."""
     import hashlib
 
     h = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    package = Path(__file__).parent.parent
+    for path in sorted([*package.glob("compiler/*.py"), *package.glob("builder/*.py"), *package.glob("profiler/device.py")]):
         h.update(path.read_bytes())
     return h.hexdigest()[:16]

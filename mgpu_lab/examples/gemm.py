@@ -120,22 +120,23 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
         with single_thread("warpgroup"):
             @dsl.for_range(0, k_tiles)
             def _(kt):
-                empty.wait_for_iteration(kt, flip=True)  # passes at once on the first round
-                bar, _ = full.for_iteration(kt)
-                bar.arrive_expect_tx(stage_bytes)
-                slot = arith.remui(kt, c(stages))
-                k0 = arith.muli(kt, c(TILE_K))
-                copy = {"barrier": bar, "arrive": False, "swizzle": SWIZZLE, "uniform": False}
-                ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, slot),
-                               gmem_slice=(dsl.ds(row0, TILE_M), dsl.ds(k0, TILE_K)), **copy)
-                if transpose_b:
-                    ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, slot),
-                                   gmem_slice=(dsl.ds(col0, tile_n), dsl.ds(k0, TILE_K)), **copy)
-                else:
-                    for j in range(b_chunks):
-                        ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, j)),
-                                       gmem_slice=(dsl.ds(k0, TILE_K), dsl.ds(arith.addi(col0, c(64 * j)), 64)),
-                                       **copy)
+                with ctx.named_region("load"):
+                    empty.wait_for_iteration(kt, flip=True)  # passes at once on the first round
+                    bar, _ = full.for_iteration(kt)
+                    bar.arrive_expect_tx(stage_bytes)
+                    slot = arith.remui(kt, c(stages))
+                    k0 = arith.muli(kt, c(TILE_K))
+                    copy = {"barrier": bar, "arrive": False, "swizzle": SWIZZLE, "uniform": False}
+                    ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, slot),
+                                   gmem_slice=(dsl.ds(row0, TILE_M), dsl.ds(k0, TILE_K)), **copy)
+                    if transpose_b:
+                        ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, slot),
+                                       gmem_slice=(dsl.ds(col0, tile_n), dsl.ds(k0, TILE_K)), **copy)
+                    else:
+                        for j in range(b_chunks):
+                            ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, j)),
+                                           gmem_slice=(dsl.ds(k0, TILE_K), dsl.ds(arith.addi(col0, c(64 * j)), 64)),
+                                           **copy)
 
     def consumer(ctx, c_ref, a_smem, b_smem, epi, full, empty, row0, col0, wg):
         setmaxnreg(CONSUMER_REGS)
@@ -143,30 +144,33 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
 
         @dsl.for_range(0, k_tiles, carry=WGMMAAccumulator.zeros(tile_n))
         def acc(kt, acc):
-            full.wait_for_iteration(kt)
-            slot = arith.remui(kt, c(stages))
-            a_tile = dsl.memref_slice(a_smem, (slot, dsl.ds(arith.muli(wg, c(64)), 64)))
-            acc = wgmma(acc, a_tile, dsl.memref_slice(b_smem, slot), b_major="k" if transpose_b else "mn",
-                        swizzle=SWIZZLE)
-            wgmma_commit_group()
-            acc = wgmma_wait_group(1, acc)  # the previous k-step's group is done with its slot
+            with ctx.named_region("wait_data"):
+                full.wait_for_iteration(kt)
+            with ctx.named_region("mma"):
+                slot = arith.remui(kt, c(stages))
+                a_tile = dsl.memref_slice(a_smem, (slot, dsl.ds(arith.muli(wg, c(64)), 64)))
+                acc = wgmma(acc, a_tile, dsl.memref_slice(b_smem, slot), b_major="k" if transpose_b else "mn",
+                            swizzle=SWIZZLE)
+                wgmma_commit_group()
+                acc = wgmma_wait_group(1, acc)  # the previous k-step's group is done with its slot
             released = arith.andi(lane0, arith.cmpi(arith.CmpIPredicate.ugt, kt, c(0)))
             with dsl.when(released):
                 empty.for_iteration(arith.subi(kt, c(1)))[0].arrive()
             return acc
 
-        acc = wgmma_wait_group(0, acc)
-        named_barrier(_CONSUMER_BARRIER, CONSUMERS * WARPGROUP)  # both consumers are done with the slots
-        mine = dsl.memref_slice(epi, wg)
-        acc.store_swizzled(mine, SWIZZLE)
-        fence_async_shared()
-        named_barrier(arith.addi(wg, c(_WG_BARRIER)), WARPGROUP)
-        with single_thread("warpgroup"):
-            row = arith.addi(row0, arith.muli(wg, c(64)))
-            for j in range(tile_n // out_width):
-                ctx.async_copy(src_ref=dsl.memref_slice(mine, j), dst_ref=c_ref, swizzle=SWIZZLE, uniform=False,
-                               gmem_slice=(dsl.ds(row, 64), dsl.ds(arith.addi(col0, c(j * out_width)), out_width)))
-        ctx.await_async_copy(0, await_read_only=True)
+        with ctx.named_region("epilogue"):
+            acc = wgmma_wait_group(0, acc)
+            named_barrier(_CONSUMER_BARRIER, CONSUMERS * WARPGROUP)  # both consumers are done with the slots
+            mine = dsl.memref_slice(epi, wg)
+            acc.store_swizzled(mine, SWIZZLE)
+            fence_async_shared()
+            named_barrier(arith.addi(wg, c(_WG_BARRIER)), WARPGROUP)
+            with single_thread("warpgroup"):
+                row = arith.addi(row0, arith.muli(wg, c(64)))
+                for j in range(tile_n // out_width):
+                    ctx.async_copy(src_ref=dsl.memref_slice(mine, j), dst_ref=c_ref, swizzle=SWIZZLE, uniform=False,
+                                   gmem_slice=(dsl.ds(row, 64), dsl.ds(arith.addi(col0, c(j * out_width)), out_width)))
+            ctx.await_async_copy(0, await_read_only=True)
 
     def gemm(ctx, a, b, c_ref, smem):
         (a_smem, b_smem), epi = smem[0]  # the Union: pipeline slots and the epilogue tile overlap
@@ -182,6 +186,9 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
                                      arith.subi(wg, c(1))))
 
     name = f"gemm_{'nt' if transpose_b else 'nn'}_{m}x{n}x{k}"
+    if options.get("profile"):
+        # Regions per k-step: 2 events per producer step, 4 per consumer step, plus the epilogue.
+        options.setdefault("profile_capacity", 4 * k_tiles + 8)
     return mgpu_lab.kernel(gemm, grid=tiles_m * tiles_n, block=(CONSUMERS + 1) * WARPGROUP,
                            in_shapes=(a_sd, b_sd), out_shapes=c_sd, smem=smem, name=name, **options)
 

@@ -1,0 +1,80 @@
+"""Profiler overhead on the warp-specialized bf16 GEMM, measured in one run.
+
+The same GEMM is built twice, with and without profiling (regions around each producer load,
+each consumer wait and MMA, and the epilogue); both are timed alternately with CUDA events
+(median after warm-up, rotated inputs). Key: profiler_overhead_ratio = profiled / plain.
+Also writes a sample of the trace (the first 8 blocks) as .perfetto-trace and Chrome JSON,
+and the per-region summary, next to the record.
+
+Run on a GPU machine:  python benchmarks/bench_profiler.py [--size 8192]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import warnings
+from pathlib import Path
+
+from bench_gemm import ROTATE, _cupy_view
+from common import table, write_record
+
+from mgpu_lab.builder.dtypes import numpy_dtype
+from mgpu_lab.examples.gemm import make_gemm
+from mgpu_lab.runtime.timing import time_cuda
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", type=int, default=8192)
+    parser.add_argument("--transpose-b", action="store_true", default=True)
+    args = parser.parse_args()
+    import torch
+
+    size, bf16 = args.size, numpy_dtype("bfloat16")
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    ta = [torch.randn((size, size), device="cuda", generator=gen).to(torch.bfloat16) for _ in range(ROTATE)]
+    tb = [torch.randn((size, size), device="cuda", generator=gen).to(torch.bfloat16) for _ in range(ROTATE)]
+    a_sets, b_sets = [_cupy_view(t, bf16) for t in ta], [_cupy_view(t, bf16) for t in tb]
+    out = _cupy_view(torch.full((size, size), float("nan"), dtype=torch.bfloat16, device="cuda"), bf16)
+    plain = make_gemm(size, size, size, transpose_b=args.transpose_b)
+    profiled = make_gemm(size, size, size, transpose_b=args.transpose_b, profile=True)
+
+    def run(kernel):
+        return lambda i: kernel(a_sets[i % ROTATE], b_sets[i % ROTATE], out=out)
+
+    # Alternate rounds so clock or thermal drift hits both alike.
+    plain_ms, prof_ms = [], []
+    for _ in range(5):
+        plain_ms += time_cuda(run(plain), warmup=5, iters=20).runs_ms
+        prof_ms += time_cuda(run(profiled), warmup=5, iters=20).runs_ms
+    from statistics import median
+
+    ratio = median(prof_ms) / median(plain_ms)
+    flops = 2.0 * size ** 3
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trace = profiled.last_trace
+    figures = {
+        "profiler_overhead_ratio": ratio,
+        f"gemm_{size}_plain_ms": median(plain_ms), f"gemm_{size}_profiled_ms": median(prof_ms),
+        f"gemm_{size}_plain_tflops": flops / median(plain_ms) / 1e9,
+        "trace_events": trace.num_events, "trace_dropped": trace.dropped,
+        "trace_duration_ms": trace.duration_ns / 1e6,
+        "trace_warnings": [str(w.message) for w in caught],
+    }
+    out_dir = Path(os.environ.get("OUT") or Path(__file__).parent / "results")
+    sample = trace.filter(block=list(range(8)))
+    sample.save_perfetto(out_dir / f"gemm_{size}_trace_sample.perfetto-trace")
+    sample.save_chrome_json(out_dir / f"gemm_{size}_trace_sample.json")
+    summary = str(trace.summary())
+    (out_dir / f"gemm_{size}_trace_summary.txt").write_text(summary + "\n")
+    path = write_record("profiler", figures)
+    print(summary)
+    print(table([("gemm", "plain ms", "profiled ms", "profiler_overhead_ratio"),
+                 (f"{size}^3 bf16", f"{median(plain_ms):.3f}", f"{median(prof_ms):.3f}", f"{ratio:.4f}")]))
+    print(f"record: {path}")
+
+
+if __name__ == "__main__":
+    main()
