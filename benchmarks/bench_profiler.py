@@ -3,8 +3,8 @@
 The same GEMM is built twice, with and without profiling (regions around each producer load,
 each consumer wait and MMA, and the epilogue); both are timed alternately with CUDA events
 (median after warm-up, rotated inputs). Key: profiler_overhead_ratio = profiled / plain.
-Also writes a sample of the trace (the first 8 blocks) as .perfetto-trace and Chrome JSON,
-and the per-region summary, next to the record.
+Also records the per-region summary and writes a sample of the trace (the first 8 blocks) as a
+Trace file next to the record (`mgpu-lab trace convert` turns it into Perfetto or Chrome JSON).
 
 Run on a GPU machine:  python benchmarks/bench_profiler.py [--size 8192]
 """
@@ -63,13 +63,12 @@ def main() -> None:
         "trace_duration_ms": trace.duration_ns / 1e6,
         "trace_warnings": [str(w.message) for w in caught],
     }
-    out_dir = Path(os.environ.get("OUT") or Path(__file__).parent / "results")
-    sample = trace.filter(block=list(range(8)))
-    sample.save_perfetto(out_dir / f"gemm_{size}_trace_sample.perfetto-trace")
-    sample.save_chrome_json(out_dir / f"gemm_{size}_trace_sample.json")
     summary = str(trace.summary())
-    (out_dir / f"gemm_{size}_trace_summary.txt").write_text(summary + "\n")
+    figures["trace_summary"] = summary.splitlines()
     path = write_record("profiler", figures)
+    # The first 8 blocks as a Trace file; `mgpu-lab trace convert` makes Perfetto/Chrome files of it.
+    out_dir = Path(os.environ.get("OUT") or Path(__file__).parent / "results")
+    trace.filter(block=list(range(8))).save(out_dir / f"gemm_{size}_trace_sample.npz")
     print(summary)
     print(table([("gemm", "plain ms", "profiled ms", "profiler_overhead_ratio"),
                  (f"{size}^3 bf16", f"{median(plain_ms):.3f}", f"{median(prof_ms):.3f}", f"{ratio:.4f}")]))

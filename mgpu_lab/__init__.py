@@ -26,8 +26,8 @@ _LAZY = {
     "CompileOptions": ("mgpu_lab.compiler.options", "CompileOptions"),
     "CompiledKernel": ("mgpu_lab.compiler.compiled_kernel", "CompiledKernel"),
     "dsl": ("mgpu_lab.dsl", None),
-    "tune": ("mgpu_lab.tune", "tune"),
-    "export": ("mgpu_lab.export", "export"),
+    "tune": ("mgpu_lab.autotune", "tune"),
+    "export": ("mgpu_lab.exporter", "export"),
 }
 
 

@@ -75,7 +75,7 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .export import export
+    from .exporter import export
 
     kernel = load_kernel(args.kernel)
     try:
@@ -113,7 +113,7 @@ def _trace_convert(args: argparse.Namespace) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from .tune import tune
+    from .autotune import tune
 
     file, sep, name = args.setup.rpartition(":")
     if not sep:
@@ -126,7 +126,7 @@ def _tune(args: argparse.Namespace) -> int:
     result = tune(**problem, use_cache=not args.no_cache)
     print(result)
     if args.export and result.best_kernel is not None:
-        from .export import export
+        from .exporter import export
 
         print(f"wrote {export(result.best_kernel, args.export)}")
     return 0 if result.best is not None else 1

@@ -55,7 +55,7 @@ def test_export_refuses_bad_paths_and_leaves_nothing(tmp_path):
     with pytest.raises(ValueError, match="is not a Python identifier"):
         k.export(tmp_path / "my-kernel.py")
     with pytest.raises(TypeError, match="kernel: expected an mgpu_lab Kernel or CompiledKernel, got int"):
-        from mgpu_lab.export import export
+        from mgpu_lab.exporter import export
 
         export(3, tmp_path / "x.py")
     assert list(tmp_path.iterdir()) == []

@@ -12,7 +12,7 @@ import pytest
 import mgpu_lab
 from mgpu_lab.examples.block_sum import make_block_sum
 from mgpu_lab.examples.vector_add import make_vector_add
-from mgpu_lab.tune import compile_candidates
+from mgpu_lab.autotune import compile_candidates
 
 
 def test_candidates_compile_and_failures_carry_their_reason():

@@ -98,7 +98,7 @@ class Kernel:
 
     def export(self, path: str) -> Any:
         """Write a standalone Python module (cubin + launcher; numpy, CuPy, cuda-bindings only)."""
-        from ..export import export
+        from ..exporter import export
 
         return export(self, path)
 

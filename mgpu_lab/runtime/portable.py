@@ -1,7 +1,7 @@
 """The launcher core: argument checks, module loading, the launch. Self-contained on purpose.
 
 This file imports only the standard library, numpy, CuPy and cuda-bindings, because
-`mgpu_lab.export` copies its source verbatim into exported modules: the exported launcher is
+`mgpu_lab.exporter` copies its source verbatim into exported modules: the exported launcher is
 the same tested code that `Kernel.__call__` runs. Keep it free of mgpu_lab imports.
 
 A kernel is described by a plain dict (see `PortableLauncher.__init__`). The call path is lean:
@@ -170,7 +170,9 @@ class PortableLauncher:
         import cupy
 
         self._cupy = cupy
+        self._ndarray = cupy.ndarray
         self.spec = spec
+        self._profiled = spec.get("profile_words") is not None
         self.name = spec["name"]
         self._error, self._resource_error = error, resource_error
         self.n_in = len(spec["inputs"])
@@ -214,9 +216,11 @@ class PortableLauncher:
 
     def _array(self, x: Any, position: int, what: str, spec: tuple, device: int) -> Any:
         # Fast path: a CuPy array that already matches in every respect; else check and explain.
-        if (type(x) is self._cupy.ndarray and x.shape == spec[0] and x.dtype == spec[1] and x._c_contiguous
-                and x.data.device_id == device and not x.data.ptr % 16):
-            return x
+        if type(x) is self._ndarray and x.shape == spec[0] and (x.dtype is spec[1] or x.dtype == spec[1]) \
+                and x._c_contiguous:
+            data = x.data
+            if data.device_id == device and not data.ptr % 16:
+                return x
         return self._as_device_array(x, position, what, spec)
 
     def _checked_arrays(self, args: tuple, out: Any, device: int) -> list[Any]:
@@ -246,8 +250,8 @@ class PortableLauncher:
         cupy = self._cupy
         device = cupy.cuda.runtime.getDevice()
         arrays = self._checked_arrays(args, out, device)
-        fn = self._function(device)
-        profiled = self.spec.get("profile_words") is not None
+        fn = self._functions.get(device) or self._function(device)
+        profiled = self._profiled
         if fn.cupy_function is not None:
             params = arrays + [self._new_profile_buffer()] if profiled else arrays
             if stream is not None and not hasattr(stream, "ptr"):

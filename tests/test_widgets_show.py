@@ -1,0 +1,79 @@
+"""`show()`, the offline-only front-end files, and the notebook outputs nbconvert/GitHub see."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures" / "widgets"
+sys.path.insert(0, str(FIXTURES))
+from widget_fixtures import fixture_kernel, synthetic_trace  # noqa: E402
+
+import mgpu_lab.widgets as widgets  # noqa: E402
+
+WIDGET_DIR = Path(widgets.__file__).parent
+NOTEBOOK = Path(__file__).parent / "browser" / "widgets_notebook.ipynb"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def test_show_picks_the_viewer() -> None:
+    kernel = fixture_kernel()
+    assert isinstance(widgets.show(synthetic_trace()), widgets.Timeline)
+    assert isinstance(widgets.show(kernel, "sass"), widgets.SassView)
+    assert isinstance(widgets.show(kernel, "smem"), widgets.SmemView)
+    assert isinstance(widgets.show(kernel, "ir"), widgets.IrView)
+    tab = widgets.show(kernel)
+    assert tab.titles == ("sass", "smem", "ir") and len(tab.children) == 3
+
+
+def test_show_rejects_what_it_cannot_view() -> None:
+    with pytest.raises(ValueError, match="what must be one of"):
+        widgets.show(fixture_kernel(), "ptx")
+    with pytest.raises(TypeError, match="takes a Trace or a CompiledKernel"):
+        widgets.show(42)
+    with pytest.raises(AttributeError):
+        widgets.NoSuchView  # noqa: B018
+
+
+@pytest.mark.parametrize("name", ["timeline", "sass_view", "smem_view", "ir_view"])
+def test_front_end_files_are_self_contained(name: str) -> None:
+    """No imports, no fetched URLs: the views must work offline in any frontend."""
+    source = (WIDGET_DIR / f"{name}.js").read_text()
+    assert "export default" in source
+    assert not re.search(r"^\s*import\s", source, re.MULTILINE)
+    assert not re.search(r"\bimport\(", source) and "fetch(" not in source
+    urls = set(re.findall(r"https?://[^\s\"'`)]+", source))
+    assert urls <= {"https://ui.perfetto.dev"}, urls  # opened only when the user asks
+    css = (WIDGET_DIR / "widgets.css").read_text()
+    assert "url(" not in css and "@import" not in css
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("nbclient") is None or importlib.util.find_spec("ipykernel") is None,
+    reason="executing the notebook needs nbclient and ipykernel (pip install 'mgpu_lab[dev]')",
+)
+def test_executed_notebook_carries_static_html_beside_each_widget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What nbconvert and GitHub render: every widget output also has a text/html fallback."""
+    import os
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    # The kernel imports this checkout and the fixtures, wherever pytest was started from.
+    repo = str(Path(__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH", "")])))
+    monkeypatch.setenv("MGPU_LAB_WIDGET_FIXTURES", str(FIXTURES))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    displays = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs if o.output_type == "execute_result"]
+    assert len(displays) == 4
+    for output in displays:
+        assert WIDGET_MIME in output.data and output.data["text/html"].strip()
+    html = "".join(o.data["text/html"] for o in displays)
+    for expected in ("mainloop", "HGMMA.64x8x16.F32.BF16", "8-way bank conflict", "convert-gpu-to-nvvm"):
+        assert expected in html
