@@ -96,7 +96,10 @@ def jax_mosaic_first_call(figures: dict, rows: list) -> None:
         first = time.perf_counter() - t0
         figures["jax_pallas_vector_add_correct"] = bool(jnp.all(y == 2.0))
     except Exception as e:  # noqa: BLE001
-        figures["jax_mosaic_error"] = f"{type(e).__name__}: {e}"
+        import traceback
+
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        figures["jax_mosaic_error"] = f"{type(e).__name__}: {e} at {where.filename}:{where.lineno}"
         return
     ours = figures["compile_cold_s_vector_add"]
     figures["jax_pallas_mosaic_first_call_s_vector_add"] = first

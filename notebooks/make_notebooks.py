@@ -77,9 +77,9 @@ rng = np.random.default_rng()
 a, b = (rng.standard_normal(N).astype(np.float32) for _ in range(2))
 out = cupy.full((N,), np.nan, np.float32)
 k(cupy.asarray(a), cupy.asarray(b), out=out)
-err = np.abs(out.get() - (a.astype(np.float64) + b)).max()
-print("max abs error", err)
-assert err == 0
+ref = a.astype(np.float64) + b
+print("max abs error vs float64:", np.abs(out.get() - ref).max())
+np.testing.assert_array_equal(out.get(), a + b)  # bit-exact against numpy's float32 sum
 """, gpu=True),
     code("""
 from mgpu_lab.runtime.timing import time_cuda

@@ -450,7 +450,7 @@ def test_summary_numbers() -> None:
     assert load["p50_ns"] == pytest.approx(250.0)
     assert load["p95_ns"] == pytest.approx(385.0)  # linear: 300 + 0.85 * (400 - 300)
     assert load["min_ns"] == pytest.approx(100.0) and load["max_ns"] == pytest.approx(400.0)
-    # share = total / (kernel duration x recording units) = 1000 / (2000 x 2)
+    # share = total / (block duration x units) = 1000 / (2000 x 2)
     assert load["share"] == pytest.approx(0.25)
     assert mma["count"] == 1 and mma["total_ns"] == pytest.approx(1500.0)
     assert mma["share"] == pytest.approx(1500.0 / 4000.0)
@@ -558,3 +558,13 @@ def test_save_load_round_trip(tmp_path) -> None:
     ):
         assert getattr(trace, attribute) == getattr(loaded, attribute), attribute
     assert list(loaded.events()) == list(trace.events())
+
+
+def test_share_is_relative_to_unit_lifetime_across_waves() -> None:
+    """Two blocks one after the other (two waves): a region covering each unit's whole life has share 1."""
+    spec = make_spec(units=1, capacity=4)
+    blocks = [Block(sm=0, block_id=b, timer_start=T0 + 1000 * b, timer_end=T0 + 1000 * (b + 1),
+                    clock_start=1000 * b, clock_end=1000 * (b + 1),
+                    units=[[(begin(0), 1000 * b), (end(0), 1000 * (b + 1))]]) for b in range(2)]
+    [row] = decode_quietly(write_buffer(spec, blocks), spec).summary().rows
+    assert row["share"] == pytest.approx(1.0)

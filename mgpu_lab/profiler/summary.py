@@ -1,15 +1,13 @@
 """Per-region statistics of a `Trace`: the table a kernel author reads first.
 
-Share of kernel time is defined as
+Share is defined as the fraction of the recording units' lifetime spent in the region:
 
-    share(region) = sum of the region's durations / (kernel duration x recording units)
+    share(region) = sum of the region's durations / sum over blocks of (block duration x units)
 
-where the kernel duration is `Trace.duration_ns` (earliest block start to latest end) and
-recording units are all (block, unit) pairs of the launch (`Trace.num_units`). It is the
-fraction of all unit-time the launch had that was spent inside the region, so it is
-comparable between regions and kernels. It is not a partition: nested regions count in
-their parent too, so shares can add up to more than 1, and with several waves of blocks
-no unit is alive for the whole kernel, so even an all-covering region stays below 1.
+A block's duration runs from its start stamp to its end stamp, so the share means the same
+with one wave of blocks or twenty (a region covering every unit's whole life has share 1).
+It is not a partition: nested regions count in their parent too, so shares can add up to
+more than 1.
 """
 
 from __future__ import annotations
@@ -122,7 +120,7 @@ class RegionSummary:
 def summarize(trace: Trace) -> RegionSummary:
     """Count, total, mean, p50, p95, min, max and share of kernel time for every region."""
     durations = trace.duration_column_ns
-    unit_time = trace.duration_ns * trace.num_units
+    unit_time = float(np.sum(trace.block_end_ns - trace.block_start_ns)) * trace.units_per_block
     rows: list[dict[str, Any]] = []
     if trace.num_events:
         # Group by region with one sort instead of one boolean mask per region.
