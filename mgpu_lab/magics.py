@@ -115,7 +115,14 @@ def show(kernel: Any, views: list[str]) -> None:
         widgets = None
     if widgets is not None and hasattr(widgets, "show") and _widget_frontend():
         for view in views:
-            display(widgets.show(kernel, view))
+            if view == "timeline":
+                trace = kernel.last_trace
+                if trace is None:
+                    print("timeline: no profiled call yet (build with --profile and call the kernel)")
+                else:
+                    display(widgets.show(trace))
+            else:
+                display(widgets.show(kernel.compiled, view))
         return
     print(text_summary(kernel, views))
 
