@@ -101,6 +101,166 @@ k2 = mgpu_lab.kernel(vadd, grid=N // (BLOCK * VEC), block=BLOCK, in_shapes=(sd, 
 ]
 
 
+TMA_SWIZZLE = [
+    md("""
+# 02 · TMA and swizzling
+
+Hopper's tensor memory accelerator (TMA) copies tiles between global and shared memory on its
+own, completing on an mbarrier. With a 128-byte swizzle the 16-byte chunks of each 128-byte row
+are XOR-permuted by the row index, so a warp reading a *column* of a bf16 tile hits 8 different
+banks instead of one. This notebook builds a TMA kernel, then looks at its smem layout and the
+bank conflicts of column accesses with and without the swizzle.
+"""),
+    code("""
+import numpy as np
+import mgpu_lab
+from mgpu_lab.examples.scaled_add import make_scaled_add
+from mgpu_lab.widgets import show
+from mgpu_lab.widgets.bank_model import BufferGeometry, bank_conflicts, column_access
+
+k = make_scaled_add(4096, 4096, a=2.0, b=1.0)
+for buf in k.compiled.smem_layout:
+    print(f"{buf.path:10} offset {buf.offset:6}  {buf.nbytes:6} B  {buf.shape} {buf.dtype}  swizzle {buf.swizzle}")
+"""),
+    code("""
+import re
+ops = re.findall(r"\\*/\\s+(?:@!?U?P\\w+\\s+)?([A-Z][A-Z0-9_.]+)", k.compiled.sass)
+print(sorted({op for op in ops if op.startswith(("UTMA", "SYNCS", "UBLKCP"))}))
+"""),
+    md("""
+## Bank conflicts of a column read: 64 x 64 bf16 tile (128-byte rows)
+
+Each thread of a warp reads 16 bytes from the same column of consecutive rows (what an
+`ldmatrix` or a WGMMA operand fetch does); 16-byte accesses are served 8 threads at a time.
+Without swizzle every row starts in bank 0, so those 8 collide: an 8-way conflict. With the
+128-byte swizzle the chunks land in 8 different banks and the read takes the ideal 4 wavefronts.
+"""),
+    code("""
+for swizzle in (0, 32, 64, 128):
+    geom = BufferGeometry.from_shape(base=0, shape=(64, 64), itemsize=2, swizzle=swizzle)
+    report = bank_conflicts(column_access(geom, col=0, vector_bytes=16))
+    print(f"swizzle {swizzle:3}: {report.wavefronts} wavefronts (ideal {report.ideal_wavefronts}), "
+          f"worst bank {report.max_way}-way")
+"""),
+    md("The smem viewer shows the same interactively: pick a buffer, an access pattern and a swizzle."),
+    code("show(k.compiled, 'smem')"),
+    md("## Run it (GPU): y = a * x + b through TMA tiles"),
+    code("""
+import cupy
+from mgpu_lab.runtime.timing import time_cuda
+x = cupy.asarray(np.random.default_rng().standard_normal((4096, 4096), dtype=np.float32))
+y = cupy.full_like(x, np.nan)
+k(x, out=y)
+np.testing.assert_allclose(y.get(), 2 * x.get() + 1, rtol=1e-6)
+t = time_cuda(lambda i: k(x, out=y)).median_ms
+print(f"{2 * x.nbytes / t / 1e6:.0f} GB/s (read + write)")
+""", gpu=True),
+]
+
+GEMM = [
+    md("""
+# 03 · The Hopper GEMM: pipeline, warp specialization, timeline, tuning, export
+
+`mgpu_lab/examples/gemm.py`: a producer warpgroup streams A and B tiles with TMA into a ring of
+`stages` smem slots; two consumer warpgroups multiply them with WGMMA (128B-swizzled operands,
+f32 accumulators in registers, `setmaxnreg` 40/232). Read the source, then its SASS.
+"""),
+    code("""
+import re, collections
+import numpy as np
+import mgpu_lab
+from mgpu_lab.examples.gemm import make_gemm
+
+k = make_gemm(4096, 4096, 4096, transpose_b=True)
+print(k.compiled.resources)
+ops = re.findall(r"\\*/\\s+(?:@!?U?P\\w+\\s+)?([A-Z][A-Z0-9_.]+)", k.compiled.sass)
+print({op: n for op, n in collections.Counter(ops).items() if "GMMA" in op or op.startswith(("UTMA", "SYNCS"))})
+assert not any(op.startswith(("LDL", "STL")) for op in ops)
+"""),
+    code("""
+from mgpu_lab.widgets import show
+show(k.compiled, "sass")
+"""),
+    md("## Correctness and speed against cuBLAS (GPU)"),
+    code("""
+import cupy, torch
+from mgpu_lab.builder.dtypes import numpy_dtype
+from mgpu_lab.runtime.timing import time_cuda
+bf16 = numpy_dtype("bfloat16")
+def view(t):
+    mem = cupy.cuda.UnownedMemory(t.data_ptr(), t.numel() * 2, t)
+    return cupy.ndarray(tuple(t.shape), bf16, cupy.cuda.MemoryPointer(mem, 0))
+ta, tb = (torch.randn(4096, 4096, device="cuda").to(torch.bfloat16) for _ in range(2))
+tc = torch.full((4096, 4096), float("nan"), device="cuda", dtype=torch.bfloat16)
+k(view(ta), view(tb), out=view(tc))
+ref = ta.float() @ tb.float().T
+print("relative error", float(torch.linalg.norm(tc.float() - ref) / torch.linalg.norm(ref)))
+flops = 2 * 4096 ** 3
+ours = time_cuda(lambda i: k(view(ta), view(tb), out=view(tc))).median_ms
+peer = time_cuda(lambda i: torch.matmul(ta, tb.T)).median_ms
+print(f"ours {flops / ours / 1e9:.0f} TFLOP/s, torch {flops / peer / 1e9:.0f} TFLOP/s")
+""", gpu=True),
+    md("## The profiled timeline (GPU)\nRegions: `load` (producer), `wait_data` and `mma` (consumers), `epilogue`."),
+    code("""
+kp = make_gemm(4096, 4096, 4096, transpose_b=True, profile=True)
+kp(view(ta), view(tb), out=view(tc))
+trace = kp.last_trace
+print(trace.summary())
+show(trace)
+""", gpu=True),
+    md("## Tuning (GPU) and export\nCandidates compile in parallel processes; each is checked and timed."),
+    code("""
+import functools
+make = functools.partial(make_gemm, 4096, 4096, 4096, transpose_b=True)
+result = mgpu_lab.tune(make, {"tile_n": [128, 256], "stages": [3, 4]}, args=(view(ta), view(tb)),
+                       reference=lambda a, b: (ta.float() @ tb.float().T).cpu().numpy())
+print(result)
+path = result.best_kernel.export("gemm_4096_nt.py")
+print("exported to", path)
+""", gpu=True),
+]
+
+BUBBLE = [
+    md("""
+# 04 · Reading a timeline: finding a pipeline bubble and fixing it
+
+With only two smem stages the producer cannot run far enough ahead: consumers spend much of
+each k-step in `wait_data`. The timeline shows it, the summary quantifies it, and more stages
+fix it.
+"""),
+    code("""
+import numpy as np
+from mgpu_lab.examples.gemm import make_gemm, default_stages
+print("stages that fit with tile_n=256:", default_stages(256))
+shallow = make_gemm(4096, 4096, 4096, transpose_b=True, stages=2, profile=True)
+deep = make_gemm(4096, 4096, 4096, transpose_b=True, profile=True)
+print(shallow.compiled.resources.dynamic_smem_bytes, deep.compiled.resources.dynamic_smem_bytes)
+"""),
+    code("""
+import cupy, torch
+from mgpu_lab.builder.dtypes import numpy_dtype
+from mgpu_lab.runtime.timing import time_cuda
+from mgpu_lab.widgets import show
+bf16 = numpy_dtype("bfloat16")
+def view(t):
+    mem = cupy.cuda.UnownedMemory(t.data_ptr(), t.numel() * 2, t)
+    return cupy.ndarray(tuple(t.shape), bf16, cupy.cuda.MemoryPointer(mem, 0))
+ta, tb = (torch.randn(4096, 4096, device="cuda").to(torch.bfloat16) for _ in range(2))
+tc = torch.empty(4096, 4096, device="cuda", dtype=torch.bfloat16)
+shares = {}
+for name, k in (("2 stages", shallow), ("deep", deep)):
+    k(view(ta), view(tb), out=view(tc))
+    rows = {r["region"]: r for r in k.last_trace.summary().rows}
+    ms = time_cuda(lambda i: k(view(ta), view(tb), out=view(tc))).median_ms
+    shares[name] = rows["wait_data"]["share"]
+    print(f"{name:8}: {ms:.3f} ms, consumers waiting for data {100 * rows['wait_data']['share']:.1f}% "
+          f"of their time, mean wait {rows['wait_data']['mean_ns']:.0f} ns")
+assert shares["2 stages"] > shares["deep"]
+""", gpu=True),
+    code("show(shallow.last_trace)", gpu=True),
+]
+
+
 def write(name: str, cells: list) -> Path:
     nb = nbformat.v4.new_notebook()
     nb.cells = cells
@@ -110,7 +270,12 @@ def write(name: str, cells: list) -> Path:
     return path
 
 
-NOTEBOOKS = {"01_first_kernel.ipynb": FIRST_KERNEL}
+NOTEBOOKS = {
+    "01_first_kernel.ipynb": FIRST_KERNEL,
+    "02_tma_and_swizzling.ipynb": TMA_SWIZZLE,
+    "03_hopper_gemm.ipynb": GEMM,
+    "04_reading_a_timeline.ipynb": BUBBLE,
+}
 
 if __name__ == "__main__":
     for name, cells in NOTEBOOKS.items():
