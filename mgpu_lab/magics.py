@@ -44,6 +44,9 @@ def parse_magic_line(line: str) -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--show", default="")
     parser.add_argument("--dump", default=None)
+    parser.add_argument("--tune", default=None, help="dict expression: name -> values the cell reads")
+    parser.add_argument("--args", default=None, help="tuple expression: inputs to time candidates on")
+    parser.add_argument("--reference", default=None, help="callable expression: reference(*args)")
     try:
         words = shlex.split(line)
     except ValueError as e:
@@ -61,6 +64,8 @@ def parse_magic_line(line: str) -> argparse.Namespace:
     if bad:
         raise MagicArgumentError(f"%%mosaic: --show takes a comma list of {', '.join(VIEWS)}; got {', '.join(bad)}")
     args.show = views
+    if args.tune and not args.args:
+        raise MagicArgumentError("%%mosaic: --tune needs --args (the inputs to time the candidates on)")
     return args
 
 
@@ -150,9 +155,9 @@ def register(ipython: Any) -> None:
             args = parse_magic_line(line)
             ns = self.shell.user_ns
 
-            def evaluate(expr: str, what: str) -> Any:
+            def evaluate(expr: str, what: str, extra: dict | None = None) -> Any:
                 try:
-                    return eval(expr, ns)  # noqa: S307 - the user's own notebook expression
+                    return eval(expr, {**ns, **extra} if extra else ns)  # noqa: S307 - the user's own expression
                 except Exception as e:
                     raise MagicArgumentError(f"%%mosaic: {what}={expr!r} could not be evaluated: "
                                              f"{type(e).__name__}: {e}") from None
@@ -161,15 +166,36 @@ def register(ipython: Any) -> None:
             outs = [(n.strip(), evaluate(e, f"--out {n.strip()}")) for n, _, e in (o.partition("=") for o in args.outputs)]
             filename = self.shell.compile.cache(cell)  # registers the cell with linecache
             code = body_from_cell(args.name, [n for n, _ in ins + outs], cell, filename)
-            scope: dict[str, Any] = {}
-            exec(code, ns, scope)  # noqa: S102 - defines the body function from the user's cell
             options = {"dump_dir": args.dump} if args.dump else {}
-            kernel = mgpu_lab.kernel(
-                scope[args.name], grid=evaluate(args.grid, "--grid"), block=evaluate(args.block, "--block"),
-                in_shapes=[s for _, s in ins], out_shapes=[s for _, s in outs],
-                smem=evaluate(args.smem, "--smem") if args.smem else None,
-                cluster=evaluate(args.cluster, "--cluster") if args.cluster else (1, 1, 1),
-                name=args.name, profile=args.profile, **options)
+
+            def make_kernel(**config: Any) -> Any:
+                # The cell reads tuning parameters as plain names: they shadow the notebook's.
+                scope: dict[str, Any] = {}
+                exec(code, {**ns, **config}, scope)  # noqa: S102 - the body function from the user's cell
+                return mgpu_lab.kernel(
+                    scope[args.name], grid=evaluate(args.grid, "--grid", config),
+                    block=evaluate(args.block, "--block", config),
+                    in_shapes=[s for _, s in ins], out_shapes=[s for _, s in outs],
+                    smem=evaluate(args.smem, "--smem", config) if args.smem else None,
+                    cluster=evaluate(args.cluster, "--cluster", config) if args.cluster else (1, 1, 1),
+                    name=args.name, profile=args.profile, **options)
+
+            if args.tune:
+                import concurrent.futures
+
+                space = evaluate(args.tune, "--tune")
+                reference = evaluate(args.reference, "--reference") if args.reference else None
+                # Cell functions cannot be pickled into worker processes: compile on threads.
+                with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                    result = mgpu_lab.tune(make_kernel, space, args=evaluate(args.args, "--args"),
+                                           reference=reference, executor=pool, use_cache=False)
+                ns[f"{args.name}_tuning"] = result
+                print(result)
+                if result.best_kernel is None:
+                    raise MagicArgumentError(f"%%mosaic --tune: no candidate of {space} built, fit and passed")
+                kernel = result.best_kernel
+            else:
+                kernel = make_kernel()
             ns[args.name] = kernel
             if args.show:
                 show(kernel, args.show)

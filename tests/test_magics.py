@@ -82,3 +82,31 @@ def test_option_expression_errors_name_the_option(shell):
 def test_mosaic_show_unknown_kernel(shell):
     with pytest.raises(MagicArgumentError, match="'nothing' is not a kernel built by %%mosaic"):
         shell.run_line_magic("mosaic_show", "nothing")
+
+
+def test_tune_needs_args():
+    with pytest.raises(MagicArgumentError, match="--tune needs --args"):
+        parse_magic_line("k --grid 1 --block 128 --in a=sd --out o=sd --tune '{\"B\": [1]}'")
+
+
+TUNED_CELL = """\
+i = arith.muli(arith.addi(arith.muli(dsl.block_idx(), c(BLOCK)), dsl.thread_idx()), c(4))
+v4 = ir.VectorType.get([4], ir.F32Type.get())
+vector.store(arith.addf(vector.load(v4, a, [i]), vector.load(v4, b, [i])), out, [i])
+"""
+
+
+@pytest.mark.gpu
+def test_tune_picks_a_block_size_from_the_cell(shell, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    shell.run_cell("import cupy, numpy as np\nx = cupy.asarray(np.random.default_rng().standard_normal(N, dtype=np.float32))")
+    shell.run_cell_magic("mosaic", "vt --grid 'N // (4 * BLOCK)' --block BLOCK --in a=sd --in b=sd --out out=sd "
+                                   "--tune '{\"BLOCK\": [64, 128, 256]}' --args '(x, x)' --reference 'lambda a, b: a + b'",
+                         TUNED_CELL)
+    result = shell.user_ns["vt_tuning"]
+    assert [c.status for c in result.candidates] == ["timed"] * 3
+    kernel = shell.user_ns["vt"]
+    assert kernel.compiled.block[0] == result.best_config["BLOCK"]
+    x = shell.user_ns["x"]
+    assert (kernel(x, x) == 2 * x).all()
+    assert "median_ms" in capsys.readouterr().out

@@ -190,6 +190,7 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
 
 
 _contexts = threading.local()
+_TRACE_LOCK = threading.RLock()
 
 
 def _thread_context() -> ir.Context:
@@ -218,7 +219,8 @@ def _trace(body: Callable[..., None], ctx: LaunchContext, refs: Sequence[ir.Valu
            name: str) -> None:
     """Call the body with user locations on; turn its exceptions into KernelBuildError."""
     try:
-        with user_locations():
+        # loc_tracebacks is process-wide state: one trace at a time (compiles still overlap).
+        with _TRACE_LOCK, user_locations():
             body(ctx, *refs, smem_refs)
     except KernelBuildError:
         raise
