@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -44,12 +45,11 @@ def compile_module(module: ir.Module, spec: KernelSpec, options: CompileOptions 
     cubin, ptxas_log = assemble(ptx, target, options.opt_level, options.line_info, options.ptxas_args)
     t_cubin = time.perf_counter()
     kernel = CompiledKernel(
-        name=spec.name, target=target, grid=spec.grid, block=spec.block, cluster=spec.cluster,
-        inputs=spec.inputs, outputs=spec.outputs, params=spec.params,
-        tma_descriptors=spec.tma_descriptors, dynamic_smem_bytes=spec.dynamic_smem_bytes,
-        smem_layout=spec.smem_layout, mlir=module_text, ptx=ptx, cubin=cubin, sass="",
+        # Every KernelSpec field is a CompiledKernel field of the same name.
+        **{f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)},
+        target=target, mlir=module_text, ptx=ptx, cubin=cubin, sass="",
         resources=parse_resources(ptxas_log, spec.dynamic_smem_bytes), passes=tuple(recorded),
-        profiler=spec.profiler, ptxas_log=ptxas_log,
+        ptxas_log=ptxas_log,
         toolchain=dict(versions()), cache_key=key,
         compile_seconds={"mlir_to_ptx": t_ptx - t_start, "ptxas": t_cubin - t_ptx,
                          "total": time.perf_counter() - t_start},

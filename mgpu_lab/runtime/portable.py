@@ -152,6 +152,21 @@ class LoadedFunction:
             cuda_check((self._driver.CUresult(int(err)),), "cuLaunchKernel")
 
 
+def _torch_view(x: Any, cupy: Any) -> Any:
+    """A CuPy array over a CUDA torch tensor's memory, for dtypes DLPack cannot carry into
+    CuPy (bfloat16, float8). None when `x` is not such a tensor."""
+    if not (hasattr(x, "data_ptr") and hasattr(x, "element_size") and getattr(x, "is_cuda", False)):
+        return None
+    try:
+        dtype = dtype_from_name(str(x.dtype).removeprefix("torch."))
+    except (TypeError, AttributeError):
+        return None
+    if not x.is_contiguous():
+        return None
+    memory = cupy.cuda.UnownedMemory(x.data_ptr(), x.numel() * x.element_size(), x, device_id=x.device.index)
+    return cupy.ndarray(tuple(x.shape), dtype, cupy.cuda.MemoryPointer(memory, 0))
+
+
 def _describe(x: Any) -> str:
     return f"{type(x).__module__}.{type(x).__name__}"
 
@@ -196,7 +211,10 @@ class PortableLauncher:
             try:
                 x = cupy.from_dlpack(x) if hasattr(x, "__dlpack__") else cupy.asarray(x)
             except Exception as e:  # noqa: BLE001 - report any conversion failure the same way
-                raise err(f"{what} {position} of {name}: expected a device array, got {_describe(x)} ({e})") from None
+                view = _torch_view(x, cupy)
+                if view is None:
+                    raise err(f"{what} {position} of {name}: expected a device array, got {_describe(x)} ({e})") from None
+                x = view
         shape, dtype = spec
         if x.shape != shape:
             raise err(f"{what} {position} of {name}: expected shape {shape}, got {x.shape}")
