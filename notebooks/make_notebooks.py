@@ -183,27 +183,23 @@ show(k.compiled, "sass")
 """),
     md("## Correctness and speed against cuBLAS (GPU)"),
     code("""
-import cupy, torch
-from mgpu_lab.builder.dtypes import numpy_dtype
+import torch
 from mgpu_lab.runtime.timing import time_cuda
-bf16 = numpy_dtype("bfloat16")
-def view(t):
-    mem = cupy.cuda.UnownedMemory(t.data_ptr(), t.numel() * 2, t)
-    return cupy.ndarray(tuple(t.shape), bf16, cupy.cuda.MemoryPointer(mem, 0))
+# torch tensors go straight in (bf16 included); outputs can be torch tensors too.
 ta, tb = (torch.randn(4096, 4096, device="cuda").to(torch.bfloat16) for _ in range(2))
 tc = torch.full((4096, 4096), float("nan"), device="cuda", dtype=torch.bfloat16)
-k(view(ta), view(tb), out=view(tc))
+k(ta, tb, out=tc)
 ref = ta.float() @ tb.float().T
 print("relative error", float(torch.linalg.norm(tc.float() - ref) / torch.linalg.norm(ref)))
 flops = 2 * 4096 ** 3
-ours = time_cuda(lambda i: k(view(ta), view(tb), out=view(tc))).median_ms
+ours = time_cuda(lambda i: k(ta, tb, out=tc)).median_ms
 peer = time_cuda(lambda i: torch.matmul(ta, tb.T)).median_ms
 print(f"ours {flops / ours / 1e9:.0f} TFLOP/s, torch {flops / peer / 1e9:.0f} TFLOP/s")
 """, gpu=True),
     md("## The profiled timeline (GPU)\nRegions: `load` (producer), `wait_data` and `mma` (consumers), `epilogue`."),
     code("""
 kp = make_gemm(4096, 4096, 4096, transpose_b=True, profile=True)
-kp(view(ta), view(tb), out=view(tc))
+kp(ta, tb, out=tc)
 trace = kp.last_trace
 print(trace.summary())
 show(trace)
@@ -212,7 +208,7 @@ show(trace)
     code("""
 import functools
 make = functools.partial(make_gemm, 4096, 4096, 4096, transpose_b=True)
-result = mgpu_lab.tune(make, {"tile_n": [128, 256], "stages": [3, 4]}, args=(view(ta), view(tb)),
+result = mgpu_lab.tune(make, {"tile_n": [128, 256], "stages": [3, 4]}, args=(ta, tb),
                        reference=lambda a, b: (ta.float() @ tb.float().T).cpu().numpy())
 print(result)
 path = result.best_kernel.export("gemm_4096_nt.py")
@@ -237,21 +233,16 @@ deep = make_gemm(4096, 4096, 4096, transpose_b=True, profile=True)
 print(shallow.compiled.resources.dynamic_smem_bytes, deep.compiled.resources.dynamic_smem_bytes)
 """),
     code("""
-import cupy, torch
-from mgpu_lab.builder.dtypes import numpy_dtype
+import torch
 from mgpu_lab.runtime.timing import time_cuda
 from mgpu_lab.widgets import show
-bf16 = numpy_dtype("bfloat16")
-def view(t):
-    mem = cupy.cuda.UnownedMemory(t.data_ptr(), t.numel() * 2, t)
-    return cupy.ndarray(tuple(t.shape), bf16, cupy.cuda.MemoryPointer(mem, 0))
 ta, tb = (torch.randn(4096, 4096, device="cuda").to(torch.bfloat16) for _ in range(2))
 tc = torch.empty(4096, 4096, device="cuda", dtype=torch.bfloat16)
 shares = {}
 for name, k in (("2 stages", shallow), ("deep", deep)):
-    k(view(ta), view(tb), out=view(tc))
+    k(ta, tb, out=tc)
     rows = {r["region"]: r for r in k.last_trace.summary().rows}
-    ms = time_cuda(lambda i: k(view(ta), view(tb), out=view(tc))).median_ms
+    ms = time_cuda(lambda i: k(ta, tb, out=tc)).median_ms
     shares[name] = rows["wait_data"]["share"]
     print(f"{name:8}: {ms:.3f} ms, consumers waiting for data {100 * rows['wait_data']['share']:.1f}% "
           f"of their time, mean wait {rows['wait_data']['mean_ns']:.0f} ns")
