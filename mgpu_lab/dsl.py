@@ -15,10 +15,23 @@ from .builder.threads import (
 )
 from .builder.transforms import MemRefTransform, TileTransform, TransposeTransform
 
+# Hopper: register arrays and their layouts, warpgroup MMA, warpgroup helpers.
+from .builder.fragmented import FragmentedArray, where
+from .builder.layouts import WGMMAColLayout, WGMMAFragLayout, WGMMARowLayout, WGStridedLayout
+from .builder.warpgroup import (
+    commit_shared, elect_one, fence_async_shared, named_barrier, setmaxnreg, single_thread, warpgroup_barrier,
+)
+from .builder.wgmma import WGMMAAccumulator, wgmma, wgmma_commit_group, wgmma_fence, wgmma_wait_group
+
 __all__ = [
     "Barriers", "DynamicSlice", "MemRefTransform", "ShapeDtype", "TileTransform", "TransposeTransform",
     "Union", "arith", "as_index", "block_dim", "block_idx", "c", "cluster_block_idx", "ds", "for_range",
     "gpu", "grid_dim", "if_else", "ir", "lane_idx", "linear_thread_idx", "llvm", "math", "memref",
     "memref_slice", "memref_transpose", "memref_unfold", "memref_unsqueeze", "nvgpu", "nvvm", "scf",
     "thread_idx", "thread_in_warpgroup", "vector", "warp_idx", "warpgroup_idx", "when",
+    # Hopper
+    "FragmentedArray", "WGMMAAccumulator", "WGMMAColLayout", "WGMMAFragLayout", "WGMMARowLayout",
+    "WGStridedLayout", "commit_shared", "elect_one", "fence_async_shared", "named_barrier", "setmaxnreg",
+    "single_thread", "warpgroup_barrier", "wgmma", "wgmma_commit_group", "wgmma_fence", "wgmma_wait_group",
+    "where",
 ]

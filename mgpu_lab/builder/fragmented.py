@@ -1,96 +1,108 @@
 """`FragmentedArray`: an array held in registers, distributed over the 128 threads of a warpgroup.
 
-Two layouts:
+The layouts (which thread holds which elements) are in `builder/layouts.py`: the strided
+layout for coalesced copies, the WGMMA layout of an (m, n) tile, and the row / column vector
+layouts that reductions of a WGMMA tile produce and `broadcast` expands again.
 
-- `WGStridedLayout(shape, vec)`: the array flattened row-major; thread t holds elements
-  [(i * 128 + t) * vec, ... + vec) for i = 0, 1, ... (coalesced 16-byte accesses).
-- `WGMMAFragLayout(n)`: a 64 x n tile in the WGMMA accumulator layout; each register is a
-  pair of adjacent columns (see `builder/wgmma.py`). `FragmentedArray.from_accumulator(acc)`
-  turns an accumulator into one, e.g. to add a bias or apply an activation in the epilogue.
+Elementwise math (+ - * / with arrays of the same layout or Python scalars, neg, max, min,
+exp, exp2, log, comparisons giving i1 arrays, `where`) works on the registers and moves no
+data. `astype` converts between f32, f16, bf16, f8 (e4m3fn, e5m2) and integers, two elements
+per instruction where PTX has a packed conversion (cvt.rn.{bf16x2,f16x2}.f32,
+cvt.rn.satfinite.{e4m3x2,e5m2}x2.{f32,f16x2}, cvt.rn.f16x2.{e4m3x2,e5m2}x2).
 
-Arithmetic (+ - * / with arrays of the same layout or Python scalars, neg, max, min, exp,
-astype) is elementwise on the registers and costs no data movement. Arrays load from and
-store to memrefs (global or shared) of their shape.
+`reduce_sum` / `reduce_max` of a WGMMA-layout array along axis 1 stay within each row's 4
+lanes (two butterfly shuffles); along axis 0 they shuffle across the 8 lane groups of a warp,
+then combine the 4 warps through a small smem `scratch` buffer (4, n).
+
+Arrays load from / store to memrefs of their shape (global or shared); WGMMA-layout arrays
+also to and from 128/64/32-byte swizzled smem tiles (`load_tiled` / `store_tiled`, bank
+conflict free), the layout TMA copies use.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from .._mlir import arith, ir, vector
+from .._mlir import arith, ir, nvvm, vector
 from .._mlir import math as mlir_math
 from .constants import c
+from .control import when
 from .dtypes import bitwidth, mlir_type
-from .threads import WARPGROUP_SIZE, thread_in_warpgroup
-from .wgmma import M_TILE, WGMMAAccumulator, _pair_coords
+from .layouts import (
+    Idx,
+    Layout,
+    WGMMAColLayout,
+    WGMMAFragLayout,
+    WGMMARowLayout,
+    WGStridedLayout,
+    tiled_accesses,
+    wgmma_thread_base,
+)
+from .threads import thread_in_warpgroup
+from .warpgroup import i32, inline_ptx, warpgroup_barrier
+from .wgmma import WGMMAAccumulator
 
+__all__ = ["FragmentedArray", "Layout", "WGMMAColLayout", "WGMMAFragLayout", "WGMMARowLayout",
+           "WGStridedLayout", "where"]
 
-@dataclass(frozen=True)
-class WGStridedLayout:
-    """Row-major flattening, `vec` consecutive elements per thread per register."""
-
-    shape: tuple[int, ...]
-    vec: int
-
-    def __post_init__(self):
-        size = math.prod(self.shape)
-        if size % (WARPGROUP_SIZE * self.vec):
-            raise ValueError(f"WGStridedLayout: {size} elements (shape {self.shape}) do not split into "
-                             f"{WARPGROUP_SIZE} threads x {self.vec}-element vectors")
-
-    @property
-    def registers(self) -> int:
-        return math.prod(self.shape) // (WARPGROUP_SIZE * self.vec)
-
-    def indices(self) -> list[list[ir.Value]]:
-        """Per register, the multi-dimensional index of its first element."""
-        tid = thread_in_warpgroup()
-        out = []
-        for i in range(self.registers):
-            flat = arith.muli(arith.addi(tid, c(i * WARPGROUP_SIZE)), c(self.vec))
-            idx = []
-            for extent in reversed(self.shape[1:]):
-                idx.insert(0, arith.remui(flat, c(extent)))
-                flat = arith.divui(flat, c(extent))
-            idx.insert(0, flat)
-            out.append(idx)
-        return out
-
-
-@dataclass(frozen=True)
-class WGMMAFragLayout:
-    """A 64 x n tile in the WGMMA accumulator layout; registers are pairs of adjacent columns."""
-
-    n: int
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return (M_TILE, self.n)
-
-    @property
-    def vec(self) -> int:
-        return 2
-
-    @property
-    def registers(self) -> int:
-        return self.n // 4
-
-    def indices(self) -> list[list[ir.Value]]:
-        return [[row, col] for row, col in _pair_coords(self.n)]
-
-
-Layout = WGStridedLayout | WGMMAFragLayout
+_F8 = ("f8E4M3FN", "f8E5M2")
+_F8_PTX = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
+_LOG2E = 1.4426950408889634
+_LN2 = 0.6931471805599453
 
 
 def _is_float(t: ir.Type) -> bool:
     return isinstance(t, ir.FloatType)
 
 
+def _is_f8(t: ir.Type) -> bool:
+    return str(t) in _F8
+
+
+def _vtype(n: int, elem: ir.Type) -> ir.VectorType:
+    return ir.VectorType.get([n], elem)
+
+
+def _elements(reg: ir.Value) -> list[ir.Value]:
+    n = ir.VectorType(reg.type).shape[0]
+    return [vector.extract(reg, [], [i]) for i in range(n)]
+
+
+def _i16() -> ir.Type:
+    return ir.IntegerType.get_signless(16)
+
+
+def _bits_of(reg: ir.Value, width: int) -> list[ir.Value]:
+    """A register's bits as `width`-bit integers (e.g. a vector<2xf16> as one i32)."""
+    vt = ir.VectorType(reg.type)
+    elem_bits = bitwidth(vt.element_type)
+    int_elems = _vtype(vt.shape[0], ir.IntegerType.get_signless(elem_bits))
+    ints = reg if isinstance(vt.element_type, ir.IntegerType) else arith.bitcast(int_elems, reg)
+    total = vt.shape[0] * elem_bits
+    words = vector.bitcast(_vtype(total // width, ir.IntegerType.get_signless(width)), ints)
+    return _elements(words)
+
+
+def _from_bits(words: Sequence[ir.Value], elem: ir.Type, count: int) -> ir.Value:
+    """Integer words (all of one width) reinterpreted as a vector of `count` `elem`s."""
+    width = ir.IntegerType(words[0].type).width
+    packed = vector.from_elements(_vtype(len(words), words[0].type), list(words))
+    bits = bitwidth(elem)
+    ints = vector.bitcast(_vtype(len(words) * width // bits, ir.IntegerType.get_signless(bits)), packed)
+    if len(words) * width // bits != count:
+        ints = vector.extract_strided_slice(_vtype(count, ints.type.element_type), ints, [0], [count], [1])
+    return ints if isinstance(elem, ir.IntegerType) else arith.bitcast(_vtype(count, elem), ints)
+
+
+def _shfl_xor(value: ir.Value, offset: int) -> ir.Value:
+    return nvvm.shfl_sync(value.type, c(-1, i32()), value, c(offset, i32()), c(0x1F, i32()), nvvm.ShflKind.bfly)
+
+
 class FragmentedArray:
     """Registers (vectors of `layout.vec` elements) of one warpgroup, in `layout`."""
+
+    __hash__ = None  # == builds an array
 
     def __init__(self, registers: Sequence[ir.Value], layout: Layout, *, signed: bool = True):
         if len(registers) != layout.registers:
@@ -99,30 +111,57 @@ class FragmentedArray:
         self.layout = layout
         self.signed = signed
 
+    def __repr__(self) -> str:
+        return f"FragmentedArray({self.shape}, {self.element_type}, {self.layout})"
+
     # -- construction ------------------------------------------------------------------
     @classmethod
-    def load(cls, ref: ir.Value, vec: int | None = None) -> FragmentedArray:
-        """Load a whole memref (contiguous, any rank) in the strided layout."""
+    def load(cls, ref: ir.Value, vec: int | None = None, *, layout: Layout | None = None) -> FragmentedArray:
+        """Load a whole memref (any rank, global or shared): in the strided layout (`vec`
+        elements per access, 16 bytes by default), or in `layout` (of the ref's shape)."""
         ref_type = ir.MemRefType(ref.type)
         elem = ref_type.element_type
-        vec = vec or max(1, 128 // bitwidth(elem))  # 16 bytes per access
-        layout = WGStridedLayout(tuple(ref_type.shape), vec)
-        vtype = ir.VectorType.get([vec], elem)
+        if layout is None:
+            vec = vec or max(1, 128 // bitwidth(elem))
+            layout = WGStridedLayout(tuple(ref_type.shape), vec)
+        elif tuple(layout.shape) != tuple(ref_type.shape):
+            raise ValueError(f"FragmentedArray.load: layout {layout} has shape {tuple(layout.shape)}, the ref "
+                             f"{tuple(ref_type.shape)}")
+        vtype = _vtype(layout.vec, elem)
         return cls([vector.load(vtype, ref, idx) for idx in layout.indices()], layout)
 
     @classmethod
-    def splat(cls, value: ir.Value, layout: Layout) -> FragmentedArray:
-        vtype = ir.VectorType.get([layout.vec], value.type)
-        reg = vector.broadcast(vtype, value)
+    def splat(cls, value: ir.Value | float | int, layout: Layout, dtype: Any = None) -> FragmentedArray:
+        """Every element equal to `value` (an MLIR scalar, or a Python number with `dtype`)."""
+        if not isinstance(value, ir.Value):
+            if dtype is None:
+                raise ValueError("FragmentedArray.splat: a Python number needs dtype= (e.g. 'float32')")
+            elem = mlir_type(dtype)
+            value = c(float(value) if _is_float(elem) else int(value), elem)
+        reg = vector.broadcast(_vtype(layout.vec, value.type), value)
         return cls([reg] * layout.registers, layout)
 
     @classmethod
     def from_accumulator(cls, acc: WGMMAAccumulator) -> FragmentedArray:
-        """The accumulator's values as a float32 array in `WGMMAFragLayout(acc.n)`."""
-        vtype = ir.VectorType.get([2], ir.F32Type.get())
-        regs = [vector.from_elements(vtype, [acc.values[2 * i], acc.values[2 * i + 1]])
-                for i in range(acc.n // 4)]
+        """The accumulator's values in `WGMMAFragLayout(acc.n)` (float32, or float16 for an f16
+        accumulator)."""
+        if acc.dtype == "float16":
+            regs = [_from_bits([v], ir.F16Type.get(), 2) for v in acc.values]
+            return cls(regs, WGMMAFragLayout(acc.n))
+        vtype = _vtype(2, ir.F32Type.get())
+        regs = [vector.from_elements(vtype, [acc.values[2 * i], acc.values[2 * i + 1]]) for i in range(acc.n // 4)]
         return cls(regs, WGMMAFragLayout(acc.n))
+
+    def to_accumulator(self) -> WGMMAAccumulator:
+        """A (64, n) f32 (or f16) WGMMA-layout array as a wgmma accumulator (e.g. a bias)."""
+        if not isinstance(self.layout, WGMMAFragLayout) or self.layout.m != 64:
+            raise ValueError(f"to_accumulator: needs a (64, n) array in WGMMAFragLayout, got {self.layout}")
+        name = str(self.element_type)
+        if name == "f32":
+            return WGMMAAccumulator([v for r in self.registers for v in _elements(r)], self.layout.n)
+        if name == "f16":
+            return WGMMAAccumulator([_bits_of(r, 32)[0] for r in self.registers], self.layout.n, dtype="float16")
+        raise ValueError(f"to_accumulator: accumulators are f32 or f16, the array is {name}; use astype")
 
     # -- properties --------------------------------------------------------------------
     @property
@@ -139,12 +178,13 @@ class FragmentedArray:
         return list(self.registers), lambda vals: FragmentedArray(list(vals), layout, signed=signed)
 
     # -- elementwise ---------------------------------------------------------------------
-    def _operand(self, other: Any) -> list[ir.Value]:
+    def _operand(self, other: Any, what: str = "FragmentedArray") -> list[ir.Value]:
         if isinstance(other, FragmentedArray):
             if other.layout != self.layout:
-                raise ValueError(f"FragmentedArray: layouts differ: {self.layout} and {other.layout}")
+                raise ValueError(f"{what}: layouts differ: {self.layout} and {other.layout} (broadcast a row/column "
+                                 f"vector to the tile first)")
             if other.element_type != self.element_type:
-                raise ValueError(f"FragmentedArray: element types differ: {self.element_type} and "
+                raise ValueError(f"{what}: element types differ: {self.element_type} and "
                                  f"{other.element_type}; use astype")
             return other.registers
         if isinstance(other, (int, float)):
@@ -152,9 +192,15 @@ class FragmentedArray:
             scalar = c(float(other) if _is_float(elem) else int(other), elem)
             reg = vector.broadcast(self.registers[0].type, scalar)
             return [reg] * len(self.registers)
-        raise TypeError(f"FragmentedArray: cannot combine with {type(other).__name__}")
+        raise TypeError(f"{what}: cannot combine with {type(other).__name__}")
+
+    def _check_math(self, what: str) -> None:
+        if _is_f8(self.element_type):
+            raise TypeError(f"FragmentedArray.{what}: {self.element_type} is a storage type; convert with "
+                            f"astype('float32') first")
 
     def _binary(self, other: Any, float_op: Any, int_op: Any, reverse: bool = False) -> FragmentedArray:
+        self._check_math("arithmetic")
         rhs = self._operand(other)
         op = float_op if _is_float(self.element_type) else int_op
         if op is None:
@@ -188,26 +234,112 @@ class FragmentedArray:
         return 0 - self if not _is_float(self.element_type) else \
             FragmentedArray([arith.negf(r) for r in self.registers], self.layout, signed=self.signed)
 
+    def __and__(self, other: Any) -> FragmentedArray:
+        return self._binary(other, None, arith.andi)
+
+    def __or__(self, other: Any) -> FragmentedArray:
+        return self._binary(other, None, arith.ori)
+
+    def __invert__(self) -> FragmentedArray:
+        return self._binary(-1 if bitwidth(self.element_type) > 1 else 1, None, arith.xori)
+
     def max(self, other: Any) -> FragmentedArray:
         return self._binary(other, arith.maximumf, arith.maxsi if self.signed else arith.maxui)
 
     def min(self, other: Any) -> FragmentedArray:
         return self._binary(other, arith.minimumf, arith.minsi if self.signed else arith.minui)
 
-    def exp(self) -> FragmentedArray:
-        if not _is_float(self.element_type):
-            raise TypeError(f"FragmentedArray.exp: needs a float array, got {self.element_type}")
-        return FragmentedArray([mlir_math.exp(r) for r in self.registers], self.layout)
+    def _unary_float(self, what: str, op: Callable[[ir.Value], ir.Value]) -> FragmentedArray:
+        if not _is_float(self.element_type) or _is_f8(self.element_type):
+            raise TypeError(f"FragmentedArray.{what}: needs an f32/f16/bf16 array, got {self.element_type}")
+        return FragmentedArray([op(r) for r in self.registers], self.layout)
 
+    def exp(self) -> FragmentedArray:
+        return self._unary_float("exp", mlir_math.exp)
+
+    def exp2(self, ftz: bool = True) -> FragmentedArray:
+        """2 ** x on the MUFU unit (`ex2.approx`, ~2 ulp). ftz=True (f32): one instruction;
+        results below 2**-126 flush to zero. ftz=False keeps subnormal results (scales around it)."""
+        if not ftz or str(self.element_type) != "f32":
+            return self._unary_float("exp2", mlir_math.exp2)
+
+        def ex2(reg: ir.Value) -> ir.Value:
+            vals = [inline_ptx("ex2.approx.ftz.f32 $0, $1;", [v], ["=f", "f"], [v.type], memory=False)
+                    for v in _elements(reg)]
+            return vector.from_elements(reg.type, vals)
+
+        return self._unary_float("exp2", ex2)
+
+    def log(self, approx: bool = False) -> FragmentedArray:
+        """Natural log: accurate (libm-style polynomial), or approx=True: `lg2.approx` * ln 2."""
+        if approx:
+            return self.log2(approx=True) * _LN2
+        return self._unary_float("log", mlir_math.log)
+
+    def log2(self, approx: bool = False) -> FragmentedArray:
+        if not approx:
+            return self._unary_float("log2", mlir_math.log2)
+        if str(self.element_type) != "f32":
+            raise TypeError(f"FragmentedArray.log2(approx=True): needs f32, got {self.element_type}")
+
+        def lg2(reg: ir.Value) -> ir.Value:
+            vals = [inline_ptx("lg2.approx.f32 $0, $1;", [v], ["=f", "f"], [v.type], memory=False)
+                    for v in _elements(reg)]
+            return vector.from_elements(reg.type, vals)
+
+        return self._unary_float("log2", lg2)
+
+    # -- comparisons and selection ---------------------------------------------------------
+    def _compare(self, other: Any, fpred: str, spred: str, upred: str) -> FragmentedArray:
+        self._check_math("comparison")
+        rhs = self._operand(other, "FragmentedArray comparison")
+        if _is_float(self.element_type):
+            pred = getattr(arith.CmpFPredicate, fpred)
+            regs = [arith.cmpf(pred, a, b) for a, b in zip(self.registers, rhs)]
+        else:
+            pred = getattr(arith.CmpIPredicate, spred if self.signed else upred)
+            regs = [arith.cmpi(pred, a, b) for a, b in zip(self.registers, rhs)]
+        return FragmentedArray(regs, self.layout, signed=False)
+
+    def __lt__(self, other: Any) -> FragmentedArray:
+        return self._compare(other, "OLT", "slt", "ult")
+
+    def __le__(self, other: Any) -> FragmentedArray:
+        return self._compare(other, "OLE", "sle", "ule")
+
+    def __gt__(self, other: Any) -> FragmentedArray:
+        return self._compare(other, "OGT", "sgt", "ugt")
+
+    def __ge__(self, other: Any) -> FragmentedArray:
+        return self._compare(other, "OGE", "sge", "uge")
+
+    def __eq__(self, other: Any) -> FragmentedArray:  # type: ignore[override]
+        return self._compare(other, "OEQ", "eq", "eq")
+
+    def __ne__(self, other: Any) -> FragmentedArray:  # type: ignore[override]
+        return self._compare(other, "UNE", "ne", "ne")
+
+    def select(self, on_true: Any, on_false: Any, dtype: Any = None) -> FragmentedArray:
+        """Elementwise `on_true if self else on_false` for an i1 array (from a comparison)."""
+        return where(self, on_true, on_false, dtype)
+
+    # -- conversion --------------------------------------------------------------------
     def astype(self, dtype: Any) -> FragmentedArray:
-        """Convert the elements (float <-> float by rounding, int <-> float, int widths)."""
+        """Convert the elements: floats round to nearest even (f8: saturating to the largest
+        finite value), int <-> float, int widths (sign per `signed`)."""
         new = dtype if isinstance(dtype, ir.Type) else mlir_type(dtype)
         old = self.element_type
         if new == old:
             return self
-        vtype = ir.VectorType.get([self.layout.vec], new)
+        if _is_f8(old) or _is_f8(new):
+            return FragmentedArray([_convert_f8(r, new) for r in self.registers], self.layout, signed=self.signed)
+        vtype = _vtype(self.layout.vec, new)
         if _is_float(old) and _is_float(new):
             op = arith.extf if bitwidth(new) > bitwidth(old) else arith.truncf
+            if bitwidth(new) == bitwidth(old):  # bf16 <-> f16
+                return self.astype("float32").astype(new)
+            if str(old) == "f32" and str(new) in ("bf16", "f16"):
+                op = _pack_f32
         elif _is_float(old):
             op = arith.fptosi if self.signed else arith.fptoui
         elif _is_float(new):
@@ -216,14 +348,301 @@ class FragmentedArray:
             op = (arith.extsi if self.signed else arith.extui) if bitwidth(new) > bitwidth(old) else arith.trunci
         return FragmentedArray([op(vtype, r) for r in self.registers], self.layout, signed=self.signed)
 
-    # -- storing -------------------------------------------------------------------------
+    # -- reductions and broadcasts -------------------------------------------------------
+    def reduce_sum(self, axis: int, *, scratch: ir.Value | None = None) -> FragmentedArray:
+        """Sum a WGMMA-layout (m, n) array along `axis`: axis=1 gives a WGMMARowLayout (m,)
+        vector, axis=0 a WGMMAColLayout (n,) vector (needs `scratch`, a (4, n) smem ref of the
+        element type, to combine the 4 warps; it is free again when this returns)."""
+        return self._reduce("sum", axis, scratch)
+
+    def reduce_max(self, axis: int, *, scratch: ir.Value | None = None) -> FragmentedArray:
+        """Maximum along `axis` (NaN propagates); see reduce_sum."""
+        return self._reduce("max", axis, scratch)
+
+    def reduce_min(self, axis: int, *, scratch: ir.Value | None = None) -> FragmentedArray:
+        return self._reduce("min", axis, scratch)
+
+    def _combiner(self, op: str) -> Callable[[ir.Value, ir.Value], ir.Value]:
+        floating = _is_float(self.element_type)
+        table = {"sum": (arith.addf, arith.addi), "max": (arith.maximumf, arith.maxsi if self.signed else arith.maxui),
+                 "min": (arith.minimumf, arith.minsi if self.signed else arith.minui)}
+        return table[op][0 if floating else 1]
+
+    def _reduce(self, op: str, axis: int, scratch: ir.Value | None) -> FragmentedArray:
+        layout = self.layout
+        what = f"FragmentedArray.reduce_{op}"
+        if not isinstance(layout, WGMMAFragLayout):
+            raise ValueError(f"{what}: reductions need an array in WGMMAFragLayout, got {layout}")
+        if axis not in (0, 1, -1, -2):
+            raise ValueError(f"{what}: axis must be 0 or 1 for an (m, n) array, got {axis!r}")
+        axis %= 2
+        if bitwidth(self.element_type) != 32 or _is_f8(self.element_type):
+            raise TypeError(f"{what}: reduces 32-bit elements (f32, i32), got {self.element_type}; "
+                            f"use astype('float32') first")
+        combine = self._combiner(op)
+        tiles, groups = layout.m // 64, layout.n // 8
+        if axis == 1:
+            out = []
+            for i in range(tiles):
+                for h in range(2):
+                    acc = _tree([self.registers[layout.index(i, j, h)] for j in range(groups)], combine)
+                    v = combine(*_elements(acc))
+                    for offset in (1, 2):  # the 4 lanes of a row
+                        v = combine(v, _shfl_xor(v, offset))
+                    out.append(vector.from_elements(_vtype(1, v.type), [v]))
+            return FragmentedArray(out, WGMMARowLayout(layout.m), signed=self.signed)
+        if scratch is None:
+            raise ValueError(f"{what}(axis=0): the 4 warps combine through shared memory: pass scratch=, a "
+                             f"(4, {layout.n}) smem ref of {self.element_type}")
+        scratch_type = ir.MemRefType(scratch.type)
+        if tuple(scratch_type.shape) != (4, layout.n) or scratch_type.element_type != self.element_type:
+            raise ValueError(f"{what}(axis=0): scratch must be a (4, {layout.n}) smem ref of {self.element_type}, "
+                             f"got {tuple(scratch_type.shape)} of {scratch_type.element_type}")
+        partial = []
+        for j in range(groups):
+            acc = _tree([self.registers[layout.index(i, j, h)] for i in range(tiles) for h in range(2)], combine)
+            elems = _elements(acc)
+            for offset in (4, 8, 16):  # the 8 lane groups of a warp
+                elems = [combine(v, _shfl_xor(v, offset)) for v in elems]
+            partial.append(vector.from_elements(acc.type, elems))
+        warp = arith.divui(thread_in_warpgroup(), c(32))
+        _, col = wgmma_thread_base()
+        first_group = arith.cmpi(arith.CmpIPredicate.ult, arith.remui(thread_in_warpgroup(), c(32)), c(4))
+        with when(first_group):
+            for j, reg in enumerate(partial):
+                vector.store(reg, scratch, [warp, arith.addi(col, c(8 * j))])
+        warpgroup_barrier()
+        out = []
+        for j in range(groups):
+            regs = [vector.load(partial[j].type, scratch, [c(w), arith.addi(col, c(8 * j))]) for w in range(4)]
+            acc = regs[0]
+            for r in regs[1:]:  # the same order in every thread: identical copies
+                acc = combine(acc, r)
+            out.append(acc)
+        warpgroup_barrier()  # everyone has read scratch
+        return FragmentedArray(out, WGMMAColLayout(layout.n), signed=self.signed)
+
+    def broadcast(self, shape: Sequence[int]) -> FragmentedArray:
+        """A row vector (WGMMARowLayout, shape (m,)) or column vector (WGMMAColLayout, (n,))
+        repeated along the other axis into an (m, n) WGMMAFragLayout array. No data moves."""
+        shape = tuple(shape)
+        layout = self.layout
+        if len(shape) != 2:
+            raise ValueError(f"FragmentedArray.broadcast: shape must be (m, n), got {shape}")
+        m, n = shape
+        if isinstance(layout, WGMMARowLayout):
+            if m != layout.m:
+                raise ValueError(f"FragmentedArray.broadcast: a row vector of {layout.m} values broadcasts to "
+                                 f"({layout.m}, n), got shape {shape}")
+            target = WGMMAFragLayout(n, m)
+            wide = [vector.broadcast(_vtype(2, self.element_type), vector.extract(r, [], [0])) for r in self.registers]
+            regs = [wide[2 * i + h] for i in range(m // 64) for _ in range(n // 8) for h in range(2)]
+        elif isinstance(layout, WGMMAColLayout):
+            if n != layout.n:
+                raise ValueError(f"FragmentedArray.broadcast: a column vector of {layout.n} values broadcasts to "
+                                 f"(m, {layout.n}), got shape {shape}")
+            target = WGMMAFragLayout(n, m)
+            regs = [self.registers[j] for _ in range(m // 64) for j in range(n // 8) for _ in range(2)]
+        else:
+            raise ValueError(f"FragmentedArray.broadcast: needs a WGMMARowLayout or WGMMAColLayout vector, got "
+                             f"{layout}")
+        return FragmentedArray(regs, target, signed=self.signed)
+
+    # -- memory ----------------------------------------------------------------------
     def store(self, ref: ir.Value) -> None:
-        """Store to a memref of the array's shape and element type (global or shared)."""
+        """Store to a memref of the array's shape and element type (global or shared). Row /
+        column vectors are stored once (by the threads `layout.owner()` picks)."""
         ref_type = ir.MemRefType(ref.type)
         if tuple(ref_type.shape) != self.shape:
             raise ValueError(f"FragmentedArray.store: the ref has shape {tuple(ref_type.shape)}, the array {self.shape}")
         if ref_type.element_type != self.element_type:
             raise ValueError(f"FragmentedArray.store: the ref holds {ref_type.element_type}, the array "
                              f"{self.element_type}; use astype first")
-        for reg, idx in zip(self.registers, self.layout.indices()):
-            vector.store(reg, ref, idx)
+        owner = self.layout.owner()
+        if owner is None:
+            for reg, idx in zip(self.registers, self.layout.indices()):
+                vector.store(reg, ref, idx)
+            return
+        indices = self.layout.indices()
+        with when(owner):
+            for reg, idx in zip(self.registers, indices):
+                vector.store(reg, ref, idx)
+
+    @classmethod
+    def load_tiled(cls, ref: ir.Value, swizzle: int = 128, *, m: int | None = None) -> FragmentedArray:
+        """Load an (m, n) array in WGMMAFragLayout from a swizzled smem tile (n // w, m, w)
+        (or (m, w)), w = swizzle bytes / element size: what TMA copies of (m, w) boxes with
+        `swizzle` write. Bank-conflict free."""
+        elem, m, n, ref3 = _tiled_ref(ref, swizzle, "FragmentedArray.load_tiled")
+        layout = WGMMAFragLayout(n, m)
+        itemsize = bitwidth(elem) // 8
+        row, col = wgmma_thread_base()
+        parts: dict[int, list[Any]] = {}
+        for access in tiled_accesses(layout, itemsize, swizzle, Idx(row), Idx(col)):
+            index = [x.value() for x in access.index]
+            if access.element is None:
+                parts[access.register] = [vector.load(_vtype(2, elem), ref3, index)]
+            else:
+                value = vector.extract(vector.load(_vtype(1, elem), ref3, index), [], [0])
+                parts.setdefault(access.register, []).append((access.element, value))
+        regs = []
+        for r in range(layout.registers):
+            got = parts[r]
+            if len(got) == 1:
+                regs.append(got[0])
+                continue
+            (flip, first), (_, second) = got  # first holds element `flip`, second the other one
+            swapped = arith.cmpi(arith.CmpIPredicate.ne, flip.value(), c(0))
+            regs.append(vector.from_elements(_vtype(2, elem), [arith.select(swapped, second, first),
+                                                               arith.select(swapped, first, second)]))
+        return cls(regs, layout)
+
+    def store_tiled(self, ref: ir.Value, swizzle: int = 128) -> None:
+        """Store a WGMMAFragLayout array into a swizzled smem tile (n // w, m, w) (or (m, w)) for
+        a TMA store with `swizzle`; see load_tiled. Bank-conflict free. Make the writes visible
+        to TMA (`commit_shared`, or `fence_async_shared` + a barrier) before the store."""
+        if not isinstance(self.layout, WGMMAFragLayout):
+            raise ValueError(f"FragmentedArray.store_tiled: needs an array in WGMMAFragLayout, got {self.layout}")
+        elem, m, n, ref3 = _tiled_ref(ref, swizzle, "FragmentedArray.store_tiled")
+        if (m, n) != self.shape or elem != self.element_type:
+            raise ValueError(f"FragmentedArray.store_tiled: the tile holds a ({m}, {n}) array of {elem}, the array "
+                             f"is {self.shape} of {self.element_type}")
+        itemsize = bitwidth(elem) // 8
+        row, col = wgmma_thread_base()
+        for access in tiled_accesses(self.layout, itemsize, swizzle, Idx(row), Idx(col)):
+            index = [x.value() for x in access.index]
+            reg = self.registers[access.register]
+            if access.element is None:
+                vector.store(reg, ref3, index)
+                continue
+            first, second = _elements(reg)
+            swapped = arith.cmpi(arith.CmpIPredicate.ne, access.element.value(), c(0))
+            value = arith.select(swapped, second, first)
+            vector.store(vector.from_elements(_vtype(1, elem), [value]), ref3, index)
+
+
+def _tree(values: list[ir.Value], combine: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:
+    while len(values) > 1:
+        values = [combine(values[k], values[k + 1]) if k + 1 < len(values) else values[k]
+                  for k in range(0, len(values), 2)]
+    return values[0]
+
+
+def _tiled_ref(ref: ir.Value, swizzle: int, what: str) -> tuple[ir.Type, int, int, ir.Value]:
+    """(element type, m, n, rank-3 view) of a swizzled tile ref, checked."""
+    from .memref_ops import memref_unsqueeze
+
+    ref_type = ir.MemRefType(ref.type)
+    if str(ref_type.memory_space) != "#gpu.address_space<workgroup>":
+        raise ValueError(f"{what}: the tile must be in shared memory, got {ref_type}")
+    if swizzle not in (32, 64, 128):
+        raise ValueError(f"{what}: swizzle must be 32, 64 or 128 (bytes), got {swizzle!r}")
+    elem = ref_type.element_type
+    itemsize = bitwidth(elem) // 8
+    width = swizzle // itemsize
+    shape = tuple(ref_type.shape)
+    if len(shape) == 2:
+        ref, shape = memref_unsqueeze(ref, 0), (1, *shape)
+    if len(shape) != 3 or shape[2] != width or shape[1] % 64:
+        raise ValueError(f"{what}: expected a (n // {width}, m, {width}) smem tile (m a multiple of 64; {width} "
+                         f"{elem} = {swizzle} bytes per swizzled row), got {tuple(ref_type.shape)}")
+    strides, offset = ir.MemRefType(ref.type).get_strides_and_offset()
+    period = 8 * swizzle
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    if strides[2] != 1 or strides[1] != width or (shape[0] > 1 and (strides[0] * itemsize) % period):
+        raise ValueError(f"{what}: rows must be contiguous {swizzle}-byte lines and chunks {period}-byte aligned, "
+                         f"got strides {tuple(strides)}")
+    if offset != dynamic and (offset * itemsize) % period:
+        raise ValueError(f"{what}: the tile starts {offset * itemsize} bytes into its buffer; a {swizzle}-byte "
+                         f"swizzle repeats every {period} bytes, so the start must be a multiple of {period}")
+    return elem, shape[1], shape[0] * width, ref
+
+
+def where(condition: FragmentedArray, on_true: Any, on_false: Any, dtype: Any = None) -> FragmentedArray:
+    """Elementwise select: `on_true` where the i1 array `condition` holds, else `on_false`
+    (arrays of the condition's layout, or Python scalars; two scalars need `dtype`)."""
+    if not isinstance(condition, FragmentedArray) or str(condition.element_type) != "i1":
+        raise TypeError(f"where: condition must be an i1 FragmentedArray (from a comparison), got "
+                        f"{condition!r}")
+    arrays = [x for x in (on_true, on_false) if isinstance(x, FragmentedArray)]
+    if not arrays:
+        if dtype is None:
+            raise TypeError("where: with two scalars pass dtype= (e.g. 'float32'); or pass a FragmentedArray")
+        arrays = [FragmentedArray.splat(0, condition.layout, dtype)]
+    like = arrays[0]
+    if like.layout != condition.layout:
+        raise ValueError(f"where: layouts differ: condition {condition.layout}, values {like.layout}")
+    a, b = like._operand(on_true, "where"), like._operand(on_false, "where")
+    regs = [arith.select(cnd, x, y) for cnd, x, y in zip(condition.registers, a, b)]
+    return FragmentedArray(regs, like.layout, signed=like.signed)
+
+
+# -- f8 conversions (PTX cvt; MLIR's arith lowering has none for NVPTX) -------------------------
+
+def _pairs(values: list[ir.Value]) -> list[tuple[ir.Value, ir.Value]]:
+    if len(values) % 2:
+        values = values + [values[-1]]
+    return [(values[k], values[k + 1]) for k in range(0, len(values), 2)]
+
+
+def _pack_f32(vtype: ir.VectorType, reg: ir.Value) -> ir.Value:
+    """f32 -> bf16/f16, two elements per `cvt.rn.{bf16x2,f16x2}.f32` (LLVM splits the packed
+    form into scalar cvts whenever the result has more than one use)."""
+    kind = "bf16x2" if str(vtype.element_type) == "bf16" else "f16x2"
+    words = [inline_ptx(f"cvt.rn.{kind}.f32 $0, $1, $2;", [hi, lo], ["=r", "f", "f"], [i32()], memory=False)
+             for lo, hi in _pairs(_elements(reg))]
+    return _from_bits(words, vtype.element_type, vtype.shape[0])
+
+
+def _to_f8(reg: ir.Value, new: ir.Type) -> ir.Value:
+    """f32 or f16 register -> f8: two elements per cvt.rn.satfinite.{e4m3x2,e5m2}x2."""
+    old = ir.VectorType(reg.type).element_type
+    count = ir.VectorType(reg.type).shape[0]
+    kind = _F8_PTX[str(new)]
+    words = []
+    if str(old) == "f16" and count % 2 == 0:
+        for word in _bits_of(reg, 32):
+            words.append(inline_ptx(f"cvt.rn.satfinite.{kind}x2.f16x2 $0, $1;", [word], ["=h", "r"], [_i16()],
+                                    memory=False))
+    else:
+        if str(old) != "f32":
+            reg = arith.extf(_vtype(count, ir.F32Type.get()), reg)
+        for lo, hi in _pairs(_elements(reg)):
+            # the first source operand fills the upper byte
+            words.append(inline_ptx(f"cvt.rn.satfinite.{kind}x2.f32 $0, $1, $2;", [hi, lo], ["=h", "f", "f"],
+                                    [_i16()], memory=False))
+    return _from_bits(words, new, count)
+
+
+def _f8_to_f16(reg: ir.Value) -> ir.Value:
+    old = ir.VectorType(reg.type).element_type
+    count = ir.VectorType(reg.type).shape[0]
+    kind = _F8_PTX[str(old)]
+    elems = _elements(arith.bitcast(_vtype(count, ir.IntegerType.get_signless(8)), reg))
+    words = []
+    for lo, hi in _pairs(elems):
+        pair = vector.bitcast(_vtype(1, _i16()), vector.from_elements(_vtype(2, lo.type), [lo, hi]))
+        word = inline_ptx(f"cvt.rn.f16x2.{kind}x2 $0, $1;", [vector.extract(pair, [], [0])], ["=r", "h"], [i32()],
+                          memory=False)
+        words.append(word)
+    return _from_bits(words, ir.F16Type.get(), count)
+
+
+def _convert_f8(reg: ir.Value, new: ir.Type) -> ir.Value:
+    old = ir.VectorType(reg.type).element_type
+    count = ir.VectorType(reg.type).shape[0]
+    if not _is_float(old) or not _is_float(new):
+        raise TypeError(f"astype: f8 converts to and from float types only, got {old} -> {new}")
+    if _is_f8(new):
+        if _is_f8(old):
+            return _to_f8(_f8_to_f16(reg), new)
+        if str(old) == "bf16" or bitwidth(old) > 32:
+            reg = (arith.extf if str(old) == "bf16" else arith.truncf)(_vtype(count, ir.F32Type.get()), reg)
+        return _to_f8(reg, new)
+    half = _f8_to_f16(reg)
+    if str(new) == "f16":
+        return half
+    wide = arith.extf(_vtype(count, ir.F32Type.get()), half)
+    if str(new) == "f32":
+        return wide
+    return (arith.truncf if bitwidth(new) < 32 else arith.extf)(_vtype(count, new), wide)

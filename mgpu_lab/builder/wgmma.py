@@ -1,27 +1,40 @@
-"""Warpgroup MMA (Hopper `wgmma.mma_async`) from shared memory, f32 accumulators in registers.
+"""Warpgroup MMA (Hopper `wgmma.mma_async`): one warpgroup computes acc (64 x n) += a @ b.
 
-One warpgroup (128 threads) computes a 64 x n tile: acc += a @ b, with a (64 x k) and b
-(k x n) in shared memory, k = one swizzle span (64 bf16/f16 elements for the 128-byte
-swizzle). The smem operands are what a TMA copy with that swizzle writes:
+Operand types (a and b alike, except f8 which may mix e4m3 and e5m2):
 
-- a: memref (64, k), row-major ("K-major"), e.g. a slice of a TMA box (BM, 64).
-- b, b_major="k": memref (n, k) holding b transposed (row j = column j of b). This is a
-  TMA box of a row-major (N, K) matrix, so `wgmma(acc, a, b_t)` computes A @ B.T tiles.
-- b, b_major="mn": memref (n // w, k, w), w = the swizzle span in elements: b itself in
-  column chunks of w (what TMA boxes (k, w) of a row-major (K, N) matrix give), for A @ B.
+    inputs          k per instruction   accumulator     majors        SASS
+    bf16            16                  f32             k or mn       HGMMA
+    f16             16                  f32 or f16      k or mn       HGMMA
+    f32 (tf32=True) 8                   f32             k only        HGMMA .TF32
+    f8 e4m3 / e5m2  32                  f32 or f16      k only        QGMMA
 
-The accumulator lives in n/2 f32 registers per thread (`WGMMAAccumulator`), in the wgmma
-fragment layout: register i of a thread in warp w, lane l holds row 16w + l//4 + 8*((i%4)//2),
-column 8*(i//4) + 2*(l%4) + i%2.
+b is always a shared-memory tile; a is a shared-memory tile or, for bf16/f16, a
+`FragmentedArray` of shape (64, k) in `WGMMAFragLayout(k)` (the A-operand register layout is
+the accumulator layout). Shared-memory operands are what a TMA copy with the same swizzle
+(32, 64 or 128 bytes; w = swizzle bytes / element size) writes:
+
+- a, a_major="k": (64, w), row-major: k = w (one swizzle span of k).
+- a, a_major="mn": (64 // w, k, w): a stored transposed, as column chunks of w rows of a
+  (TMA boxes (k, w) of a row-major (K, M) array, i.e. of A.T).
+- b, b_major="k": (n, w): b transposed, n rows of k = w (TMA box of a row-major (N, K) matrix:
+  `wgmma(acc, a, b_t)` computes A @ B.T tiles).
+- b, b_major="mn": (n // w, k, w): b itself in column chunks of w (TMA boxes (k, w) of a
+  row-major (K, N) matrix), for A @ B.
+
+a and b may use different swizzles (`a_swizzle=`, `b_swizzle=`; default `swizzle`); their k
+extents must agree. The accumulator (`WGMMAAccumulator`) lives in registers in the wgmma
+fragment layout: value i of a thread in warp w, lane l is row 16w + l//4 + 8*((i%4)//2),
+column 8*(i//4) + 2*(l%4) + i%2 (f32: n/2 values; f16: n/4 i32 words of two columns each).
 
 wgmma is asynchronous: issue `wgmma(...)` calls (they fence first), `wgmma_commit_group()`,
-and `acc = wgmma_wait_group(n, acc)` before reading acc or overwriting the smem operands.
+and `acc = wgmma_wait_group(n, acc)` before reading acc or overwriting the operands.
 Threading acc through the wait is what keeps the compiler from reading the registers early.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._mlir import arith, ir, vector
@@ -31,9 +44,11 @@ from .threads import lane_idx, thread_in_warpgroup
 from .warpgroup import i32, i64, inline_ptx, smem_address
 
 M_TILE = 64
-K_STEP_BYTES = 32  # one wgmma instruction consumes k = 16 elements of a 16-bit type
+K_STEP_BYTES = 32  # every wgmma instruction consumes 32 bytes of k (16 x 16-bit, 8 x tf32, 32 x f8)
+SWIZZLES = (32, 64, 128)
 _LAYOUT_CODE = {128: 1, 64: 2, 32: 3}  # sm_90 descriptor bits 62-63
-_INPUT_TYPES = {"bf16": "bf16", "f16": "f16"}
+_PTX_TYPES = {"bf16": "bf16", "f16": "f16", "f32": "tf32", "f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
+_ACC_TYPES = {"float32": "f32", "float16": "f16"}
 
 
 def _f32() -> ir.Type:
@@ -41,28 +56,44 @@ def _f32() -> ir.Type:
 
 
 class WGMMAAccumulator:
-    """A 64 x n f32 tile held by one warpgroup: n/2 f32 values per thread (see module doc)."""
+    """A 64 x n tile held by one warpgroup (see module doc): f32 (n/2 f32 values per thread)
+    or f16 (n/4 i32 values per thread, each two f16 columns)."""
 
-    def __init__(self, values: Sequence[ir.Value], n: int):
-        if len(values) != n // 2:
-            raise ValueError(f"WGMMAAccumulator: a 64 x {n} tile needs {n // 2} values per thread, got {len(values)}")
+    def __init__(self, values: Sequence[ir.Value], n: int, dtype: str = "float32"):
+        if dtype not in _ACC_TYPES:
+            raise ValueError(f"WGMMAAccumulator: dtype must be 'float32' or 'float16', got {dtype!r}")
+        per_value = 2 if dtype == "float32" else 4
+        if len(values) != n // per_value:
+            raise ValueError(f"WGMMAAccumulator: a 64 x {n} {dtype} tile needs {n // per_value} values per thread, "
+                             f"got {len(values)}")
         self.values = list(values)
         self.n = n
+        self.dtype = dtype
 
     @classmethod
-    def zeros(cls, n: int) -> WGMMAAccumulator:
+    def zeros(cls, n: int, dtype: str = "float32") -> WGMMAAccumulator:
         _check_n(n)
-        zero = c(0.0, _f32())
-        return cls([zero] * (n // 2), n)
+        if dtype == "float16":
+            return cls([c(0, i32())] * (n // 4), n, dtype)
+        return cls([c(0.0, _f32())] * (n // 2), n, dtype)
 
     def _flatten_values(self) -> tuple[list[ir.Value], Callable[[Sequence[ir.Value]], WGMMAAccumulator]]:
         """For `for_range(carry=acc)` and `if_else`: the accumulator as a flat list of values."""
-        n = self.n
-        return list(self.values), lambda vals: WGMMAAccumulator(list(vals), n)
+        n, dtype = self.n, self.dtype
+        return list(self.values), lambda vals: WGMMAAccumulator(list(vals), n, dtype)
 
     def fragment_coords(self) -> list[tuple[ir.Value, ir.Value]]:
-        """(row, column) in the 64 x n tile of each of this thread's values, as index values."""
+        """(row, column) in the 64 x n tile of each of this thread's f32 values, as index values."""
         return [(r, col) for r, col in _coords(self.n)]
+
+    def _pairs(self) -> list[ir.Value]:
+        """The values as vector<2 x f32|f16> pairs of adjacent columns, in `_pair_coords` order."""
+        if self.dtype == "float16":
+            from .fragmented import FragmentedArray
+
+            return FragmentedArray.from_accumulator(self).registers
+        return [vector.from_elements(ir.VectorType.get([2], _f32()), [self.values[2 * i], self.values[2 * i + 1]])
+                for i in range(self.n // 4)]
 
     def store(self, ref: ir.Value, dtype: Any = None) -> None:
         """Write the tile to a (64, n) memref (global or shared), converting to its element type
@@ -72,13 +103,13 @@ class WGMMAAccumulator:
         if shape != (M_TILE, self.n):
             raise ValueError(f"WGMMAAccumulator.store: expected a ({M_TILE}, {self.n}) memref, got {shape}")
         vtype = ir.VectorType.get([2], elem)
-        for i, (row, col) in enumerate(_pair_coords(self.n)):
-            vector.store(_pack_pair(self.values[2 * i], self.values[2 * i + 1], vtype), ref, [row, col])
+        for pair, (row, col) in zip(self._pairs(), _pair_coords(self.n)):
+            vector.store(_convert_pair(pair, vtype), ref, [row, col])
 
     def store_swizzled(self, ref: ir.Value, swizzle: int = 128) -> None:
         """Write the tile to smem laid out for a TMA store with `swizzle`: ref (n // w, 64, w), w
-        = swizzle bytes / element size, the logical (64, w) column chunks stored swizzled. The
-        swizzle also makes these stores bank-conflict free."""
+        = swizzle bytes / element size, the logical (64, w) column chunks stored swizzled (for
+        f32 results `FragmentedArray.store_tiled` avoids the 2-way bank conflicts this has)."""
         ref_type = ir.MemRefType(ref.type)
         elem = ref_type.element_type
         itemsize = bitwidth(elem) // 8
@@ -87,19 +118,23 @@ class WGMMAAccumulator:
             raise ValueError(f"WGMMAAccumulator.store_swizzled: expected a ({self.n // width}, {M_TILE}, {width}) smem "
                              f"ref for swizzle={swizzle} and {elem}, got {tuple(ref_type.shape)}")
         vtype = ir.VectorType.get([2], elem)
-        for i, (row, col) in enumerate(_pair_coords(self.n)):
+        for pair, (row, col) in zip(self._pairs(), _pair_coords(self.n)):
             chunk = arith.divui(col, c(width))
             byte = arith.muli(arith.remui(col, c(width)), c(itemsize))
-            unit = arith.xori(arith.divui(byte, c(16)), arith.remui(row, c(swizzle // 16)))
+            # TMA's swizzle acts on absolute addresses: 16-byte unit ^= (row * swizzle / 128) % (swizzle / 16)
+            xor = arith.remui(arith.divui(row, c(128 // swizzle)), c(swizzle // 16))
+            unit = arith.xori(arith.divui(byte, c(16)), xor)
             phys = arith.divui(arith.addi(arith.muli(unit, c(16)), arith.remui(byte, c(16))), c(itemsize))
-            vector.store(_pack_pair(self.values[2 * i], self.values[2 * i + 1], vtype), ref, [chunk, row, phys])
+            vector.store(_convert_pair(pair, vtype), ref, [chunk, row, phys])
 
 
-def _pack_pair(x: ir.Value, y: ir.Value, vtype: ir.VectorType) -> ir.Value:
-    f32 = _f32()
-    pair = vector.from_elements(ir.VectorType.get([2], f32), [x, y])
-    if vtype.element_type == f32:
+def _convert_pair(pair: ir.Value, vtype: ir.VectorType) -> ir.Value:
+    have = ir.VectorType(pair.type).element_type
+    want = vtype.element_type
+    if have == want:
         return pair
+    if bitwidth(want) > bitwidth(have):
+        return arith.extf(vtype, pair)
     return arith.truncf(vtype, pair)
 
 
@@ -165,6 +200,10 @@ def wgmma_commit_group() -> None:
     inline_ptx("wgmma.commit_group.sync.aligned;")
 
 
+def _acc_constraint(dtype: str) -> tuple[str, ir.Type]:
+    return ("=f", _f32()) if dtype == "float32" else ("=r", i32())
+
+
 def wgmma_wait_group(pending: int, acc: WGMMAAccumulator | None = None) -> WGMMAAccumulator | None:
     """Wait until at most `pending` committed groups are in flight. Pass the accumulator(s) the
     groups write and use the returned one: reads of it cannot move above the wait."""
@@ -175,70 +214,163 @@ def wgmma_wait_group(pending: int, acc: WGMMAAccumulator | None = None) -> WGMMA
         inline_ptx(asm)
         return None
     count = len(acc.values)
-    values = inline_ptx(asm, acc.values, ["=f"] * count + [str(i) for i in range(count)], [_f32()] * count)
+    cons, vtype = _acc_constraint(acc.dtype)
+    values = inline_ptx(asm, acc.values, [cons] * count + [str(i) for i in range(count)], [vtype] * count)
     values = values if isinstance(values, list) else [values]
-    return WGMMAAccumulator(values, acc.n)
+    return WGMMAAccumulator(values, acc.n, acc.dtype)
 
 
-def _input_type(ref: ir.Value, what: str) -> str:
-    elem = str(ir.MemRefType(ref.type).element_type)
-    if elem not in _INPUT_TYPES:
-        raise ValueError(f"wgmma: {what} must be bf16 or f16 in shared memory, got {elem}")
-    return _INPUT_TYPES[elem]
+@dataclass(frozen=True)
+class _Operand:
+    """An smem operand's descriptor fields and its k extent."""
+
+    k: int
+    lbo: int
+    sbo: int
+    k_step_bytes: int  # descriptor advance per instruction
+    transposed: int  # imm-trans bit: 1 for MN-major
 
 
-def wgmma(acc: WGMMAAccumulator, a: ir.Value, b: ir.Value, *, b_major: str = "k", swizzle: int = 128,
-          accumulate: bool | ir.Value = True, fence: bool = True) -> WGMMAAccumulator:
-    """acc (64 x n) += a (64 x k) @ b (k x n) on one warpgroup; see the module doc for layouts.
+def _smem_operand(ref: ir.Value, what: str, major: str, swizzle: int, itemsize: int, mn: int,
+                  k_inst: int) -> _Operand:
+    """Check an smem operand (a: mn = 64 rows; b: mn = n) and derive its descriptor fields."""
+    ref_type = ir.MemRefType(ref.type)
+    if str(ref_type.memory_space) != "#gpu.address_space<workgroup>":
+        raise ValueError(f"wgmma: {what} must be in shared memory, got {ref_type}")
+    if swizzle not in SWIZZLES:
+        raise ValueError(f"wgmma: {what}_swizzle must be 32, 64 or 128 (bytes), got {swizzle!r}")
+    width = swizzle // itemsize  # elements in one swizzled row
+    shape = tuple(ref_type.shape)
+    strides, _ = ref_type.get_strides_and_offset()
+    rows = "64 rows of a" if what == "a" else "n rows of b transposed"
+    if major == "k":
+        if shape != (mn, width):
+            raise ValueError(f"wgmma: with {what}_major='k' and {what}_swizzle={swizzle}, {what} must be "
+                             f"({mn}, {width}) ({rows}, one {swizzle}-byte swizzle span of k), got {shape}")
+        if tuple(strides) != (width, 1):
+            raise ValueError(f"wgmma: {what} must have contiguous {swizzle}-byte rows, got strides {tuple(strides)}")
+        return _Operand(width, 16, 8 * swizzle, K_STEP_BYTES, 0)
+    if major != "mn":
+        raise ValueError(f"wgmma: {what}_major must be 'k' or 'mn', got {major!r}")
+    if itemsize != 2:
+        raise ValueError(f"wgmma: {what}_major='mn' (transposed) needs 16-bit inputs (bf16/f16); tf32 and f8 "
+                         f"operands must be K-major")
+    dim = "n" if what == "b" else "m (64)"
+    if mn % width:
+        raise ValueError(f"wgmma: with {what}_major='mn', {dim} must be a multiple of {width} (the elements in one "
+                         f"{swizzle}-byte swizzle span), got {mn}")
+    if len(shape) != 3 or shape[0] != mn // width or shape[2] != width or shape[1] % k_inst:
+        raise ValueError(f"wgmma: with {what}_major='mn' and {what}_swizzle={swizzle}, {what} must be "
+                         f"({mn // width}, k, {width}) (column chunks of {width}, k a multiple of {k_inst}), "
+                         f"got {shape}")
+    if tuple(strides[1:]) != (width, 1):
+        raise ValueError(f"wgmma: {what} must have contiguous {swizzle}-byte rows, got strides {tuple(strides)}")
+    return _Operand(shape[1], strides[0] * itemsize, 8 * swizzle, k_inst * swizzle, 1)
 
-    Issues k/16 `wgmma.mma_async` instructions (not committed: call `wgmma_commit_group`).
-    accumulate=False (or an i1 value that is false) ignores acc's old contents (D = A @ B).
-    """
-    a_type, b_type = ir.MemRefType(a.type), ir.MemRefType(b.type)
+
+def _input_type(value: Any, what: str) -> ir.Type:
+    from .fragmented import FragmentedArray
+
+    if isinstance(value, FragmentedArray):
+        return value.element_type
+    if not isinstance(value, ir.Value) or not isinstance(value.type, ir.MemRefType):
+        raise TypeError(f"wgmma: {what} must be an smem memref{' or a FragmentedArray' if what == 'a' else ''}, "
+                        f"got {type(value).__name__}")
+    return ir.MemRefType(value.type).element_type
+
+
+def _register_a(a: Any, elem: ir.Type, k_inst: int) -> tuple[int, list[ir.Value]]:
+    """(k, i32 words) of an A operand held in registers."""
+    from .fragmented import FragmentedArray, WGMMAFragLayout, _bits_of
+
+    if bitwidth(elem) != 16:
+        raise ValueError(f"wgmma: a from registers needs bf16/f16 elements, got {elem}; put tf32/f8 A in "
+                         f"shared memory")
+    layout = a.layout
+    if not isinstance(layout, WGMMAFragLayout) or layout.m != M_TILE or layout.n % k_inst:
+        raise ValueError(f"wgmma: a in registers must be a (64, k) FragmentedArray in WGMMAFragLayout(k), k a "
+                         f"multiple of {k_inst}, got {layout}")
+    assert isinstance(a, FragmentedArray)
+    return layout.n, [_bits_of(reg, 32)[0] for reg in a.registers]
+
+
+def wgmma(acc: WGMMAAccumulator, a: Any, b: ir.Value, *, a_major: str = "k", b_major: str = "k",
+          swizzle: int = 128, a_swizzle: int | None = None, b_swizzle: int | None = None,
+          accumulate: bool | ir.Value = True, fence: bool = True, tf32: bool = False) -> WGMMAAccumulator:
+    """acc (64 x n) += a (64 x k) @ b (k x n) on one warpgroup; see the module doc for types
+    and layouts. Issues one `wgmma.mma_async` per 32 bytes of k (not committed: call
+    `wgmma_commit_group`). accumulate=False (or an i1 value that is false) ignores acc's old
+    contents (D = A @ B). tf32=True accepts f32 operands (multiplied as tf32)."""
+    from .fragmented import FragmentedArray
+
     ta, tb = _input_type(a, "a"), _input_type(b, "b")
-    if ta != tb:
-        raise ValueError(f"wgmma: a and b must have the same element type, got {ta} and {tb}")
-    itemsize = 2
-    width = swizzle // itemsize  # the k extent of one swizzle span
+    for what, t in (("a", ta), ("b", tb)):
+        if str(t) == "f32" and not tf32:
+            raise ValueError(f"wgmma: {what} must be bf16 or f16 in shared memory, got f32; f32 operands multiply "
+                             f"as tf32 (10-bit mantissa): pass tf32=True")
+        if str(t) not in _PTX_TYPES:
+            raise ValueError(f"wgmma: {what} must be bf16, f16, f8E4M3FN, f8E5M2 or f32 (with tf32=True), got {t}")
+    pa, pb = _PTX_TYPES[str(ta)], _PTX_TYPES[str(tb)]
+    f8 = pa in ("e4m3", "e5m2")
+    if (pa != pb) and not (f8 and pb in ("e4m3", "e5m2")):
+        raise ValueError(f"wgmma: a and b must have the same element type (f8 may mix e4m3/e5m2), got {ta} and {tb}")
+    itemsize = bitwidth(ta) // 8
+    k_inst = K_STEP_BYTES // itemsize
     n = acc.n
     _check_n(n)
-    if tuple(a_type.shape) != (M_TILE, width):
-        raise ValueError(f"wgmma: a must be a ({M_TILE}, {width}) smem tile (64 rows x one {swizzle}-byte swizzle "
-                         f"span of k), got {tuple(a_type.shape)}")
-    if b_major == "k":
-        if tuple(b_type.shape) != (n, width):
-            raise ValueError(f"wgmma: with b_major='k', b must be ({n}, {width}) (b transposed: n rows of k), "
-                             f"got {tuple(b_type.shape)}")
-        b_lbo, b_sbo, b_step, transpose_b = 16, 8 * swizzle, K_STEP_BYTES, 0
-    elif b_major == "mn":
-        if n % width or tuple(b_type.shape) != (n // width, width, width):
-            raise ValueError(f"wgmma: with b_major='mn', n must be a multiple of {width} and b must be "
-                             f"({n // width}, {width}, {width}) (column chunks of b), got n={n}, "
-                             f"b {tuple(b_type.shape)}")
-        b_lbo, b_sbo, b_step, transpose_b = width * swizzle, 8 * swizzle, 16 * swizzle, 1
+    acc_ptx = _ACC_TYPES[acc.dtype]
+    if acc.dtype == "float16" and pa not in ("f16", "e4m3", "e5m2"):
+        raise ValueError(f"wgmma: an f16 accumulator needs f16 or f8 inputs, got {pa}; use WGMMAAccumulator.zeros"
+                         f"(n) (f32)")
+    a_swizzle = swizzle if a_swizzle is None else a_swizzle
+    b_swizzle = swizzle if b_swizzle is None else b_swizzle
+    ob = _smem_operand(b, "b", b_major, b_swizzle, itemsize, n, k_inst)
+    registers_a = isinstance(a, FragmentedArray)
+    if registers_a:
+        if a_major != "k":
+            raise ValueError("wgmma: a in registers has no major; leave a_major='k'")
+        k, a_words = _register_a(a, ta, k_inst)
+        oa = None
     else:
-        raise ValueError(f"wgmma: b_major must be 'k' or 'mn', got {b_major!r}")
-    desc_a = smem_descriptor(smem_address(a), swizzle=swizzle, leading_byte_offset=16,
-                             stride_byte_offset=8 * swizzle)
-    desc_b = smem_descriptor(smem_address(b), swizzle=swizzle, leading_byte_offset=b_lbo,
-                             stride_byte_offset=b_sbo)
+        oa = _smem_operand(a, "a", a_major, a_swizzle, itemsize, M_TILE, k_inst)
+        k = oa.k
+    if k != ob.k:
+        raise ValueError(f"wgmma: a has k = {k} but b has k = {ob.k} (check the swizzles: a K-major operand spans "
+                         f"one swizzle, {a_swizzle}/{b_swizzle} bytes)")
+    if pa == "tf32" and ob.transposed:
+        raise ValueError("wgmma: tf32 operands must be K-major")
+
+    if oa is not None:
+        desc_a = smem_descriptor(smem_address(a), swizzle=a_swizzle, leading_byte_offset=oa.lbo,
+                                 stride_byte_offset=oa.sbo)
+    desc_b = smem_descriptor(smem_address(b), swizzle=b_swizzle, leading_byte_offset=ob.lbo,
+                             stride_byte_offset=ob.sbo)
     if isinstance(accumulate, bool):
         scale_d = c(int(accumulate), i32())
     else:
         scale_d = arith.extui(i32(), accumulate)
     if fence:
         wgmma_fence()
-    count = n // 2
+    count = len(acc.values)
+    cons, vtype = _acc_constraint(acc.dtype)
     regs = ", ".join(f"${i}" for i in range(count))
+    a_operands = 4 if registers_a else 1
+    a_text = "{" + ", ".join(f"${count + i}" for i in range(4)) + "}" if registers_a else f"${count}"
+    b_index, p_index = count + a_operands, count + a_operands + 1
+    trans = []
+    if pa in ("bf16", "f16"):
+        trans = ([] if registers_a else [str(oa.transposed)]) + [str(ob.transposed)]
+    tail = ", ".join(["p", "1", "1", *trans])
     asm = ("{\n.reg .pred p;\n"
-           f"setp.ne.b32 p, ${count + 2}, 0;\n"
-           f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ta}.{tb} {{{regs}}}, ${count}, ${count + 1}, "
-           f"p, 1, 1, 0, {transpose_b};\n}}")
-    constraints = ["=f"] * count + ["l", "l", "r"] + [str(i) for i in range(count)]
+           f"setp.ne.b32 p, ${p_index}, 0;\n"
+           f"wgmma.mma_async.sync.aligned.m64n{n}k{k_inst}.{acc_ptx}.{pa}.{pb} {{{regs}}}, {a_text}, ${b_index}, "
+           f"{tail};\n}}")
+    constraints = [cons] * count + (["r"] * 4 if registers_a else ["l"]) + ["l", "r"] + [str(i) for i in range(count)]
     values = acc.values
-    for step in range(width // 16):
-        operands = [_advance(desc_a, step * K_STEP_BYTES), _advance(desc_b, step * b_step), scale_d, *values]
-        out = inline_ptx(asm, operands, constraints, [_f32()] * count, memory=False)
+    for step in range(k // k_inst):
+        a_in = a_words[4 * step: 4 * step + 4] if registers_a else [_advance(desc_a, step * oa.k_step_bytes)]
+        operands = [*a_in, _advance(desc_b, step * ob.k_step_bytes), scale_d, *values]
+        out = inline_ptx(asm, operands, constraints, [vtype] * count, memory=False)
         values = out if isinstance(out, list) else [out]
         scale_d = c(1, i32())
-    return WGMMAAccumulator(values, n)
+    return WGMMAAccumulator(values, n, acc.dtype)

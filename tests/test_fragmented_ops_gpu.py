@@ -1,0 +1,109 @@
+"""GPU tests of FragmentedArray operations against numpy float64: the softmax example,
+reductions along both axes with broadcasts / comparisons / where / exp2 / log, conversions
+to bf16/f16/f8 (bit-exact against ml_dtypes' round-to-nearest-even), and swizzled smem tile
+round trips for every swizzle. Fresh random inputs every run, outputs poisoned with NaN."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_fragmented_ops import CONVERSIONS, make_conversions, make_reductions, make_tiled_roundtrip
+
+from mgpu_lab.builder.dtypes import numpy_dtype
+from mgpu_lab.examples.softmax import make_softmax, reference_softmax
+
+pytestmark = pytest.mark.gpu
+_NAN_BITS = {2: 0x7E00, 4: 0x7FC00000, 1: 0x7F}  # f16 NaN (bf16 NaN is 0x7FC0), f32, e4m3fn/e5m2 NaN
+_UINT = {1: "uint8", 2: "uint16", 4: "uint32"}
+
+
+def poisoned(cupy, shape, dtype: str):
+    """A device array of any float dtype (bf16 and f8 too) filled with NaN bits."""
+    out = cupy.empty(shape, numpy_dtype(dtype))
+    bits = 0x7FC0 if dtype == "bfloat16" else _NAN_BITS[out.itemsize]
+    out.view(_UINT[out.itemsize]).fill(bits)
+    return out
+
+
+def host64(x) -> np.ndarray:
+    return x.get().astype(np.float32).astype(np.float64)
+
+
+@pytest.mark.parametrize("m, n", [(128, 256), (512, 256), (256, 128), (128, 32)])
+def test_softmax(m, n, rng):
+    import cupy
+
+    k = make_softmax(m, n)
+    for scale in (1.0, 30.0):  # large scale: exp of large negatives must underflow to 0, not NaN
+        x = (scale * rng.standard_normal((m, n))).astype(np.float32)
+        out = poisoned(cupy, (m, n), "float32")
+        k(cupy.asarray(x), out=out)
+        got = host64(out)
+        assert np.isfinite(got).all(), "part of the output was never written (NaN poison survived)"
+        np.testing.assert_allclose(got, reference_softmax(x), rtol=2e-5, atol=1e-7)
+        np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_reductions_broadcasts_comparisons(rng):
+    import cupy
+
+    m, n = 128, 64
+    k = make_reductions(m, n)
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    x[3, 5] = x[7, 9] = 0.0  # exact zeros for == / !=
+    x[10, :] = 0.25  # ties with the scalar of <=
+    outs = [poisoned(cupy, s, "float32") for s in ((m,), (m,), (n,), (n,), (m, n), (m, n))]
+    k(cupy.asarray(x), out=outs)
+    row_max, row_sum, col_sum, col_max, z, code = (host64(o) for o in outs)
+    x64 = x.astype(np.float64)
+    np.testing.assert_array_equal(row_max, x64.max(axis=1))
+    np.testing.assert_array_equal(col_max, x64.max(axis=0))
+    np.testing.assert_allclose(row_sum, x64.sum(axis=1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(col_sum, x64.sum(axis=0), rtol=1e-5, atol=1e-5)
+    mean_c = col_sum.astype(np.float32) * np.float32(1.0 / m)
+    expected_z = np.where(x > mean_c[None, :], np.exp2(x64), np.log(x64 * x64 + 1.0))
+    np.testing.assert_allclose(z, expected_z, rtol=2e-6, atol=1e-7)
+    mean_r = (row_sum.astype(np.float32) * np.float32(1.0 / n))[:, None]
+    tests = [x < mean_r, x <= 0.25, x > mean_r, x >= -0.25, x == np.maximum(x, 0), x != np.minimum(x, 0)]
+    expected_code = sum((t.astype(np.float64) * (1 << bit) for bit, t in enumerate(tests)))
+    np.testing.assert_array_equal(code, expected_code)
+
+
+def test_conversions_round_like_ml_dtypes(rng):
+    import cupy
+
+    shape = (64, 64)
+    k = make_conversions(shape)
+    x = (8 * rng.standard_normal(shape)).astype(np.float32)  # within e4m3's +-448
+    x[0, :8] = [0.0, -0.0, 1e-3, -1e-3, 447.0, -300.0, 2.0 ** -9, 3.0 * 2.0 ** -10]  # e4m3 subnormals
+    outs = [poisoned(cupy, shape, t) for t in CONVERSIONS] + [poisoned(cupy, shape, "float32")
+                                                              for _ in range(len(CONVERSIONS) + 4)]
+    k(cupy.asarray(x), out=outs)
+    direct, back = outs[:len(CONVERSIONS)], outs[len(CONVERSIONS):]
+    for t, d, b in zip(CONVERSIONS, direct, back):
+        want = x.astype(numpy_dtype(t))
+        np.testing.assert_array_equal(d.get().view(_UINT[want.itemsize]), want.view(_UINT[want.itemsize]),
+                                      err_msg=f"f32 -> {t}")
+        np.testing.assert_array_equal(b.get(), want.astype(np.float32), err_msg=f"f32 -> {t} -> f32")
+    e4m3, e5m2, bf16, f16 = (numpy_dtype(t) for t in ("float8_e4m3fn", "float8_e5m2", "bfloat16", "float16"))
+    extra = back[len(CONVERSIONS):]
+    expected = [x.astype(f16).astype(e4m3), x.astype(bf16).astype(e5m2), x.astype(e4m3).astype(bf16),
+                x.astype(e5m2).astype(np.float32).astype(e4m3)]
+    for name, got, want in zip(("f16->e4m3", "bf16->e5m2", "e4m3->bf16", "e5m2->e4m3"), extra, expected):
+        np.testing.assert_array_equal(got.get(), want.astype(np.float32), err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float8_e4m3fn"])
+@pytest.mark.parametrize("swizzle", [32, 64, 128])
+@pytest.mark.parametrize("m", [64, 128])
+def test_tiled_roundtrip(dtype, swizzle, m, rng):
+    import cupy
+
+    k = make_tiled_roundtrip(dtype, swizzle, m)
+    n = 2 * swizzle // np.dtype(numpy_dtype(dtype)).itemsize
+    x = rng.standard_normal((m, n)).astype(numpy_dtype(dtype))
+    outs = [poisoned(cupy, (m, n), dtype) for _ in range(2)]
+    k(cupy.asarray(x), out=outs)
+    bits = _UINT[x.itemsize]
+    for name, out in zip(("WGMMA layout -> GMEM", "store_tiled -> TMA"), outs):
+        np.testing.assert_array_equal(out.get().view(bits), x.view(bits), err_msg=name)
