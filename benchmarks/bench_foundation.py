@@ -122,11 +122,15 @@ def launch_overhead(figures: dict, rows: list) -> None:
     assert cupy.array_equal(out, out_raw), "the two kernels disagree"
     t_ours = time_host_calls(lambda: ours(a, b, out=out)).median_ms * 1e3
     t_alloc = time_host_calls(lambda: ours(a, b)).median_ms * 1e3
+    t_unchecked = time_host_calls(lambda: ours.launch_unchecked(a, b, out)).median_ms * 1e3
+    figures["launch_us_ours_unchecked"] = t_unchecked
+    figures["launch_unchecked_ours_vs_rawkernel"] = None  # filled below, once RawKernel is timed
     launcher = ours._launcher
     t_checks = time_host_calls(lambda: launcher._checked_arrays((a, b), out, 0)).median_ms * 1e3
     figures["launch_us_ours_argument_checks_only"] = t_checks
     t_raw = time_host_calls(lambda: raw((grid,), (256,), (a, b, out_raw, n4))).median_ms * 1e3
     t_raw_alloc = time_host_calls(lambda: raw((grid,), (256,), (a, b, cupy.empty_like(a), n4))).median_ms * 1e3
+    figures["launch_unchecked_ours_vs_rawkernel"] = t_unchecked / t_raw
     figures.update({
         "launch_us_ours": t_ours, "launch_us_rawkernel": t_raw,
         "launch_us_ours_allocating_output": t_alloc, "launch_us_rawkernel_allocating_output": t_raw_alloc,
@@ -134,7 +138,8 @@ def launch_overhead(figures: dict, rows: list) -> None:
         "launch_allocating_ours_vs_rawkernel": t_alloc / t_raw_alloc,
     })
     rows.append(("launch overhead", f"ours {t_ours:.2f} us", f"RawKernel {t_raw:.2f} us",
-                 f"ratio {t_ours / t_raw:.2f}", f"allocating: {t_alloc:.2f} vs {t_raw_alloc:.2f} us"))
+                 f"ratio {t_ours / t_raw:.2f}", f"allocating: {t_alloc:.2f} vs {t_raw_alloc:.2f} us; "
+                 f"unchecked {t_unchecked:.2f} us"))
 
 
 def copy_bandwidth(figures: dict, rows: list) -> None:

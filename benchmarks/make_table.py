@@ -31,6 +31,8 @@ ROWS = [  # (record, label, our figure, peer figure, ratio key, unit, goal)
      "tiled_copy_8192_vs_copyto", "GB/s vs cupy.copyto", ">= 0.90"),
     ("foundation", "launch, output passed in", "launch_us_ours", "launch_us_rawkernel",
      "launch_ours_vs_rawkernel", "us per call vs CuPy RawKernel (lower is better)", "<= 1"),
+    ("foundation", "launch, `launch_unchecked`", "launch_us_ours_unchecked", "launch_us_rawkernel",
+     "launch_unchecked_ours_vs_rawkernel", "us per call vs CuPy RawKernel (lower is better)", "<= 1"),
     ("foundation", "launch, output allocated", "launch_us_ours_allocating_output",
      "launch_us_rawkernel_allocating_output", "launch_allocating_ours_vs_rawkernel",
      "us per call vs RawKernel + cupy.empty", "<= 1"),

@@ -96,3 +96,15 @@ def test_torch_bfloat16_tensors_are_accepted_as_inputs_and_outputs(rng):
     g(x, y, out=c)  # bf16 has no DLPack route into CuPy: the launcher views the tensor's memory
     ref = x.float() @ y.float().T
     assert float(torch.linalg.norm(c.float() - ref) / torch.linalg.norm(ref)) < 1e-2
+
+
+def test_launch_unchecked_runs_the_same_kernel(rng):
+    import cupy
+
+    k = make_vector_add(1 << 16)
+    a = cupy.asarray(rng.standard_normal(1 << 16).astype(np.float32))
+    out = poisoned(cupy, (1 << 16,), np.float32)
+    k(a, a, out=out)
+    out2 = poisoned(cupy, (1 << 16,), np.float32)
+    k.launch_unchecked(a, a, out2)
+    assert out2.get().tobytes() == out.get().tobytes()

@@ -91,6 +91,17 @@ class Kernel:
             self._launcher = Launcher(self.compiled)
         return self._launcher(*args, out=out, stream=stream)
 
+    def launch_unchecked(self, *arrays: Any, stream: Any = None) -> None:
+        """Launch on CuPy arrays (inputs, then outputs) skipping every argument check.
+
+        Call the kernel normally once first; this is for hot loops where ~2 us of checks per
+        launch matter. Wrong arguments here are undefined behaviour on the GPU."""
+        if self._launcher is None:
+            from ..runtime.launcher import Launcher
+
+            self._launcher = Launcher(self.compiled)
+        self._launcher.launch_unchecked(*arrays, stream=stream)
+
     @property
     def last_trace(self) -> Any:
         """The profiler Trace of the most recent call (decoded on access; None if not profiled)."""

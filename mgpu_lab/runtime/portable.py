@@ -265,9 +265,18 @@ class PortableLauncher:
         if len(args) != self.n_in:
             raise self._error(f"{self.name} takes {self.n_in} input array(s) "
                               f"{[f'{s}:{d.name}' for s, d in self.in_specs]}, got {len(args)}")
+        device = self._cupy.cuda.runtime.getDevice()
+        return self._launch(self._checked_arrays(args, out, device), device, stream)
+
+    def launch_unchecked(self, *arrays: Any, stream: Any = None) -> None:
+        """Launch on CuPy arrays (inputs then outputs) without any argument check.
+
+        For hot loops whose arguments were validated once by a normal call: a wrong shape,
+        dtype, device or alignment here is undefined behaviour on the GPU, not an error."""
+        self._launch(list(arrays), self._cupy.cuda.runtime.getDevice(), stream)
+
+    def _launch(self, arrays: list, device: int, stream: Any) -> Any:
         cupy = self._cupy
-        device = cupy.cuda.runtime.getDevice()
-        arrays = self._checked_arrays(args, out, device)
         fn = self._functions.get(device) or self._function(device)
         profiled = self._profiled
         if fn.cupy_function is not None:
