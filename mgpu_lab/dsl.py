@@ -7,31 +7,61 @@ from `mgpu_lab._mlir`, so swapping the MLIR provider changes no kernel code.
 from ._mlir import arith, gpu, ir, llvm, math, memref, nvgpu, nvvm, scf, vector
 from .builder.constants import as_index, c
 from .builder.control import for_range, if_else, when
-from .builder.memref_ops import DynamicSlice, ds, memref_slice, memref_transpose, memref_unfold, memref_unsqueeze
-from .builder.shapes import Barriers, ShapeDtype, Union
-from .builder.threads import (
-    block_dim, block_idx, cluster_block_idx, grid_dim, lane_idx, linear_thread_idx, thread_idx,
-    thread_in_warpgroup, warp_idx, warpgroup_idx,
-)
-from .builder.transforms import MemRefTransform, TileTransform, TransposeTransform
 
 # Hopper: register arrays and their layouts, warpgroup MMA, warpgroup helpers.
 from .builder.fragmented import FragmentedArray, where
-from .builder.layouts import WGMMAColLayout, WGMMAFragLayout, WGMMARowLayout, WGStridedLayout
-from .builder.warpgroup import (
-    commit_shared, elect_one, fence_async_shared, named_barrier, setmaxnreg, single_thread, warpgroup_barrier,
+from .builder.layouts import (
+    WGMMAColLayout,
+    WGMMAFragLayout,
+    WGMMARowLayout,
+    WGStridedLayout,
 )
-from .builder.wgmma import WGMMAAccumulator, wgmma, wgmma_commit_group, wgmma_fence, wgmma_wait_group
+from .builder.memref_ops import (
+    DynamicSlice,
+    ds,
+    memref_slice,
+    memref_transpose,
+    memref_unfold,
+    memref_unsqueeze,
+)
+from .builder.shapes import Barriers, ShapeDtype, Union
+from .builder.threads import (
+    block_dim,
+    block_idx,
+    cluster_block_idx,
+    grid_dim,
+    lane_idx,
+    linear_thread_idx,
+    thread_idx,
+    thread_in_warpgroup,
+    warp_idx,
+    warpgroup_idx,
+)
+from .builder.transforms import MemRefTransform, TileTransform, TransposeTransform
+from .builder.warpgroup import (
+    commit_shared,
+    elect_one,
+    fence_async_shared,
+    named_barrier,
+    setmaxnreg,
+    single_thread,
+    warpgroup_barrier,
+)
+from .builder.wgmma import (
+    WGMMAAccumulator,
+    wgmma,
+    wgmma_commit_group,
+    wgmma_fence,
+    wgmma_wait_group,
+)
 
 __all__ = [
-    "Barriers", "DynamicSlice", "MemRefTransform", "ShapeDtype", "TileTransform", "TransposeTransform",
-    "Union", "arith", "as_index", "block_dim", "block_idx", "c", "cluster_block_idx", "ds", "for_range",
-    "gpu", "grid_dim", "if_else", "ir", "lane_idx", "linear_thread_idx", "llvm", "math", "memref",
-    "memref_slice", "memref_transpose", "memref_unfold", "memref_unsqueeze", "nvgpu", "nvvm", "scf",
-    "thread_idx", "thread_in_warpgroup", "vector", "warp_idx", "warpgroup_idx", "when",
-    # Hopper
-    "FragmentedArray", "WGMMAAccumulator", "WGMMAColLayout", "WGMMAFragLayout", "WGMMARowLayout",
-    "WGStridedLayout", "commit_shared", "elect_one", "fence_async_shared", "named_barrier", "setmaxnreg",
-    "single_thread", "warpgroup_barrier", "wgmma", "wgmma_commit_group", "wgmma_fence", "wgmma_wait_group",
-    "where",
+    "Barriers", "DynamicSlice", "FragmentedArray", "MemRefTransform", "ShapeDtype", "TileTransform",
+    "TransposeTransform", "Union", "WGMMAAccumulator", "WGMMAColLayout", "WGMMAFragLayout", "WGMMARowLayout",
+    "WGStridedLayout", "arith", "as_index", "block_dim", "block_idx", "c", "cluster_block_idx",
+    "commit_shared", "ds", "elect_one", "fence_async_shared", "for_range", "gpu", "grid_dim", "if_else", "ir",
+    "lane_idx", "linear_thread_idx", "llvm", "math", "memref", "memref_slice", "memref_transpose",
+    "memref_unfold", "memref_unsqueeze", "named_barrier", "nvgpu", "nvvm", "scf", "setmaxnreg",
+    "single_thread", "thread_idx", "thread_in_warpgroup", "vector", "warp_idx", "warpgroup_barrier",
+    "warpgroup_idx", "wgmma", "wgmma_commit_group", "wgmma_fence", "wgmma_wait_group", "when", "where",
 ]

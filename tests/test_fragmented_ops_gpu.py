@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_fragmented_ops import CONVERSIONS, make_conversions, make_reductions, make_tiled_roundtrip
+from test_fragmented_ops import (
+    CONVERSIONS,
+    make_conversions,
+    make_reductions,
+    make_tiled_roundtrip,
+)
 
 from mgpu_lab.builder.dtypes import numpy_dtype
 from mgpu_lab.examples.softmax import make_softmax, reference_softmax

@@ -131,7 +131,7 @@ class FragmentedArray:
         return cls([vector.load(vtype, ref, idx) for idx in layout.indices()], layout)
 
     @classmethod
-    def splat(cls, value: ir.Value | float | int, layout: Layout, dtype: Any = None) -> FragmentedArray:
+    def splat(cls, value: ir.Value | float, layout: Layout, dtype: Any = None) -> FragmentedArray:
         """Every element equal to `value` (an MLIR scalar, or a Python number with `dtype`)."""
         if not isinstance(value, ir.Value):
             if dtype is None:
@@ -313,10 +313,10 @@ class FragmentedArray:
     def __ge__(self, other: Any) -> FragmentedArray:
         return self._compare(other, "OGE", "sge", "uge")
 
-    def __eq__(self, other: Any) -> FragmentedArray:  # type: ignore[override]
+    def __eq__(self, other: object) -> FragmentedArray:  # type: ignore[override]
         return self._compare(other, "OEQ", "eq", "eq")
 
-    def __ne__(self, other: Any) -> FragmentedArray:  # type: ignore[override]
+    def __ne__(self, other: object) -> FragmentedArray:  # type: ignore[override]
         return self._compare(other, "UNE", "ne", "ne")
 
     def select(self, on_true: Any, on_false: Any, dtype: Any = None) -> FragmentedArray:
