@@ -21,7 +21,14 @@ import os
 from .._mlir import arith, gpu, ir
 from .constants import as_index, c
 from .threads import linear_thread_idx
-from .warpgroup import fence_mbarrier_init, i32, inline_ptx, smem_address
+from .warpgroup import (
+    cluster_sync,
+    fence_mbarrier_init,
+    i32,
+    inline_ptx,
+    map_to_peer,
+    smem_address,
+)
 
 BARRIER_BYTES = 8
 
@@ -63,10 +70,33 @@ class BarrierRef:
         inline_ptx("mbarrier.init.shared::cta.b64 [$0], $1;",
                    [self.address(), _as_i32(arrival_count, "arrival_count")], ["r", "r"])
 
-    def arrive(self) -> None:
-        """Count one arrival of the calling thread."""
-        inline_ptx("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [$0];\n}",
-                   [self.address()], ["r"])
+    def arrive(self, cta: int | ir.Value | None = None) -> None:
+        """Count one arrival of the calling thread on this barrier, or, with `cta` (a cluster
+        rank, int or value), on the barrier at the same smem offset in that block of the cluster
+        (`mapa` + `mbarrier.arrive.release.cluster.shared::cluster`): how a consumer releases a
+        slot that a peer's multicast copy writes into."""
+        if cta is None:
+            inline_ptx("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [$0];\n}",
+                       [self.address()], ["r"])
+            return
+        remote = map_to_peer(self.address(), _as_i32(cta, "cta"))
+        inline_ptx("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [$0];", [remote], ["r"])
+
+    def arrive_cluster(self, ctas: int | list[int] | None = None, *, cluster_size: int | None = None) -> None:
+        """Arrive once on this barrier in each of the cluster blocks `ctas` (ranks; an int is a
+        bit mask; None: ranks 0 .. cluster_size - 1, this block included)."""
+        if ctas is None:
+            if cluster_size is None:
+                raise ValueError("arrive_cluster: pass ctas= (ranks or a bit mask) or cluster_size=")
+            ranks = list(range(cluster_size))
+        elif isinstance(ctas, int):
+            ranks = [r for r in range(16) if ctas >> r & 1]
+        else:
+            ranks = list(ctas)
+        if not ranks:
+            raise ValueError(f"arrive_cluster: no block selected by ctas={ctas!r}")
+        for rank in ranks:
+            self.arrive(cta=rank)
 
     def arrive_expect_tx(self, nbytes: int | ir.Value) -> None:
         """Arrive and add `nbytes` to the transaction bytes this phase waits for (TMA loads)."""
@@ -133,12 +163,16 @@ class BarrierArray:
     def __iter__(self):
         return (BarrierRef(self, i) for i in range(self.count))
 
-    def init(self, arrival_count: int | ir.Value = 1, *, sync: bool = True) -> None:
+    def init(self, arrival_count: int | ir.Value = 1, *, sync: bool | str = True) -> None:
         """Initialize every barrier of the array to expect `arrival_count` arrivals per phase.
 
         Thread 0 of the block initializes; then the init is fenced and (with `sync`, the
-        default) the block synchronizes so every thread sees initialized barriers. With
-        sync=False, call this from all threads and synchronize yourself before first use."""
+        default) the block synchronizes so every thread sees initialized barriers.
+        sync="cluster": the whole cluster synchronizes instead (`cluster_sync`), so peers may
+        arrive on these barriers or multicast into this block right after. With sync=False,
+        call this from all threads and synchronize yourself before first use."""
+        if sync not in (True, False, "cluster"):
+            raise ValueError(f"Barriers.init: sync must be True, False or 'cluster', got {sync!r}")
         is_first = arith.cmpi(arith.CmpIPredicate.eq, linear_thread_idx(), c(0))
         from .control import when
 
@@ -146,7 +180,9 @@ class BarrierArray:
             for bar in self:
                 bar.init(arrival_count)
             fence_mbarrier_init()
-        if sync:
+        if sync == "cluster":
+            cluster_sync()
+        elif sync:
             gpu.barrier()
 
     def for_iteration(self, iteration: int | ir.Value) -> tuple[BarrierRef, ir.Value]:

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 from .._mlir import arith, gpu, ir
 from ..compiler.compiled_kernel import TmaDescriptorSpec
 from .barriers import BarrierRef
+from .constants import c
 from .dtypes import bitwidth
-from .memref_ops import DynamicSlice
+from .memref_ops import DynamicSlice, memref_slice
 from .transforms import MemRefTransform
 from .warpgroup import i32, inline_ptx, single_thread, smem_address, warpgroup_barrier
 
@@ -223,7 +224,8 @@ def _issuer(uniform: Any):
 def async_copy(ctx: LaunchContext, *, src_ref: ir.Value, dst_ref: ir.Value, gmem_slice: Any = (),
                gmem_transform: MemRefTransform | tuple[MemRefTransform, ...] = (),
                swizzle: int | None = None, barrier: BarrierRef | None = None,
-               arrive: bool | None = None, uniform: Any = True) -> None:
+               arrive: bool | None = None, uniform: Any = True, collective: str | Sequence[str] | None = None,
+               multicast_mask: int | ir.Value | None = None) -> None:
     """Start a TMA copy of one box between a kernel array and a shared-memory buffer.
 
     GMEM -> SMEM: `barrier` (a BarrierRef) is required; with arrive=True (default) the issuing
@@ -236,6 +238,15 @@ def async_copy(ctx: LaunchContext, *, src_ref: ir.Value, dst_ref: ir.Value, gmem
     warp), 'block'/'warp' from one thread of those, False from the calling thread itself.
     swizzle: 32/64/128-byte swizzle of the smem side (None: no swizzle); the smem buffer must
     then be aligned to 1024 bytes (the planner does that for buffers >= 1 KiB).
+
+    Clusters (loads only; `.multicast::cluster`):
+    collective: cluster axes ('x', ('x', 'y'), ...): the blocks along them load the box together.
+    Each loads 1/n of it (n = the cluster's size along those axes; a slice of the smem ref's first
+    dimension) and multicasts it into the same smem offset of all n blocks, completing bytes on
+    the barrier at the same offset in each. Every block receives the whole box, so the default
+    arrive expects the whole box's bytes. Initialize the barriers with `init(..., sync="cluster")`.
+    multicast_mask: a 16-bit mask of cluster ranks (int or value): this block loads the whole box
+    into each of them (arrive=True expects the box's bytes on this block's barrier).
     """
     src_type, dst_type = ir.MemRefType(src_ref.type), ir.MemRefType(dst_ref.type)
     if src_type.element_type != dst_type.element_type:
@@ -288,6 +299,30 @@ def async_copy(ctx: LaunchContext, *, src_ref: ir.Value, dst_ref: ir.Value, gmem
                          f"(from {what}, shape {tuple(gmem_type.shape)})")
 
     itemsize = bitwidth(gmem_type.element_type) // 8
+    nbytes = math.prod(box) * itemsize  # what each receiving block gets
+    mask = None
+    if collective is not None or multicast_mask is not None:
+        if not load:
+            raise ValueError("async_copy: collective= and multicast_mask= apply to GMEM -> SMEM copies (TMA "
+                             "multicast loads) only")
+        if collective is not None and multicast_mask is not None:
+            raise ValueError("async_copy: pass collective= or multicast_mask=, not both")
+        if math.prod(ctx.cluster) == 1:
+            raise ValueError("async_copy: collective=/multicast_mask= multicast within a cluster; build the kernel "
+                             "with cluster=(2, 1, 1) or larger (got cluster=(1, 1, 1))")
+        if multicast_mask is not None:
+            mask = _mask_value(multicast_mask, math.prod(ctx.cluster))
+        else:
+            if transforms:
+                raise ValueError("async_copy: collective= does not combine with gmem_transform=")
+            dim = squeezed.index(False) if False in squeezed else None
+            if dim is None:
+                raise ValueError("async_copy: collective= splits the box's first dimension; this box has none")
+            part, index, mask = _collective_split(ctx, collective, smem_shape, itemsize, swizzle)
+            offset = arith.muli(index, c(part))
+            indices[dim] = arith.addi(indices[dim], offset)
+            box = tuple(part if d == dim else b for d, b in enumerate(box))
+            smem_ref = memref_slice(smem_ref, DynamicSlice(offset, part))
     check_tma_box(array=array, what=what, global_shape=view_type.shape, global_strides=strides, box=box,
                   itemsize=itemsize, swizzle=swizzle)
     spec = TmaDescriptorSpec(
@@ -303,13 +338,18 @@ def async_copy(ctx: LaunchContext, *, src_ref: ir.Value, dst_ref: ir.Value, gmem
     rank = len(box)
     coords = [arith.index_cast(i32(), i) for i in reversed(indices)]
     coord_list = ", ".join(f"${i + 2}" for i in range(rank))
-    nbytes = math.prod(box) * itemsize
 
     with _issuer(uniform):
         smem_addr = smem_address(smem_ref)
         if load:
             if arrive:
                 barrier.arrive_expect_tx(nbytes)
+            if mask is not None:
+                inline_ptx(
+                    f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                    f".multicast::cluster [$0], [$1, {{{coord_list}}}], [${rank + 2}], ${rank + 3};",
+                    [smem_addr, desc, *coords, barrier.address(), mask], ["r", "l"] + ["r"] * rank + ["r", "h"])
+                return
             inline_ptx(
                 f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
                 f"[$0], [$1, {{{coord_list}}}], [${rank + 2}];",
@@ -319,6 +359,69 @@ def async_copy(ctx: LaunchContext, *, src_ref: ir.Value, dst_ref: ir.Value, gmem
                 f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group [$1, {{{coord_list}}}], [$0];",
                 [smem_addr, desc, *coords], ["r", "l"] + ["r"] * rank)
             inline_ptx("cp.async.bulk.commit_group;")
+
+
+_AXES = "xyz"
+
+
+def _mask_value(mask: int | ir.Value, cluster_size: int) -> ir.Value:
+    """A multicast_mask as the i16 the instruction takes."""
+    i16 = ir.IntegerType.get_signless(16)
+    if isinstance(mask, int):
+        if not 0 < mask < 1 << cluster_size:
+            raise ValueError(f"async_copy: multicast_mask must select blocks of the {cluster_size}-block cluster: an "
+                             f"int in [1, {(1 << cluster_size) - 1}], got {mask:#x}")
+        return c(mask, i16)
+    if isinstance(mask.type, ir.IndexType):
+        mask = arith.index_cast(i32(), mask)
+    width = ir.IntegerType(mask.type).width
+    return mask if width == 16 else (arith.trunci(i16, mask) if width > 16 else arith.extui(i16, mask))
+
+
+def _collective_split(ctx: LaunchContext, collective: Any, smem_shape: Sequence[int], itemsize: int,
+                      swizzle: int) -> tuple[int, ir.Value, ir.Value]:
+    """(rows per block, this block's index among the collective blocks, the i16 multicast mask)."""
+    axes = (collective,) if isinstance(collective, str) else tuple(collective)
+    if not axes or any(a not in _AXES for a in axes) or len(set(axes)) != len(axes):
+        raise ValueError(f"async_copy: collective must name distinct cluster axes 'x', 'y', 'z' (a str or a tuple), "
+                         f"got {collective!r}")
+    sizes = dict(zip(_AXES, ctx.cluster))
+    for a in axes:
+        if sizes[a] == 1:
+            raise ValueError(f"async_copy: collective axis {a!r} has cluster size 1 (cluster={ctx.cluster}); "
+                             f"nothing to share along it")
+    count = math.prod(sizes[a] for a in axes)
+    rows = smem_shape[0]
+    if rows % count:
+        raise ValueError(f"async_copy: collective={axes} splits the smem ref's first dimension ({rows}) among "
+                         f"{count} blocks; it must be a multiple of {count}")
+    part = rows // count
+    part_bytes = part * math.prod(smem_shape[1:]) * itemsize
+    align = 8 * swizzle if swizzle else 128
+    if part_bytes % align:
+        raise ValueError(f"async_copy: collective={axes}: each block's part is {part} rows = {part_bytes} bytes; "
+                         f"it must be a multiple of {align} bytes ({'the swizzle period' if swizzle else 'TMA'}"
+                         f"'s alignment); load a larger box or use fewer blocks")
+    from .threads import cluster_block_idx
+
+    rank_stride = {"x": 1, "y": sizes["x"], "z": sizes["x"] * sizes["y"]}
+    index, stride = c(0), 1
+    for a in axes:  # this block's position among the collective blocks, first axis fastest
+        index = arith.addi(index, arith.muli(cluster_block_idx(a), c(stride)))
+        stride *= sizes[a]
+    pattern = 0
+    for flat in range(count):  # ranks of the collective blocks that share this block's other coordinates
+        rank, rest = 0, flat
+        for a in axes:
+            rank += (rest % sizes[a]) * rank_stride[a]
+            rest //= sizes[a]
+        pattern |= 1 << rank
+    base = c(0)
+    for a in _AXES:
+        if a not in axes and sizes[a] > 1:
+            base = arith.addi(base, arith.muli(cluster_block_idx(a), c(rank_stride[a])))
+    mask = arith.shli(c(pattern, i32()), arith.index_cast(i32(), base))
+    return part, index, arith.trunci(ir.IntegerType.get_signless(16), mask)
 
 
 _DTYPES_BY_MLIR = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64",

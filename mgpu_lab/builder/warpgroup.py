@@ -157,3 +157,39 @@ def commit_shared() -> None:
 def fence_mbarrier_init() -> None:
     """Make mbarrier initializations visible to other threads and the async proxy."""
     inline_ptx("fence.mbarrier_init.release.cluster;")
+
+
+# -- clusters ---------------------------------------------------------------------------------
+
+def cluster_rank() -> ir.Value:
+    """This block's rank in its cluster (`%cluster_ctarank`: x + nx * (y + ny * z)), as i32."""
+    return nvvm.read_ptx_sreg_cluster_ctarank(i32())
+
+
+def cluster_arrive(relaxed: bool = False) -> None:
+    """`barrier.cluster.arrive`: the calling thread arrives at the cluster barrier (release
+    semantics: its earlier memory accesses are visible to threads that pass the wait; relaxed=True
+    drops that ordering). Every thread of every block of the cluster must arrive (warp-aligned)."""
+    inline_ptx(f"barrier.cluster.arrive.{'relaxed' if relaxed else 'release'}.aligned;")
+
+
+def cluster_wait() -> None:
+    """`barrier.cluster.wait`: wait until every thread of the cluster has arrived (acquire)."""
+    inline_ptx("barrier.cluster.wait.acquire.aligned;")
+
+
+def cluster_sync() -> None:
+    """Every thread of every block of the cluster meets here (arrive + wait). Use it after
+    initializing barriers that peers will signal, and before a block exits while peers may still
+    arrive on its barriers or multicast into its shared memory."""
+    cluster_arrive()
+    cluster_wait()
+
+
+def map_to_peer(address: ir.Value, rank: int | ir.Value) -> ir.Value:
+    """`mapa`: the `.shared::cluster` address of the same smem location (an i32 `.shared::cta`
+    address) in the block of cluster rank `rank`."""
+    from .constants import as_i32
+
+    return inline_ptx("mapa.shared::cluster.u32 $0, $1, $2;", [address, as_i32(rank)], ["=r", "r", "r"], [i32()],
+                      memory=False)
