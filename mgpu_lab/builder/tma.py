@@ -32,7 +32,14 @@ from .constants import c
 from .dtypes import bitwidth
 from .memref_ops import DynamicSlice, memref_slice
 from .transforms import MemRefTransform
-from .warpgroup import i32, inline_ptx, single_thread, smem_address, warpgroup_barrier
+from .warpgroup import (
+    cluster_rank,
+    i32,
+    inline_ptx,
+    single_thread,
+    smem_address,
+    warpgroup_barrier,
+)
 
 if TYPE_CHECKING:
     from .launch_context import LaunchContext
@@ -402,12 +409,14 @@ def _collective_split(ctx: LaunchContext, collective: Any, smem_shape: Sequence[
         raise ValueError(f"async_copy: collective={axes}: each block's part is {part} rows = {part_bytes} bytes; "
                          f"it must be a multiple of {align} bytes ({'the swizzle period' if swizzle else 'TMA'}"
                          f"'s alignment); load a larger box or use fewer blocks")
-    from .threads import cluster_block_idx
-
     rank_stride = {"x": 1, "y": sizes["x"], "z": sizes["x"] * sizes["y"]}
+    # This block's cluster coordinates from %cluster_ctarank and the static cluster shape (reading
+    # %cluster_ctaid costs a runtime division when the PTX does not declare the cluster shape).
+    rank = arith.index_cast(ir.IndexType.get(), cluster_rank())
+    coord = {a: arith.remui(arith.divui(rank, c(rank_stride[a])), c(sizes[a])) for a in _AXES if sizes[a] > 1}
     index, stride = c(0), 1
     for a in axes:  # this block's position among the collective blocks, first axis fastest
-        index = arith.addi(index, arith.muli(cluster_block_idx(a), c(stride)))
+        index = arith.addi(index, arith.muli(coord[a], c(stride)))
         stride *= sizes[a]
     pattern = 0
     for flat in range(count):  # ranks of the collective blocks that share this block's other coordinates
@@ -419,7 +428,7 @@ def _collective_split(ctx: LaunchContext, collective: Any, smem_shape: Sequence[
     base = c(0)
     for a in _AXES:
         if a not in axes and sizes[a] > 1:
-            base = arith.addi(base, arith.muli(cluster_block_idx(a), c(rank_stride[a])))
+            base = arith.addi(base, arith.muli(coord[a], c(rank_stride[a])))
     mask = arith.shli(c(pattern, i32()), arith.index_cast(i32(), base))
     return part, index, arith.trunci(ir.IntegerType.get_signless(16), mask)
 
