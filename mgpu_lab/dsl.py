@@ -2,13 +2,16 @@
 
 The MLIR dialect modules (`dsl.arith`, `dsl.memref`, `dsl.scf`, `dsl.gpu`, `dsl.nvvm`, ...) come
 from `mgpu_lab._mlir`, so swapping the MLIR provider changes no kernel code.
+
+Hopper: TMA copies (`ctx.async_copy` / `async_copy(ctx, ...)`, with cluster multicast),
+mbarriers (`BarrierArray`, `BarrierRef`), register arrays (`FragmentedArray` and its layouts),
+warpgroup MMA (`wgmma`, `WGMMAAccumulator`), warpgroup and cluster helpers.
 """
 
 from ._mlir import arith, gpu, ir, llvm, math, memref, nvgpu, nvvm, scf, vector
+from .builder.barriers import BarrierArray, BarrierRef
 from .builder.constants import as_index, c
 from .builder.control import for_range, if_else, when
-
-# Hopper: register arrays and their layouts, warpgroup MMA, warpgroup helpers.
 from .builder.fragmented import FragmentedArray, where
 from .builder.layouts import (
     WGMMAColLayout,
@@ -37,6 +40,7 @@ from .builder.threads import (
     warp_idx,
     warpgroup_idx,
 )
+from .builder.tma import async_copy, await_async_copy
 from .builder.transforms import MemRefTransform, TileTransform, TransposeTransform
 from .builder.warpgroup import (
     cluster_arrive,
@@ -61,6 +65,8 @@ from .builder.wgmma import (
 )
 
 __all__ = [
+    "BarrierArray",
+    "BarrierRef",
     "Barriers",
     "DynamicSlice",
     "FragmentedArray",
@@ -76,6 +82,8 @@ __all__ = [
     "WGStridedLayout",
     "arith",
     "as_index",
+    "async_copy",
+    "await_async_copy",
     "block_dim",
     "block_idx",
     "c",
