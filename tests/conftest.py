@@ -45,13 +45,3 @@ def rng():
     seed = int.from_bytes(os.urandom(4), "little")
     print(f"rng seed {seed}")
     return np.random.default_rng(seed)
-
-
-def poisoned(cupy, shape, dtype):
-    """An output buffer filled with NaN (or all-ones bits for integers), never zeros."""
-    out = cupy.empty(shape, dtype)
-    if np.dtype(dtype).kind == "f":
-        out.fill(np.nan)
-    else:
-        out.fill(-1)
-    return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import poisoned
+from gpu_arrays import poisoned
 from mgpu_lab.examples.block_sum import make_block_sum, reference_block_sum
 from mgpu_lab.examples.tiled_copy import make_tiled_copy, reference_tiled_copy
 from mgpu_lab.examples.vector_add import make_vector_add, reference_vector_add
