@@ -2,7 +2,8 @@
 
     python benchmarks/record_gpu_tests.py [pytest args...]
 
-Writes benchmarks/results/gpu_tests_<date>.json (or under $OUT when set) and exits with
+Writes benchmarks/results/gpu_tests_<date>.json (or under $OUT when set; the name from
+$MGPU_LAB_RECORD_NAME when set) and exits with
 pytest's exit code. The record lists every GPU test with its outcome.
 """
 
@@ -24,7 +25,8 @@ def main(argv: list[str]) -> int:
     root = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
-        code = pytest.main(["-m", "gpu", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
+        code = pytest.main(["-m", os.environ.get("MGPU_LAB_MARKERS", "gpu"), "-q", "-p", "no:cacheprovider",
+                            f"--junitxml={junit}",
                             "--rootdir", str(root), *(argv or [str(root / "tests")])])
         suite = ET.parse(junit).getroot()
     outcomes: dict[str, str] = {}
@@ -33,7 +35,7 @@ def main(argv: list[str]) -> int:
         kinds = {child.tag for child in case}
         outcomes[name] = ("failed" if kinds & {"failure", "error"} else "skipped" if "skipped" in kinds else "passed")
     counts = {k: sum(v == k for v in outcomes.values()) for k in ("passed", "failed", "skipped")}
-    path = write_record("gpu_tests", {**counts, "pytest_exit_code": int(code)}, notes={"tests": outcomes})
+    path = write_record(os.environ.get("MGPU_LAB_RECORD_NAME", "gpu_tests"), {**counts, "pytest_exit_code": int(code)}, notes={"tests": outcomes})
     print(f"{counts} -> {path}")
     return int(code)
 
