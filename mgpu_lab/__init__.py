@@ -27,6 +27,8 @@ _LAZY = {
     "CompiledKernel": ("mgpu_lab.compiler.compiled_kernel", "CompiledKernel"),
     "dsl": ("mgpu_lab.dsl", None),
     "tune": ("mgpu_lab.autotune", "tune"),
+    "to_device": ("mgpu_lab.runtime.arrays", "to_device"),
+    "to_host": ("mgpu_lab.runtime.arrays", "to_host"),
     "export": ("mgpu_lab.exporter", "export"),
 }
 

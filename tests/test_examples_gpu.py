@@ -108,3 +108,20 @@ def test_launch_unchecked_runs_the_same_kernel(rng):
     out2 = poisoned(cupy, (1 << 16,), np.float32)
     k.launch_unchecked(a, a, out2)
     assert out2.get().tobytes() == out.get().tobytes()
+
+
+def test_float8_arrays_travel_as_bytes(rng):
+    import cupy
+    import ml_dtypes
+
+    import mgpu_lab
+    from mgpu_lab.errors import LaunchArgumentError
+    from mgpu_lab.examples.tiled_copy import make_tiled_copy
+
+    k = make_tiled_copy(128, 256, dtype="float8_e4m3fn")
+    x = rng.standard_normal((128, 256)).astype(ml_dtypes.float8_e4m3fn)
+    out = cupy.full((128, 256), 0xFF, np.uint8)  # 0xFF is NaN in e4m3fn
+    k(mgpu_lab.to_device(x), out=out)
+    assert mgpu_lab.to_host(out, "float8_e4m3fn").tobytes() == x.tobytes()
+    with pytest.raises(LaunchArgumentError, match=r"expected dtype uint8 \(the bytes of float8_e4m3fn"):
+        k(cupy.zeros((128, 256), np.float32))

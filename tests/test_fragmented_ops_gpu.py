@@ -15,6 +15,8 @@ from test_fragmented_ops import (
 )
 
 from mgpu_lab.builder.dtypes import numpy_dtype
+from mgpu_lab.runtime.arrays import to_device
+from mgpu_lab.runtime.portable import device_dtype
 from mgpu_lab.examples.softmax import make_softmax, reference_softmax
 
 pytestmark = pytest.mark.gpu
@@ -24,7 +26,7 @@ _UINT = {1: "uint8", 2: "uint16", 4: "uint32"}
 
 def poisoned(cupy, shape, dtype: str):
     """A device array of any float dtype (bf16 and f8 too) filled with NaN bits."""
-    out = cupy.empty(shape, numpy_dtype(dtype))
+    out = cupy.empty(shape, device_dtype(dtype))  # float8: its bytes, as uint8
     bits = 0x7FC0 if dtype == "bfloat16" else _NAN_BITS[out.itemsize]
     out.view(_UINT[out.itemsize]).fill(bits)
     return out
@@ -42,7 +44,7 @@ def test_softmax(m, n, rng):
     for scale in (1.0, 30.0):  # large scale: exp of large negatives must underflow to 0, not NaN
         x = (scale * rng.standard_normal((m, n))).astype(np.float32)
         out = poisoned(cupy, (m, n), "float32")
-        k(cupy.asarray(x), out=out)
+        k(to_device(x), out=out)
         got = host64(out)
         assert np.isfinite(got).all(), "part of the output was never written (NaN poison survived)"
         np.testing.assert_allclose(got, reference_softmax(x), rtol=2e-5, atol=1e-7)
@@ -58,7 +60,7 @@ def test_reductions_broadcasts_comparisons(rng):
     x[3, 5] = x[7, 9] = 0.0  # exact zeros for == / !=
     x[10, :] = 0.25  # ties with the scalar of <=
     outs = [poisoned(cupy, s, "float32") for s in ((m,), (m,), (n,), (n,), (m, n), (m, n))]
-    k(cupy.asarray(x), out=outs)
+    k(to_device(x), out=outs)
     row_max, row_sum, col_sum, col_max, z, code = (host64(o) for o in outs)
     x64 = x.astype(np.float64)
     np.testing.assert_array_equal(row_max, x64.max(axis=1))
@@ -83,7 +85,7 @@ def test_conversions_round_like_ml_dtypes(rng):
     x[0, :8] = [0.0, -0.0, 1e-3, -1e-3, 447.0, -300.0, 2.0 ** -9, 3.0 * 2.0 ** -10]  # e4m3 subnormals
     outs = [poisoned(cupy, shape, t) for t in CONVERSIONS] + [poisoned(cupy, shape, "float32")
                                                               for _ in range(len(CONVERSIONS) + 4)]
-    k(cupy.asarray(x), out=outs)
+    k(to_device(x), out=outs)
     direct, back = outs[:len(CONVERSIONS)], outs[len(CONVERSIONS):]
     for t, d, b in zip(CONVERSIONS, direct, back):
         want = x.astype(numpy_dtype(t))
@@ -108,7 +110,7 @@ def test_tiled_roundtrip(dtype, swizzle, m, rng):
     n = 2 * swizzle // np.dtype(numpy_dtype(dtype)).itemsize
     x = rng.standard_normal((m, n)).astype(numpy_dtype(dtype))
     outs = [poisoned(cupy, (m, n), dtype) for _ in range(2)]
-    k(cupy.asarray(x), out=outs)
+    k(to_device(x), out=outs)
     bits = _UINT[x.itemsize]
     for name, out in zip(("WGMMA layout -> GMEM", "store_tiled -> TMA"), outs):
         np.testing.assert_array_equal(out.get().view(bits), x.view(bits), err_msg=name)

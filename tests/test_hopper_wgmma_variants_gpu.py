@@ -16,6 +16,7 @@ from test_hopper_wgmma_variants import (
 )
 
 from mgpu_lab.builder.dtypes import numpy_dtype
+from mgpu_lab.runtime.arrays import to_device
 
 pytestmark = pytest.mark.gpu
 
@@ -51,7 +52,7 @@ def _check(kwargs: dict, rng, tol: float, tf32_exact: bool = True) -> None:
         a = _random(rng, a_shape, dtype, tf32_exact)
         b = _random(rng, b_shape, b_dtype, tf32_exact)
         out = _poisoned(cupy, (64, n), acc)
-        kern(cupy.asarray(a), cupy.asarray(b), out=out)
+        kern(to_device(a), to_device(b), out=out)  # float8 travels as bytes
         a64, b64 = a.astype(np.float64), b.astype(np.float64)
         a_transposed = kwargs.get("a_major") == "mn" and not kwargs.get("a_regs", False)
         a_logical = a64.T if a_transposed else a64

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 import mgpu_lab
+from mgpu_lab.compiler.compiled_kernel import dtype_itemsize
 from mgpu_lab import dsl
 from mgpu_lab.dsl import arith, c, ir, vector
 
@@ -19,7 +20,7 @@ def make_tiled_copy(m: int = 4096, n: int = 4096, tile: tuple[int, int] = (64, 6
     tm, tn = tile
     if m % tm or n % tn:
         raise ValueError(f"shape: expected multiples of the tile {tile}, got {(m, n)}")
-    vec = 16 // np.dtype(dtype).itemsize
+    vec = 16 // dtype_itemsize(dtype)
     threads_per_row = tn // vec
     rows_per_pass = block // threads_per_row
     if tn % vec or block % threads_per_row or tm % rows_per_pass:

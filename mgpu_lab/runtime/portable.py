@@ -38,6 +38,15 @@ def dtype_from_name(name: str) -> np.dtype:
     return np.dtype(name)
 
 
+# CuPy has no float8 types: such arrays live on the device as uint8 arrays of their bytes.
+BYTES_ON_DEVICE = ("float8_e4m3fn", "float8_e5m2")
+
+
+def device_dtype(name: str) -> np.dtype:
+    """The dtype a CuPy array for a kernel array of dtype `name` has (uint8 for float8)."""
+    return np.dtype(np.uint8) if name in BYTES_ON_DEVICE else dtype_from_name(name)
+
+
 def cuda_check(result: tuple, what: str) -> Any:
     """Unpack a cuda-bindings result tuple, raising RuntimeError with the CUDA error name."""
     from cuda.bindings import driver
@@ -158,7 +167,7 @@ def _torch_view(x: Any, cupy: Any) -> Any:
     if not (hasattr(x, "data_ptr") and hasattr(x, "element_size") and getattr(x, "is_cuda", False)):
         return None
     try:
-        dtype = dtype_from_name(str(x.dtype).removeprefix("torch."))
+        dtype = device_dtype(str(x.dtype).removeprefix("torch."))
     except (TypeError, AttributeError):
         return None
     if not x.is_contiguous():
@@ -191,8 +200,9 @@ class PortableLauncher:
         self.name = spec["name"]
         self._error, self._resource_error = error, resource_error
         self.n_in = len(spec["inputs"])
-        self.in_specs = [(tuple(s), dtype_from_name(d)) for s, d in spec["inputs"]]
-        self.out_specs = [(tuple(s), dtype_from_name(d)) for s, d in spec["outputs"]]
+        self.in_specs = [(tuple(s), device_dtype(d)) for s, d in spec["inputs"]]
+        self.out_specs = [(tuple(s), device_dtype(d)) for s, d in spec["outputs"]]
+        self._declared = [d for _, d in spec["inputs"]] + [d for _, d in spec["outputs"]]
         self.param_kinds = [tuple(p) for p in spec["params"]]
         self.num_blocks = int(np.prod(spec["grid"]))
         self._storage = _ParamStorage(len(self.param_kinds))
@@ -219,7 +229,9 @@ class PortableLauncher:
         if x.shape != shape:
             raise err(f"{what} {position} of {name}: expected shape {shape}, got {x.shape}")
         if x.dtype != dtype:
-            raise err(f"{what} {position} of {name}: expected dtype {dtype.name}, got {x.dtype.name}")
+            declared = self._declared[position if what == "input" else self.n_in + position]
+            note = f" (the bytes of {declared}: CuPy has no float8 type)" if declared in BYTES_ON_DEVICE else ""
+            raise err(f"{what} {position} of {name}: expected dtype {dtype.name}{note}, got {x.dtype.name}")
         if not x.flags.c_contiguous:
             raise err(f"{what} {position} of {name}: expected a C-contiguous array, got strides {x.strides} for "
                       f"shape {x.shape}; pass cupy.ascontiguousarray(x)")

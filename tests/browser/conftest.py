@@ -115,10 +115,11 @@ def jupyter_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     news = home / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     news.parent.mkdir(parents=True, exist_ok=True)
     news.write_text('{"fetchNews": "false"}')
-    # Start the notebook's kernel without the "Select Kernel" dialog, which would block Run All.
+    # Start the notebook's kernel without the "Select Kernel" dialog, which would block Run All,
+    # and render every cell: windowed notebooks leave cells out of view out of the DOM.
     tracker = home / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
     tracker.parent.mkdir(parents=True, exist_ok=True)
-    tracker.write_text('{"autoStartDefaultKernel": true}')
+    tracker.write_text('{"autoStartDefaultKernel": true, "windowingMode": "none"}')
     log = home / "jupyterlab.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(

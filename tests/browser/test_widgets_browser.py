@@ -6,8 +6,6 @@ Screenshots and the browser console land in test-artifacts/browser/.
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -46,7 +44,6 @@ def page(jupyter_url: str, browser: Any) -> Iterator[Any]:
     console: list[str] = []
     page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
     page.on("pageerror", lambda err: console.append(f"pageerror: {err}"))
-    _start_kernel_session(jupyter_url, "widgets_notebook.ipynb")
     page.goto(f"{jupyter_url}lab/tree/widgets_notebook.ipynb?reset", wait_until="domcontentloaded")
     try:
         # Run All only once the kernel is up, or the run races the kernel start.
@@ -64,27 +61,16 @@ def page(jupyter_url: str, browser: Any) -> Iterator[Any]:
             dialog_select.click()
         try:
             for selector in (".mgl-tl canvas", ".mgl-sass", ".mgl-smem .mgl-banks", ".mgl-ir"):
-                page.wait_for_selector(selector, timeout=RENDER_TIMEOUT_MS)
+                page.wait_for_selector(selector, state="attached", timeout=RENDER_TIMEOUT_MS)
         finally:
             page.screenshot(path=str(ARTIFACTS / "notebook.png"), full_page=True)
+            console.append("canvases: " + str(page.evaluate(
+                "() => Array.from(document.querySelectorAll('.mgl-tl canvas')).map(c => [c.getBoundingClientRect().width, c.getBoundingClientRect().height, c.isConnected, c.closest('.jp-OutputArea') ? 'out' : 'other', getComputedStyle(c).visibility])"
+            )))
         yield page
     finally:
         (ARTIFACTS / "console.txt").write_text("\n".join(console))
         context.close()
-
-
-def _start_kernel_session(jupyter_url: str, path: str) -> None:
-    """Start the notebook's kernel through the REST API before the page opens it.
-
-    JupyterLab then attaches to the running session; left to itself it sometimes asks for
-    a kernel in a modal dialog, which would block the run.
-    """
-    body = json.dumps({"path": path, "name": path, "type": "notebook", "kernel": {"name": "python3"}}).encode()
-    request = urllib.request.Request(
-        f"{jupyter_url}api/sessions", data=body, method="POST", headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        assert response.status in (200, 201), response.status
 
 
 def _shot(locator: Any, name: str) -> None:
