@@ -1,7 +1,7 @@
 """Foundation benchmarks, each a ratio against its peer measured in the same run:
 
-- compile latency of the example kernels, cold and from the cache (peer: JAX Mosaic GPU's
-  trace-compile-first-call of the same vector add);
+- compile latency of the example kernels, cold and from the cache (the peer for compile
+  latency, JAX Pallas Mosaic GPU's first GEMM call, is measured in bench_gemm.py);
 - launch overhead per call vs a CuPy RawKernel of an equivalent CUDA C vector add;
 - the tiled smem copy's bandwidth vs `cupy.copyto` of the same bytes.
 
@@ -69,45 +69,6 @@ def compile_latency(figures: dict, rows: list) -> None:
                          f"memory hit {1e3 * statistics.median(cached_mem):.1f} ms"))
 
 
-def jax_mosaic_first_call(figures: dict, rows: list) -> None:
-    """Peer: JAX's Pallas on Mosaic GPU tracing, compiling and running the same vector add once."""
-    try:
-        import jax
-        import jax.numpy as jnp
-        from jax.experimental import pallas as pl
-        from jax.experimental.pallas import mosaic_gpu as plgpu
-    except Exception as e:  # noqa: BLE001
-        figures["jax_mosaic_error"] = f"{type(e).__name__}: {e}"
-        return
-    n, tile = 1 << 20, 4096
-    x = jnp.ones((n,), jnp.float32)
-    jax.block_until_ready(x + 1)  # backend start-up is not compile time
-
-    def body(a_ref, b_ref, o_ref):
-        o_ref[...] = a_ref[...] + b_ref[...]
-
-    spec = pl.BlockSpec((tile,), lambda i: (i,))
-    try:
-        t0 = time.perf_counter()
-        f = jax.jit(pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct((n,), jnp.float32), grid=(n // tile,),
-                                   in_specs=[spec, spec], out_specs=spec,
-                                   compiler_params=plgpu.CompilerParams()))
-        y = jax.block_until_ready(f(x, x))
-        first = time.perf_counter() - t0
-        figures["jax_pallas_vector_add_correct"] = bool(jnp.all(y == 2.0))
-    except Exception as e:  # noqa: BLE001
-        import traceback
-
-        where = traceback.extract_tb(e.__traceback__)[-1]
-        figures["jax_mosaic_error"] = f"{type(e).__name__}: {e} at {where.filename}:{where.lineno}"
-        return
-    ours = figures["compile_cold_s_vector_add"]
-    figures["jax_pallas_mosaic_first_call_s_vector_add"] = first
-    figures["compile_cold_vector_add_vs_jax_pallas_mosaic_first_call"] = ours / first
-    rows.append(("jax pallas/mosaic vector_add", f"first call {first * 1e3:.0f} ms",
-                 f"ours/jax = {ours / first:.2f}", "", ""))
-
-
 def launch_overhead(figures: dict, rows: list) -> None:
     import cupy
 
@@ -165,7 +126,6 @@ def main() -> None:
     figures: dict = {}
     rows: list = [("benchmark", "ours", "peer", "ratio", "")]
     compile_latency(figures, rows)
-    jax_mosaic_first_call(figures, rows)
     launch_overhead(figures, rows)
     copy_bandwidth(figures, rows)
     path = write_record("foundation", figures)
