@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import traceback
 from collections.abc import Iterator
 
@@ -69,12 +68,3 @@ def describe_frame(frame: traceback.FrameSummary) -> str:
     """'File "x.py", line 12, in body:  code' for error messages."""
     code = f"\n    {frame.line.strip()}" if frame.line else ""
     return f'File "{frame.filename}", line {frame.lineno}, in {frame.name}{code}'
-
-
-_FILE_LINE = re.compile(r'"([^"]+)":(\d+):(\d+)')
-
-
-def location_file_line(loc: ir.Location) -> tuple[str, int] | None:
-    """(file, line) of a location built by `user_locations`, or None for unknown ones."""
-    match = _FILE_LINE.search(str(loc))
-    return (match.group(1), int(match.group(2))) if match else None

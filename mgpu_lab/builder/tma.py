@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._mlir import arith, gpu, ir
 from ..compiler.compiled_kernel import TmaDescriptorSpec
+from ..compiler.grid_constant_params import DESCRIPTOR_ALIGN, TMA_PARAMS_ATTR
 from .barriers import BarrierRef
 from .constants import c
 from .dtypes import bitwidth
@@ -44,9 +45,6 @@ from .warpgroup import (
 if TYPE_CHECKING:
     from .launch_context import LaunchContext
 
-TMA_PARAMS_ATTR = "mgpu_lab.tma_params"
-DESCRIPTOR_BYTES = 128
-DESCRIPTOR_ALIGN = 64
 MAX_RANK = 5
 MAX_BOX_DIM = 256
 SWIZZLES = (0, 32, 64, 128)
@@ -483,35 +481,3 @@ def finalize_tma_params(func: Any, entry: ir.Block, ctx: LaunchContext) -> None:
         [ir.DictAttr.get({})] * first
     func.attributes["arg_attrs"] = ir.ArrayAttr.get(old_attrs + [align] * len(ctx.tma_params))
     func.attributes[TMA_PARAMS_ATTR] = ir.DenseI32ArrayAttr.get(list(range(first, first + len(ctx.tma_params))))
-
-
-def mark_descriptor_params(module: ir.Module) -> None:
-    """After convert-gpu-to-nvvm: mark descriptor arguments byval + grid_constant + align 64.
-
-    convert-gpu-to-nvvm copies only a fixed list of argument attributes (and the NVVM verifier
-    accepts `nvvm.grid_constant` on llvm.func kernels only), so they are set here."""
-    param = ir.DictAttr.get({
-        "llvm.byval": ir.TypeAttr.get(ir.Type.parse(f"!llvm.array<{DESCRIPTOR_BYTES} x i8>")),
-        "nvvm.grid_constant": ir.UnitAttr.get(),
-        "llvm.align": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), DESCRIPTOR_ALIGN),
-    })
-
-    def visit(op: Any) -> None:
-        for region in op.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    child = child.operation
-                    if child.name == "llvm.func" and TMA_PARAMS_ATTR in child.attributes:
-                        _mark(child, param)
-                    elif child.name in ("gpu.module", "builtin.module"):
-                        visit(child)
-
-    visit(module.operation)
-
-
-def _mark(func: Any, param: ir.DictAttr) -> None:
-    indices = set(ir.DenseI32ArrayAttr(func.attributes[TMA_PARAMS_ATTR]))
-    count = len(func.regions[0].blocks[0].arguments)
-    old = list(func.attributes["arg_attrs"]) if "arg_attrs" in func.attributes else \
-        [ir.DictAttr.get({})] * count
-    func.attributes["arg_attrs"] = ir.ArrayAttr.get([param if i in indices else old[i] for i in range(count)])

@@ -12,7 +12,7 @@ import time
 
 from .._mlir import gpu, ir, passmanager
 from ..errors import KernelCompileError
-from ..builder.locations import location_file_line
+from .grid_constant_params import mark_descriptor_params
 
 
 def pass_list(target: str, ptx_version: str, opt_level: int, line_info: bool) -> list[str]:
@@ -40,6 +40,15 @@ def pass_list(target: str, ptx_version: str, opt_level: int, line_info: bool) ->
         passes.append("ensure-debug-info-scope-on-llvm-func{emission-kind=LineTablesOnly}")
     passes.append("gpu-module-to-binary{format=isa}")
     return passes
+
+
+_FILE_LINE = re.compile(r'"([^"]+)":(\d+):(\d+)')
+
+
+def location_file_line(loc: ir.Location) -> tuple[str, int] | None:
+    """(file, line) of a location built by `user_locations`, or None for unknown ones."""
+    match = _FILE_LINE.search(str(loc))
+    return (match.group(1), int(match.group(2))) if match else None
 
 
 def format_diagnostics(error: ir.MLIRError) -> str:
@@ -90,8 +99,6 @@ def run_pipeline(module: ir.Module, passes: list[str], keep_ir: bool
             raise KernelCompileError(
                 f"pass {spec!r} failed:\n{format_diagnostics(e)}") from None
         if "convert-gpu-to-nvvm" in spec:
-            from ..builder.tma import mark_descriptor_params
-
             mark_descriptor_params(module)  # TMA descriptors: byval + grid_constant (see tma.py)
         timings[spec] = time.perf_counter() - t0
         if keep_ir:
