@@ -11,11 +11,18 @@ from typing import Any
 
 import pytest
 from conftest import ARTIFACTS
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 pytestmark = pytest.mark.browser
 
 # Generous: the first kernel start and widget bundle load are slow on a cold machine.
 RENDER_TIMEOUT_MS = 120_000
+RUN_ALL_ATTEMPTS = 3
+RUN_ALL_TIMEOUT_MS = 30_000  # the cells take a few seconds; a lost run never finishes
+ALL_CELLS_RAN_JS = """() => {
+  const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
+  return prompts.length > 0 && prompts.every((p) => /\\[\\d+\\]/.test(p.textContent));
+}"""
 STEP_TIMEOUT_MS = 20_000
 LABEL_W, AXIS_H = 130, 24  # timeline.js geometry: row-label gutter and time-axis height
 
@@ -44,33 +51,42 @@ def page(jupyter_url: str, browser: Any) -> Iterator[Any]:
     console: list[str] = []
     page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
     page.on("pageerror", lambda err: console.append(f"pageerror: {err}"))
-    page.goto(f"{jupyter_url}lab/tree/widgets_notebook.ipynb?reset", wait_until="domcontentloaded")
     try:
-        # Run All only once the kernel is up, or the run races the kernel start.
-        page.wait_for_selector(
-            ".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status='idle']",
-            timeout=RENDER_TIMEOUT_MS,
-        )
-        page.get_by_role("menuitem", name="Run", exact=True).click()
-        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-        # Should a kernel dialog still come up (settings not read yet), accept the default.
-        dialog_select = page.locator(".jp-Dialog").get_by_role("button", name="Select", exact=True)
-        first_widget = page.locator(".mgl-tl canvas")
-        first_widget.or_(dialog_select).first.wait_for(timeout=RENDER_TIMEOUT_MS)
-        if dialog_select.is_visible():
-            dialog_select.click()
         try:
-            for selector in (".mgl-tl canvas", ".mgl-sass", ".mgl-smem .mgl-banks", ".mgl-ir"):
-                page.wait_for_selector(selector, state="attached", timeout=RENDER_TIMEOUT_MS)
+            _open_and_run_all(page, f"{jupyter_url}lab/tree/widgets_notebook.ipynb?reset")
         finally:
             page.screenshot(path=str(ARTIFACTS / "notebook.png"), full_page=True)
-            console.append("canvases: " + str(page.evaluate(
-                "() => Array.from(document.querySelectorAll('.mgl-tl canvas')).map(c => [c.getBoundingClientRect().width, c.getBoundingClientRect().height, c.isConnected, c.closest('.jp-OutputArea') ? 'out' : 'other', getComputedStyle(c).visibility])"
-            )))
+            console.append("cell prompts: " + " ".join(page.locator(".jp-InputArea-prompt").all_inner_texts()))
         yield page
     finally:
         (ARTIFACTS / "console.txt").write_text("\n".join(console))
         context.close()
+
+
+def _open_and_run_all(page: Any, url: str) -> None:
+    """Open the notebook, run all cells, wait for the four widgets."""
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector(
+        ".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status='idle']",
+        timeout=RENDER_TIMEOUT_MS,
+    )
+    dialog_select = page.locator(".jp-Dialog").get_by_role("button", name="Select", exact=True)
+    # JupyterLab may still replace its first kernel connection right after the kernel reports
+    # idle; requests sent on the replaced one are lost. So: Run All, and run again if the
+    # cells did not all get an execution count.
+    for attempt in range(RUN_ALL_ATTEMPTS):
+        if dialog_select.is_visible():
+            dialog_select.click()  # a kernel dialog despite autoStartDefaultKernel: take the default
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        try:
+            page.wait_for_function(ALL_CELLS_RAN_JS, timeout=RUN_ALL_TIMEOUT_MS)
+            break
+        except PlaywrightTimeoutError:
+            if attempt == RUN_ALL_ATTEMPTS - 1:
+                raise
+    for selector in (".mgl-tl canvas", ".mgl-sass", ".mgl-smem .mgl-banks", ".mgl-ir"):
+        page.wait_for_selector(selector, state="attached", timeout=RENDER_TIMEOUT_MS)
 
 
 def _shot(locator: Any, name: str) -> None:
