@@ -93,3 +93,43 @@ def test_exported_kernel_matches_the_original_bit_for_bit(tmp_path, rng, make, i
     assert "checked: input 0 of" in run.stdout and "expected shape" in run.stdout
     theirs = np.load(tmp_path / "out.npy")
     assert theirs.tobytes() == ours.tobytes()
+
+
+@pytest.mark.gpu
+def test_tuned_gemm_exports_and_runs_without_mgpu_lab(tmp_path, rng, monkeypatch):
+    """The issue's loop end to end: tune the TMA + WGMMA GEMM, export the best, run the module
+    where mlir and mgpu_lab cannot be imported, and match the tuned kernel bit for bit."""
+    import functools
+
+    import cupy
+    import ml_dtypes
+
+    import mgpu_lab
+    from mgpu_lab.examples.gemm import make_gemm
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    m = n = k = 2048
+    a, b = (rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16) for _ in range(2))
+    da, db = cupy.asarray(a), cupy.asarray(b)
+    ref = a.astype(np.float32) @ b.astype(np.float32).T
+    result = mgpu_lab.tune(functools.partial(make_gemm, m, n, k, transpose_b=True),
+                           {"tile_n": [128, 256], "stages": [3, 4]}, args=(da, db), reference=lambda x, y: ref)
+    assert result.best is not None and all(c.status == "timed" for c in result.candidates)
+    best = result.best_kernel
+    ours = best(da, db).get()
+    path = best.export(tmp_path / "tuned_gemm.py")
+    np.save(tmp_path / "a.npy", a.view(np.uint16))
+    np.save(tmp_path / "b.npy", b.view(np.uint16))
+    script = BLOCKER + textwrap.dedent(f"""
+        import numpy as np, cupy, ml_dtypes
+        sys.path.insert(0, {str(tmp_path)!r})
+        import tuned_gemm as m
+        a = cupy.asarray(np.load({str(tmp_path / 'a.npy')!r}).view(ml_dtypes.bfloat16))
+        b = cupy.asarray(np.load({str(tmp_path / 'b.npy')!r}).view(ml_dtypes.bfloat16))
+        out = m.{best.name}(a, b)
+        np.save({str(tmp_path / 'c.npy')!r}, out.get().view(np.uint16))
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    theirs = np.load(tmp_path / "c.npy")
+    assert theirs.tobytes() == ours.view(np.uint16).tobytes()
