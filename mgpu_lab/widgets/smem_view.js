@@ -36,8 +36,9 @@ function render({ model, el }) {
   map.style.height = `${lanes * LANE_H + 2}px`;
   const bufferDivs = buffers.map((b, i) => {
     const div = h("div", { class: "mgl-smem-buf", "data-buffer": b.path, text: b.path });
-    div.style.left = `${(100 * b.offset) / total}%`;
-    div.style.width = `max(3px, ${(100 * b.nbytes) / total}%)`;
+    // At least 6 px wide, and kept inside the map when that pushes past its right edge.
+    div.style.left = `min(${(100 * b.offset) / total}%, calc(100% - 6px))`;
+    div.style.width = `max(6px, ${(100 * b.nbytes) / total}%)`;
     div.style.top = `${b.lane * LANE_H + 1}px`;
     div.style.height = `${LANE_H - 3}px`;
     div.style.background = b.color;
@@ -57,6 +58,30 @@ function render({ model, el }) {
     axis.append(tick);
   }
   const details = h("div", { class: "mgl-status mgl-smem-details" });
+
+  // The same buffers as a table: tiny ones (barriers) are hard to hit on the map.
+  const bufferTable = h("table", { class: "mgl-table mgl-smem-table" });
+  bufferTable.append(h("thead", {}, [h("tr", {}, ["buffer", "kind", "offset", "bytes", "shape", "swizzle", "union", ""].map(
+    (t, i) => h("th", { class: i >= 2 && i <= 3 ? "num" : "", text: t })))]));
+  const tableRows = buffers.map((b, i) => {
+    const swatch = h("span", { class: "mgl-swatch" });
+    swatch.style.background = b.color;
+    const tr = h("tr", { class: "mgl-code-line", "data-buffer": b.path }, [
+      h("td", {}, [swatch, b.path]),
+      h("td", { text: b.kind }),
+      h("td", { class: "num", text: String(b.offset) }),
+      h("td", { class: "num", text: String(b.nbytes) }),
+      h("td", { text: `[${b.shape}] ${b.dtype}` }),
+      h("td", { text: b.swizzle ? `${b.swizzle} B` : "none" }),
+      h("td", { text: b.union >= 0 ? String(b.union) : "" }),
+      h("td", { class: "mgl-warn", text: b.warnings.join("; ") }),
+    ]);
+    tr.addEventListener("click", () => choose({ buffer: i }));
+    return tr;
+  });
+  bufferTable.append(h("tbody", {}, tableRows));
+  const tableBox = h("details", { class: "mgl-smem-buffers" }, [h("summary", { text: "buffers" }), bufferTable]);
+  tableBox.open = buffers.length <= 12;
 
   // ---- controls --------------------------------------------------------------------------
   const bufferSelect = h("select", { class: "mgl-smem-buffer" });
@@ -82,7 +107,7 @@ function render({ model, el }) {
   const legend = h("div", { class: "mgl-legend" });
   const gridBox = h("div", { class: "mgl-smem-grid" });
   gridBox.style.overflowX = "auto";
-  root.append(toolbar, map, axis, details, controls, report, legend, gridBox);
+  root.append(toolbar, map, axis, tableBox, details, controls, report, legend, gridBox);
   el.append(root);
 
   function choose(values) {
@@ -114,6 +139,7 @@ function render({ model, el }) {
     const g = model.get("grid");
     const sel = model.get("buffer");
     bufferDivs.forEach((d, i) => d.classList.toggle("mgl-selected", i === sel));
+    tableRows.forEach((r, i) => r.classList.toggle("mgl-selected", i === sel));
     bufferSelect.value = String(sel);
     if (!g || !g.labels) { report.textContent = model.get("conflict_summary"); gridBox.replaceChildren(); return; }
     const b = buffers[sel];
