@@ -243,3 +243,35 @@ def test_ir_pass_diff_shows_added_and_removed_lines(page: Any) -> None:
         arg=ir.locator(".mgl-ir-status").element_handle(),
         timeout=STEP_TIMEOUT_MS,
     )
+
+
+def test_choices_made_in_the_browser_reach_python(page: Any) -> None:
+    """Zoom, an smem pattern and an IR pass chosen in the page are visible to the kernel."""
+    timeline = page.locator(".mgl-tl").first
+    canvas = timeline.locator("canvas")
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
+    page.mouse.wheel(0, -800)
+    smem = page.locator(".mgl-smem").first
+    smem.locator(".mgl-smem-buf[data-buffer='a_stages']").click()
+    smem.locator("select.mgl-smem-pattern").select_option("column")
+    page.wait_for_function(
+        "el => el.textContent.startsWith('column')", arg=smem.locator(".mgl-smem-report").element_handle(),
+        timeout=STEP_TIMEOUT_MS,
+    )
+    ir = page.locator(".mgl-ir").first
+    ir.locator(".mgl-ir-pass", has_text="canonicalize").click()
+    ir.locator(".mgl-ir-diff").click()
+    page.wait_for_timeout(500)  # the timeline tells Python after the gesture settles (150 ms)
+
+    probe = page.locator(".jp-CodeCell", has_text="timeline span")
+    probe.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+    output = probe.locator(".jp-OutputArea-output")
+    output.filter(has_text="ir 3 diff").wait_for(timeout=STEP_TIMEOUT_MS)
+    text = output.inner_text()
+    span, total = (int(v) for v in text.split("timeline span ")[1].split("\n")[0].split(" of "))
+    assert span < 0.5 * total
+    assert "smem column a_stages | column 0" in text
+
