@@ -6,6 +6,9 @@ Screenshots and the browser console land in test-artifacts/browser/.
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -275,3 +278,34 @@ def test_choices_made_in_the_browser_reach_python(page: Any) -> None:
     assert span < 0.5 * total
     assert "smem column a_stages | column 0" in text
 
+
+
+@pytest.mark.skipif(importlib.util.find_spec("notebook") is None, reason="Notebook 7 is not installed (pip install notebook)")
+def test_viewers_render_in_notebook_7(jupyter_url: str, browser: Any) -> None:
+    """The same notebook in the Notebook 7 interface: all four viewers render and answer."""
+    # A copy of the notebook, so this page gets its own kernel session.
+    request = urllib.request.Request(
+        f"{jupyter_url}api/contents",
+        data=json.dumps({"copy_from": "widgets_notebook.ipynb"}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        copy = json.load(response)["path"]
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        try:
+            _open_and_run_all(page, f"{jupyter_url}notebooks/{copy}")
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "notebook7.png"), full_page=True)
+        smem = page.locator(".mgl-smem").first
+        smem.locator(".mgl-smem-buf[data-buffer='epilogue.acc']").click()
+        smem.locator("select.mgl-smem-pattern").select_option("fragment")
+        page.wait_for_function(
+            "el => el.textContent.includes('8-way')", arg=smem.locator(".mgl-smem-report").element_handle(),
+            timeout=STEP_TIMEOUT_MS,
+        )
+        assert page.locator(".mgl-tl canvas").count() == 1 and page.locator(".mgl-ir-pass").count() == 6
+    finally:
+        context.close()
