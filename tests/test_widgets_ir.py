@@ -10,9 +10,9 @@ import pytest
 import traitlets
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "widgets"))
-from widget_fixtures import fixture_kernel  # noqa: E402
+from widget_fixtures import fixture_kernel
 
-from mgpu_lab.widgets.ir_diff import pass_diff, pass_stats  # noqa: E402
+from mgpu_lab.widgets.ir_diff import pass_diff, pass_stats
 
 PASSES = [("a", "x\ny\nz"), ("b", "x\nY\nz"), ("c", "x\nY\nz")]
 

@@ -8,13 +8,18 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "widgets"))
-from widget_fixtures import HERE as FIXTURES  # noqa: E402
-from widget_fixtures import SOURCE_FILE, fixture_kernel  # noqa: E402
+from widget_fixtures import HERE as FIXTURES
+from widget_fixtures import SOURCE_FILE, fixture_kernel
 
-from mgpu_lab.compiler.compiled_kernel import SourceSpan  # noqa: E402
-from mgpu_lab.widgets.line_xref import build_xref, derive_spans, match_source_file, ptx_line_info  # noqa: E402
-from mgpu_lab.widgets.sass_listing import build_listing  # noqa: E402
-from mgpu_lab.widgets.sass_parse import (  # noqa: E402
+from mgpu_lab.compiler.compiled_kernel import SourceSpan
+from mgpu_lab.widgets.line_xref import (
+    build_xref,
+    derive_spans,
+    match_source_file,
+    ptx_line_info,
+)
+from mgpu_lab.widgets.sass_listing import build_listing
+from mgpu_lab.widgets.sass_parse import (
     code_instructions,
     instruction_mix,
     opcode_family,

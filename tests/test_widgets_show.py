@@ -11,9 +11,9 @@ import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures" / "widgets"
 sys.path.insert(0, str(FIXTURES))
-from widget_fixtures import fixture_kernel, synthetic_trace  # noqa: E402
+from widget_fixtures import fixture_kernel, synthetic_trace
 
-import mgpu_lab.widgets as widgets  # noqa: E402
+from mgpu_lab import widgets
 
 WIDGET_DIR = Path(widgets.__file__).parent
 NOTEBOOK = Path(__file__).parent / "browser" / "widgets_notebook.ipynb"

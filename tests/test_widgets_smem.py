@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "widgets"))
-from widget_fixtures import fixture_kernel, fixture_smem_layout  # noqa: E402
+from widget_fixtures import fixture_kernel, fixture_smem_layout
 
-from mgpu_lab.compiler.compiled_kernel import SmemBuffer  # noqa: E402
-from mgpu_lab.widgets.bank_grid import bank_grid, pattern_index_limit, vector_choices  # noqa: E402
-from mgpu_lab.widgets.smem_map import address_map, alignment_of, total_bytes  # noqa: E402
+from mgpu_lab.compiler.compiled_kernel import SmemBuffer
+from mgpu_lab.widgets.bank_grid import bank_grid, pattern_index_limit, vector_choices
+from mgpu_lab.widgets.smem_map import address_map, alignment_of, total_bytes
 
 
 def test_union_members_get_separate_lanes() -> None:

@@ -11,32 +11,32 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "widgets"))
-from widget_fixtures import large_trace, synthetic_trace  # noqa: E402
+from widget_fixtures import large_trace, synthetic_trace
 
-from mgpu_lab.profiler.trace import FLAG_CLOSED_AT_BLOCK_END, Trace  # noqa: E402
-from mgpu_lab.widgets.static_timeline import rasterize  # noqa: E402
-from mgpu_lab.widgets.timeline_layout import layout_trace  # noqa: E402
+from mgpu_lab.profiler.trace import FLAG_CLOSED_AT_BLOCK_END, Trace
+from mgpu_lab.widgets.static_timeline import rasterize
+from mgpu_lab.widgets.timeline_layout import layout_trace
 
 
 def _trace(**overrides: Any) -> Trace:
     """Two blocks on SM 5 that overlap in time, one warpgroup each, one region apiece."""
-    fields: dict[str, Any] = dict(
-        sm=[5, 5],
-        block=[0, 1],
-        unit=[0, 0],
-        region=[0, 1],
-        start_ns=[10.0, 20.0],
-        end_ns=[50.0, 60.0],
-        depth=[0, 0],
-        region_names=("a", "b"),
-        unit_kind="warpgroup",
-        units_per_block=1,
-        block_ids=[0, 1],
-        block_sm=[5, 5],
-        block_start_ns=[0.0, 15.0],
-        block_end_ns=[55.0, 65.0],
-        kernel_name="k",
-    )
+    fields: dict[str, Any] = {
+        "sm": [5, 5],
+        "block": [0, 1],
+        "unit": [0, 0],
+        "region": [0, 1],
+        "start_ns": [10.0, 20.0],
+        "end_ns": [50.0, 60.0],
+        "depth": [0, 0],
+        "region_names": ("a", "b"),
+        "unit_kind": "warpgroup",
+        "units_per_block": 1,
+        "block_ids": [0, 1],
+        "block_sm": [5, 5],
+        "block_start_ns": [0.0, 15.0],
+        "block_end_ns": [55.0, 65.0],
+        "kernel_name": "k",
+    }
     fields.update(overrides)
     return Trace(**{k: np.asarray(v) if isinstance(v, list) else v for k, v in fields.items()})
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from mgpu_lab.widgets.smem_view import SmemView
     from mgpu_lab.widgets.timeline import Timeline
 
-__all__ = ["IrView", "SassView", "SmemView", "Timeline", "show", "KERNEL_VIEWS"]
+__all__ = ["KERNEL_VIEWS", "IrView", "SassView", "SmemView", "Timeline", "show"]
 
 _LAZY = {
     "Timeline": "mgpu_lab.widgets.timeline",

@@ -9,9 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mgpu_lab.widgets.line_xref import LineXref, build_xref, derive_spans, match_source_file
+from mgpu_lab.widgets.line_xref import (
+    LineXref,
+    build_xref,
+    derive_spans,
+    match_source_file,
+)
 from mgpu_lab.widgets.resource_report import resource_rows
-from mgpu_lab.widgets.sass_parse import SassLine, instruction_mix, opcode_counts, parse_sass
+from mgpu_lab.widgets.sass_parse import (
+    SassLine,
+    instruction_mix,
+    opcode_counts,
+    parse_sass,
+)
 
 
 @dataclass(frozen=True)

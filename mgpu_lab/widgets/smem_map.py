@@ -72,4 +72,4 @@ def address_map(buffers: Iterable[SmemBuffer]) -> list[MapEntry]:
 
 def total_bytes(entries: list[MapEntry], dynamic_smem_bytes: int = 0) -> int:
     """Extent of the map: the kernel's dynamic smem size, or the furthest buffer end."""
-    return max([dynamic_smem_bytes, *(e.end for e in entries)] or [0])
+    return max([dynamic_smem_bytes, *(e.end for e in entries)])

@@ -16,7 +16,12 @@ from typing import Any
 import anywidget
 import traitlets
 
-from mgpu_lab.widgets.bank_grid import BankGrid, bank_grid, pattern_index_limit, vector_choices
+from mgpu_lab.widgets.bank_grid import (
+    BankGrid,
+    bank_grid,
+    pattern_index_limit,
+    vector_choices,
+)
 from mgpu_lab.widgets.bank_model import ACCESS_PATTERNS
 from mgpu_lab.widgets.fallback import StaticFallback
 from mgpu_lab.widgets.palette import CHUNK_COLORS, KIND_COLORS, conflict_color

@@ -23,7 +23,12 @@ import traitlets
 
 from mgpu_lab.widgets.fallback import StaticFallback
 from mgpu_lab.widgets.palette import categorical
-from mgpu_lab.widgets.static_timeline import SUMMARY_HEADERS, summary_table_rows, timeline_figure, timeline_html
+from mgpu_lab.widgets.static_timeline import (
+    SUMMARY_HEADERS,
+    summary_table_rows,
+    timeline_figure,
+    timeline_html,
+)
 from mgpu_lab.widgets.timeline_layout import layout_trace, unit_abbreviation
 
 HERE = Path(__file__).parent
@@ -143,7 +148,7 @@ class Timeline(StaticFallback, anywidget.AnyWidget):
         purpose = content.get("purpose", "download")
         try:
             data = self.perfetto_bytes()
-        except Exception as err:  # shown in the widget: the user clicked a button, not ran code
+        except Exception as err:  # noqa: BLE001 - shown in the widget: a click, not code, asked for it
             self.send({"kind": "error", "purpose": purpose, "message": f"{type(err).__name__}: {err}"})
             return
         name = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.title) or "trace"
