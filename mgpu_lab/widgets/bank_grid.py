@@ -111,7 +111,7 @@ def bank_grid(buf: SmemBuffer, pattern: str, index: int, vector_bytes: int, line
 
     threads_at: dict[int, list[int]] = {}
     for a in accesses:
-        for word in range(a.address // BANK_BYTES, (a.address + a.nbytes - 1) // BANK_BYTES + 1):
+        for word in a.words:
             threads_at.setdefault(word, []).append(a.thread)
     hits = {}
     for word, threads in threads_at.items():

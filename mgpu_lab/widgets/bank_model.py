@@ -111,6 +111,11 @@ class Access:
     address: int
     nbytes: int
 
+    @property
+    def words(self) -> range:
+        """The 4-byte words (address // 4) it touches; a sub-word access touches its one word."""
+        return range(self.address // BANK_BYTES, (self.address + self.nbytes - 1) // BANK_BYTES + 1)
+
 
 @dataclass(frozen=True)
 class ConflictReport:
@@ -166,7 +171,7 @@ def bank_conflicts(accesses: list[Access] | tuple[Access, ...]) -> ConflictRepor
         # Distinct words per bank, in first-touch order: the k-th one waits for wavefront k.
         bank_words: dict[int, list[int]] = {}
         for a in phases[phase]:
-            for word in _words(a):
+            for word in a.words:
                 listed = bank_words.setdefault(word % NUM_BANKS, [])
                 if word not in listed:
                     listed.append(word)
@@ -175,7 +180,7 @@ def bank_conflicts(accesses: list[Access] | tuple[Access, ...]) -> ConflictRepor
             for word in words:
                 word_conflicts[word] = max(word_conflicts.get(word, 0), len(words))
         for a in phases[phase]:
-            thread_wave[a.thread] = max(bank_words[w % NUM_BANKS].index(w) for w in _words(a))
+            thread_wave[a.thread] = max(bank_words[w % NUM_BANKS].index(w) for w in a.words)
     return ConflictReport(
         accesses=accesses,
         phases=tuple(tuple(a.thread for a in phases[p]) for p in sorted(phases)),
@@ -184,13 +189,6 @@ def bank_conflicts(accesses: list[Access] | tuple[Access, ...]) -> ConflictRepor
         thread_wavefront=tuple(thread_wave[a.thread] for a in accesses),
         word_conflicts=word_conflicts,
     )
-
-
-def _words(access: Access) -> range:
-    """The 4-byte words an access touches (a sub-word access touches its one word)."""
-    first = access.address // BANK_BYTES
-    last = (access.address + access.nbytes - 1) // BANK_BYTES
-    return range(first, last + 1)
 
 
 ACCESS_PATTERNS = ("row", "column", "fragment")

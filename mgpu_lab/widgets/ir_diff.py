@@ -11,6 +11,7 @@ import difflib
 from dataclasses import dataclass
 
 DiffLine = tuple[str, str]  # (kind, text): kind is "hunk", "add", "del" or "ctx"
+DIFF_MARKS = {"add": "+", "del": "-", "ctx": " ", "hunk": ""}  # unified-diff line prefixes
 
 
 @dataclass(frozen=True)
@@ -66,3 +67,8 @@ def pass_diff(passes: tuple[tuple[str, str], ...] | list[tuple[str, str]], index
         else:
             out.append(("ctx", line[1:]))
     return out
+
+
+def diff_text(lines: list[DiffLine]) -> str:
+    """Classified diff lines back to unified-diff text."""
+    return "\n".join(DIFF_MARKS[kind] + text for kind, text in lines)

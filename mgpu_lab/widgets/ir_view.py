@@ -14,7 +14,7 @@ import anywidget
 import traitlets
 
 from mgpu_lab.widgets.fallback import StaticFallback
-from mgpu_lab.widgets.ir_diff import pass_diff, pass_stats
+from mgpu_lab.widgets.ir_diff import diff_text, pass_diff, pass_stats
 from mgpu_lab.widgets.static_ir import ir_figure, ir_html
 
 HERE = Path(__file__).parent
@@ -75,8 +75,7 @@ class IrView(StaticFallback, anywidget.AnyWidget):
 
     def diff(self, index: int) -> str:
         """The unified diff of pass `index` as text (`+`/`-`/` ` prefixed lines)."""
-        marks = {"add": "+", "del": "-", "ctx": " ", "hunk": ""}
-        return "\n".join(marks[k] + t for k, t in pass_diff(self.pass_texts, index))
+        return diff_text(pass_diff(self.pass_texts, index))
 
     @property
     def static_title(self) -> str:  # type: ignore[override]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mgpu_lab.widgets.ir_diff import PassStat, pass_diff
+from mgpu_lab.widgets.ir_diff import DIFF_MARKS, PassStat, pass_diff
 from mgpu_lab.widgets.static_html import FONT, code_block, esc, section, table
 
 _DIFF_STYLE = {
@@ -14,12 +14,11 @@ _DIFF_STYLE = {
     "hunk": "color:#1976d2",
     "ctx": "",
 }
-_DIFF_MARK = {"add": "+", "del": "-", "hunk": "", "ctx": " "}
 
 
 def diff_html(lines: list[tuple[str, str]]) -> str:
     return code_block(
-        (f'<span style="{_DIFF_STYLE[kind]}">{esc(_DIFF_MARK[kind] + text)}</span>' for kind, text in lines),
+        (f'<span style="{_DIFF_STYLE[kind]}">{esc(DIFF_MARKS[kind] + text)}</span>' for kind, text in lines),
         max_height=400,
     )
 
