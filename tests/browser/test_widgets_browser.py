@@ -66,8 +66,10 @@ def page(jupyter_url: str, browser: Any) -> Iterator[Any]:
         context.close()
 
 
-def _open_and_run_all(page: Any, url: str) -> None:
-    """Open the notebook, run all cells, wait for the four widgets."""
+def _open_and_run_all(
+    page: Any, url: str, widgets: tuple[str, ...] = (".mgl-tl canvas", ".mgl-sass", ".mgl-smem .mgl-banks", ".mgl-ir")
+) -> None:
+    """Open a notebook, run all its cells, wait for the `widgets` selectors to render."""
     page.goto(url, wait_until="domcontentloaded")
     page.wait_for_selector(
         ".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status='idle']",
@@ -88,7 +90,7 @@ def _open_and_run_all(page: Any, url: str) -> None:
         except PlaywrightTimeoutError:
             if attempt == RUN_ALL_ATTEMPTS - 1:
                 raise
-    for selector in (".mgl-tl canvas", ".mgl-sass", ".mgl-smem .mgl-banks", ".mgl-ir"):
+    for selector in widgets:
         page.wait_for_selector(selector, state="attached", timeout=RENDER_TIMEOUT_MS)
 
 
@@ -307,5 +309,54 @@ def test_viewers_render_in_notebook_7(jupyter_url: str, browser: Any) -> None:
             timeout=STEP_TIMEOUT_MS,
         )
         assert page.locator(".mgl-tl canvas").count() == 1 and page.locator(".mgl-ir-pass").count() == 6
+    finally:
+        context.close()
+
+
+def test_a_million_event_timeline_renders_and_zooms(jupyter_url: str, browser: Any) -> None:
+    """The binary columns of a ~1M-event trace reach the browser, which draws and zooms it."""
+    source = (
+        "import os, sys\n"
+        "sys.path.insert(0, os.environ['MGPU_LAB_WIDGET_FIXTURES'])\n"
+        "from widget_fixtures import large_trace\n"
+        "from mgpu_lab.widgets import Timeline\n"
+        "big = Timeline(large_trace(1_000_000))\n"
+        "big"
+    )
+    notebook = {
+        "cells": [{"cell_type": "code", "execution_count": None, "id": "big", "metadata": {}, "outputs": [], "source": source}],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    request = urllib.request.Request(
+        f"{jupyter_url}api/contents/million_events.ipynb",
+        data=json.dumps({"type": "notebook", "format": "json", "content": notebook}).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(request, timeout=30).close()
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        try:
+            _open_and_run_all(page, f"{jupyter_url}lab/tree/million_events.ipynb?reset", (".mgl-tl canvas",))
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "million-events.png"))
+        timeline = page.locator(".mgl-tl").first
+        # large_trace is deterministic: 445,632 mma regions (8 per unit, 2 units, 27,852 blocks).
+        assert "445,632" in timeline.locator(".mgl-tl-summary").inner_text()
+        span = _span(timeline)
+        box = timeline.locator("canvas").bounding_box()
+        page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
+        page.mouse.wheel(0, -600)
+        page.wait_for_function(
+            "([el, span]) => el.dataset.t1 - el.dataset.t0 < span * 0.8",
+            arg=[timeline.element_handle(), span],
+            timeout=STEP_TIMEOUT_MS,
+        )
+        # Drawing the visible rows stays interactive (generous bound for slow CI machines).
+        assert float(timeline.get_attribute("data-draw-ms")) < 1000
+        _shot(timeline, "million-events-zoomed")
     finally:
         context.close()
