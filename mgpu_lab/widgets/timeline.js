@@ -175,7 +175,9 @@ function render({ model, el }) {
   }
 
   // ---- geometry --------------------------------------------------------------------------
-  const plotWidth = () => Math.max(canvas.clientWidth - LABEL_W, 10);
+  // Canvas size in CSS pixels, set by layoutSize; 0 until the view is attached and visible.
+  let cssW = 0, cssH = 0;
+  const plotWidth = () => Math.max(cssW - LABEL_W, 10);
   const xOf = (t) => LABEL_W + ((t - t0) / (t1 - t0)) * plotWidth();
   const tOf = (x) => t0 + ((x - LABEL_W) / plotWidth()) * (t1 - t0);
 
@@ -185,8 +187,12 @@ function render({ model, el }) {
     scroller.style.height = `${viewH}px`;
     // The canvas is sticky at the top of the scroller; the spacer makes the rest scrollable.
     spacer.style.height = `${Math.max(contentH - viewH, 0)}px`;
+    // Not attached yet, or hidden (collapsed output, background tab): the ResizeObserver
+    // calls again once the view has a width.
+    const w = scroller.clientWidth;
+    if (!w) return;
     const dpr = window.devicePixelRatio || 1;
-    const w = scroller.clientWidth || 800;
+    [cssW, cssH] = [w, viewH];
     canvas.style.width = `${w}px`;
     canvas.style.height = `${viewH}px`;
     canvas.width = Math.round(w * dpr);
@@ -200,10 +206,11 @@ function render({ model, el }) {
   }
 
   function draw() {
+    if (!cssW) return;
     const started = performance.now();
     const ctx = canvas.getContext("2d");
     const dpr = window.devicePixelRatio || 1;
-    const W = canvas.width / dpr, H = canvas.height / dpr;
+    const W = cssW, H = cssH;
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     const style = getComputedStyle(root);
     const fg = style.getPropertyValue("--mgl-fg").trim() || "#222";
@@ -498,6 +505,10 @@ function render({ model, el }) {
   model.on("change:summary_rows", buildSummary);
   const resize = new ResizeObserver(() => { layoutSize(); requestDraw(); });
   resize.observe(scroller);
+  // The canvas takes its colours from the theme when it draws: redraw when the theme changes
+  // (JupyterLab sets data-jp-theme-* on <body>, VS Code its body class).
+  const theme = new MutationObserver(requestDraw);
+  theme.observe(document.body, { attributes: true, attributeFilter: ["class", "data-jp-theme-light", "data-jp-theme-name"] });
 
   updateOnline();
   buildFilters();
@@ -507,6 +518,7 @@ function render({ model, el }) {
 
   return () => {
     resize.disconnect();
+    theme.disconnect();
     clearInterval(pingTimer);
     clearTimeout(syncTimer);
     if (frame) cancelAnimationFrame(frame);
