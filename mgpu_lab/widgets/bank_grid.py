@@ -63,6 +63,7 @@ class BankGrid:
 
 
 def geometry_of(buf: SmemBuffer) -> BufferGeometry:
+    """The 2-D geometry of a buffer (leading dimensions folded into rows)."""
     return BufferGeometry.from_shape(buf.offset, tuple(buf.shape), dtype_itemsize(buf.dtype), buf.swizzle)
 
 

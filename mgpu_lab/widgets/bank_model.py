@@ -80,10 +80,12 @@ class BufferGeometry:
 
     @property
     def row_bytes(self) -> int:
+        """Bytes of one logical row."""
         return self.cols * self.itemsize
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the whole buffer."""
         return self.rows * self.row_bytes
 
     @property

@@ -25,6 +25,7 @@ class PassStat:
 
     @property
     def changed(self) -> bool:
+        """Whether the pass changed any line of the module."""
         return bool(self.added or self.removed)
 
 

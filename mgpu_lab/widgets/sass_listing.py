@@ -43,6 +43,7 @@ class SassListing:
     line_info_derived: bool  # True when the map came from the listings, not the compiler
 
     def source_text(self, file_id: int, line: int) -> str:
+        """Text of 0-based `line` of source file `file_id` ("" when unavailable)."""
         texts = self.file_texts[file_id]
         return texts[line] if 0 <= line < len(texts) else ""
 

@@ -25,6 +25,7 @@ class MapEntry:
 
     @property
     def end(self) -> int:
+        """First byte past the buffer."""
         return self.buffer.offset + self.buffer.nbytes
 
 

@@ -35,6 +35,7 @@ TOKEN_COLORS = {
 
 
 def esc(text: Any) -> str:
+    """HTML-escaped text of any value (quotes included, for attributes)."""
     return html.escape(str(text), quote=True)
 
 
@@ -83,6 +84,7 @@ def code_block(lines_html: Iterable[str], max_height: int = 480) -> str:
 
 
 def section(title: str, body: str) -> str:
+    """A titled block around an HTML fragment."""
     return f'<div style="{FONT} margin: 6px 0"><div style="font-weight:600; margin-bottom:4px">{esc(title)}</div>{body}</div>'
 
 

@@ -17,6 +17,7 @@ _DIFF_STYLE = {
 
 
 def diff_html(lines: list[tuple[str, str]]) -> str:
+    """Classified diff lines as a coloured, scrolling code block."""
     return code_block(
         (f'<span style="{_DIFF_STYLE[kind]}">{esc(DIFF_MARKS[kind] + text)}</span>' for kind, text in lines),
         max_height=400,

@@ -43,13 +43,16 @@ class TimelineLayout:
 
     @property
     def num_rows(self) -> int:
+        """Rows of the timeline."""
         return len(self.row_labels)
 
     def lane_slice(self, lane: int) -> slice:
+        """Index range of lane `lane` in the event columns."""
         return slice(int(self.lane_offsets[lane]), int(self.lane_offsets[lane + 1]))
 
 
 def unit_abbreviation(unit_kind: str) -> str:
+    """Short row-label name of a recording unit kind ("wg" for warpgroup)."""
     return "wg" if unit_kind == "warpgroup" else unit_kind
 
 
