@@ -42,6 +42,7 @@ def parse_magic_line(line: str) -> argparse.Namespace:
     parser.add_argument("--in", dest="inputs", action="append", default=[])
     parser.add_argument("--out", dest="outputs", action="append", default=[])
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--profile-capacity", type=int, default=256, help="events per warpgroup")
     parser.add_argument("--show", default="")
     parser.add_argument("--dump", default=None)
     parser.add_argument("--tune", default=None, help="dict expression: name -> values the cell reads")
@@ -167,6 +168,10 @@ def register(ipython: Any) -> None:
             filename = self.shell.compile.cache(cell)  # registers the cell with linecache
             code = body_from_cell(args.name, [n for n, _ in ins + outs], cell, filename)
             options = {"dump_dir": args.dump} if args.dump else {}
+            if "ir" in args.show:
+                options["keep_passes"] = True  # the IR viewer shows the module after every pass
+            if args.profile:
+                options["profile_capacity"] = args.profile_capacity
 
             def make_kernel(**config: Any) -> Any:
                 # The cell reads tuning parameters as plain names: they shadow the notebook's.

@@ -53,7 +53,7 @@ def test_cell_builds_a_kernel_and_prints_text_views(shell, capsys):
     assert kernel.compiled.name == "vadd" and kernel.compiled.profiler.region_names == ("add",)
     text = capsys.readouterr().out
     assert "vadd: sm_90a grid=(64, 1, 1) block=(256, 1, 1)" in text
-    assert "SASS:" in text and "profiler" in text and "passes: not recorded" in text
+    assert "SASS:" in text and "profiler" in text and "passes: input, canonicalize" in text  # --show ir keeps them
     assert "no profiled call yet" in text
     # The line map points into the cell itself.
     files = {s.file for s in kernel.compiled.line_map}

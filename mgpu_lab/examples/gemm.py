@@ -84,6 +84,19 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
               out_dtype: str = "bfloat16", tile_n: int = 256, stages: int | None = None, group_m: int = 8,
               **options) -> mgpu_lab.Kernel:
     """C (m, n) = A (m, k) @ B, B of shape (k, n), or (n, k) with transpose_b=True (C = A @ B.T)."""
+    definition = gemm_definition(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+                                 tile_n=tile_n, stages=stages, group_m=group_m)
+    if options.get("profile"):
+        options.setdefault("profile_capacity", definition.pop("profile_capacity"))
+    definition.pop("profile_capacity", None)
+    return mgpu_lab.kernel(**definition, **options)
+
+
+def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
+                    out_dtype: str = "bfloat16", tile_n: int = 256, stages: int | None = None,
+                    group_m: int = 8) -> dict:
+    """The GEMM as `mgpu_lab.kernel` arguments: body, grid, block, in/out shapes, smem, name, and
+    the profile_capacity its regions need. `%%mosaic` cells can call the body directly."""
     stages = default_stages(tile_n) if stages is None else stages
     _check(m, n, k, tile_n, stages, dtype, out_dtype)
     tiles_m, tiles_n, k_tiles = m // TILE_M, n // tile_n, k // TILE_K
@@ -185,12 +198,10 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
                     lambda: consumer(ctx, c_ref, a_smem, b_smem, epi, full, empty, row0, col0,
                                      arith.subi(wg, c(1))))
 
-    name = f"gemm_{'nt' if transpose_b else 'nn'}_{m}x{n}x{k}"
-    if options.get("profile"):
-        # Regions per k-step: 2 events per producer step, 4 per consumer step, plus the epilogue.
-        options.setdefault("profile_capacity", 4 * k_tiles + 8)
-    return mgpu_lab.kernel(gemm, grid=tiles_m * tiles_n, block=(CONSUMERS + 1) * WARPGROUP,
-                           in_shapes=(a_sd, b_sd), out_shapes=c_sd, smem=smem, name=name, **options)
+    # Regions per k-step: 2 events per producer step, 4 per consumer step, plus the epilogue.
+    return dict(body=gemm, grid=tiles_m * tiles_n, block=(CONSUMERS + 1) * WARPGROUP, in_shapes=(a_sd, b_sd),
+                out_shapes=c_sd, smem=smem, name=f"gemm_{'nt' if transpose_b else 'nn'}_{m}x{n}x{k}",
+                profile_capacity=4 * k_tiles + 8)
 
 
 def reference_gemm(a: np.ndarray, b: np.ndarray, transpose_b: bool = False) -> np.ndarray:

@@ -96,13 +96,15 @@ def jupyter_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL of a JupyterLab serving a temp dir that holds the test notebook."""
     root = tmp_path_factory.mktemp("lab-root")
     home = tmp_path_factory.mktemp("lab-home")
-    shutil.copy(HERE / "widgets_notebook.ipynb", root / "widgets_notebook.ipynb")
+    for notebook in HERE.glob("*.ipynb"):
+        shutil.copy(notebook, root / notebook.name)
     port = _free_port()
     env = dict(os.environ)
     env.update(
         {
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")])),
             "MGPU_LAB_WIDGET_FIXTURES": str(REPO / "tests" / "fixtures" / "widgets"),
+            "MGPU_LAB_REPO": str(REPO),
             "JUPYTER_CONFIG_DIR": str(home / "config"),
             "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
             "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
