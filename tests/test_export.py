@@ -70,7 +70,7 @@ def test_exported_kernel_matches_the_original_bit_for_bit(tmp_path, rng, make, i
     import cupy
 
     k = make()
-    path = k.export(tmp_path / "exported_kernel.py")
+    k.export(tmp_path / "exported_kernel.py")
     xs = inputs(rng)
     for i, x in enumerate(xs):
         np.save(tmp_path / f"in{i}.npy", x)
@@ -117,7 +117,7 @@ def test_tuned_gemm_exports_and_runs_without_mgpu_lab(tmp_path, rng, monkeypatch
     assert result.best is not None and all(c.status == "timed" for c in result.candidates)
     best = result.best_kernel
     ours = best(da, db).get()
-    path = best.export(tmp_path / "tuned_gemm.py")
+    best.export(tmp_path / "tuned_gemm.py")
     np.save(tmp_path / "a.npy", a.view(np.uint16))
     np.save(tmp_path / "b.npy", b.view(np.uint16))
     script = BLOCKER + textwrap.dedent(f"""
