@@ -130,3 +130,10 @@ def test_tune_command_prints_the_table_and_exports_the_best(kernel_file, tmp_pat
     text = capsys.readouterr().out
     assert "median_ms" in text and "best {'block':" in text
     assert out.exists()
+
+
+@pytest.mark.gpu
+def test_demo_runs_and_checks_every_example_on_the_gpu(capsys):
+    assert main(["demo"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("ok (rel. error") == 5 and "FAILED" not in text
