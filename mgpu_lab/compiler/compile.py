@@ -72,9 +72,6 @@ def _disassemble_and_store(kernel: CompiledKernel, cubin: bytes, ptx: str, cache
     kernel.compile_seconds["nvdisasm"] = time.perf_counter() - t0
     if cache is not None:
         # Publish the finished kernel to the cache only once it is whole.
-        object.__setattr__(kernel, "sass", sass)
-        object.__setattr__(kernel, "line_map", line_map)
-        object.__setattr__(kernel, "sources", sources)
-        object.__setattr__(kernel, "_pending_disassembly", None)
+        kernel.set_disassembly(sass, line_map, sources)
         cache.put(key, kernel)
     return sass, line_map, sources

@@ -154,12 +154,14 @@ class CompiledKernel:
         if name in _DEFERRED_FIELDS:
             pending = object.__getattribute__(self, "_pending_disassembly")
             if pending is not None:
-                sass, line_map, sources = pending.result()
-                object.__setattr__(self, "sass", sass)
-                object.__setattr__(self, "line_map", line_map)
-                object.__setattr__(self, "sources", sources)
-                object.__setattr__(self, "_pending_disassembly", None)
+                self.set_disassembly(*pending.result())
         return object.__getattribute__(self, name)
+
+    def set_disassembly(self, sass: str, line_map: tuple[SourceSpan, ...], sources: dict[str, str]) -> None:
+        """Fill in the SASS, line map and sources (ends a pending background disassembly)."""
+        for name, value in (("sass", sass), ("line_map", line_map), ("sources", sources),
+                            ("_pending_disassembly", None)):
+            object.__setattr__(self, name, value)
 
     @property
     def num_blocks(self) -> int:

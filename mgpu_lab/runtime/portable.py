@@ -289,7 +289,7 @@ class PortableLauncher:
 
     def _launch(self, arrays: list, device: int, stream: Any) -> Any:
         cupy = self._cupy
-        fn = self._functions.get(device) or self._function(device)
+        fn = self._function(device)
         profiled = self._profiled
         if fn.cupy_function is not None:
             params = arrays + [self._new_profile_buffer()] if profiled else arrays
