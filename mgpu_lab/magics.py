@@ -19,6 +19,8 @@ import ast
 import shlex
 from typing import Any
 
+from .compiler.kernel_names import kernel_name_from
+
 VIEWS = ("timeline", "sass", "smem", "ir")
 
 
@@ -81,6 +83,25 @@ def body_from_cell(name: str, params: list[str], cell: str, filename: str) -> An
     module = ast.Module(body=[func], type_ignores=[])
     ast.fix_missing_locations(module)
     return compile(module, filename, "exec")
+
+
+def register_cell(shell: Any, cell: str) -> str:
+    """Register the cell's text under IPython's own label for it, 'Cell In[N]', and return that.
+
+    The label is the file name the cell is compiled under, so the MLIR locations, the PTX
+    `.file`, the SASS line comments, error messages and IPython's tracebacks all say
+    `Cell In[N], line L` with the cell's real execution count."""
+    import linecache
+
+    from .user_errors import cell_label
+
+    label = cell_label(shell.execution_count)
+    linecache.cache[label] = (len(cell), None, cell.splitlines(True), label)
+    # IPython prints frames of files in this map as "Cell In[N], line L".
+    filename_map = getattr(shell.compile, "_filename_map", None)
+    if isinstance(filename_map, dict):
+        filename_map[label] = shell.execution_count
+    return label
 
 
 def text_summary(kernel: Any, views: list[str]) -> str:
@@ -165,7 +186,7 @@ def register(ipython: Any) -> None:
 
             ins = [(n.strip(), evaluate(e, f"--in {n.strip()}")) for n, _, e in (i.partition("=") for i in args.inputs)]
             outs = [(n.strip(), evaluate(e, f"--out {n.strip()}")) for n, _, e in (o.partition("=") for o in args.outputs)]
-            filename = self.shell.compile.cache(cell)  # registers the cell with linecache
+            filename = register_cell(self.shell, cell)
             code = body_from_cell(args.name, [n for n, _ in ins + outs], cell, filename)
             options = {"dump_dir": args.dump} if args.dump else {}
             if "ir" in args.show:
@@ -183,7 +204,7 @@ def register(ipython: Any) -> None:
                     in_shapes=[s for _, s in ins], out_shapes=[s for _, s in outs],
                     smem=evaluate(args.smem, "--smem", config) if args.smem else None,
                     cluster=evaluate(args.cluster, "--cluster", config) if args.cluster else (1, 1, 1),
-                    name=args.name, profile=args.profile, **options)
+                    name=kernel_name_from(args.name), profile=args.profile, **options)
 
             if args.tune:
                 import concurrent.futures

@@ -11,9 +11,11 @@ from typing import Any
 from .._mlir import gpu, ir, memref
 from ..compiler.compile import compile_module
 from ..compiler.compiled_kernel import ArraySpec, CompiledKernel, KernelParam
+from ..compiler.kernel_names import check_kernel_name, kernel_name_from
 from ..compiler.kernel_spec import KernelSpec
 from ..compiler.options import CompileOptions
 from ..errors import KernelBuildError, ResourceLimitError
+from ..user_errors import trim_for_user, user_facing
 from .dtypes import mlir_type
 from .launch_context import LaunchContext
 from .locations import describe_frame, innermost_user_frame, user_locations
@@ -89,7 +91,11 @@ class Kernel:
             from ..runtime.launcher import Launcher
 
             self._launcher = Launcher(self.compiled)
-        return self._launcher(*args, out=out, stream=stream)
+        try:
+            return self._launcher(*args, out=out, stream=stream)
+        except Exception as error:
+            trim_for_user(error)  # a wrong argument shows the caller's line, not the launcher's
+            raise
 
     def launch_unchecked(self, *arrays: Any, stream: Any = None) -> None:
         """Launch on CuPy arrays (inputs, then outputs) skipping every argument check.
@@ -107,11 +113,13 @@ class Kernel:
         """The profiler Trace of the most recent call (decoded on access; None if not profiled)."""
         return None if self._launcher is None else self._launcher.last_trace
 
-    def export(self, path: str) -> Any:
-        """Write a standalone Python module (cubin + launcher; numpy, CuPy, cuda-bindings only)."""
+    def export(self, path: str, overwrite: bool = False) -> Any:
+        """Write a standalone Python module (cubin + launcher; numpy, CuPy, cuda-bindings only).
+
+        An existing file is only replaced with overwrite=True."""
         from ..exporter import export
 
-        return export(self, path)
+        return export(self, path, overwrite=overwrite)
 
     def __repr__(self) -> str:
         r = self.compiled.resources
@@ -119,6 +127,7 @@ class Kernel:
                 f"block={self.compiled.block} regs={r.registers} smem={r.total_smem_bytes}B>")
 
 
+@user_facing
 def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any = (),
            out_shapes: Any = (), smem: Any = None, cluster: Any = (1, 1, 1), name: str | None = None,
            profile: bool = False, profile_unit: str = "warpgroup", profile_capacity: int = 256,
@@ -137,8 +146,8 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
     check_launch_dims(grid3, block3, cluster3)
     inputs = _shape_tuple(in_shapes, "in_shapes")
     outputs = _shape_tuple(out_shapes, "out_shapes")
-    name = name or getattr(body, "__name__", "kernel")
-    name = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+    # A name derived from the function is made ASCII; one spelled out must already be valid.
+    name = kernel_name_from(getattr(body, "__name__", "kernel")) if name is None else check_kernel_name(name)
     options = options or CompileOptions.from_env(**option_overrides)
 
     plan = plan_smem(smem)

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import PtxasError
+from ..user_errors import describe_location
 from .compiled_kernel import Resources
 from .toolchain import find_tool
 
@@ -44,7 +45,7 @@ def _user_lines_of(log: str, ptx: str) -> str:
         src = sources.get(n - 1)
         if src:
             text = linecache.getline(*src).strip()
-            found.append(f'  PTX line {n} comes from File "{src[0]}", line {src[1]}' + (f"\n    {text}" if text else ""))
+            found.append(f"  PTX line {n} comes from {describe_location(*src)}" + (f"\n    {text}" if text else ""))
     return ("\n" + "\n".join(found)) if found else ""
 
 
