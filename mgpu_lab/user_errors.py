@@ -110,6 +110,17 @@ def user_facing(fn: F) -> F:
     return entry_point  # type: ignore[return-value]
 
 
+def warn_at_user(message: str, category: type[Warning]) -> None:
+    """`warnings.warn` attributed to the innermost caller outside mgpu_lab's internals."""
+    import sys
+    import warnings
+
+    level, frame = 2, sys._getframe(1)  # stacklevel 2 is the frame that called this function
+    while frame is not None and is_library_file(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
+
 def cell_label(execution_count: int) -> str:
     """The file name a %%mosaic cell is compiled under: IPython's own 'Cell In[N]' label."""
     return f"Cell In[{execution_count}]"

@@ -111,7 +111,23 @@ def setmaxnreg(count: int, action: str | None = None) -> None:
     action = action or ("inc" if count >= 128 else "dec")
     if action not in ("inc", "dec"):
         raise ValueError(f"setmaxnreg: action must be 'inc' or 'dec', got {action!r}")
+    threads = _block_threads()
+    if threads is not None and threads % WARPGROUP_SIZE:
+        # Every warpgroup must execute setmaxnreg whole; a partial warpgroup hangs or faults.
+        raise ValueError(f"setmaxnreg: the block must be whole warpgroups (a multiple of {WARPGROUP_SIZE} "
+                         f"threads), got {threads} threads")
     inline_ptx(f"setmaxnreg.{action}.sync.aligned.u32 {count};")
+
+
+def _block_threads() -> int | None:
+    """Threads per block of the gpu.func being built (its known_block_size), or None."""
+    op = ir.InsertionPoint.current.block.owner.operation
+    while op is not None and op.name != "gpu.func":
+        op = op.parent
+    if op is None or "known_block_size" not in op.attributes:
+        return None
+    x, y, z = ir.DenseI32ArrayAttr(op.attributes["known_block_size"])
+    return x * y * z
 
 
 def named_barrier(barrier_id: int | ir.Value, threads: int) -> None:

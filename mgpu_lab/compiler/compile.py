@@ -7,7 +7,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from .._mlir import ir
-from .assemble import assemble, parse_resources
+from ..errors import PerformanceWarning
+from ..user_errors import warn_at_user
+from .assemble import assemble, parse_resources, serialization_warnings
 from .cache import KernelCache, cache_key, kernel_cache
 from .compiled_kernel import CompiledKernel
 from .disassemble import build_line_map, disassemble
@@ -38,6 +40,7 @@ def compile_module(module: ir.Module, spec: KernelSpec, options: CompileOptions 
         if hit is not None and (hit.passes or not options.keep_passes):
             if options.dump_dir:
                 hit.save(options.dump_dir)
+            _surface_ptxas_warnings(hit)
             return hit
 
     passes = pass_list(target, ptx_version, options.opt_level, options.line_info)
@@ -62,7 +65,14 @@ def compile_module(module: ir.Module, spec: KernelSpec, options: CompileOptions 
     kernel._pending_disassembly = _background.submit(_disassemble_and_store, kernel, cubin, ptx, cache, key)
     if options.dump_dir:
         kernel.save(options.dump_dir)
+    _surface_ptxas_warnings(kernel)
     return kernel
+
+
+def _surface_ptxas_warnings(kernel: CompiledKernel) -> None:
+    """ptxas notes that cost speed become PerformanceWarnings at the user's line."""
+    for message in serialization_warnings(kernel.ptxas_log, kernel.ptx):
+        warn_at_user(message, PerformanceWarning)
 
 
 _background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mgpu_lab_nvdisasm")
