@@ -33,8 +33,8 @@ def _module_name_for(path: Path) -> str:
 
 def _user_location(error: BaseException, file: Path) -> str:
     """'FILE.py, line N' of the innermost frame of the user's file in the error's traceback."""
-    if isinstance(error, SyntaxError) and error.filename:
-        return f"{error.filename}, line {error.lineno}"
+    if isinstance(error, SyntaxError):
+        return f"{file}, line {error.lineno}"
     where = ""
     tb = error.__traceback__
     while tb is not None:
@@ -75,7 +75,7 @@ def _load_attribute(file: str, name: str, what: str) -> Any:
 
 
 def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
+    text = (error.msg if isinstance(error, SyntaxError) else str(error)).strip()
     return text.splitlines()[0] if text else ""
 
 

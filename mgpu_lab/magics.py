@@ -20,11 +20,13 @@ import shlex
 from typing import Any
 
 from .compiler.kernel_names import kernel_name_from
+from .errors import MgpuLabError
+from .user_errors import user_facing
 
 VIEWS = ("timeline", "sass", "smem", "ir")
 
 
-class MagicArgumentError(ValueError):
+class MagicArgumentError(MgpuLabError, ValueError):
     """A %%mosaic option is missing or malformed."""
 
 
@@ -95,13 +97,28 @@ def register_cell(shell: Any, cell: str) -> str:
 
     from .user_errors import cell_label
 
-    label = cell_label(shell.execution_count)
-    linecache.cache[label] = (len(cell), None, cell.splitlines(True), label)
     # IPython prints frames of files in this map as "Cell In[N], line L".
     filename_map = getattr(shell.compile, "_filename_map", None)
-    if isinstance(filename_map, dict):
-        filename_map[label] = shell.execution_count
+    filename_map = filename_map if isinstance(filename_map, dict) else {}
+    number = _running_cell_number(filename_map, shell.execution_count)
+    label = cell_label(number)
+    linecache.cache[label] = (len(cell), None, cell.splitlines(True), label)
+    filename_map[label] = number
     return label
+
+
+def _running_cell_number(filename_map: dict, fallback: int) -> int:
+    """The In[N] of the cell being run: IPython compiles each cell under a name it maps to N
+    (it has already counted on to N + 1 while the cell runs), so find that frame's name."""
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        number = filename_map.get(frame.f_code.co_filename)
+        if isinstance(number, int):
+            return number
+        frame = frame.f_back
+    return fallback
 
 
 def text_summary(kernel: Any, views: list[str]) -> str:
@@ -171,6 +188,7 @@ def register(ipython: Any) -> None:
     @magics_class
     class MosaicMagics(Magics):
         @cell_magic
+        @user_facing
         def mosaic(self, line: str, cell: str) -> None:
             import mgpu_lab
 
@@ -227,6 +245,7 @@ def register(ipython: Any) -> None:
                 show(kernel, args.show)
 
         @line_magic
+        @user_facing
         def mosaic_show(self, line: str) -> None:
             parts = line.split()
             if not parts:
