@@ -208,3 +208,21 @@ def test_jax_arrays_cross_by_dlpack_without_copies(vector_add, rng):
     assert back.unsafe_buffer_pointer() == out.data.ptr
     np.testing.assert_allclose(np.asarray(back), 2 * np.asarray(x), rtol=1e-6)
     assert cupy.from_dlpack(x).data.ptr == x.unsafe_buffer_pointer()
+
+
+def test_mlp_block_with_our_gemm_eager_and_compiled_matches_torch():
+    from mgpu_lab.examples.torch_mlp import OurMLP, ReferenceMLP
+
+    tokens, d_model, hidden = 256, 512, 1024
+    ours, theirs = OurMLP(tokens, d_model, hidden, seed=3), ReferenceMLP(d_model, hidden, seed=3)
+    x = torch.randn((tokens, d_model), device="cuda").to(torch.bfloat16)
+    reference = ours.reference(x)
+
+    def rel(y):
+        return ((y.float() - reference).norm() / reference.norm()).item()
+
+    eager = ours(x)
+    compiled = torch.compile(ours.__call__, fullgraph=True)(x)
+    assert eager.shape == (tokens, d_model) and eager.dtype == torch.bfloat16
+    assert rel(eager) < 1e-2 and rel(compiled) < 1e-2
+    assert rel(theirs(x)) < 1e-2  # the torch block computes the same function
