@@ -34,7 +34,8 @@ Outputs: {outputs}
 Needs numpy, cupy and cuda-bindings only. Generated file: do not edit.
 """
 # Names the generated module defines beside the copied launcher sources.
-_OWN_NAMES = frozenset({"SPEC", "LaunchArgumentError", "_TMA_DESCRIPTORS", "_base64", "_zlib", "annotations"})
+_OWN_NAMES = frozenset({"SPEC", "LaunchArgumentError", "as_torch_op", "_TMA_DESCRIPTORS", "_base64", "_zlib",
+                        "annotations"})
 
 
 def _top_level_names(source: str) -> set[str]:
@@ -88,7 +89,7 @@ def _strip_module_header(source: str) -> str:
 def export_source(compiled: CompiledKernel, module_name: str = "kernel") -> str:
     """The text of the exported module for `compiled`."""
     from . import __version__
-    from .runtime import portable
+    from .runtime import portable, torch_op
     from .runtime.launcher import launch_spec
 
     if not module_name.isidentifier():
@@ -104,6 +105,8 @@ def export_source(compiled: CompiledKernel, module_name: str = "kernel") -> str:
         descriptors = [dataclasses.asdict(d) for d in compiled.tma_descriptors]
         launcher.append(f"_TMA_DESCRIPTORS = {pprint.pformat(descriptors, width=100)}")
         tma = "TmaEncoder.from_dicts(_TMA_DESCRIPTORS)"
+    launcher += ["# ---- PyTorch custom op: mgpu_lab/runtime/torch_op.py, verbatim ----",
+                 _strip_module_header(inspect.getsource(torch_op))]
     name = _exported_name(compiled, _OWN_NAMES | _top_level_names("\n".join(launcher)))
     spec = launch_spec(compiled)
     cubin, ptx = spec.pop("cubin"), spec.pop("ptx")
@@ -129,7 +132,14 @@ def export_source(compiled: CompiledKernel, module_name: str = "kernel") -> str:
         "",
         "",
         f"{name} = PortableLauncher(SPEC, error=LaunchArgumentError, tma_encoder={tma})",
-        f'__all__ = [{name!r}, "LaunchArgumentError", "SPEC"]',
+        "",
+        "",
+        "def as_torch_op(qualname):",
+        '    """Register this kernel as the torch custom op `qualname` ("namespace::name"); needs torch."""',
+        f"    return register_torch_op({name}, qualname)",
+        "",
+        "",
+        f'__all__ = [{name!r}, "LaunchArgumentError", "SPEC", "as_torch_op"]',
         "",
     ]
     return "\n".join(parts)
