@@ -29,3 +29,17 @@ class LaunchArgumentError(MgpuLabError, ValueError):
 
 class ToolchainError(MgpuLabError, RuntimeError):
     """A CUDA tool (ptxas, nvdisasm) could not be found or run."""
+
+
+class KernelFaultError(MgpuLabError, RuntimeError):
+    """A kernel run in the isolated worker hit a sticky CUDA error (illegal address, trap,
+    misaligned access, ...) or hung past its timeout. The worker was restarted; this process's
+    CUDA context was never touched. `cuda_error` is the CUDA error name; `location` the user's
+    "file:line" of the faulting instruction when a compute-sanitizer re-run could tell (else
+    None), `sass` that instruction, `report` the sanitizer's own words."""
+
+    def __init__(self, message: str, *, kernel: str, cuda_error: str, location: str | None = None,
+                 sass: str | None = None, report: str | None = None):
+        super().__init__(message)
+        self.kernel, self.cuda_error = kernel, cuda_error
+        self.location, self.sass, self.report = location, sass, report
