@@ -124,7 +124,14 @@ class WorkerClient:
 
     def _gone(self, what: str, *, timed_out: bool = False) -> WorkerGone:
         worker = self.worker
-        code = worker.process.poll() if worker is not None else None
+        code = None
+        if worker is not None:
+            code = worker.process.poll()
+            if code is None and not timed_out:  # its socket closed: the exit status follows shortly
+                try:
+                    code = worker.process.wait(timeout=5)
+                except Exception:  # noqa: BLE001 - still running: report no exit code
+                    code = None
         log = worker.log_tail() if worker is not None else ""
         self._give_up()
         return WorkerGone(what, timed_out=timed_out, exit_code=code, log=log)
