@@ -331,9 +331,11 @@ class PortableLauncher:
         def label(index: int) -> str:
             return f"input {index}" if index < self.n_in else f"output {index - self.n_in}"
 
-        return (f"{label(a)} of {self.name} overlaps {label(b)} in memory: the kernel may read data it already "
-                f"overwrote. Pass a separate output array, or build the kernel with may_alias={{{a - self.n_in}: "
-                f"{b}}} if it is written to work in place")
+        head = f"{label(a)} of {self.name} overlaps {label(b)} in memory"
+        if b >= self.n_in:
+            return f"{head}: two outputs must not share memory; pass separate output arrays"
+        return (f"{head}: the kernel may read data it already overwrote. Pass a separate output array, or "
+                f"build the kernel with may_alias={{{a - self.n_in}: {b}}} if it is written to work in place")
 
     # -- launching -----------------------------------------------------------------------
     def _function(self, device: int) -> LoadedFunction:
