@@ -11,9 +11,19 @@ from fault_kernels import FAR, FAULTS, N, make_hang, make_oob_write
 from gpu_arrays import poisoned
 from mgpu_lab.errors import KernelFaultError
 from mgpu_lab.examples.vector_add import make_vector_add, reference_vector_add
+from mgpu_lab.runtime import isolation
 from mgpu_lab.runtime.isolation import worker_for
 
 pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def _no_sanitizer_reruns():
+    """A compute-sanitizer re-run per fault takes tens of seconds; one test below asks for it."""
+    saved = isolation.SETTINGS.locate_faults
+    isolation.SETTINGS.locate_faults = False
+    yield
+    isolation.SETTINGS.locate_faults = saved
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ _SLOT_BYTES = 128  # a TMA descriptor, the largest parameter
 _SLOT_WORDS = _SLOT_BYTES // 8
 _DEFAULT_DYNAMIC_SMEM_LIMIT = 48 * 1024  # above this the function attribute must be raised
 _ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+_CUDA_ERROR_INVALID_CONTEXT = 201
 
 
 class PortableLaunchError(ValueError):
@@ -121,6 +122,7 @@ class LoadedFunction:
         self.config = self._cluster_config(cluster) if cluster != (1, 1, 1) else None
         self.handle_pointer = ctypes.c_void_p(self.handle)
         self._dims = (*self.grid, *self.block, self.smem)
+        self._launch_kernel = _cu_launch_kernel()
 
     def _load(self, spec: dict, driver: Any) -> Any:
         err, module = driver.cuModuleLoadData(spec["cubin"])
@@ -146,13 +148,22 @@ class LoadedFunction:
 
     def launch(self, stream: ctypes.c_void_p, argv: ctypes.c_void_p) -> None:
         """Launch on `stream` with `argv` (the kernelParams array), both as c_void_p."""
-        if self.config is None:
-            err = _cu_launch_kernel()(self.handle_pointer, *self._dims, stream, argv, None)
-        else:
-            self.config.hStream = stream.value or 0
-            (err,) = self._driver.cuLaunchKernelEx(self.config, self.function, argv.value, 0)
+        err = self._launch_once(stream, argv)
+        if err == _CUDA_ERROR_INVALID_CONTEXT:
+            # A thread that has made no CUDA runtime call yet has no current context.
+            import cupy
+
+            cupy.cuda.runtime.free(0)
+            err = self._launch_once(stream, argv)
         if err:
             cuda_check((self._driver.CUresult(int(err)),), "cuLaunchKernel")
+
+    def _launch_once(self, stream: ctypes.c_void_p, argv: ctypes.c_void_p) -> int:
+        if self.config is None:
+            return self._launch_kernel(self.handle_pointer, *self._dims, stream, argv, None)
+        self.config.hStream = stream.value or 0
+        (err,) = self._driver.cuLaunchKernelEx(self.config, self.function, argv.value, 0)
+        return int(err)
 
 
 def _torch_view(x: Any, cupy: Any) -> Any:
@@ -382,7 +393,13 @@ class PortableLauncher:
         self._launch(arrays, [a.data.ptr for a in arrays], self._get_device(), stream)
 
     def _stream_pointer(self, stream: Any) -> ctypes.c_void_p:
-        ptr = self._current_stream().ptr if stream is None else getattr(stream, "ptr", stream)
+        """`stream` (None: CuPy's current one; a CuPy or torch stream; a raw handle) as c_void_p."""
+        if stream is None:
+            ptr = self._current_stream().ptr
+        elif hasattr(stream, "ptr"):
+            ptr = stream.ptr
+        else:
+            ptr = getattr(stream, "cuda_stream", stream)  # torch.cuda.Stream, or an int handle
         handle = self._streams.get(ptr)
         if handle is None:
             if len(self._streams) > 64:

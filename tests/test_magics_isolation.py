@@ -1,0 +1,57 @@
+"""`%%mosaic --isolate` and `%mosaic_config isolate=on|off` in a headless IPython shell."""
+
+from __future__ import annotations
+
+import pytest
+
+IPython = pytest.importorskip("IPython")
+
+from mgpu_lab.magics import MagicArgumentError, parse_config_line, parse_magic_line  # noqa: E402
+from mgpu_lab.runtime.isolation import SETTINGS  # noqa: E402
+
+CELL = """\
+i = arith.addi(arith.muli(dsl.block_idx(), c(256)), dsl.thread_idx())
+memref.store(memref.load(a, [i]), out, [i])
+"""
+
+
+@pytest.fixture
+def shell():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "mgpu_lab")
+    ip.run_cell("import mgpu_lab\nfrom mgpu_lab import dsl\nfrom mgpu_lab.dsl import arith, c, memref\n"
+                "sd = mgpu_lab.ShapeDtype((1024,), 'float32')")
+    yield ip
+    InteractiveShell.clear_instance()
+    SETTINGS.enabled = False
+
+
+def test_isolate_flag_parses():
+    assert parse_magic_line("k --grid 4 --block 256 --isolate").isolate
+    assert not parse_magic_line("k --grid 4 --block 256").isolate
+
+
+def test_mosaic_isolate_marks_the_kernel(shell):
+    shell.run_cell_magic("mosaic", "copy --grid 4 --block 256 --in a=sd --out out=sd --isolate", CELL)
+    assert shell.user_ns["copy"].isolate is True
+    shell.run_cell_magic("mosaic", "copy2 --grid 4 --block 256 --in a=sd --out out=sd", CELL)
+    assert shell.user_ns["copy2"].isolate is None  # follows the notebook-wide switch
+
+
+def test_mosaic_config_switches_isolation_for_the_notebook(shell, capsys):
+    shell.run_line_magic("mosaic_config", "isolate=on")
+    assert SETTINGS.enabled and "isolate=on" in capsys.readouterr().out
+    shell.run_line_magic("mosaic_config", "isolate=off")
+    assert not SETTINGS.enabled
+
+
+@pytest.mark.parametrize("line, message", [
+    ("isolate", "expected key=value with a key of: isolate=on|off"),
+    ("speed=fast", "got 'speed=fast'"),
+    ("isolate=maybe", "isolate takes on or off, got 'maybe'"),
+])
+def test_bad_config_lines_are_named(line, message):
+    with pytest.raises(MagicArgumentError, match=message):
+        parse_config_line(line)
