@@ -354,15 +354,23 @@ def test_kernel_call_routes_to_the_isolated_worker_when_asked(monkeypatch):
     from mgpu_lab.runtime.launcher import Launcher
 
     calls = []
-    monkeypatch.setattr(Launcher, "_isolated", lambda self, args, out, stream, timeout_s: calls.append(timeout_s))
-    monkeypatch.setattr(Launcher, "__init__", lambda self, compiled, may_alias=None: None)
+    monkeypatch.setattr(Launcher, "call_isolated", lambda self, args, out, stream, timeout_s: calls.append(timeout_s))
+    monkeypatch.setattr(Launcher, "call", lambda self, args, out, stream: calls.append("in process"))
+
+    def init(self, compiled, may_alias=None):
+        self.isolation = isolation.SETTINGS
+
+    monkeypatch.setattr(Launcher, "__init__", init)
     k = Kernel(SimpleNamespace(name="k", inputs=(), outputs=()))
     k(isolate=True, timeout_s=3)
     with isolation.isolated():
         k()
+    k()
     k.isolate = True
     k()
-    assert calls == [3, None, None]
+    with isolation.isolated():
+        k(isolate=False)
+    assert calls == [3, None, "in process", None, "in process"]
 
 
 def test_a_real_worker_that_cannot_start_reports_its_log():

@@ -101,8 +101,11 @@ class Kernel:
         """Run on `args`; `isolate=True` runs this launch in the isolated GPU worker (a fault
         raises KernelFaultError instead of poisoning this process), `timeout_s` bounds it there."""
         launcher = self._launcher or self._new_launcher()
-        return launcher(*args, out=out, stream=stream, isolate=self.isolate if isolate is None else isolate,
-                        timeout_s=timeout_s)
+        if isolate is None:
+            isolate = self.isolate
+        if isolate or (isolate is None and launcher.isolation.enabled):
+            return launcher.call_isolated(args, out, stream, timeout_s)
+        return launcher.call(args, out, stream)
 
     def launch_unchecked(self, *arrays: Any, stream: Any = None) -> None:
         """Launch on CuPy arrays (inputs, then outputs) skipping every argument check.

@@ -60,18 +60,20 @@ class Launcher(PortableLauncher):
         super().__init__(launch_spec(compiled, may_alias), error=LaunchArgumentError,
                          resource_error=ResourceLimitError, tma_encoder=tma)
         self.compiled = compiled
+        self.isolation = SETTINGS  # the process-wide switch (mgpu_lab.isolated / set_isolation)
 
     def __call__(self, *args: Any, out: Any = None, stream: Any = None, isolate: bool | None = None,
                  timeout_s: float | None = None) -> Any:
         if isolate or (isolate is None and SETTINGS.enabled):
-            return self._isolated(args, out, stream, timeout_s)
-        return PortableLauncher.__call__(self, *args, out=out, stream=stream)
+            return self.call_isolated(args, out, stream, timeout_s)
+        return self.call(args, out, stream)
 
-    def _isolated(self, args: tuple, out: Any, stream: Any, timeout_s: float | None) -> Any:
+    def call_isolated(self, args: tuple, out: Any = None, stream: Any = None, timeout_s: float | None = None) -> Any:
+        """Check the arguments here, then launch in the isolated GPU worker."""
         from .isolation import launch_isolated
 
         if len(args) != self.n_in:
-            return PortableLauncher.__call__(self, *args, out=out, stream=stream)  # raises the count error
+            return self.call(args, out, stream)  # raises the argument-count error
         device = self._get_device()
         arrays, _ = self.checked(args, out, device)
         return launch_isolated(self, list(arrays), device, stream, timeout_s)

@@ -121,8 +121,8 @@ class LoadedFunction:
         self.grid, self.block, cluster = tuple(spec["grid"]), tuple(spec["block"]), tuple(spec["cluster"])
         self.config = self._cluster_config(cluster) if cluster != (1, 1, 1) else None
         self.handle_pointer = ctypes.c_void_p(self.handle)
-        self._dims = (*self.grid, *self.block, self.smem)
-        self._launch_kernel = _cu_launch_kernel()
+        self.dims = (*self.grid, *self.block, self.smem)  # cuLaunchKernel's 7 ints, in order
+        self.launch_kernel = _cu_launch_kernel()
 
     def _load(self, spec: dict, driver: Any) -> Any:
         err, module = driver.cuModuleLoadData(spec["cubin"])
@@ -147,8 +147,14 @@ class LoadedFunction:
         return config
 
     def launch(self, stream: ctypes.c_void_p, argv: ctypes.c_void_p) -> None:
-        """Launch on `stream` with `argv` (the kernelParams array), both as c_void_p."""
+        """Launch on `stream` with `argv` (the kernelParams array), both as c_void_p.
+        (The launcher's hot path makes the cuLaunchKernel call itself and comes here on errors.)"""
         err = self._launch_once(stream, argv)
+        if err:
+            self.recover(err, stream, argv)
+
+    def recover(self, err: int, stream: ctypes.c_void_p, argv: ctypes.c_void_p) -> None:
+        """After a failed launch: retry once if the thread had no current context, else raise."""
         if err == _CUDA_ERROR_INVALID_CONTEXT:
             # A thread that has made no CUDA runtime call yet has no current context.
             import cupy
@@ -160,7 +166,7 @@ class LoadedFunction:
 
     def _launch_once(self, stream: ctypes.c_void_p, argv: ctypes.c_void_p) -> int:
         if self.config is None:
-            return self._launch_kernel(self.handle_pointer, *self._dims, stream, argv, None)
+            return self.launch_kernel(self.handle_pointer, *self.dims, stream, argv, None)
         self.config.hStream = stream.value or 0
         (err,) = self._driver.cuLaunchKernelEx(self.config, self.function, argv.value, 0)
         return int(err)
@@ -244,7 +250,7 @@ class PortableLauncher:
         self.param_kinds = [tuple(p) for p in spec["params"]]
         # Every parameter an array pointer in order: the call writes pointers and launches.
         self._pointer_only = self.param_kinds == [("array", i) for i in range(len(self._all_specs))]
-        self._slot_words = [slot * _SLOT_WORDS for slot in range(len(self.param_kinds))]
+        self._pointer_slots = slice(0, len(self.param_kinds) * _SLOT_WORDS, _SLOT_WORDS)  # first word of each slot
         self.num_blocks = int(np.prod(spec["grid"]))
         self._storage = _ParamStorage(len(self.param_kinds))
         self._functions: dict[int, LoadedFunction] = {}
@@ -359,6 +365,10 @@ class PortableLauncher:
         return fn
 
     def __call__(self, *args: Any, out: Any = None, stream: Any = None) -> Any:
+        return self.call(args, out, stream)
+
+    def call(self, args: tuple, out: Any = None, stream: Any = None) -> Any:
+        """`self(*args, out=out, stream=stream)` with the inputs as one tuple (for wrappers)."""
         if len(args) != self.n_in:
             raise self._error(f"{self.name} takes {self.n_in} input array(s) "
                               f"{[f'{s}:{d.name}' for s, d in self.in_specs]}, got {len(args)}")
@@ -408,26 +418,40 @@ class PortableLauncher:
         return handle
 
     def _launch(self, arrays: Any, pointers: list[int], device: int, stream: Any) -> Any:
-        fn = self._functions.get(device) or self._function(device)
+        fn = self._functions.get(device)
+        if fn is None:
+            fn = self._function(device)
         storage = self._storage
-        slots = storage.slots
         if self._pointer_only:
-            for word, ptr in zip(self._slot_words, pointers):
-                slots[word] = ptr
+            storage.slots[self._pointer_slots] = pointers
         else:
-            for slot, (kind, index) in enumerate(self.param_kinds):
-                word = slot * _SLOT_WORDS
-                if kind == "array":
-                    slots[word] = pointers[index]
-                elif kind == "tma":
-                    storage.words[word: word + _SLOT_WORDS] = self._tma.encode(index, arrays)
-                else:
-                    slots[word] = self._new_profile_buffer().data.ptr
-        fn.launch(self._stream_pointer(stream), storage.argv_pointer)
+            self._fill_slots(storage, arrays, pointers)
+        handle = self._streams.get(self._current_stream().ptr) if stream is None else None
+        if handle is None:
+            handle = self._stream_pointer(stream)
+        argv = storage.argv_pointer
+        if fn.config is None:
+            err = fn.launch_kernel(fn.handle_pointer, *fn.dims, handle, argv, None)
+            if err:
+                fn.recover(err, handle, argv)
+        else:
+            fn.launch(handle, argv)
         if self._profiled:
             self.last_profile = self._profile_buffer
         n_in = self.n_in
         return arrays[n_in] if len(arrays) == n_in + 1 else tuple(arrays[n_in:])
+
+    def _fill_slots(self, storage: _ParamStorage, arrays: Any, pointers: list[int]) -> None:
+        """Parameters of kernels with TMA descriptors or a profiler buffer, slot by slot."""
+        slots = storage.slots
+        for slot, (kind, index) in enumerate(self.param_kinds):
+            word = slot * _SLOT_WORDS
+            if kind == "array":
+                slots[word] = pointers[index]
+            elif kind == "tma":
+                storage.words[word: word + _SLOT_WORDS] = self._tma.encode(index, arrays)
+            else:
+                slots[word] = self._new_profile_buffer().data.ptr
 
     def _new_profile_buffer(self) -> Any:
         self._profile_buffer = self._cupy.empty((self.num_blocks, self.spec["profile_words"]), np.uint32)
