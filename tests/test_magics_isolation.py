@@ -9,22 +9,12 @@ IPython = pytest.importorskip("IPython")
 from mgpu_lab.magics import MagicArgumentError, parse_config_line, parse_magic_line  # noqa: E402
 from mgpu_lab.runtime.isolation import SETTINGS  # noqa: E402
 
-CELL = """\
-i = arith.addi(arith.muli(dsl.block_idx(), c(256)), dsl.thread_idx())
-memref.store(memref.load(a, [i]), out, [i])
-"""
+from test_magics import CELL, shell  # noqa: E402, F401 - the headless shell fixture
 
 
-@pytest.fixture
-def shell():
-    from IPython.core.interactiveshell import InteractiveShell
-
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "mgpu_lab")
-    ip.run_cell("import mgpu_lab\nfrom mgpu_lab import dsl\nfrom mgpu_lab.dsl import arith, c, memref\n"
-                "sd = mgpu_lab.ShapeDtype((1024,), 'float32')")
-    yield ip
-    InteractiveShell.clear_instance()
+@pytest.fixture(autouse=True)
+def _isolation_off_afterwards():
+    yield
     SETTINGS.enabled = False
 
 
@@ -34,10 +24,11 @@ def test_isolate_flag_parses():
 
 
 def test_mosaic_isolate_marks_the_kernel(shell):
-    shell.run_cell_magic("mosaic", "copy --grid 4 --block 256 --in a=sd --out out=sd --isolate", CELL)
-    assert shell.user_ns["copy"].isolate is True
-    shell.run_cell_magic("mosaic", "copy2 --grid 4 --block 256 --in a=sd --out out=sd", CELL)
-    assert shell.user_ns["copy2"].isolate is None  # follows the notebook-wide switch
+    line = "--grid 'N // 1024' --block 256 --in a=sd --in b=sd --out out=sd"
+    shell.run_cell_magic("mosaic", f"vadd {line} --isolate", CELL)
+    assert shell.user_ns["vadd"].isolate is True
+    shell.run_cell_magic("mosaic", f"vadd2 {line}", CELL)
+    assert shell.user_ns["vadd2"].isolate is None  # follows the notebook-wide switch
 
 
 def test_mosaic_config_switches_isolation_for_the_notebook(shell, capsys):
