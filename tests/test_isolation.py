@@ -37,7 +37,7 @@ def test_array_crosses_as_allocation_handle_plus_offset():
     h = export_array(_fake_array(0x7000_0000_1240, (2, 3)), "input 0", address_range=lambda p: (0x7000_0000_0000, 1 << 20),
                      ipc_handle=ipc_handle)
     assert asked == [0x7000_0000_0000], "the handle must be taken of the allocation's base, not the array's pointer"
-    assert h == ArrayHandle(HANDLE, 0x1240, (2, 3), "float32")
+    assert h == ArrayHandle(HANDLE, 0x7000_0000_0000, 0x1240, (2, 3), "float32")
 
 
 def test_offset_outside_the_allocation_is_refused():
@@ -56,9 +56,9 @@ def test_memory_without_an_ipc_handle_is_explained():
 
 def test_array_handle_validates_its_fields():
     with pytest.raises(ValueError, match="handle: expected 64 bytes, got 3"):
-        ArrayHandle(b"abc", 0, (1,), "float32")
+        ArrayHandle(b"abc", 0x1000, 0, (1,), "float32")
     with pytest.raises(ValueError, match="offset: expected >= 0"):
-        ArrayHandle(HANDLE, -1, (1,), "float32")
+        ArrayHandle(HANDLE, 0x1000, -1, (1,), "float32")
 
 
 def test_worker_opens_each_allocation_once_and_closes_the_least_recently_used():
@@ -71,15 +71,26 @@ def test_worker_opens_each_allocation_once_and_closes_the_least_recently_used():
 
     allocations = OpenedAllocations(open_handle, closed.append, capacity=2)
     h1, h2, h3 = (bytes([i]) * 64 for i in (1, 2, 3))
-    assert allocations.pointer(ArrayHandle(h1, 16, (1,), "float32")) == 0x10_0000 + 16
-    assert allocations.pointer(ArrayHandle(h1, 32, (1,), "float32")) == 0x10_0000 + 32
-    assert opened == [h1]
-    allocations.pointer(ArrayHandle(h2, 0, (1,), "float32"))
-    allocations.pointer(ArrayHandle(h1, 0, (1,), "float32"))  # h1 is now the most recent
-    allocations.pointer(ArrayHandle(h3, 0, (1,), "float32"))
+    assert allocations.pointer(ArrayHandle(h1, 0xA000, 16, (1,), "float32")) == 0x10_0000 + 16
+    assert allocations.pointer(ArrayHandle(h1, 0xA000, 32, (1,), "float32")) == 0x10_0000 + 32
+    assert opened == [h1], "one allocation is opened once (a second open fails in CUDA)"
+    allocations.pointer(ArrayHandle(h2, 0xB000, 0, (1,), "float32"))
+    allocations.pointer(ArrayHandle(h1, 0xA000, 0, (1,), "float32"))  # h1 is now the most recent
+    allocations.pointer(ArrayHandle(h3, 0xC000, 0, (1,), "float32"))
     assert closed == [0x20_0000], "h2 was the least recently used"
     allocations.close_all()
     assert len(allocations) == 0 and sorted(closed) == [0x10_0000, 0x20_0000, 0x30_0000]
+
+
+def test_a_new_allocation_at_a_known_address_replaces_the_old_mapping():
+    closed = []
+    bases = itertools.count(0x10_0000, 0x10_0000)
+    allocations = OpenedAllocations(lambda h: next(bases), closed.append)
+    old, new = bytes([1]) * 64, bytes([2]) * 64
+    assert allocations.pointer(ArrayHandle(old, 0xA000, 0, (1,), "float32")) == 0x10_0000
+    assert allocations.pointer(ArrayHandle(new, 0xA000, 0, (1,), "float32")) == 0x20_0000
+    assert closed == [0x10_0000], "the freed allocation's mapping is closed before the new one opens"
+    assert len(allocations) == 1
 
 
 # -- the worker protocol against a fake worker ------------------------------------------------

@@ -28,6 +28,7 @@ class ArrayHandle:
     """One array as another process can open it: allocation handle + offset, shape, dtype."""
 
     handle: bytes  # cudaIpcMemHandle_t of the allocation holding the array
+    base: int  # the allocation's address in the exporting process: the worker's cache key
     offset: int  # bytes from the allocation's start to the array's first element
     shape: tuple[int, ...]
     dtype: str  # numpy dtype name of the device array (float8 travels as uint8)
@@ -76,15 +77,18 @@ def export_array(array: Any, what: str, *, address_range: Callable[[int], tuple[
             f"{what}: its memory cannot be shared with the isolated worker by CUDA IPC ({e}); isolation "
             "needs cudaMalloc memory (CuPy's default pool, torch without expandable_segments), not "
             "cudaMallocAsync pools or virtual-memory allocations") from None
-    return ArrayHandle(handle, offset, tuple(array.shape), array.dtype.name)
+    return ArrayHandle(handle, base, offset, tuple(array.shape), array.dtype.name)
 
 
 class OpenedAllocations:
-    """The worker's side: opened allocations by handle, least recently used closed first.
+    """The worker's side: opened allocations, least recently used closed first.
 
+    CUDA lets a process open one allocation only once (a second open fails with "already
+    mapped"), so mappings are keyed by the allocation's address in the exporting process. A
+    different handle for a known address means that allocation was freed and another one made
+    there: the old mapping is closed before the new one is opened.
     `open_handle(handle) -> base pointer` and `close(base)` are the CUDA calls (replaceable
-    for tests). Handles name allocations uniquely, so a cached mapping stays right for as long
-    as the exporting process keeps the allocation (memory pools keep them)."""
+    for tests)."""
 
     def __init__(self, open_handle: Callable[[bytes], int] | None = None,
                  close: Callable[[int], None] | None = None, capacity: int = OPEN_ALLOCATIONS):
@@ -95,27 +99,32 @@ class OpenedAllocations:
             open_handle = open_handle or (lambda h: runtime.ipcOpenMemHandle(h, runtime.cudaIpcMemLazyEnablePeerAccess))
             close = close or runtime.ipcCloseMemHandle
         self._open, self._close, self._capacity = open_handle, close, capacity
-        self._bases: collections.OrderedDict[bytes, int] = collections.OrderedDict()
+        # exporter's base address -> (handle, base address here)
+        self._mapped: collections.OrderedDict[int, tuple[bytes, int]] = collections.OrderedDict()
 
     def pointer(self, array: ArrayHandle) -> int:
         """The address of `array` in this process."""
-        base = self._bases.get(array.handle)
-        if base is None:
-            base = self._bases[array.handle] = int(self._open(array.handle))
-            while len(self._bases) > self._capacity:
-                _, old = self._bases.popitem(last=False)
-                self._close(old)
-        else:
-            self._bases.move_to_end(array.handle)
-        return base + array.offset
+        entry = self._mapped.get(array.base)
+        if entry is not None and entry[0] == array.handle:
+            self._mapped.move_to_end(array.base)
+            return entry[1] + array.offset
+        if entry is not None:
+            del self._mapped[array.base]
+            self._close(entry[1])
+        local = int(self._open(array.handle))
+        self._mapped[array.base] = (array.handle, local)
+        while len(self._mapped) > self._capacity:
+            _, (_, old) = self._mapped.popitem(last=False)
+            self._close(old)
+        return local + array.offset
 
     def close_all(self) -> None:
-        while self._bases:
-            _, base = self._bases.popitem(last=False)
-            self._close(base)
+        while self._mapped:
+            _, (_, local) = self._mapped.popitem(last=False)
+            self._close(local)
 
     def __len__(self) -> int:
-        return len(self._bases)
+        return len(self._mapped)
 
 
 def as_cupy_array(ptr: int, shape: tuple[int, ...], dtype: str, device: int) -> Any:
