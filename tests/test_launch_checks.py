@@ -80,3 +80,21 @@ def test_may_alias_declarations_are_validated():
         alias_pairs({1: 0}, 2, 1)
     with pytest.raises(TypeError, match="may_alias: expected True"):
         alias_pairs("out", 2, 1)
+
+
+def test_an_array_interface_that_raises_on_access_is_not_fatal():
+    """torch computes __cuda_array_interface__ on access and raises KeyError for bfloat16."""
+
+    class Bf16Tensor:
+        @property
+        def __cuda_array_interface__(self):
+            raise KeyError("bfloat16")
+
+        def __dlpack__(self, stream=None):
+            raise BufferError("bfloat16 has no DLPack route into CuPy")
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    with pytest.raises(PortableLaunchError, match=rf"input 0 of k: {EXPECTED}, got .*Bf16Tensor \("):
+        _launcher()(Bf16Tensor(), Bf16Tensor())

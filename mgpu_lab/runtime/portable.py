@@ -290,15 +290,16 @@ class PortableLauncher:
         expected = f"{what} {position} of {name}: expected a device array ({_DEVICE_ARRAY_KINDS})"
         if isinstance(x, np.ndarray):
             raise err(f"{expected}, got a host numpy.ndarray; move it with cupy.asarray(x)")
-        has_cai = hasattr(x, "__cuda_array_interface__")
-        if not has_cai and not hasattr(x, "__dlpack__"):
+        # Class-level checks: torch computes __cuda_array_interface__ on access and raises
+        # for dtypes it cannot describe (bfloat16), which hasattr(x, ...) would propagate.
+        has_dlpack = hasattr(type(x), "__dlpack__")
+        if not has_dlpack and not hasattr(type(x), "__cuda_array_interface__"):
             raise err(f"{expected}, got {_describe(x)}")
-        if not has_cai:
-            where = _dlpack_device(x)
-            if where in ("cpu", "cuda pinned host"):
-                raise err(f"{expected}, got a {_describe(x)} in host memory ({where}); move it to the GPU first")
+        where = _dlpack_device(x) if has_dlpack else None
+        if where in ("cpu", "cuda pinned host"):
+            raise err(f"{expected}, got a {_describe(x)} in host memory ({where}); move it to the GPU first")
         try:
-            return cupy.from_dlpack(x) if hasattr(x, "__dlpack__") else cupy.asarray(x)
+            return cupy.from_dlpack(x) if has_dlpack else cupy.asarray(x)
         except Exception as e:  # noqa: BLE001 - report any conversion failure the same way
             view = _torch_view(x, cupy)
             if view is None:
