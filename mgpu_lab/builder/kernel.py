@@ -78,21 +78,37 @@ class Kernel:
     `kernel.compiled` has every artifact: PTX, SASS, resources, smem layout, IR passes.
     """
 
-    def __init__(self, compiled: CompiledKernel):
+    def __init__(self, compiled: CompiledKernel, *, may_alias: Any = None, isolate: bool | None = None):
+        if may_alias:
+            from ..runtime.launcher import alias_pairs
+
+            alias_pairs(may_alias, len(compiled.inputs), len(compiled.outputs))  # refuse bad ones now
         self.compiled = compiled
+        self.may_alias = may_alias  # outputs that may overlap inputs: True or {output: input}
+        self.isolate = isolate  # None: follow mgpu_lab.isolated() / set_isolation()
         self._launcher = None
 
     @property
     def name(self) -> str:
         return self.compiled.name
 
-    def __call__(self, *args: Any, out: Any = None, stream: Any = None) -> Any:
-        if self._launcher is None:
-            from ..runtime.launcher import Launcher
+    def _new_launcher(self) -> Any:
+        from ..runtime.launcher import Launcher
 
-            self._launcher = Launcher(self.compiled)
+        self._launcher = Launcher(self.compiled, self.may_alias)
+        return self._launcher
+
+    def __call__(self, *args: Any, out: Any = None, stream: Any = None, isolate: bool | None = None,
+                 timeout_s: float | None = None) -> Any:
+        """Run on `args`; `isolate=True` runs this launch in the isolated GPU worker (a fault
+        raises KernelFaultError instead of poisoning this process), `timeout_s` bounds it there."""
+        launcher = self._launcher or self._new_launcher()
+        if isolate is None:
+            isolate = self.isolate
         try:
-            return self._launcher(*args, out=out, stream=stream)
+            if isolate or (isolate is None and launcher.isolation.enabled):
+                return launcher.call_isolated(args, out, stream, timeout_s)
+            return launcher.call(args, out, stream)
         except Exception as error:
             trim_for_user(error)  # a wrong argument shows the caller's line, not the launcher's
             raise
@@ -102,11 +118,8 @@ class Kernel:
 
         Call the kernel normally once first; this is for hot loops where ~2 us of checks per
         launch matter. Wrong arguments here are undefined behaviour on the GPU."""
-        if self._launcher is None:
-            from ..runtime.launcher import Launcher
-
-            self._launcher = Launcher(self.compiled)
-        self._launcher.launch_unchecked(*arrays, stream=stream)
+        launcher = self._launcher or self._new_launcher()
+        launcher.launch_unchecked(*arrays, stream=stream, isolate=self.isolate)
 
     def as_torch_op(self, qualname: str) -> Any:
         """Register this kernel as the PyTorch custom op `qualname` ("namespace::name") and return it.
@@ -116,11 +129,7 @@ class Kernel:
         implementation gives the output shapes). An exported module offers the same (`as_torch_op`)."""
         from ..runtime.torch_op import register_torch_op
 
-        if self._launcher is None:
-            from ..runtime.launcher import Launcher
-
-            self._launcher = Launcher(self.compiled)
-        return register_torch_op(self._launcher, qualname)
+        return register_torch_op(self._launcher or self._new_launcher(), qualname)
 
     @property
     def last_trace(self) -> Any:
@@ -145,6 +154,7 @@ class Kernel:
 def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any = (),
            out_shapes: Any = (), smem: Any = None, cluster: Any = (1, 1, 1), name: str | None = None,
            profile: bool = False, profile_unit: str = "warpgroup", profile_capacity: int = 256,
+           may_alias: Any = None, isolate: bool | None = None,
            options: CompileOptions | None = None, **option_overrides: Any) -> Kernel:
     """Trace `body(ctx, *in_refs, *out_refs, smem_refs)` into a Hopper kernel and compile it.
 
@@ -152,6 +162,9 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
     array to copy the shape of), one or a sequence. smem: a tree of ShapeDtype / Barriers /
     Union (tuple, list or dict nodes); `smem_refs` mirrors it with memref views.
     profile: record `ctx.named_region`s per warpgroup (or per warp) into a bounded buffer.
+    may_alias: outputs allowed to overlap inputs in memory (True, or {output index: input
+    index}); other overlaps of out= arrays are refused. isolate: run every launch of this
+    kernel in the isolated GPU worker (None follows `mgpu_lab.isolated()`).
     Compile options (target=, keep_passes=, dump_dir=, ...) go to `CompileOptions`.
     """
     if not callable(body):
@@ -220,7 +233,7 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
     )
     with context:
         compiled = compile_module(module, spec, options)
-    return Kernel(compiled)
+    return Kernel(compiled, may_alias=may_alias, isolate=isolate)
 
 
 _contexts = threading.local()
