@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 
 from .._mlir import arith, gpu, ir
-from .constants import as_index, c
+from .values import as_index, c
 from .threads import linear_thread_idx
 from .warpgroup import (
     cluster_sync,

@@ -249,7 +249,7 @@ def _smem_views(plan: Any, dynamic_smem: int) -> Any:
                                                        memory_space=workgroup))
 
     def view(rec):
-        from .constants import c
+        from .values import c
 
         if rec.kind == "barrier":
             from .barriers import BarrierArray
