@@ -13,6 +13,7 @@ warpgroup MMA (`wgmma`, `WGMMAAccumulator`), warpgroup and cluster helpers.
 
 from ._mlir import arith, gpu, ir, llvm, math, memref, nvgpu, nvvm, scf, vector
 from .builder.barriers import BarrierArray, BarrierRef
+from .builder.dtypes import itemsize
 from .builder.control import for_range, if_else, when
 from .builder.fragmented import FragmentedArray, where
 from .builder.layouts import (
@@ -128,6 +129,7 @@ __all__ = [
     "gpu",
     "grid_dim",
     "if_else",
+    "itemsize",
     "ir",
     "lane_idx",
     "linear_thread_idx",
