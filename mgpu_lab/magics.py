@@ -3,8 +3,9 @@
     %load_ext mgpu_lab
 
     %%mosaic vadd --grid "N // 1024" --block 256 --in a=sd --in b=sd --out c=sd --show sass,smem
-    i = arith.muli(arith.addi(arith.muli(dsl.block_idx(), c(256)), dsl.thread_idx()), c(4))
-    ...
+    i = (dsl.block_idx() * 256 + dsl.thread_idx()) * 4
+    v4 = dsl.ir.VectorType.get([4], dsl.ir.F32Type.get())
+    dsl.vector.store(dsl.vector.load(v4, a, [i]) + dsl.vector.load(v4, b, [i]), c, [i])
 
 The cell is the kernel body, run in the notebook's namespace with `ctx`, the named arrays and
 `smem` in scope; NAME is bound to the compiled, callable kernel. Option values (--grid,

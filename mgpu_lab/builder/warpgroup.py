@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .._mlir import arith, ir, llvm, memref, nvvm, scf
-from .constants import c
+from .values import c
 from .dtypes import bitwidth
 from .threads import WARPGROUP_SIZE, thread_idx, warp_idx
 
@@ -205,7 +205,7 @@ def cluster_sync() -> None:
 def map_to_peer(address: ir.Value, rank: int | ir.Value) -> ir.Value:
     """`mapa`: the `.shared::cluster` address of the same smem location (an i32 `.shared::cta`
     address) in the block of cluster rank `rank`."""
-    from .constants import as_i32
+    from .values import as_i32
 
     return inline_ptx("mapa.shared::cluster.u32 $0, $1, $2;", [address, as_i32(rank)], ["=r", "r", "r"], [i32()],
                       memory=False)
