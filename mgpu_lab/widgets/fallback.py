@@ -25,14 +25,17 @@ from typing import Any
 
 import traitlets
 
-# Both rules only ever match next to a static rendering of ours. The first hides it once the
-# live view beside it has rendered; the second hides a widget output that never rendered
-# (no kernel, no widget manager, offline nbconvert HTML).
+# The rules only ever match next to a static rendering of ours. The first hides it once the
+# live view beside it has rendered; the others hide a widget output that has not rendered
+# (no kernel or no widget manager: JupyterLab's "Error displaying widget" or "Loading
+# widget...", which carry no data-mime-type, and nbconvert's placeholder, which does).
+_NEXT_WIDGET = ".jp-OutputArea-child:has([data-mgl-static]) + .jp-OutputArea-child:not(:has(.mgl))"
 STATIC_STYLE = (
     "<style>"
     ".jp-OutputArea-child:has([data-mgl-static]):has(+ .jp-OutputArea-child .mgl){display:none}"
-    ".jp-OutputArea-child:has([data-mgl-static]) + .jp-OutputArea-child"
-    ":has([data-mime-type='application/vnd.jupyter.widget-view+json']):not(:has(.mgl)){display:none}"
+    f"{_NEXT_WIDGET}:not(:has([data-mime-type])){{display:none}}"
+    f"{_NEXT_WIDGET}:has(.jupyter-widgets){{display:none}}"
+    f"{_NEXT_WIDGET}:has([data-mime-type='application/vnd.jupyter.widget-view+json']){{display:none}}"
     "</style>"
 )
 
