@@ -84,7 +84,7 @@ class PaddedGemm:
             raise ValueError(f"gemm: {what} must have shape {self._unpadded(shape)}, got {want}")
         if want == shape:
             return array
-        buffer = cupy.zeros(shape, array.dtype)
+        buffer = cupy.zeros(shape, _bits(array).dtype).view(array.dtype)
         _bits(buffer)[tuple(slice(0, w) for w in want)] = _bits(array)
         return buffer
 
