@@ -46,11 +46,12 @@ class PaddedGemm:
         self.m, self.n, self.k, self.transpose_b = m, n, k, transpose_b
         isz, osz = dtype_itemsize(dtype), dtype_itemsize(out_dtype)
         self.k_pad = round_up(k, 16 // isz)
-        self.n_pad = round_up(n, 16 // min(isz, osz))
-        self.extra_shapes = [tuple(spec.shape if hasattr(spec, "shape") else spec[0]) for spec in epilogue_inputs]
+        self.n_pad = round_up(n, 16 // (osz if transpose_b else min(isz, osz)))
         padded = [self._padded_spec(spec) for spec in epilogue_inputs]
         self.inner = make(m, self.n_pad, self.k_pad, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                           epilogue_inputs=padded, **kwargs)
+        # every array after a and b (the maker's own, e.g. fp8 scales, then the epilogue's)
+        self.extra_shapes = [self._unpadded(tuple(spec.shape)) for spec in self.inner.compiled.inputs[2:]]
 
     def _padded_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         if shape == (self.n,):
@@ -76,38 +77,41 @@ class PaddedGemm:
     def __repr__(self) -> str:
         return f"<PaddedGemm {self.m}x{self.n}x{self.k} via {self.inner!r}>"
 
-    def _pad(self, array: Any, shape: tuple[int, ...], what: str) -> Any:
+    @staticmethod
+    def _pad(array: Any, expected: tuple[int, ...], padded: tuple[int, ...], what: str) -> Any:
+        """`array` (checked to have shape `expected`) zero-padded to `padded`."""
         import cupy
 
-        want = tuple(array.shape)
-        if len(want) != len(shape) or any(w > s for w, s in zip(want, shape)):
-            raise ValueError(f"gemm: {what} must have shape {self._unpadded(shape)}, got {want}")
-        if want == shape:
+        if tuple(array.shape) != expected:
+            raise ValueError(f"gemm: {what} must have shape {expected}, got {tuple(array.shape)}")
+        if expected == padded:
             return array
-        buffer = cupy.zeros(shape, _bits(array).dtype).view(array.dtype)
-        _bits(buffer)[tuple(slice(0, w) for w in want)] = _bits(array)
+        buffer = cupy.zeros(padded, _bits(array).dtype).view(array.dtype)
+        _bits(buffer)[tuple(slice(0, w) for w in expected)] = _bits(array)
         return buffer
 
     def _unpadded(self, shape: tuple[int, ...]) -> tuple[int, ...]:
-        sizes = {self.n_pad: self.n, self.k_pad: self.k}
-        return tuple(sizes.get(s, s) for s in shape)
+        """The user's shape of an epilogue array the inner kernel takes padded."""
+        if shape == (self.n_pad,):
+            return (self.n,)
+        if shape == (self.m, self.n_pad):
+            return (self.m, self.n)
+        return shape
 
     def __call__(self, a: Any, b: Any, *extras: Any, out: Any = None, stream: Any = None) -> Any:
         import cupy
 
-        if tuple(a.shape) != (self.m, self.k):
-            raise ValueError(f"gemm: a must have shape {(self.m, self.k)}, got {tuple(a.shape)}")
         b_shape = (self.n, self.k) if self.transpose_b else (self.k, self.n)
-        if tuple(b.shape) != b_shape:
-            raise ValueError(f"gemm: b must have shape {b_shape}, got {tuple(b.shape)}")
+        b_padded = (self.n_pad, self.k_pad) if self.transpose_b else (self.k_pad, self.n_pad)
         if len(extras) != len(self.extra_shapes):
-            raise ValueError(f"gemm: expected {len(self.extra_shapes)} epilogue arrays after a and b, "
-                             f"got {len(extras)}")
+            raise ValueError(f"gemm: expected {len(self.extra_shapes)} arrays after a and b (shapes "
+                             f"{self.extra_shapes}), got {len(extras)}")
         with stream if stream is not None else contextlib.nullcontext():
-            a_pad = self._pad(a, (self.m, self.k_pad), "a")
-            b_pad = self._pad(b, (self.n_pad, self.k_pad) if self.transpose_b else (self.k_pad, self.n_pad), "b")
-            extra_pad = [self._pad(x, self._padded_shape(s), f"epilogue array {i}")
-                         for i, (x, s) in enumerate(zip(extras, self.extra_shapes))]
+            a_pad = self._pad(a, (self.m, self.k), (self.m, self.k_pad), "a")
+            b_pad = self._pad(b, b_shape, b_padded, "b")
+            extra_pad = [self._pad(x, want, tuple(spec.shape), f"array {i + 2} (after a and b)")
+                         for i, (x, want, spec) in enumerate(zip(extras, self.extra_shapes,
+                                                                 self.inner.compiled.inputs[2:]))]
             result = self.inner(a_pad, b_pad, *extra_pad)
             if out is None:
                 out = cupy.empty((self.m, self.n), result.dtype)
