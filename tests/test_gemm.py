@@ -118,3 +118,24 @@ def test_gemm_rejects_bad_options(kwargs, message):
 def test_gemm_rejects_bad_sizes(shape, message):
     with pytest.raises(ValueError, match=message):
         make_gemm(*shape)
+
+
+def test_sweep_problems():
+    """The sweep covers what the issue asks: >= 24 problems, squares 1024..16384, M 16..16384."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    try:
+        from gemm_sweep import bf16_problems, fp8_problems
+    finally:
+        sys.path.pop(0)
+    problems = bf16_problems()
+    assert len(problems) >= 24 and len(set(problems)) == len(problems)
+    assert {p.m for p in problems if p.label == "square"} == {1024, 2048, 4096, 8192, 16384}
+    ms = {p.m for p in problems if p.label.startswith(("8b", "70b"))}
+    assert min(ms) == 16 and max(ms) == 16384
+    assert all(p.transpose_b for p in fp8_problems())  # FP8 wgmma needs K-major B
+    for p in problems + fp8_problems():
+        picked = gemm_config(p.m, p.n, p.k, transpose_b=p.transpose_b)
+        assert picked["tile_m"] in (64, 128, 256) and picked["tile_n"] in (32, 64, 128, 192, 256)
