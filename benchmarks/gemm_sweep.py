@@ -54,12 +54,13 @@ def _projection(m: int, model: str, layer: str) -> Problem:
 
 
 def bf16_problems(quick: bool = False) -> list[Problem]:
-    """The bf16 sweep: 26 problems (6 with quick=True)."""
+    """The bf16 sweep: 28 problems (6 with quick=True)."""
     if quick:
         return [Problem(4096, 4096, 4096, False, "square"), _projection(16, "8b", "qkv"),
                 _projection(4096, "8b", "gate_up"), _projection(1024, "70b", "o"),
                 Problem(2048, 2048, 8192, True, "issue: 128 tiles"), Problem(4000, 4000, 4000, False, "ragged")]
     squares = [Problem(s, s, s, False, "square") for s in (1024, 2048, 4096, 8192, 16384)]
+    squares += [Problem(s, s, s, True, "square, B (n, k)") for s in (4096, 8192)]
     projections = [_projection(m, model, layer) for m, model, layer in [
         (16, "8b", "qkv"), (16, "8b", "gate_up"), (16, "8b", "down"), (16, "70b", "qkv"), (16, "70b", "down"),
         (64, "8b", "o"), (128, "8b", "o"), (128, "70b", "gate_up"),
