@@ -15,7 +15,9 @@ Figures: `gemm_bf16_<M>x<N>x<K>_vs_cublas` and `gemm_fp8_<M>x<N>x<K>_vs_scaled_m
 our time: above 1 means ours is faster), `gemm_sweep_geomean_vs_cublas`, `gemm_sweep_min_vs_cublas`,
 `gemm_fp8_sweep_geomean_vs_scaled_mm`, `gemm_fp8_sweep_min_vs_scaled_mm`, TFLOP/s of both sides,
 relative errors, configurations. `--extras` adds the older figures (scaled_add vs a device copy,
-Pallas Mosaic GPU's matmul at 4096^3 and 8192^3).
+Pallas Mosaic GPU's matmul at 4096^3 and 8192^3); `--compare-persistent` also times, where the tiles
+take more than one wave, the same tiles with the other block scheme (persistent or one tile per
+block), so the record shows whether the persistent kernel pays.
 
 Run on a GPU machine:  python benchmarks/bench_gemm.py [--quick] [--no-fp8] [--extras]
 Writes a `gemm` record under benchmarks/results/ (or $OUT) and prints a table last.
@@ -33,7 +35,7 @@ from gemm_sweep import Problem, bf16_problems, blocking_timer, cupy_view, fp8_pr
 
 from mgpu_lab.builder.dtypes import numpy_dtype
 from mgpu_lab.examples.gemm import make_gemm
-from mgpu_lab.examples.gemm_configs import gemm_config
+from mgpu_lab.examples.gemm_configs import SMS, gemm_config
 from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
 from mgpu_lab.examples.scaled_add import make_scaled_add
 from mgpu_lab.runtime.timing import time_cuda
@@ -51,15 +53,24 @@ def _rounds(p: Problem, quick: bool) -> int:
 
 def _config(p: Problem, dtype: str) -> dict:
     picked = gemm_config(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)
-    return {key: picked[key] for key in ("tile_m", "tile_n", "stages", "group_m") if key in picked} | \
+    return {key: picked[key] for key in ("tile_m", "tile_n", "stages", "group_m", "persistent") if key in picked} | \
         {"source": picked["source"]}
+
+
+def _describe(config: dict) -> str:
+    return (f"{config['tile_m']}x{config['tile_n']}{' persistent' if config.get('persistent') else ''} "
+            f"{config['source']}")
 
 
 def _relative_error(got, want) -> float:
     return float((got.float() - want).norm() / want.norm())
 
 
-def bf16_sweep(figures: dict, rows: list, problems: list[Problem], quick: bool) -> list[float]:
+def bf16_sweep(figures: dict, rows: list, problems: list[Problem], quick: bool,
+               compare_persistent: bool = False) -> list[float]:
+    """Time each problem's configured kernel against cuBLAS; with compare_persistent, also the
+    same tiles with the other block scheme (persistent or one tile per block) where the tiles
+    take more than one wave (`<tag>_persistent_vs_cublas` / `<tag>_one_tile_vs_cublas`)."""
     import torch
 
     bf16 = numpy_dtype("bfloat16")
@@ -67,52 +78,65 @@ def bf16_sweep(figures: dict, rows: list, problems: list[Problem], quick: bool) 
     for p in problems:
         config = _config(p, "bfloat16")
         tag = f"gemm_bf16_{p.key}"
+        settings = {k: v for k, v in config.items() if k != "source"}
         t0 = time.perf_counter()
-        kern = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b,
-                         **{k: v for k, v in config.items() if k != "source"})
+        kern = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b, **settings)
         figures[f"{tag}_build_s"] = time.perf_counter() - t0
+        figures[f"{tag}_config"] = config
         sets = operand_sets(p, torch, torch.bfloat16, seed=p.m + p.n + p.k)
         views = [(cupy_view(a, bf16), cupy_view(b, bf16)) for a, b in sets]
-        ours_out = torch.full((p.m, p.n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        ours_out = torch.empty((p.m, p.n), dtype=torch.bfloat16, device="cuda")
         out_view = cupy_view(ours_out, bf16)
         peer_out = torch.empty((p.m, p.n), dtype=torch.bfloat16, device="cuda")
-        kern(*views[0], out=out_view)
         a0, b0 = sets[0]
         want = a0.float() @ (b0.float().T if p.transpose_b else b0.float())
-        err = _relative_error(ours_out, want)
-        del want
-        figures[f"{tag}_rel_error"] = err
-        figures[f"{tag}_config"] = config
-        if not err <= TOLERANCE["bf16"]:
-            figures[f"{tag}_error"] = f"relative error {err:.3g}: not timed"
-            rows.append((f"bf16 {p.key}", p.label, "WRONG", f"rel err {err:.2g}", "", "", ""))
-            continue
         n = len(sets)
-        launch = getattr(kern, "launch_unchecked", None)
-
-        def ours(i: int) -> None:
-            a, b = views[i % n]
-            launch(a, b, out_view) if launch else kern(a, b, out=out_view)
 
         def peer(i: int) -> None:
             a, b = sets[i % n]
             torch.matmul(a, b.T if p.transpose_b else b, out=peer_out)
 
-        result = interleaved_rounds(ours, peer, _rounds(p, quick), timer=blocking_timer(iterations(p)))
-        ratio = result.b_ms / result.a_ms
-        ratios.append(ratio)
-        figures[f"{tag}_vs_cublas"] = ratio
-        figures[f"{tag}_ours_tflops"] = p.flops / result.a_ms / 1e9
-        figures[f"{tag}_cublas_tflops"] = p.flops / result.b_ms / 1e9
-        rows.append((f"bf16 {p.key}", p.label, f"{p.flops / result.a_ms / 1e9:.0f}",
-                     f"{p.flops / result.b_ms / 1e9:.0f}", f"{ratio:.3f}",
-                     f"{config['tile_m']}x{config['tile_n']} {config['source']}", f"{err:.1e}"))
-        if p.m == p.n == p.k and p.m in (4096, 8192):  # the keys make_table.py reads
-            layout = "nt" if p.transpose_b else "nn"
-            figures[f"gemm_tflops_{layout}_{p.m}"] = p.flops / result.a_ms / 1e9
-            figures[f"gemm_tflops_torch_{layout}_{p.m}"] = p.flops / result.b_ms / 1e9
-            figures[f"gemm_ours_vs_torch_{layout}_{p.m}"] = ratio
-        del sets, views
+        def measure(kernel, name: str, label: str) -> float | None:
+            """peer time / our time, after checking the result (None when wrong)."""
+            ours_out.fill_(float("nan"))
+            kernel(*views[0], out=out_view)
+            err = _relative_error(ours_out, want)
+            figures[f"{name}_rel_error"] = err
+            if not err <= TOLERANCE["bf16"]:
+                figures[f"{name}_error"] = f"relative error {err:.3g}: not timed"
+                rows.append((f"bf16 {p.key}", p.label, "WRONG", f"rel err {err:.2g}", "", label, ""))
+                return None
+            launch = getattr(kernel, "launch_unchecked", None)
+
+            def ours(i: int) -> None:
+                a, b = views[i % n]
+                launch(a, b, out_view) if launch else kernel(a, b, out=out_view)
+
+            result = interleaved_rounds(ours, peer, _rounds(p, quick), timer=blocking_timer(iterations(p)))
+            ratio = result.b_ms / result.a_ms
+            figures[f"{name}_vs_cublas"] = ratio
+            figures[f"{name}_ours_tflops"] = p.flops / result.a_ms / 1e9
+            figures[f"{name}_cublas_tflops"] = p.flops / result.b_ms / 1e9
+            rows.append((f"bf16 {p.key}", p.label, f"{p.flops / result.a_ms / 1e9:.0f}",
+                         f"{p.flops / result.b_ms / 1e9:.0f}", f"{ratio:.3f}", label, f"{err:.1e}"))
+            return ratio
+
+        ratio = measure(kern, tag, _describe(config))
+        if ratio is not None:
+            ratios.append(ratio)
+            if p.m == p.n == p.k and p.m in (4096, 8192):  # the keys make_table.py reads
+                layout = "nt" if p.transpose_b else "nn"
+                figures[f"gemm_tflops_{layout}_{p.m}"] = figures[f"{tag}_ours_tflops"]
+                figures[f"gemm_tflops_torch_{layout}_{p.m}"] = figures[f"{tag}_cublas_tflops"]
+                figures[f"gemm_ours_vs_torch_{layout}_{p.m}"] = ratio
+        tiles = -(-p.m // config["tile_m"]) * -(-p.n // config["tile_n"])
+        if compare_persistent and tiles > SMS:
+            other = not config.get("persistent", False)
+            alternative = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b, **{**settings, "persistent": other,
+                                                                                 "stages": None})
+            measure(alternative, f"{tag}_{'persistent' if other else 'one_tile'}",
+                    f"{config['tile_m']}x{config['tile_n']} {'persistent' if other else 'one tile'} (compare)")
+        del sets, views, want
         torch.cuda.empty_cache()
     return ratios
 
@@ -162,7 +186,7 @@ def fp8_sweep(figures: dict, rows: list, problems: list[Problem], quick: bool) -
         figures[f"{tag}_scaled_mm_tflops"] = p.flops / result.b_ms / 1e9
         rows.append((f"fp8 {p.key}", p.label, f"{p.flops / result.a_ms / 1e9:.0f}",
                      f"{p.flops / result.b_ms / 1e9:.0f}", f"{ratio:.3f}",
-                     f"{config['tile_m']}x{config['tile_n']} {config['source']}", f"{err:.1e}"))
+                     _describe(config), f"{err:.1e}"))
         del sets, views
         torch.cuda.empty_cache()
     return ratios
@@ -276,12 +300,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="6 bf16 and 3 fp8 problems, 2 rounds")
     parser.add_argument("--no-fp8", action="store_true", help="skip the FP8 sweep")
     parser.add_argument("--extras", action="store_true", help="also scaled_add and Pallas Mosaic GPU at 4096/8192")
+    parser.add_argument("--compare-persistent", action="store_true",
+                        help="also time the other block scheme (persistent / one tile) where tiles take > 1 wave")
     args = parser.parse_args()
     figures: dict = {}
     rows: list = [("problem", "what", "ours TFLOP/s", "peer TFLOP/s", "peer time / ours", "config", "rel err")]
     bf16_ratios: list[float] = []
     fp8_ratios: list[float] = []
-    steps = [("bf16", lambda: bf16_ratios.extend(bf16_sweep(figures, rows, bf16_problems(args.quick), args.quick)))]
+    steps = [("bf16", lambda: bf16_ratios.extend(bf16_sweep(figures, rows, bf16_problems(args.quick), args.quick,
+                                                            args.compare_persistent)))]
     if not args.no_fp8:
         steps.append(("fp8", lambda: fp8_ratios.extend(fp8_sweep(figures, rows, fp8_problems(args.quick),
                                                                  args.quick))))

@@ -1,7 +1,7 @@
 """Tune the GEMM's tile sizes for every sweep problem on this GPU; write gemm_configs.json.
 
 For each problem of the bf16 and FP8 sweeps (gemm_sweep.py) every (tile_m, tile_n) the kernel
-supports is compiled in parallel on the CPU (`mgpu_lab.autotune.compile_candidates`, the
+supports, one-tile blocks and (where the tiles take more than one wave) persistent, is compiled in parallel on the CPU (`mgpu_lab.autotune.compile_candidates`, the
 tuner's compile step, one process pool for all problems), checked against a float32 matmul,
 and timed with the sweep's blocking-kernel timer. (`mgpu_lab.tune`'s own CUDA-event timing
 includes the Python launch path, which is as long as a decode GEMM: it would pick at random
@@ -34,7 +34,7 @@ from mgpu_lab.autotune import compile_candidates
 from mgpu_lab.builder.dtypes import numpy_dtype
 from mgpu_lab.builder.kernel import Kernel
 from mgpu_lab.examples.gemm import make_gemm
-from mgpu_lab.examples.gemm_configs import CONFIG_FILE, device_name, shape_key
+from mgpu_lab.examples.gemm_configs import CONFIG_FILE, SMS, device_name, shape_key
 from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
 
 TILES = [(128, 256), (128, 128), (256, 128), (128, 64), (256, 64), (64, 256), (64, 128), (64, 64), (64, 32)]
@@ -42,21 +42,29 @@ TOLERANCE = {"bfloat16": 1e-2, "float8_e4m3fn": 2e-2}
 
 
 def space(p: Problem) -> dict:
-    """(tile_m, tile_n) pairs as one 'tiles' axis; 256-row tiles only where M has the rows."""
-    pairs = [t for t in TILES if t[0] <= max(64, p.m)]
-    return {"tile_m_n": pairs}
+    """(tile_m, tile_n, persistent) as one axis: 256-row tiles only where M has the rows, the
+    persistent kernel only where the tiles take more than one wave of blocks."""
+    choices = []
+    for tile_m, tile_n in TILES:
+        if tile_m > max(64, p.m):
+            continue
+        choices.append((tile_m, tile_n, False))
+        if -(-p.m // tile_m) * -(-p.n // tile_n) > SMS:
+            choices.append((tile_m, tile_n, True))
+    return {"choice": choices}
 
 
-def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, tile_m_n: tuple[int, int]):
-    """make_gemm / make_fp8_gemm with one (tile_m, tile_n) pair (picklable for the process pool)."""
-    tile_m, tile_n = tile_m_n
+def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, choice: tuple[int, int, bool]):
+    """make_gemm / make_fp8_gemm with one (tile_m, tile_n, persistent) (picklable for the process pool)."""
+    tile_m, tile_n, persistent = choice
     if dtype == "float8_e4m3fn":
-        return make_fp8_gemm(m, n, k, tile_m=tile_m, tile_n=tile_n)
-    return make_gemm(m, n, k, transpose_b=transpose_b, tile_m=tile_m, tile_n=tile_n)
+        return make_fp8_gemm(m, n, k, tile_m=tile_m, tile_n=tile_n, persistent=persistent)
+    return make_gemm(m, n, k, transpose_b=transpose_b, tile_m=tile_m, tile_n=tile_n, persistent=persistent)
 
 
 def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tuple[float, tuple, float]]:
-    """(median ms, (tile_m, tile_n), relative error) of every candidate that built and is correct."""
+    """(median ms, (tile_m, tile_n, persistent), relative error) of every candidate that built and
+    is correct, fastest first."""
     import cupy
 
     fp8 = dtype == "float8_e4m3fn"
@@ -82,10 +90,15 @@ def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tup
         n = len(views)
         runs = blocking_timer(max(3, iterations(p, 1 if fp8 else 2) // 2))(
             lambda i, kern=kern: kern.launch_unchecked(*views[i % n], *scales, out_view)).runs_ms
-        results.append((statistics.median(runs), cand.config["tile_m_n"], err))
+        results.append((statistics.median(runs), cand.config["choice"], err))
     del sets, views, want
     torch.cuda.empty_cache()
     return sorted(results)
+
+
+def describe(choice: tuple[int, int, bool]) -> str:
+    tile_m, tile_n, persistent = choice
+    return f"{tile_m}x{tile_n}{' persistent' if persistent else ''}"
 
 
 def save(data: dict) -> None:
@@ -118,20 +131,21 @@ def main() -> None:
     table_for_device = data.setdefault("devices", {}).setdefault(device, {})
     data["note"] = ("GEMM tile sizes picked per device and problem by benchmarks/tune_gemm_configs.py "
                     "(fastest correct candidate, blocking-kernel CUDA-event timing); read by gemm_configs.py")
-    rows = [("dtype", "problem", "best tiles", "ms", "runner-up", "ms", "candidates")]
+    rows = [("dtype", "problem", "best", "ms", "runner-up", "ms", "best one-tile ms", "best persistent ms", "tried")]
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     for dtype, p in work:
         results = time_candidates(p, dtype, compiled[(dtype, p)], torch)
         if not results:
-            rows.append((dtype, p.key, "none correct", "", "", "", "0"))
+            rows.append((dtype, p.key, "none correct", "", "", "", "", "", "0"))
             continue
-        (best_ms, (tile_m, tile_n), _), *rest = results
+        (best_ms, (tile_m, tile_n, persistent), _), *rest = results
         table_for_device[shape_key(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)] = {
-            "tile_m": tile_m, "tile_n": tile_n, "group_m": 8, "median_ms": round(best_ms, 5),
-            "candidates": len(results), "tuned_utc": stamp}
+            "tile_m": tile_m, "tile_n": tile_n, "group_m": 8, "persistent": persistent,
+            "median_ms": round(best_ms, 5), "candidates": len(results), "tuned_utc": stamp}
         runner = rest[0] if rest else None
-        rows.append((dtype, p.key, f"{tile_m}x{tile_n}", f"{best_ms:.4f}",
-                     f"{runner[1][0]}x{runner[1][1]}" if runner else "", f"{runner[0]:.4f}" if runner else "",
+        by_scheme = [min((ms for ms, choice, _ in results if choice[2] == scheme), default=None) for scheme in (False, True)]
+        rows.append((dtype, p.key, describe(results[0][1]), f"{best_ms:.4f}", describe(runner[1]) if runner else "",
+                     f"{runner[0]:.4f}" if runner else "", *(f"{ms:.4f}" if ms else "-" for ms in by_scheme),
                      str(len(results))))
         save(data)  # after every problem: a run cut short keeps what it found
         print("  ".join(rows[-1]), flush=True)

@@ -139,3 +139,22 @@ def test_sweep_problems():
     for p in problems + fp8_problems():
         picked = gemm_config(p.m, p.n, p.k, transpose_b=p.transpose_b)
         assert picked["tile_m"] in (64, 128, 256) and picked["tile_n"] in (32, 64, 128, 192, 256)
+
+
+@pytest.mark.parametrize("tile_m, tile_n, transpose_b", [(128, 256, False), (256, 128, True), (64, 64, True)])
+def test_persistent_gemm_compiles(tile_m, tile_n, transpose_b):
+    """One block per SM looping over tiles, with its own epilogue buffer beside the ring."""
+    k = make_gemm(4000, 4000, 4000, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, persistent=True)
+    assert_clean(k, rf"HGMMA\.64x{tile_n}x16")
+    assert k.compiled.grid == (132, 1, 1)
+    one_tile = make_gemm(4000, 4000, 4000, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b)
+    assert one_tile.compiled.grid[0] > 132
+    # the epilogue tile no longer overlaps the ring: more smem, fewer stages
+    assert k.compiled.resources.dynamic_smem_bytes > tile_m * tile_n * 2
+
+
+def test_persistent_small_problem_has_one_block_per_tile():
+    k = make_gemm(256, 512, 128, tile_m=128, tile_n=256, persistent=True)
+    assert k.compiled.grid == (4, 1, 1)
+    with pytest.raises(ValueError, match="persistent must be True or False, got 'yes'"):
+        make_gemm(256, 512, 128, tile_m=128, tile_n=256, persistent="yes")

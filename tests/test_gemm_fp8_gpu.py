@@ -54,3 +54,7 @@ def test_fp8_gemm_tiles(tiles, rng):
 
 def test_fp8_gemm_float32_output_and_epilogue(rng):
     assert _run(512, 1024, 768, rng, out_dtype="float32", epilogue={"bias": "bfloat16", "activation": "gelu"}) <= 1e-2
+
+
+def test_fp8_gemm_persistent(rng):
+    assert _run(4000, 4000, 4096, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": True}) <= 2e-2

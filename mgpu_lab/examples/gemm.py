@@ -43,8 +43,11 @@ from .gemm_pieces import (
     Epilogue,
     EpilogueTile,
     GemmTiling,
+    consumer_registers,
     load_operands,
+    load_tile,
     multiply,
+    producer_registers,
     run_epilogue,
     store_tile,
     tile_origin,
@@ -63,10 +66,11 @@ def gemm_smem_bytes(tile_n: int, stages: int, out_dtype: str = "bfloat16", tile_
     return GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, stages=stages, out_dtype=out_dtype).smem_bytes
 
 
-def default_stages(tile_n: int, tile_m: int = 128, dtype: str = "bfloat16") -> int:
+def default_stages(tile_n: int, tile_m: int = 128, dtype: str = "bfloat16", persistent: bool = False) -> int:
     """The deepest ring (at most 8 slots) that fits in a block's shared memory."""
     fits = [s for s in range(2, MAX_STAGES + 1)
-            if GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, stages=s, dtype=dtype).smem_bytes <= SMEM_LIMIT]
+            if GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, stages=s, dtype=dtype,
+                          persistent=persistent).smem_bytes <= SMEM_LIMIT]
     return max(fits) if fits else 2
 
 
@@ -89,6 +93,8 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: out_dtype must be 'bfloat16', 'float16' or 'float32', got {t.out_dtype!r}")
     if isinstance(t.stages, bool) or not isinstance(t.stages, int) or t.stages < 2:
         raise ValueError(f"gemm: stages must be an int >= 2, got {t.stages!r}")
+    if not isinstance(t.persistent, bool):
+        raise ValueError(f"gemm: persistent must be True or False, got {t.persistent!r}")
     if isinstance(t.group_m, bool) or not isinstance(t.group_m, int) or t.group_m < 1:
         raise ValueError(f"gemm: group_m must be an int >= 1, got {t.group_m!r}")
     if t.smem_bytes > SMEM_LIMIT:
@@ -98,21 +104,23 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
 
 def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
               out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
-              stages: int | None = None, group_m: int | None = None, epilogue: Epilogue | None = None,
-              epilogue_inputs: Sequence[Any] = (), **options) -> mgpu_lab.Kernel | PaddedGemm:
+              stages: int | None = None, group_m: int | None = None, persistent: bool | None = None,
+              epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
+              **options) -> mgpu_lab.Kernel | PaddedGemm:
     """C (m, n) = epilogue(A (m, k) @ B), B of shape (k, n), or (n, k) with transpose_b=True.
 
     Call it as `kernel(a, b, *epilogue_arrays)`. epilogue: `f(acc, tile, *refs) -> FragmentedArray`
     on the f32 (rows, tile_n) register tile of each consumer (see gemm_pieces.EpilogueTile and
     gemm_epilogues.py); epilogue_inputs: the ShapeDtypes (or (shape, dtype)) of its arrays.
+    persistent: one block per SM loops over the tiles, loading the next tile during the epilogue.
     Tile sizes left out come from `gemm_config` (tuned table, else a heuristic)."""
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         return PaddedGemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
-                          tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, epilogue=epilogue,
-                          epilogue_inputs=epilogue_inputs, **options)
+                          tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
+                          epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
     definition = gemm_definition(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
-                                 tile_n=tile_n, stages=stages, group_m=group_m, epilogue=epilogue,
-                                 epilogue_inputs=epilogue_inputs)
+                                 tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
+                                 epilogue=epilogue, epilogue_inputs=epilogue_inputs)
     capacity = definition.pop("profile_capacity")
     if options.get("profile"):
         options.setdefault("profile_capacity", capacity)
@@ -121,35 +129,35 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
 
 def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                    out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
-                   stages: int | None = None, group_m: int | None = None,
+                   stages: int | None = None, group_m: int | None = None, persistent: bool | None = None,
                    input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
     """The checked GemmTiling: given tile sizes, the rest from `gemm_config`."""
-    if tile_m is None or tile_n is None:
-        picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype)
-        tile_m = picked["tile_m"] if tile_m is None else tile_m
-        tile_n = picked["tile_n"] if tile_n is None else tile_n
-        stages = picked.get("stages") if stages is None else stages
-        group_m = picked.get("group_m") if group_m is None else group_m
+    picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype) if tile_m is None or tile_n is None else {}
+    tile_m = picked["tile_m"] if tile_m is None else tile_m
+    tile_n = picked["tile_n"] if tile_n is None else tile_n
+    stages = picked.get("stages") if stages is None else stages
+    group_m = picked.get("group_m", 8) if group_m is None else group_m
+    persistent = bool(picked.get("persistent", False)) if persistent is None else persistent
     if tile_m in TILE_MS and tile_n in TILE_NS and stages is None:
-        stages = default_stages(tile_n, tile_m, dtype if dtype in input_dtypes else "bfloat16")
+        stages = default_stages(tile_n, tile_m, dtype if dtype in input_dtypes else "bfloat16", persistent)
     t = GemmTiling(m, n, k, tile_m=tile_m, tile_n=tile_n, stages=stages if stages is not None else 2,
-                   group_m=8 if group_m is None else group_m, transpose_b=transpose_b, dtype=dtype,
-                   out_dtype=out_dtype)
+                   group_m=group_m, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+                   persistent=persistent)
     check_tiling(t, input_dtypes)
     return t
 
 
 def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                     out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
-                    stages: int | None = None, group_m: int | None = None, epilogue: Epilogue | None = None,
-                    epilogue_inputs: Sequence[Any] = ()) -> dict:
+                    stages: int | None = None, group_m: int | None = None, persistent: bool | None = None,
+                    epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = ()) -> dict:
     """The GEMM as `mgpu_lab.kernel` arguments: body, grid, block, in/out shapes, smem, name, and
     the profile_capacity its regions need. `%%mosaic` cells can call the body directly."""
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         raise ValueError(f"gemm_definition: TMA needs rows of A, B and C that are multiples of 16 bytes; "
                          f"{m}x{n}x{k} ({dtype} in, {out_dtype} out) is not: use make_gemm (it pads)")
     t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
-                       tile_n=tile_n, stages=stages, group_m=group_m)
+                       tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent)
     return tiled_gemm_definition(t, epilogue=epilogue, epilogue_inputs=epilogue_inputs)
 
 
@@ -167,29 +175,60 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
 
     def gemm(ctx, a, b, *refs):
         *extra_refs, c_ref, smem = refs
-        ring, epilogue_smem = smem[0]  # the Union: pipeline slots and the epilogue tiles overlap
+        ring, epilogue_smem = smem[0]  # one-tile blocks: a Union (the epilogue overlaps the ring)
         full, empty = smem[1], smem[2]
         full.init(1, sync=False)
         empty.init(t.consumers * WARPGROUP_WARPS)  # one arrival per consumer warp
-        row0, col0 = tile_origin(t)
         wg = dsl.warpgroup_idx()
+        me = arith.subi(wg, c(1))  # consumer index
 
-        def consumer():
-            me = arith.subi(wg, c(1))
-            acc = multiply(ctx, t, ring, full, empty, me)
+        def finish(acc, row0, col0):
             with ctx.named_region("epilogue"):
                 rows0 = arith.addi(row0, arith.muli(me, c(t.consumer_rows)))
                 acc = run_epilogue(epilogue, acc, EpilogueTile(t, rows0, col0), extra_refs)
                 store_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me)
 
-        dsl.if_else(arith.cmpi(arith.CmpIPredicate.eq, wg, c(0)),
-                    lambda: load_operands(ctx, t, a, b, ring, full, empty, row0, col0), consumer)
+        if not t.persistent:
+            row0, col0 = tile_origin(t)
+
+            def consumer():
+                consumer_registers(t)
+                finish(multiply(ctx, t, ring, full, empty, me), row0, col0)
+
+            dsl.if_else(arith.cmpi(arith.CmpIPredicate.eq, wg, c(0)),
+                        lambda: load_operands(ctx, t, a, b, ring, full, empty, row0, col0), consumer)
+            return
+
+        block = dsl.block_idx("x")
+
+        def tiles(body):
+            """body(tile, first pipeline iteration) for each tile of this block."""
+            @dsl.for_range(block, t.tiles, t.grid)
+            def _(tile):
+                local = arith.divui(arith.subi(tile, block), c(t.grid))
+                body(tile, arith.muli(local, c(t.k_tiles)))
+
+        def producer():
+            producer_registers(t)
+            with dsl.single_thread("warpgroup"):
+                tiles(lambda tile, first: load_tile(ctx, t, a, b, ring, full, empty, *tile_origin(t, tile), first))
+
+        def consumer():
+            consumer_registers(t)
+
+            def one(tile, first):
+                row0, col0 = tile_origin(t, tile)
+                finish(multiply(ctx, t, ring, full, empty, me, first, release_last=True), row0, col0)
+
+            tiles(one)
+
+        dsl.if_else(arith.cmpi(arith.CmpIPredicate.eq, wg, c(0)), producer, consumer)
 
     layout = "nt" if t.transpose_b else "nn"
     # Regions per k-step: 2 events per producer step, 4 per consumer step, plus the epilogue.
     return dict(body=gemm, grid=t.grid, block=t.threads, in_shapes=(a_sd, b_sd, *extras), out_shapes=c_sd,
                 smem=t.smem(), name=name or f"gemm_{layout}_{t.m}x{t.n}x{t.k}",
-                profile_capacity=4 * t.k_tiles + 8)
+                profile_capacity=(4 * t.k_tiles + 8) * -(-t.tiles // t.grid))
 
 
 WARPGROUP_WARPS = 4

@@ -61,10 +61,10 @@ def heuristic_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype
 
 def gemm_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                 device: str | None = None) -> dict[str, Any]:
-    """tile_m, tile_n, stages (maybe), group_m, and `source` ('tuned' or 'heuristic')."""
+    """tile_m, tile_n, group_m, maybe stages and persistent, and `source` ('tuned' or 'heuristic')."""
     entry = tuned_table().get(device or device_name(), {}).get(shape_key(m, n, k, transpose_b=transpose_b,
                                                                          dtype=dtype))
     if entry is not None:
-        return {**{key: entry[key] for key in ("tile_m", "tile_n", "stages", "group_m") if key in entry},
+        return {**{key: entry[key] for key in ("tile_m", "tile_n", "stages", "group_m", "persistent") if key in entry},
                 "source": "tuned"}
     return heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)

@@ -50,6 +50,8 @@ class GemmTiling:
     transpose_b: bool = False
     dtype: str = "bfloat16"
     out_dtype: str = "bfloat16"
+    persistent: bool = False  # one block per SM looping over tiles (its own epilogue buffer)
+    sms: int = 132  # blocks of a persistent grid
 
     @property
     def itemsize(self) -> int:
@@ -104,6 +106,8 @@ class GemmTiling:
 
     @property
     def smem_bytes(self) -> int:
+        if self.persistent:  # the ring keeps loading the next tile while the epilogue writes
+            return self.pipeline_bytes + self.epilogue_bytes + 2 * self.stages * 8
         return max(self.pipeline_bytes, self.epilogue_bytes) + 2 * self.stages * 8
 
     @property
@@ -111,12 +115,17 @@ class GemmTiling:
         return (self.consumers + 1) * WARPGROUP
 
     @property
-    def grid(self) -> int:
+    def tiles(self) -> int:
         return self.tiles_m * self.tiles_n
 
+    @property
+    def grid(self) -> int:
+        return min(self.tiles, self.sms) if self.persistent else self.tiles
+
     def smem(self) -> tuple:
-        """The smem tree: (Union(pipeline ring, epilogue tiles), full barriers, empty barriers).
-        The epilogue reuses the ring: consumers pass a named barrier before writing it."""
+        """The smem tree: ((pipeline ring, epilogue tiles), full barriers, empty barriers). A
+        one-tile block's epilogue reuses the ring (a Union: the consumers pass a named barrier
+        before writing it); a persistent block's has its own buffer."""
         sd = dsl.ShapeDtype
         if self.transpose_b:
             b_slot = (self.stages, self.tile_n, self.tile_k)
@@ -125,14 +134,16 @@ class GemmTiling:
         ring = (sd((self.stages, self.tile_m, self.tile_k), self.dtype), sd(b_slot, self.dtype))
         epilogue = sd((self.consumers, self.tile_n // self.out_width, self.consumer_rows, self.out_width),
                       self.out_dtype)
-        return (dsl.Union([ring, epilogue]), dsl.Barriers(self.stages), dsl.Barriers(self.stages))
+        both = (ring, epilogue) if self.persistent else dsl.Union([ring, epilogue])
+        return (both, dsl.Barriers(self.stages), dsl.Barriers(self.stages))
 
 
-def tile_origin(t: GemmTiling) -> tuple[ir.Value, ir.Value]:
-    """(row, column) of this block's C tile. Blocks walk groups of `group_m` tile rows column by
-    column, so blocks running together share tiles of A and B in L2."""
+def tile_origin(t: GemmTiling, tile: ir.Value | None = None) -> tuple[ir.Value, ir.Value]:
+    """(row, column) in C of tile number `tile` (default: this block's). Tiles are numbered
+    down groups of `group_m` tile rows, column by column, so tiles running together share
+    tiles of A and B in L2."""
     group_m = max(1, min(t.group_m, t.tiles_m))
-    pid = dsl.block_idx("x")
+    pid = dsl.block_idx("x") if tile is None else tile
     per_group = group_m * t.tiles_n
     group = arith.divui(pid, c(per_group))
     first_m = arith.muli(group, c(group_m))
@@ -146,61 +157,90 @@ def tile_origin(t: GemmTiling) -> tuple[ir.Value, ir.Value]:
     return arith.muli(tile_m, c(t.tile_m)), arith.muli(tile_n, c(t.tile_n))
 
 
-def load_operands(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, full: Any, empty: Any,
-                  row0: ir.Value, col0: ir.Value) -> None:
-    """The producer warpgroup: give up registers, then one thread issues the TMA loads of every
-    k-step into slot k % stages once the consumers have released it."""
-    a_smem, b_smem = ring
-    if t.consumers > 1:  # one consumer (256 threads) has 255 registers without reallocation
+def producer_registers(t: GemmTiling) -> None:
+    """The producer gives registers up for the consumers (with one consumer, 256 threads have
+    255 registers each without reallocation: nothing to do)."""
+    if t.consumers > 1:
         dsl.setmaxnreg(PRODUCER_REGS)
-    with dsl.single_thread("warpgroup"):
-        @dsl.for_range(0, t.k_tiles)
-        def _(kt):
-            with ctx.named_region("load"):
-                empty.wait_for_iteration(kt, flip=True)  # passes at once on the first round
-                bar, _ = full.for_iteration(kt)
-                bar.arrive_expect_tx(t.stage_bytes)  # out-of-bounds parts count too (zero filled)
-                slot = arith.remui(kt, c(t.stages))
-                k0 = arith.muli(kt, c(t.tile_k))
-                copy = {"barrier": bar, "arrive": False, "swizzle": SWIZZLE, "uniform": False}
-                ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, slot),
-                               gmem_slice=(dsl.ds(row0, t.tile_m), dsl.ds(k0, t.tile_k)), **copy)
-                if t.transpose_b:
-                    ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, slot),
-                                   gmem_slice=(dsl.ds(col0, t.tile_n), dsl.ds(k0, t.tile_k)), **copy)
-                    return
-                copy["swizzle"] = t.b_chunk * t.itemsize
-                for j in range(t.tile_n // t.b_chunk):
-                    ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, j)),
-                                   gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(arith.addi(col0, c(t.b_chunk * j)),
-                                                                            t.b_chunk)), **copy)
 
 
-def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir.Value) -> dsl.FragmentedArray:
-    """Consumer warpgroup `wg` (0-based): its rows of the tile times B over every k-step.
-
-    Returns the f32 accumulator, (consumer_rows, tile_n) in the WGMMA layout. The slots stay in
-    use until every consumer has returned (see `store_tile`)."""
-    a_smem, b_smem = ring
+def consumer_registers(t: GemmTiling) -> None:
     if t.consumers > 1:
         dsl.setmaxnreg(CONSUMER_REGS)
+
+
+def load_operands(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, full: Any, empty: Any,
+                  row0: ir.Value, col0: ir.Value) -> None:
+    """The producer warpgroup of a one-tile block: give up registers, then one thread issues the
+    TMA loads of every k-step of the tile (`load_tile`)."""
+    producer_registers(t)
+    with dsl.single_thread("warpgroup"):
+        load_tile(ctx, t, a, b, ring, full, empty, row0, col0)
+
+
+def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, full: Any, empty: Any,
+              row0: ir.Value, col0: ir.Value, first: ir.Value | int = 0) -> None:
+    """(One thread.) TMA-load the A and B tiles of every k-step of the C tile at (row0, col0).
+    Pipeline iteration `first + kt` uses slot (first + kt) % stages once the consumers have
+    released it; the boxes hang over the arrays' edges where the shape is ragged (zero fill)."""
+    a_smem, b_smem = ring
+
+    @dsl.for_range(0, t.k_tiles)
+    def _(kt):
+        it = arith.addi(dsl.as_index(first), kt)
+        with ctx.named_region("load"):
+            empty.wait_for_iteration(it, flip=True)  # passes at once on the first round
+            bar, _ = full.for_iteration(it)
+            bar.arrive_expect_tx(t.stage_bytes)  # out-of-bounds parts count too (zero filled)
+            slot = arith.remui(it, c(t.stages))
+            k0 = arith.muli(kt, c(t.tile_k))
+            copy = {"barrier": bar, "arrive": False, "swizzle": SWIZZLE, "uniform": False}
+            ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, slot),
+                           gmem_slice=(dsl.ds(row0, t.tile_m), dsl.ds(k0, t.tile_k)), **copy)
+            if t.transpose_b:
+                ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, slot),
+                               gmem_slice=(dsl.ds(col0, t.tile_n), dsl.ds(k0, t.tile_k)), **copy)
+                return
+            copy["swizzle"] = t.b_chunk * t.itemsize
+            for j in range(t.tile_n // t.b_chunk):
+                ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, j)),
+                               gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(arith.addi(col0, c(t.b_chunk * j)),
+                                                                        t.b_chunk)), **copy)
+
+
+def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir.Value,
+             first: ir.Value | int = 0, release_last: bool = False) -> dsl.FragmentedArray:
+    """Consumer warpgroup `wg` (0-based): its rows of the tile times B over every k-step
+    (pipeline iterations first .. first + k_tiles - 1).
+
+    Returns the f32 accumulator, (consumer_rows, tile_n) in the WGMMA layout. Each slot is
+    released once the wgmma group after it is done; the last one only with release_last
+    (a persistent block reuses it; a one-tile block must keep it until the epilogue, which
+    writes over the ring)."""
+    a_smem, b_smem = ring
     lane0 = arith.cmpi(arith.CmpIPredicate.eq, dsl.lane_idx(), c(0))
     parts = t.consumer_rows // WGMMA_ROWS  # wgmma row tiles per consumer
     b_major = "k" if t.transpose_b else "mn"
     b_swizzle = SWIZZLE if t.transpose_b else t.b_chunk * t.itemsize
     zeros = dsl.WGMMAAccumulator.zeros(t.tile_n)
     width = len(zeros.values)
+    first = dsl.as_index(first)
 
     def split(values: Sequence[ir.Value]) -> list[dsl.WGMMAAccumulator]:
         return [dsl.WGMMAAccumulator(list(values[i * width:(i + 1) * width]), t.tile_n) for i in range(parts)]
 
+    def release(it: ir.Value, condition: ir.Value) -> None:
+        with dsl.when(arith.andi(lane0, condition)):  # one arrival per warp
+            empty.for_iteration(it)[0].arrive()
+
     @dsl.for_range(0, t.k_tiles, carry=tuple(zeros.values) * parts)
     def accs(kt, values):
         accs = split(values)
+        it = arith.addi(first, kt)
         with ctx.named_region("wait_data"):
-            full.wait_for_iteration(kt)
+            full.wait_for_iteration(it)
         with ctx.named_region("mma"):
-            slot = arith.remui(kt, c(t.stages))
+            slot = arith.remui(it, c(t.stages))
             b_tile = dsl.memref_slice(b_smem, slot)
             for i in range(parts):
                 row = arith.addi(arith.muli(wg, c(t.consumer_rows)), c(WGMMA_ROWS * i))
@@ -208,12 +248,12 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
                 accs[i] = dsl.wgmma(accs[i], a_tile, b_tile, b_major=b_major, swizzle=SWIZZLE, b_swizzle=b_swizzle)
             dsl.wgmma_commit_group()
             accs = [dsl.wgmma_wait_group(1, acc) for acc in accs]  # the previous k-step is done with its slot
-        released = arith.andi(lane0, arith.cmpi(arith.CmpIPredicate.ugt, kt, c(0)))
-        with dsl.when(released):
-            empty.for_iteration(arith.subi(kt, c(1)))[0].arrive()
+        release(arith.subi(it, c(1)), arith.cmpi(arith.CmpIPredicate.ugt, kt, c(0)))
         return tuple(v for acc in accs for v in acc.values)
 
     accs = [dsl.wgmma_wait_group(0, acc) for acc in split(accs)]
+    if release_last:
+        release(arith.addi(first, c(t.k_tiles - 1)), c(1, ir.IntegerType.get_signless(1)))
     frags = [dsl.FragmentedArray.from_accumulator(acc) for acc in accs]
     # Row tiles stacked: WGMMAFragLayout orders registers (row tile, column group, half).
     return dsl.FragmentedArray([r for f in frags for r in f.registers],
@@ -223,7 +263,9 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
 def store_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem: ir.Value, c_ref: ir.Value,
                row0: ir.Value, col0: ir.Value, wg: ir.Value) -> None:
     """Write consumer `wg`'s (consumer_rows, tile_n) tile of C at (row0 + its rows, col0): round
-    to C's type, store swizzled to smem (over the ring: wait for all consumers first), TMA-store."""
+    to C's type, store swizzled to smem, TMA-store. All consumers meet at a named barrier first:
+    the ring under a one-tile block's epilogue buffer is then free, and the previous tile's TMA
+    store (persistent blocks) has read the buffer (its issuing thread waited before the barrier)."""
     width = t.out_width
     swizzle = width * dtype_itemsize(t.out_dtype)
     tile = tile.astype(t.out_dtype)
