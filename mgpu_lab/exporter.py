@@ -69,6 +69,10 @@ def export_source(compiled: CompiledKernel, module_name: str = "kernel") -> str:
         descriptors = [dataclasses.asdict(d) for d in compiled.tma_descriptors]
         parts.append(f"_TMA_DESCRIPTORS = {pprint.pformat(descriptors, width=100)}")
         tma = "TmaEncoder.from_dicts(_TMA_DESCRIPTORS)"
+    from .runtime import torch_op
+
+    parts += ["# ---- PyTorch custom op: mgpu_lab/runtime/torch_op.py, verbatim ----",
+              _strip_module_header(inspect.getsource(torch_op))]
     parts += [
         "# ---- this kernel ----",
         f"SPEC = {pprint.pformat(spec, width=100, sort_dicts=False)}",
@@ -81,7 +85,14 @@ def export_source(compiled: CompiledKernel, module_name: str = "kernel") -> str:
         "",
         "",
         f"{compiled.name} = PortableLauncher(SPEC, error=LaunchArgumentError, tma_encoder={tma})",
-        f'__all__ = ["{compiled.name}", "LaunchArgumentError", "SPEC"]',
+        "",
+        "",
+        "def as_torch_op(qualname):",
+        '    """Register this kernel as the torch custom op `qualname` ("namespace::name"); needs torch."""',
+        f"    return register_torch_op({compiled.name}, qualname)",
+        "",
+        "",
+        f'__all__ = ["{compiled.name}", "LaunchArgumentError", "SPEC", "as_torch_op"]',
         "",
     ]
     return "\n".join(parts)

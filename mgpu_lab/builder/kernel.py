@@ -102,6 +102,20 @@ class Kernel:
             self._launcher = Launcher(self.compiled)
         self._launcher.launch_unchecked(*arrays, stream=stream)
 
+    def as_torch_op(self, qualname: str) -> Any:
+        """Register this kernel as the PyTorch custom op `qualname` ("namespace::name") and return it.
+
+        `torch.ops.namespace.name(*inputs)` then launches on torch's current stream with outputs from
+        torch's allocator, and `torch.compile(fullgraph=True)` traces through it (a fake
+        implementation gives the output shapes). An exported module offers the same (`as_torch_op`)."""
+        from ..runtime.torch_op import register_torch_op
+
+        if self._launcher is None:
+            from ..runtime.launcher import Launcher
+
+            self._launcher = Launcher(self.compiled)
+        return register_torch_op(self._launcher, qualname)
+
     @property
     def last_trace(self) -> Any:
         """The profiler Trace of the most recent call (decoded on access; None if not profiled)."""
