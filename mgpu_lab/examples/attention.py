@@ -61,7 +61,7 @@ def attention_smem_bytes(head_dim: int, block_kv: int, stages: int) -> int:
 
 def default_stages(head_dim: int, block_kv: int) -> int:
     """As many K/V slots as fit, at most 4."""
-    return max(s for s in range(2, 5) if attention_smem_bytes(head_dim, block_kv, s) <= SMEM_LIMIT)
+    return max([s for s in range(2, 5) if attention_smem_bytes(head_dim, block_kv, s) <= SMEM_LIMIT], default=2)
 
 
 def _check(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, kv_heads: int, scale: float,
