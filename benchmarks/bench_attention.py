@@ -7,6 +7,8 @@ Every kernel's output is compared with cuDNN's before it is timed.
 
 Keys: `attention_fwd_bf16_d128_s4096_vs_cudnn` (and `_causal`, `_vs_flash`) are speedups:
 peer median ms / ours median ms, above 1 means ours is faster. `..._tflops` beside them.
+`..._d128_s4096_pingpong_speedup` (`_stages3_speedup`): the default kernel against itself without
+pingpong (with 3 K/V stages), same kind of ratio.
 
 Run on a GPU machine:  python benchmarks/bench_attention.py [--quick]
 Writes a record `attention_<time>_<commit>.json` (or under $OUT) and prints a table last.
@@ -41,7 +43,7 @@ def _tensors(batch, heads, kv_heads, seq, d):
 
     def one(h):
         t = torch.randn((batch, h, seq, d), device="cuda", dtype=torch.bfloat16)
-        return cupy.from_dlpack(t.view(torch.uint16)).view(_bf16()), t
+        return cupy.from_dlpack(t.view(torch.int16)).view(_bf16()), t
 
     pairs = [one(heads), one(kv_heads), one(kv_heads)]
     return [p[0] for p in pairs], [p[1] for p in pairs]
@@ -51,6 +53,23 @@ def _bf16():
     from mgpu_lab.builder.dtypes import numpy_dtype
 
     return numpy_dtype("bfloat16")
+
+
+def _variant(causal: bool, baseline: dict) -> float:
+    """Speedup of the default kernel over one built with `baseline` options (d 128, seq 4096,
+    16k tokens), interleaved: baseline ms / default ms. Shows what pingpong (or a choice) buys."""
+    import cupy
+
+    batch, heads, seq, d = TOKENS // 4096, MODEL_WIDTH // 128, 4096, 128
+    arrays, _ = _tensors(batch, heads, heads, seq, d)
+    out = cupy.empty((batch, heads, seq, d), _bf16())
+    lse = cupy.empty((batch, heads, seq), "float32")
+    default = make_attention(batch, heads, seq, seq, d, causal=causal)
+    other = make_attention(batch, heads, seq, seq, d, causal=causal, **baseline)
+    other(*arrays, out=(out, lse))
+    timing = interleaved_rounds(lambda i: default.launch_unchecked(*arrays, out, lse),
+                                lambda i: other.launch_unchecked(*arrays, out, lse), 4, warmup=3, iters=20)
+    return timing.b_ms / timing.a_ms
 
 
 def main() -> None:
@@ -97,7 +116,7 @@ def main() -> None:
                     with sdpa_kernel(backend):
                         reference = theirs(0)
                         if peer == "cudnn":
-                            mine = torch.from_dlpack(out.view(cupy.uint16)).view(torch.bfloat16)
+                            mine = torch.from_dlpack(out.view(cupy.int16)).view(torch.bfloat16)
                             err = ((mine.float() - reference.float()).norm() / reference.float().norm()).item()
                             if not err < 2e-2:
                                 raise SystemExit(f"{tag}: relative error {err:.2e} against cuDNN")
@@ -126,6 +145,14 @@ def main() -> None:
             print(" ".join(str(x) for x in rows[-1]), f"({time.time() - started:.0f} s)", flush=True)
             del ours_arrays, q, k, v, out, lse
             torch.cuda.empty_cache()
+        rows.append(("variants (d128 s4096, ours/ours)", "", "", "", "speedup", "", ""))
+        for causal in (False, True) if not args.quick else (False,):
+            for variant, options in (("pingpong", {"pingpong": False}), ("stages3", {"stages": 3})):
+                speedup = _variant(causal, options)
+                key = f"attention_fwd_bf16_d128_s4096{'_causal' if causal else ''}_{variant}_speedup"
+                figures[key] = speedup
+                rows.append((key.removeprefix("attention_fwd_bf16_"), "", "", "", f"{speedup:.3f}", "", ""))
+                print(rows[-1][0], rows[-1][4], flush=True)
     path = write_record("attention", figures, notes={
         "order": "A B B A ... per peer", "A": "ours (examples/attention.py)",
         "B": "torch SDPA, cuDNN or flash backend", "speedup": "peer ms / ours ms (> 1: ours faster)",

@@ -27,6 +27,8 @@ CONFIGS = [
     dict(head_dim=128, seq_q=1000, seq_kv=1000, causal=True),
     dict(head_dim=128, heads=8, kv_heads=2, dtype="float16"),  # GQA
     dict(head_dim=256, seq_q=384, seq_kv=700, dtype="float16"),
+    dict(head_dim=128, causal=True, pingpong=False),
+    dict(head_dim=128, block_kv=64, stages=4),
 ]
 
 
@@ -57,6 +59,8 @@ def test_attention_sass(cfg):
     assert compiled.grid == (-(-shape["seq_q"] // 128), shape["heads"], shape["batch"])
     # the consumer overlaps softmax with the PV GEMM: it waits for 1 pending group somewhere
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in re.sub(r"\s+", " ", compiled.sass)
+    # pingpong: each consumer waits for its turn (bar.sync) and hands the turn over (bar.arrive)
+    assert any(op.startswith("BAR.ARV") for op in ops) == cfg.get("pingpong", True)
 
 
 def test_attention_outputs_and_names():

@@ -113,9 +113,14 @@ def test_attention_float16(head_dim, rng):
     _check(1, 2, 640, 640, head_dim, rng, dtype="float16")
 
 
-@pytest.mark.parametrize("stages, block_kv", [(2, 64), (3, 128)])
+@pytest.mark.parametrize("stages, block_kv", [(2, 64), (3, 128), (4, 64)])
 def test_attention_pipeline_options(stages, block_kv, rng):
     _check(1, 2, 1000, 1000, 128, rng, causal=True, stages=stages, block_kv=block_kv)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_without_pingpong(causal, rng):
+    _check(1, 4, 1000, 1000, 128, rng, causal=causal, pingpong=False)
 
 
 def test_attention_scale(rng):

@@ -50,6 +50,7 @@ SMEM_LIMIT = 227 * 1024
 HEAD_DIMS = (64, 128, 256)
 DTYPES = ("bfloat16", "float16")
 _LOG2E = 1.4426950408889634
+_PINGPONG_BARRIER = 4  # + consumer index: named barrier "your turn to issue GEMMs" (1-3: warpgroup barriers)
 _DEFAULT_BLOCK_KV = {64: 128, 128: 128, 256: 64}  # 256: the O accumulator alone is 128 registers
 
 
@@ -97,13 +98,16 @@ def _check(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, kv_he
 
 def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, *, causal: bool = False,
                    kv_heads: int | None = None, scale: float | None = None, dtype: str = "bfloat16",
-                   block_kv: int | None = None, stages: int | None = None, **options) -> mgpu_lab.Kernel:
+                   block_kv: int | None = None, stages: int | None = None, pingpong: bool = True,
+                   **options) -> mgpu_lab.Kernel:
     """Flash attention forward: `kernel(q, k, v)` returns (out, lse); shapes in the module doc.
 
     scale defaults to 1 / sqrt(head_dim); kv_heads to heads. block_kv (64 or 128) and stages
-    (K/V ring slots) default per head_dim. Other keywords go to `mgpu_lab.kernel` (profile=...)."""
+    (K/V ring slots) default per head_dim. pingpong: the two consumers take turns issuing their
+    GEMMs. Other keywords go to `mgpu_lab.kernel` (profile=...)."""
     definition = attention_definition(batch, heads, seq_q, seq_kv, head_dim, causal=causal, kv_heads=kv_heads,
-                                      scale=scale, dtype=dtype, block_kv=block_kv, stages=stages)
+                                      scale=scale, dtype=dtype, block_kv=block_kv, stages=stages,
+                                      pingpong=pingpong)
     capacity = definition.pop("profile_capacity")
     if options.get("profile"):
         options.setdefault("profile_capacity", capacity)
@@ -112,7 +116,7 @@ def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: in
 
 def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, *, causal: bool = False,
                          kv_heads: int | None = None, scale: float | None = None, dtype: str = "bfloat16",
-                         block_kv: int | None = None, stages: int | None = None) -> dict:
+                         block_kv: int | None = None, stages: int | None = None, pingpong: bool = True) -> dict:
     """The attention kernel as `mgpu_lab.kernel` arguments (body, grid, block, shapes, smem,
     name) plus the profile_capacity its named regions need."""
     kv_heads = heads if kv_heads is None else kv_heads
@@ -198,10 +202,20 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
             with dsl.when(lane0):  # one arrival per warp
                 empty.for_iteration(i)[0].arrive()
 
+        def my_turn():
+            """Pingpong: wait until the other consumer has issued its GEMMs (FA3's warp scheduler
+            barrier), so one warpgroup's GEMMs run while the other does its softmax."""
+            if pingpong:
+                with ctx.named_region("wait turn"):
+                    dsl.named_barrier(arith.addi(wg, c(_PINGPONG_BARRIER)), CONSUMERS * WARPGROUP)
+
+        def their_turn():
+            if pingpong:
+                dsl.named_barrier(arith.subi(c(_PINGPONG_BARRIER + 1), wg), CONSUMERS * WARPGROUP, arrive=True)
+
         def issue_qk(i):
-            """S_i = Q K_i^T, committed as one group."""
+            """S_i = Q K_i^T, committed as one group (K_i has landed)."""
             with ctx.named_region("S GEMM"):
-                k_full.wait_for_iteration(i)
                 slot = arith.remui(i, c(stages))
                 s = dsl.wgmma_fence(WGMMAAccumulator.zeros(block_kv))
                 for j in range(chunks):
@@ -278,8 +292,16 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
                 frag = FragmentedArray.from_accumulator(o) * alpha.broadcast((64, head_dim))
                 return frag.to_accumulator()
 
+        if pingpong:  # consumer 0 issues first
+            with dsl.when(arith.cmpi(arith.CmpIPredicate.eq, wg, c(1))):
+                their_turn()
+
         # Tile 0: S_0 and its softmax, nothing to overlap with yet.
-        s = dsl.wgmma_wait_group(0, issue_qk(c(0)))
+        k_full.wait_for_iteration(c(0))
+        my_turn()
+        s = issue_qk(c(0))
+        their_turn()
+        s = dsl.wgmma_wait_group(0, s)
         release(k_empty, c(0))
         p, m, l, alpha = softmax(s, c(0), None, masked=True)
         o = WGMMAAccumulator.zeros(head_dim)
@@ -287,9 +309,12 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
         def step(masked):
             def body(i, state):
                 o, p, m, l, alpha = state.values
+                k_full.wait_for_iteration(i)
+                my_turn()
                 s = issue_qk(i)
                 o = rescale(o, alpha)  # by the softmax of tile i - 1, while S_i runs
                 o = issue_pv(arith.subi(i, c(1)), o, p)
+                their_turn()
                 s = dsl.wgmma_wait_group(1, s)  # S_i is done; P_{i-1} V_{i-1} may still run
                 release(k_empty, i)
                 p, m, l, alpha = softmax(s, i, (m, l), masked)
@@ -304,7 +329,12 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
         state = dsl.for_range(split, n_tiles, carry=state)(step(masked=True))
         o, p, m, l, alpha = state.values
         last = arith.subi(n_tiles, c(1))
-        o = dsl.wgmma_wait_group(0, issue_pv(last, rescale(o, alpha), p))
+        my_turn()
+        o = issue_pv(last, rescale(o, alpha), p)
+        if pingpong:  # consumer 1's last turn; consumer 0 has no turn left to be given
+            with dsl.when(arith.cmpi(arith.CmpIPredicate.eq, wg, c(0))):
+                their_turn()
+        o = dsl.wgmma_wait_group(0, o)
         release(v_empty, last)
 
         with ctx.named_region("epilogue"):
@@ -344,7 +374,7 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
 
     kind = "causal" if causal else "full"
     gqa = f"_g{group}" if group > 1 else ""
-    name = f"attention_{kind}_d{head_dim}_{batch}x{heads}x{seq_q}x{seq_kv}{gqa}"
+    name = f"attention_{kind}_d{head_dim}_{batch}x{heads}x{seq_q}x{seq_kv}{gqa}{'' if pingpong else '_nopp'}"
     # Regions: the producer 2 per tile; each consumer about 5 per tile plus its prologue/epilogue.
     return dict(body=attention, grid=(q_blocks, heads, batch), block=(CONSUMERS + 1) * WARPGROUP,
                 in_shapes=(q_sd, kv_sd, kv_sd), out_shapes=(q_sd, lse_sd), smem=smem, name=name,
