@@ -37,43 +37,42 @@ def _shapes(quick: bool) -> list[dict]:
 
 
 def _tensors(batch, heads, kv_heads, seq, d):
-    """q, k, v as CuPy bf16 arrays (ours) and torch views of the same memory (the peers)."""
-    import cupy
+    """q, k, v, out, lse as torch tensors (the peers' side), and CuPy views of the same memory
+    (ours, for `launch_unchecked`)."""
     import torch
 
-    def one(h):
-        t = torch.randn((batch, h, seq, d), device="cuda", dtype=torch.bfloat16)
-        return cupy.from_dlpack(t.view(torch.int16)).view(_bf16()), t
+    shapes = [(batch, h, seq, d) for h in (heads, kv_heads, kv_heads, heads)]
+    tensors = [torch.randn(s, device="cuda", dtype=torch.bfloat16) for s in shapes[:3]]
+    tensors += [torch.empty(shapes[3], device="cuda", dtype=torch.bfloat16),
+                torch.empty((batch, heads, seq), device="cuda", dtype=torch.float32)]
+    return tensors, [_cupy_view(t) for t in tensors]
 
-    pairs = [one(heads), one(kv_heads), one(kv_heads)]
-    return [p[0] for p in pairs], [p[1] for p in pairs]
 
+def _cupy_view(t):
+    import cupy
 
-def _bf16():
     from mgpu_lab.builder.dtypes import numpy_dtype
 
-    return numpy_dtype("bfloat16")
+    memory = cupy.cuda.UnownedMemory(t.data_ptr(), t.numel() * t.element_size(), t, device_id=t.device.index)
+    return cupy.ndarray(tuple(t.shape), numpy_dtype(str(t.dtype).removeprefix("torch.")),
+                        cupy.cuda.MemoryPointer(memory, 0))
 
 
 def _variant(causal: bool, baseline: dict) -> float:
     """Speedup of the default kernel over one built with `baseline` options (d 128, seq 4096,
     16k tokens), interleaved: baseline ms / default ms. Shows what pingpong (or a choice) buys."""
-    import cupy
-
     batch, heads, seq, d = TOKENS // 4096, MODEL_WIDTH // 128, 4096, 128
-    arrays, _ = _tensors(batch, heads, heads, seq, d)
-    out = cupy.empty((batch, heads, seq, d), _bf16())
-    lse = cupy.empty((batch, heads, seq), "float32")
+    _, arrays = _tensors(batch, heads, heads, seq, d)
     default = make_attention(batch, heads, seq, seq, d, causal=causal)
     other = make_attention(batch, heads, seq, seq, d, causal=causal, **baseline)
-    other(*arrays, out=(out, lse))
-    timing = interleaved_rounds(lambda i: default.launch_unchecked(*arrays, out, lse),
-                                lambda i: other.launch_unchecked(*arrays, out, lse), 4, warmup=3, iters=20)
+    default(*arrays[:3], out=tuple(arrays[3:]))
+    other(*arrays[:3], out=tuple(arrays[3:]))
+    timing = interleaved_rounds(lambda i: default.launch_unchecked(*arrays),
+                                lambda i: other.launch_unchecked(*arrays), 4, warmup=3, iters=20)
     return timing.b_ms / timing.a_ms
 
 
 def main() -> None:
-    import cupy
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -93,17 +92,15 @@ def main() -> None:
             batch = TOKENS // seq
             tag = f"attention_fwd_bf16_d{d}_s{seq}" + ("_causal" if causal else "") + \
                 (f"_gqa{heads // kv_heads}" if kv_heads != heads else "")
-            ours_arrays, (q, k, v) = _tensors(batch, heads, kv_heads, seq, d)
+            (q, k, v, out, lse), arrays = _tensors(batch, heads, kv_heads, seq, d)
             kern = make_attention(batch, heads, seq, seq, d, causal=causal, kv_heads=kv_heads)
-            out = cupy.empty((batch, heads, seq, d), _bf16())
-            lse = cupy.empty((batch, heads, seq), "float32")
-            kern(*ours_arrays, out=(out, lse))
+            kern(*arrays[:3], out=tuple(arrays[3:]))
             flops = 4.0 * batch * heads * seq * seq * d * (0.5 if causal else 1.0)
             rounds = 6 if seq <= 1024 else 4 if seq <= 4096 else 2
             iters = 20 if seq < 16384 else 10
 
             def ours(i):
-                kern.launch_unchecked(*ours_arrays, out, lse)
+                kern.launch_unchecked(*arrays)
 
             result_row = {"ours": None, "cudnn": None, "flash": None}
             ratios = {}
@@ -116,13 +113,10 @@ def main() -> None:
                     with sdpa_kernel(backend):
                         reference = theirs(0)
                         if peer == "cudnn":
-                            mine = torch.from_dlpack(out.view(cupy.int16)).view(torch.bfloat16)
-                            err = ((mine.float() - reference.float()).norm() / reference.float().norm()).item()
-                            if not err < 2e-2:
-                                raise SystemExit(f"{tag}: relative error {err:.2e} against cuDNN")
+                            err = ((out.float() - reference.float()).norm() / reference.float().norm()).item()
+                            if not err < 2e-2:  # timed anyway, flagged in the table and the record
+                                print(f"WRONG {tag}: relative error {err:.2e} against cuDNN", flush=True)
                         timing = interleaved_rounds(ours, theirs, rounds, warmup=3, iters=iters)
-                except SystemExit:
-                    raise
                 except Exception as e:  # noqa: BLE001 - a backend that rejects the shape is reported, not fatal
                     figures[f"{tag}_vs_{peer}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
                     continue
@@ -141,9 +135,9 @@ def main() -> None:
 
             rows.append((tag.removeprefix("attention_fwd_bf16_"), fmt(result_row["ours"]), fmt(result_row["cudnn"]),
                          fmt(result_row["flash"]), fmt(ratios.get("cudnn"), ".3f"), fmt(ratios.get("flash"), ".3f"),
-                         f"{err:.1e}"))
+                         f"{err:.1e}" + ("" if err < 2e-2 else " WRONG")))
             print(" ".join(str(x) for x in rows[-1]), f"({time.time() - started:.0f} s)", flush=True)
-            del ours_arrays, q, k, v, out, lse
+            del arrays, q, k, v, out, lse
             torch.cuda.empty_cache()
         rows.append(("variants (d128 s4096, ours/ours)", "", "", "", "speedup", "", ""))
         for causal in (False, True) if not args.quick else (False,):
