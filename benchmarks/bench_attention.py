@@ -7,8 +7,8 @@ Every kernel's output is compared with cuDNN's before it is timed.
 
 Keys: `attention_fwd_bf16_d128_s4096_vs_cudnn` (and `_causal`, `_vs_flash`) are speedups:
 peer median ms / ours median ms, above 1 means ours is faster. `..._tflops` beside them.
-`..._d128_s4096_pingpong_speedup` (`_stages3_speedup`): the default kernel against itself without
-pingpong (with 3 K/V stages), same kind of ratio.
+`..._d128_s4096_pingpong_speedup` (`_stages2_speedup`): the default kernel (pingpong, 3 K/V
+stages) against itself without pingpong (with 2 stages), same kind of ratio.
 
 Run on a GPU machine:  python benchmarks/bench_attention.py [--quick]
 Writes a record `attention_<time>_<commit>.json` (or under $OUT) and prints a table last.
@@ -17,6 +17,7 @@ Writes a record `attention_<time>_<commit>.json` (or under $OUT) and prints a ta
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 from common import GpuSampler, interleaved_rounds, table, write_record
@@ -82,7 +83,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.time()
     figures: dict = {}
-    rows = [("shape", "ours TF/s", "cuDNN TF/s", "flash TF/s", "vs cuDNN", "vs flash", "err vs cuDNN")]
+    rows = [("shape", "ours TF/s", "cuDNN TF/s", "flash TF/s", "vs cuDNN", "vs flash", "err vs SDPA")]
     peers = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
     with GpuSampler() as gpu:
         for shape in _shapes(args.quick):
@@ -112,10 +113,10 @@ def main() -> None:
                 try:
                     with sdpa_kernel(backend):
                         reference = theirs(0)
-                        if peer == "cudnn":
+                        if math.isnan(err):  # against cuDNN, or flash where cuDNN refuses the shape
                             err = ((out.float() - reference.float()).norm() / reference.float().norm()).item()
                             if not err < 2e-2:  # timed anyway, flagged in the table and the record
-                                print(f"WRONG {tag}: relative error {err:.2e} against cuDNN", flush=True)
+                                print(f"WRONG {tag}: relative error {err:.2e} against {peer}", flush=True)
                         timing = interleaved_rounds(ours, theirs, rounds, warmup=3, iters=iters)
                 except Exception as e:  # noqa: BLE001 - a backend that rejects the shape is reported, not fatal
                     figures[f"{tag}_vs_{peer}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
@@ -128,20 +129,20 @@ def main() -> None:
                 if result_row["ours"] is None:
                     figures[f"{tag}_ours_ms"] = timing.a_ms
                     figures[f"{tag}_ours_tflops"] = result_row["ours"] = flops / timing.a_ms / 1e9
-            figures[f"{tag}_rel_error_vs_cudnn"] = err
+            figures[f"{tag}_rel_error_vs_sdpa"] = err
 
             def fmt(x, spec=".0f"):
                 return "-" if x is None else format(x, spec)
 
             rows.append((tag.removeprefix("attention_fwd_bf16_"), fmt(result_row["ours"]), fmt(result_row["cudnn"]),
                          fmt(result_row["flash"]), fmt(ratios.get("cudnn"), ".3f"), fmt(ratios.get("flash"), ".3f"),
-                         f"{err:.1e}" + ("" if err < 2e-2 else " WRONG")))
+                         f"{err:.1e}" + (" WRONG" if err >= 2e-2 else "")))
             print(" ".join(str(x) for x in rows[-1]), f"({time.time() - started:.0f} s)", flush=True)
             del arrays, q, k, v, out, lse
             torch.cuda.empty_cache()
         rows.append(("variants (d128 s4096, ours/ours)", "", "", "", "speedup", "", ""))
         for causal in (False, True) if not args.quick else (False,):
-            for variant, options in (("pingpong", {"pingpong": False}), ("stages3", {"stages": 3})):
+            for variant, options in (("pingpong", {"pingpong": False}), ("stages2", {"stages": 2})):
                 speedup = _variant(causal, options)
                 key = f"attention_fwd_bf16_d128_s4096{'_causal' if causal else ''}_{variant}_speedup"
                 figures[key] = speedup
