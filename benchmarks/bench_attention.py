@@ -7,8 +7,8 @@ Every kernel's output is compared with cuDNN's before it is timed.
 
 Keys: `attention_fwd_bf16_d128_s4096_vs_cudnn` (and `_causal`, `_vs_flash`) are speedups:
 peer median ms / ours median ms, above 1 means ours is faster. `..._tflops` beside them.
-`..._d128_s4096_pingpong_speedup` (`_stages2_speedup`): the default kernel (pingpong, 3 K/V
-stages) against itself without pingpong (with 2 stages), same kind of ratio.
+`..._d128_s4096_pingpong_speedup` and the other `_speedup` keys: one kernel option against
+another (VARIANTS: pingpong on/off, K/V stages, wider K/V tiles), ours against ours, same ratio.
 
 Run on a GPU machine:  python benchmarks/bench_attention.py [--quick]
 Writes a record `attention_<time>_<commit>.json` (or under $OUT) and prints a table last.
@@ -59,17 +59,27 @@ def _cupy_view(t):
                         cupy.cuda.MemoryPointer(memory, 0))
 
 
-def _variant(causal: bool, baseline: dict) -> float:
-    """Speedup of the default kernel over one built with `baseline` options (d 128, seq 4096,
-    16k tokens), interleaved: baseline ms / default ms. Shows what pingpong (or a choice) buys."""
-    batch, heads, seq, d = TOKENS // 4096, MODEL_WIDTH // 128, 4096, 128
-    _, arrays = _tensors(batch, heads, heads, seq, d)
-    default = make_attention(batch, heads, seq, seq, d, causal=causal)
-    other = make_attention(batch, heads, seq, seq, d, causal=causal, **baseline)
-    default(*arrays[:3], out=tuple(arrays[3:]))
-    other(*arrays[:3], out=tuple(arrays[3:]))
-    timing = interleaved_rounds(lambda i: default.launch_unchecked(*arrays),
-                                lambda i: other.launch_unchecked(*arrays), 4, warmup=3, iters=20)
+# (name, head_dim, candidate options, baseline options): what one choice buys, ours against ours
+VARIANTS = [
+    ("pingpong", 128, {}, {"pingpong": False}),
+    ("stages3_vs_2", 128, {}, {"stages": 2}),
+    ("kv176_vs_128", 128, {"block_kv": 176, "stages": 2}, {}),
+    ("kv192_vs_128", 64, {"block_kv": 192}, {}),
+    ("kv80_vs_64", 256, {"block_kv": 80, "stages": 2}, {}),
+]
+
+
+def _variant(head_dim: int, causal: bool, candidate: dict, baseline: dict) -> float:
+    """Speedup of the kernel built with `candidate` options over the one built with `baseline`
+    (seq 4096, 16k tokens), interleaved: baseline ms / candidate ms."""
+    batch, heads, seq = TOKENS // 4096, MODEL_WIDTH // head_dim, 4096
+    _, arrays = _tensors(batch, heads, heads, seq, head_dim)
+    kernels = [make_attention(batch, heads, seq, seq, head_dim, causal=causal, **options)
+               for options in (candidate, baseline)]
+    for kern in kernels:
+        kern(*arrays[:3], out=tuple(arrays[3:]))
+    timing = interleaved_rounds(lambda i: kernels[0].launch_unchecked(*arrays),
+                                lambda i: kernels[1].launch_unchecked(*arrays), 4, warmup=3, iters=20)
     return timing.b_ms / timing.a_ms
 
 
@@ -140,12 +150,15 @@ def main() -> None:
             print(" ".join(str(x) for x in rows[-1]), f"({time.time() - started:.0f} s)", flush=True)
             del arrays, q, k, v, out, lse
             torch.cuda.empty_cache()
-        rows.append(("variants (d128 s4096, ours/ours)", "", "", "", "speedup", "", ""))
-        for causal in (False, True) if not args.quick else (False,):
-            for variant, options in (("pingpong", {"pingpong": False}), ("stages2", {"stages": 2})):
-                speedup = _variant(causal, options)
-                key = f"attention_fwd_bf16_d128_s4096{'_causal' if causal else ''}_{variant}_speedup"
-                figures[key] = speedup
+        rows.append(("variants (s4096, ours/ours)", "", "", "", "speedup", "", ""))
+        for name, head_dim, candidate, baseline in VARIANTS if not args.quick else VARIANTS[:1]:
+            for causal in (False, True):
+                key = f"attention_fwd_bf16_d{head_dim}_s4096{'_causal' if causal else ''}_{name}_speedup"
+                try:
+                    figures[key] = speedup = _variant(head_dim, causal, candidate, baseline)
+                except Exception as e:  # noqa: BLE001 - a variant that fails is reported, not fatal
+                    figures[key + "_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+                    continue
                 rows.append((key.removeprefix("attention_fwd_bf16_"), "", "", "", f"{speedup:.3f}", "", ""))
                 print(rows[-1][0], rows[-1][4], flush=True)
     path = write_record("attention", figures, notes={

@@ -29,6 +29,9 @@ CONFIGS = [
     dict(head_dim=256, seq_q=384, seq_kv=700, dtype="float16"),
     dict(head_dim=128, causal=True, pingpong=False),
     dict(head_dim=128, block_kv=64, stages=4),
+    dict(head_dim=64, block_kv=192, seq_q=1000, seq_kv=1000, causal=True),
+    dict(head_dim=128, block_kv=176, stages=2, seq_q=1000, seq_kv=1000),
+    dict(head_dim=256, block_kv=80, stages=2, seq_q=1000, seq_kv=1000, causal=True),
 ]
 
 
@@ -48,7 +51,7 @@ def test_attention_sass(cfg):
     in_type = "" if cfg.get("dtype") == "float16" else r"\.BF16"  # f16 is HGMMA's default: no suffix
     # S = Q K^T: n = block_kv; O += P V: n = head_dim, A from registers (R operand)
     assert re.search(rf"HGMMA\.64x{d}x16\.F32{in_type} R\d+, R\d+, gdesc", compiled.sass), "no register-A PV GEMM"
-    assert re.search(rf"HGMMA\.64x(64|128)x16\.F32{in_type} R\d+, gdesc", compiled.sass), "no smem S GEMM"
+    assert re.search(rf"HGMMA\.64x\d+x16\.F32{in_type} R\d+, gdesc", compiled.sass), "no smem S GEMM"
     assert any(op.startswith("UTMALDG") for op in ops) and any(op.startswith("UTMASTG") for op in ops)
     assert not any(op.startswith(("LDL", "STL")) for op in ops), "local memory in the attention kernel"
     assert "USETMAXREG.DEALLOC.CTAPOOL" in ops and "USETMAXREG.TRY_ALLOC.CTAPOOL" in ops
@@ -77,8 +80,8 @@ def test_attention_outputs_and_names():
     (dict(kv_heads=3), r"kv_heads must divide heads .* heads=4 and kv_heads=3"),
     (dict(dtype="float32"), r"dtype must be 'bfloat16' or 'float16', got 'float32'"),
     (dict(scale=-1.0), r"scale must be a positive finite number, got -1.0"),
-    (dict(block_kv=96), r"block_kv must be 64 or 128, got 96"),
-    (dict(head_dim=256, block_kv=128), r"head_dim 256 needs block_kv=64"),
+    (dict(block_kv=72), r"block_kv must be a multiple of 16 in \[64, 256\], got 72"),
+    (dict(head_dim=256, block_kv=128), r"head_dim 256 allows block_kv up to 80"),
     (dict(stages=1), r"stages must be an int >= 2, got 1"),
     (dict(stages=4), r"4 K/V stages of 128 x 128 need \d+ bytes of smem"),
     (dict(seq_q=0), r"seq_q must be a positive int, got 0"),

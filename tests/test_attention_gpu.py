@@ -118,6 +118,13 @@ def test_attention_pipeline_options(stages, block_kv, rng):
     _check(1, 2, 1000, 1000, 128, rng, causal=True, stages=stages, block_kv=block_kv)
 
 
+@pytest.mark.parametrize("head_dim, block_kv, stages", [(64, 192, 3), (128, 176, 2), (256, 80, 2)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_wide_kv_tiles(head_dim, block_kv, stages, causal, rng):
+    """K/V tiles that are not powers of two (FA3's shapes: 128 x 176 for d 128, 128 x 80 for d 256)."""
+    _check(1, 2, 1000, 1000, head_dim, rng, causal=causal, block_kv=block_kv, stages=stages)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_without_pingpong(causal, rng):
     _check(1, 4, 1000, 1000, 128, rng, causal=causal, pingpong=False)

@@ -52,6 +52,7 @@ DTYPES = ("bfloat16", "float16")
 _LOG2E = 1.4426950408889634
 _PINGPONG_BARRIER = 4  # + consumer index: named barrier "your turn to issue GEMMs" (1-3: warpgroup barriers)
 _DEFAULT_BLOCK_KV = {64: 128, 128: 128, 256: 64}  # 256: the O accumulator alone is 128 registers
+_MAX_BLOCK_KV = {64: 192, 128: 176, 256: 80}  # beyond these ptxas spills (measured on the SASS)
 
 
 def attention_smem_bytes(head_dim: int, block_kv: int, stages: int) -> int:
@@ -83,11 +84,11 @@ def _check(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, kv_he
         raise ValueError(f"attention: dtype must be 'bfloat16' or 'float16', got {dtype!r}")
     if not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
         raise ValueError(f"attention: scale must be a positive finite number, got {scale!r}")
-    if block_kv not in (64, 128):
-        raise ValueError(f"attention: block_kv must be 64 or 128, got {block_kv!r}")
-    if head_dim == 256 and block_kv != 64:
-        raise ValueError("attention: head_dim 256 needs block_kv=64 (the O accumulator takes 128 of the 240 "
-                         f"registers a consumer has), got block_kv={block_kv}")
+    if not isinstance(block_kv, int) or block_kv % 16 or not 64 <= block_kv <= 256:
+        raise ValueError(f"attention: block_kv must be a multiple of 16 in [64, 256], got {block_kv!r}")
+    if block_kv > _MAX_BLOCK_KV[head_dim]:
+        raise ValueError(f"attention: head_dim {head_dim} allows block_kv up to {_MAX_BLOCK_KV[head_dim]} (O, S and P "
+                         f"must fit in the 240 registers a consumer thread has), got block_kv={block_kv}")
     if not isinstance(stages, int) or stages < 2:
         raise ValueError(f"attention: stages must be an int >= 2, got {stages!r}")
     need = attention_smem_bytes(head_dim, block_kv, stages)
