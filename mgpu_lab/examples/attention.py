@@ -428,12 +428,12 @@ def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: 
     k64 = np.repeat(k64, heads // kv_heads, axis=1)
     v64 = np.repeat(v64, heads // kv_heads, axis=1)
     scale = 1.0 / math.sqrt(q64.shape[-1]) if scale is None else scale
-    s = np.einsum("bhid,bhjd->bhij", q64, k64) * scale
+    s = np.einsum("bhid,bhjd->bhij", q64, k64, optimize=True) * scale
     if causal:
         seq_q, seq_kv = s.shape[-2:]
         s = np.where(np.arange(seq_kv)[None, :] <= np.arange(seq_q)[:, None], s, -np.inf)
     m = s.max(axis=-1, keepdims=True)
     e = np.exp(s - m)
     total = e.sum(axis=-1, keepdims=True)
-    out = np.einsum("bhij,bhjd->bhid", e / total, v64)
+    out = np.einsum("bhij,bhjd->bhid", e / total, v64, optimize=True)
     return out, (m + np.log(total))[..., 0]
