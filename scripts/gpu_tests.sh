@@ -16,7 +16,7 @@ declare -A FILES=(
   [attention]="tests/test_attention_gpu.py"
   [torch]="tests/test_torch_op_gpu.py"
 )
-declare -A LIMIT=([core]=240 [isolation]=150 [gemm]=150 [attention]=180 [torch]=120)
+declare -A LIMIT=([core]=200 [isolation]=120 [gemm]=100 [attention]=100 [torch]=60)
 groups=("$@"); [ ${#groups[@]} -eq 0 ] && groups=(core isolation gemm attention torch)
 status=0
 summary=()
