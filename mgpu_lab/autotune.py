@@ -37,6 +37,10 @@ class Candidate:
     median_ms: float | None = None
     rel_error: float | None = None
     compiled: Any = None
+    compile_s: float | None = None  # the parallel tune (mgpu_lab/tuning/) fills these four
+    spread: float | None = None
+    worker: str | None = None
+    retimed_ms: float | None = None
 
 
 def _compile_one(make_kernel: Callable[..., Any], config: dict[str, Any]) -> tuple[str, Any]:
@@ -170,10 +174,22 @@ class TuneResult:
                        + "</tr>" for r in rows)
         return f"<table><tr>{head}</tr>{body}</table><p>{html.escape(str(self).splitlines()[-1])}</p>"
 
+    def to_dataframe(self) -> Any:
+        """The tuning table as a pandas DataFrame: config, status, compile_s, median_ms, spread,
+        retimed_ms, rel_error, worker, reason; fastest first."""
+        from .tuning.results import to_dataframe
+
+        return to_dataframe(self.candidates)
+
     def plot(self, ax: Any = None) -> Any:
-        """Bar chart of the timed candidates (matplotlib)."""
+        """Bar chart of the timed candidates (matplotlib); after a parallel tune, the fastest 40
+        coloured by the worker that timed them."""
         import matplotlib.pyplot as plt
 
+        if any(c.worker for c in self.candidates):
+            from .tuning.results import plot_table
+
+            return plot_table(self.candidates, self.best, ax)
         timed = [c for c in self.candidates if c.median_ms is not None]
         if ax is None:
             _, ax = plt.subplots(figsize=(max(4, 0.6 * len(timed)), 3))
@@ -243,7 +259,8 @@ def _progress_reporter(label: str) -> Callable[[int, int], None]:
 def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args: Any,
          reference: Callable[..., Any] | None = None, *, rtol: float = 1e-2,
          executor: concurrent.futures.Executor | None = None, warmup: int = 5, iters: int = 20,
-         use_cache: bool = True) -> TuneResult:
+         use_cache: bool = True, gpus: str | Sequence[int] | None = None, cluster: Any = None,
+         **parallel: Any) -> TuneResult:
     """Compile `make_kernel(**config)` for every config in `space`, time and check those that work.
 
     args: the input arrays, or a list of input tuples to rotate through while timing (use
@@ -252,7 +269,21 @@ def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args:
     executor: any concurrent.futures-style executor for the compiles (default: spawn processes).
     The best configuration is cached per device, kernel and input shapes; a cached answer is
     recompiled (from the kernel cache) but not re-timed.
+    gpus: "all" or device indices [0, 1]: time in one worker process per GPU while compiling
+    (a faulting or hanging candidate costs its worker a restart, nothing more), re-time the top
+    3 on one GPU, journal every candidate so an interrupted tune resumes; None: this process.
+    cluster: a dask.distributed Client: compile on its workers, time on those with a GPU resource.
+    With gpus or cluster, `args` may also be a picklable callable returning the inputs, and
+    `parallel` takes timer=, build=, journal=, retime_top=, timeout_s=, progress= (see
+    mgpu_lab/tuning/pipeline.py).
     """
+    if gpus is not None or cluster is not None:
+        from .tuning.pipeline import tune_parallel
+
+        return tune_parallel(make_kernel, space, args, reference, rtol=rtol, executor=executor, warmup=warmup,
+                             iters=iters, use_cache=use_cache, gpus=gpus, cluster=cluster, **parallel)
+    if parallel:
+        raise TypeError(f"tune: {', '.join(sorted(parallel))} need gpus= or cluster= (the parallel tune)")
     input_sets = [tuple(a) for a in args] if isinstance(args, list) else [tuple(args)]
     if not input_sets or not input_sets[0]:
         raise ValueError("args: expected the kernel's input arrays (a tuple) or a list of such tuples")

@@ -1,0 +1,290 @@
+"""The parallel tune: compile every candidate on CPU cores, time the built ones on many GPUs
+(one worker per GPU) as soon as each is built, re-time the top k on one GPU, journal every
+finished candidate (resume), cache the winner.
+
+The stages run on a backend: `LocalStages` (a process pool + one timing worker per local GPU)
+or `dask_backend.DaskStages` (a Dask cluster). Both yield one record per finished candidate;
+everything else (journal, progress, re-time, cache, the table) is shared here.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import multiprocessing
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..atomic_files import write_atomically
+from ..autotune import Candidate, TuneResult, _cached_best_config, _compile_one, _configs
+from .cache_key import key_digest, tune_dir, tune_key
+from .journal import Journal, config_key
+from .progress import Counts, TuneProgress
+from .timers import CudaTimer, HostTimer
+from .timing_worker import Setup
+from .worker_pool import GpuPool, Outcome, retime, visible_device
+
+RECORD_FIELDS = ("status", "reason", "compile_s", "median_ms", "spread", "rel_error", "worker")
+
+
+def build_timed(build: Callable[..., tuple[str, Any]], make_kernel: Callable[..., Any],
+                config: dict[str, Any]) -> tuple[str, Any, float]:
+    """Runs in a compile worker: (status, CompiledKernel or reason, seconds it took)."""
+    t0 = time.perf_counter()
+    try:
+        status, payload = build(make_kernel, config)
+    except Exception as e:  # noqa: BLE001 - a failing build disqualifies this config only
+        status, payload = "failed-build", f"{type(e).__name__}: {e}"
+    return status, payload, time.perf_counter() - t0
+
+
+def build_callable(make_kernel: Callable[..., Any], config: dict[str, Any]) -> tuple[str, Any]:
+    """The build step for plain Python candidates (HostTimer): `make_kernel(**config)` is the candidate."""
+    try:
+        return "built", make_kernel(**config)
+    except Exception as e:  # noqa: BLE001 - this config only
+        return "failed-build", f"{type(e).__name__}: {e}"
+
+
+def make_record(config: dict[str, Any], status: str, reason: str = "", compile_s: float | None = None,
+                outcome: Outcome | None = None, payload: Any = None) -> dict[str, Any]:
+    m = outcome.measurement if outcome is not None else None
+    return {"key": config_key(config), "config": config, "status": status, "reason": reason,
+            "compile_s": compile_s, "median_ms": m.median_ms if m else None, "spread": m.spread if m else None,
+            "rel_error": m.rel_error if m else None, "worker": outcome.worker if outcome else "", "payload": payload}
+
+
+def record_from_outcome(config: dict[str, Any], payload: Any, compile_s: float, outcome: Outcome) -> dict[str, Any]:
+    return make_record(config, outcome.status, outcome.reason, compile_s, outcome, payload)
+
+
+class LocalStages:
+    """Compiles in `executor` (default: one spawned process per CPU core), times on one
+    TimingWorker per device of `devices`; the workers start at once so their start-up
+    overlaps the first compiles."""
+
+    def __init__(self, make_kernel: Callable[..., Any], build: Callable[..., Any],
+                 executor: concurrent.futures.Executor | None, devices: Sequence[str], setup: Setup,
+                 timeout_s: float, n_configs: int):
+        self.make_kernel, self.build = make_kernel, build
+        self.own_executor = executor is None
+        self.executor = executor or concurrent.futures.ProcessPoolExecutor(
+            max_workers=max(1, min(n_configs, os.cpu_count() or 1)), mp_context=multiprocessing.get_context("spawn"))
+        self.pool = GpuPool(devices, setup, timeout_s)
+        self.workers = [w.label for w in self.pool.workers]
+
+    def run(self, configs: Sequence[dict[str, Any]], progress: TuneProgress) -> Iterator[dict[str, Any]]:
+        compiles = {self.executor.submit(build_timed, self.build, self.make_kernel, c): c for c in configs}
+        timings: dict[concurrent.futures.Future, tuple] = {}
+        pending = set(compiles)
+        while pending:
+            done, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                if future in compiles:
+                    config = compiles.pop(future)
+                    try:
+                        status, payload, seconds = future.result()
+                    except Exception as e:  # noqa: BLE001 - a compile worker died or the result did not pickle
+                        status, payload, seconds = "failed-build", f"{type(e).__name__}: {e}", None
+                    progress.compiled()
+                    if status == "built":
+                        timing = self.pool.submit(config_key(config), payload)
+                        timings[timing] = (config, payload, seconds)
+                        pending.add(timing)
+                    else:
+                        yield make_record(config, status, str(payload), seconds)
+                else:
+                    config, payload, seconds = timings.pop(future)
+                    yield record_from_outcome(config, payload, seconds, future.result())
+        self.workers = [w.label for w in self.pool.workers]
+
+    def payloads(self, configs: Sequence[dict[str, Any]]) -> list[tuple[str, Any, float]]:
+        """Build again (from the kernel cache) candidates resumed from the journal."""
+        futures = [self.executor.submit(build_timed, self.build, self.make_kernel, c) for c in configs]
+        return [f.result() for f in futures]
+
+    def resolve(self, payload: Any) -> Any:
+        return payload
+
+    def measure_one(self, key: str, payload: Any) -> Outcome:
+        return self.pool.measure_on_first(key, payload)
+
+    def close(self, interrupted: bool) -> None:
+        self.pool.close(interrupted=interrupted)
+        if self.own_executor:
+            self.executor.shutdown(wait=not interrupted, cancel_futures=True)
+
+
+def _to_host(x: Any) -> Any:
+    if hasattr(x, "get"):
+        return x.get()
+    if hasattr(x, "detach") and hasattr(x, "cpu"):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def _reference_on_host(want: Any) -> np.ndarray:
+    first = want[0] if isinstance(want, tuple) else want
+    host = _to_host(first)
+    return np.asarray(host, dtype=np.float32) if np.asarray(host).dtype != np.float64 else np.asarray(host)
+
+
+def _input_sets(args: Any) -> tuple[list[tuple], Callable[[], Any] | None]:
+    """(the caller's input sets, the make_inputs callable when `args` is one)."""
+    make_inputs = args if callable(args) else None
+    made = args() if make_inputs else args
+    sets = [tuple(a) for a in made] if isinstance(made, list) else [tuple(made)]
+    if not sets or not sets[0]:
+        raise ValueError("args: expected the kernel's input arrays (a tuple), a list of such tuples, or a "
+                         f"callable returning them; got {type(made).__name__}")
+    return sets, make_inputs
+
+
+def _devices(gpus: Any, timer: Any) -> list[str]:
+    if gpus == "all":
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+        if count == 0:
+            raise ValueError("gpus='all': no CUDA device is visible")
+        gpus = list(range(count))
+    if isinstance(gpus, (str, bytes)) or not isinstance(gpus, Sequence) or not gpus or \
+            not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gpus) or len(set(gpus)) != len(gpus):
+        raise ValueError(f"gpus: expected 'all', None or a list of distinct device indices like [0, 1], got {gpus!r}")
+    return [visible_device(g) for g in gpus]
+
+
+def _candidate(record: dict[str, Any]) -> Candidate:
+    cand = Candidate(record["config"], record["status"], record.get("reason") or "",
+                     median_ms=record.get("median_ms"), rel_error=record.get("rel_error"),
+                     compiled=record.get("payload"))
+    for name in ("compile_s", "spread", "worker"):
+        setattr(cand, name, record.get(name))
+    return cand
+
+
+def tune_parallel(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args: Any,
+                  reference: Callable[..., Any] | None = None, *, rtol: float = 1e-2,
+                  executor: concurrent.futures.Executor | None = None, warmup: int = 5, iters: int = 20,
+                  use_cache: bool = True, gpus: Any = None, cluster: Any = None, timer: Any = None,
+                  build: Callable[..., Any] | None = None, journal: bool = True, retime_top: int = 3,
+                  retime_rounds: int = 3, timeout_s: float = 60.0, progress: bool = True,
+                  on_record: Callable[[dict[str, Any]], None] | None = None) -> TuneResult:
+    """`mgpu_lab.tune` on many GPUs (`gpus`) or a Dask cluster (`cluster`); see autotune.tune."""
+    configs = _configs(space)
+    if not isinstance(retime_top, int) or retime_top < 0:
+        raise ValueError(f"retime_top: expected a count >= 0, got {retime_top!r}")
+    if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
+        raise ValueError(f"timeout_s: expected a positive number of seconds, got {timeout_s!r}")
+    timer = timer if timer is not None else CudaTimer(warmup=warmup, iters=iters, rtol=rtol)
+    build = build or (build_callable if isinstance(timer, HostTimer) else _compile_one)
+    input_sets, make_inputs = _input_sets(args)
+    devices = _devices(gpus, timer) if cluster is None else []
+
+    if cluster is not None:
+        from .dask_backend import device_model_on_cluster
+
+        device_model = device_model_on_cluster(cluster, timer)
+    else:
+        device_model = timer.device_model(int(gpus[0]) if isinstance(gpus, list) else 0)
+    key_parts = tune_key(device_model, make_kernel, input_sets, space)
+    digest = key_digest(key_parts)
+    cache_file = tune_dir() / f"{digest}.json"
+    book = Journal(tune_dir() / f"{digest}.journal.jsonl") if journal else None
+    if use_cache:
+        config = _cached_best_config(cache_file)
+        if config is not None:
+            status, payload = build(make_kernel, config)
+            if status == "built":
+                best = Candidate(config, "cached", compiled=payload)
+                return TuneResult([best], best, from_cache=True, cache_path=str(cache_file))
+    elif book is not None:
+        book.remove()
+
+    done = book.load() if book is not None else {}
+    want = reference(*input_sets[0]) if reference is not None else None
+    setup = Setup(timer, None if make_inputs else [tuple(_to_host(a) for a in s) for s in input_sets],
+                  make_inputs, None if want is None else _reference_on_host(want))
+    del want
+    bar = TuneProgress(Counts(len(configs)), enabled=progress)
+    records: dict[str, dict[str, Any]] = {}
+    for config in configs:
+        record = done.get(config_key(config))
+        if record is not None:
+            records[record["key"]] = {**record, "config": config, "payload": None}
+            bar.finished(record["status"] == "timed", resumed=True)
+    pending = [c for c in configs if config_key(c) not in records]
+
+    t_start = time.perf_counter()
+    if cluster is not None:
+        from .dask_backend import DaskStages
+
+        stages: Any = DaskStages(cluster, make_kernel, build, setup, timeout_s)
+    else:
+        stages = LocalStages(make_kernel, build, executor, devices, setup, timeout_s, max(1, len(pending)))
+    interrupted = True
+    try:
+        for record in stages.run(pending, bar):
+            records[record["key"]] = record
+            if book is not None:
+                book.append({k: v for k, v in record.items() if k != "payload"})
+            bar.finished(record["status"] == "timed")
+            if on_record is not None:
+                on_record(record)
+        t_timed = time.perf_counter()
+        candidates = [_candidate(records[config_key(c)]) for c in configs]
+        best = _retime_top(candidates, stages, retime_top, retime_rounds)
+        interrupted = False
+    finally:
+        stages.close(interrupted)
+    t_end = time.perf_counter()
+
+    notes = {"workers": getattr(stages, "workers", []), "resumed": len(configs) - len(pending),
+             "seconds": {"compile_and_time": t_timed - t_start, "retime": t_end - t_timed, "total": t_end - t_start},
+             "key": key_parts}
+    if best is not None:
+        _write_cache(cache_file, best, key_parts, candidates)
+    if book is not None:
+        book.remove()  # complete: the cache holds the answer and the table
+    return TuneResult(candidates, best, cache_path=str(cache_file), notes=notes)
+
+
+def _retime_top(candidates: list[Candidate], stages: Any, top_k: int, rounds: int) -> Candidate | None:
+    """Re-time the `top_k` fastest on one GPU (interleaved rounds); the best by that re-time."""
+    timed = sorted((c for c in candidates if c.status == "timed"), key=lambda c: c.median_ms)
+    if not timed:
+        return None
+    top = timed[:top_k]
+    missing = [c for c in top if c.compiled is None]  # resumed from the journal: rebuild (kernel cache)
+    for cand, (status, payload, _) in zip(missing, stages.payloads([c.config for c in missing])):
+        if status == "built":
+            cand.compiled = payload
+    top = [c for c in top if c.compiled is not None]
+    if len(top) >= 2:
+        again = retime(stages.measure_one, [(config_key(c.config), c.compiled) for c in top], rounds=rounds)
+        for cand in top:
+            cand.retimed_ms = again[config_key(cand.config)][0]
+        finite = [c for c in top if np.isfinite(c.retimed_ms)]
+        best = min(finite, key=lambda c: c.retimed_ms) if finite else timed[0]
+    else:
+        best = top[0] if top else timed[0]
+    for cand in top:
+        cand.compiled = stages.resolve(cand.compiled)  # a cluster's build future -> the kernel
+    return best
+
+
+def _write_cache(cache_file: Any, best: Candidate, key_parts: dict[str, Any], candidates: list[Candidate]) -> None:
+    from .results import candidate_rows
+
+    record = {"best_config": best.config, "median_ms": best.median_ms, "retimed_ms": best.retimed_ms,
+              "key": key_parts, "table": candidate_rows(candidates)}
+    try:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(cache_file, json.dumps(record, default=repr).encode())
+    except (OSError, TypeError, ValueError) as e:
+        warnings.warn(f"mgpu_lab: could not record the best configuration in {cache_file}: {e}", stacklevel=3)

@@ -1,0 +1,169 @@
+"""The parallel tune on the CPU, for real: plain Python candidates timed by HostTimer in two
+pinned worker processes (the GPU path's processes, protocol and restarts, with host timing),
+candidates that crash, hang, raise or compute wrong; the journal and resume; the table."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mgpu_lab
+from mgpu_lab.tuning.journal import Journal, config_key
+from mgpu_lab.tuning.timers import HostTimer
+
+N = 1000
+
+
+def run_candidate(delay_ms: float, behaviour: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A candidate 'kernel': a + b after `delay_ms`, or one of the ways a candidate goes wrong."""
+    if behaviour == "crash":
+        os._exit(7)  # as a segfaulting kernel would take its process down
+    if behaviour == "hang":
+        time.sleep(3600)
+    if behaviour == "raise":
+        raise RuntimeError("bad launch configuration")
+    time.sleep(delay_ms / 1e3)
+    return a - b if behaviour == "wrong" else a + b
+
+
+def make_candidate(delay_ms: float, behaviour: str = "ok", log_dir: str | None = None):
+    """make_kernel for the tests: `log_dir` gets one file per build (to count them)."""
+    if log_dir is not None:
+        Path(log_dir, f"{delay_ms}-{behaviour}-{uuid.uuid4().hex}").touch()
+    if behaviour == "nobuild":
+        raise ValueError("tile_n: expected a multiple of 64")
+    return functools.partial(run_candidate, delay_ms, behaviour)
+
+
+def make_inputs():
+    rng = np.random.default_rng(0)
+    return rng.standard_normal(N), rng.standard_normal(N)
+
+
+def builds(log_dir: Path) -> list[tuple[int, str]]:
+    return [(int(p.name.split("-")[0]), p.name.split("-")[1]) for p in log_dir.iterdir()]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "mgpu_lab" / "tune"
+
+
+def tune(space, **kw):
+    kw.setdefault("executor", concurrent.futures.ThreadPoolExecutor(2))
+    return mgpu_lab.tune(make_candidate, space, args=make_inputs, reference=lambda a, b: a + b, gpus=[0, 1],
+                         timer=HostTimer(iters=5), progress=False, **kw)
+
+
+def test_failures_cost_one_candidate_each_and_the_fastest_correct_one_wins(cache):
+    space = {"delay_ms": [1, 15, 40], "behaviour": ["ok", "crash", "hang", "wrong", "raise", "nobuild"]}
+    result = tune(space, timeout_s=2.0)
+    by = {(c.config["delay_ms"], c.config["behaviour"]): c for c in result.candidates}
+    for d in space["delay_ms"]:
+        assert by[d, "ok"].status == "timed" and by[d, "ok"].rel_error == 0.0
+        assert by[d, "crash"].status == "crashed" and "exit code 7" in by[d, "crash"].reason
+        assert by[d, "hang"].status == "hung" and "no answer within 2 s" in by[d, "hang"].reason
+        assert by[d, "wrong"].status == "wrong-result" and "relative error" in by[d, "wrong"].reason
+        assert by[d, "raise"].status == "failed-launch" and "bad launch configuration" in by[d, "raise"].reason
+        assert by[d, "nobuild"].status == "failed-build" and "tile_n: expected" in by[d, "nobuild"].reason
+    assert result.best_config == {"delay_ms": 1, "behaviour": "ok"}
+    # both pinned workers timed candidates, each timed candidate says which one
+    assert {c.worker.split()[0] for c in result.candidates if c.status == "timed"} <= {"gpu0", "gpu1"}
+    assert {c.worker.split()[0] for c in result.candidates if c.worker} == {"gpu0", "gpu1"}
+    # the top 3 were re-timed on one worker; the winner by that re-time
+    retimed = [c for c in result.candidates if c.retimed_ms is not None]
+    assert len(retimed) == 3 and result.best.retimed_ms == min(c.retimed_ms for c in retimed)
+    frame = result.to_dataframe()
+    assert len(frame) == 18 and list(frame.columns[:2]) == ["delay_ms", "behaviour"]
+    assert frame.iloc[0]["delay_ms"] == 1 and frame.iloc[0]["status"] == "timed"
+    assert {"compile_s", "median_ms", "spread", "rel_error", "worker", "reason"} <= set(frame.columns)
+    saved = json.loads(Path(result.cache_path).read_text())
+    assert saved["best_config"] == result.best_config and len(saved["table"]) == 18
+    assert saved["key"]["kernel_source"] and saved["key"]["inputs"] == [[[N], "float64"], [[N], "float64"]]
+    again = tune(space)
+    assert again.from_cache and again.best_config == result.best_config
+
+
+def test_an_interrupted_tune_resumes_with_only_the_rest(cache, tmp_path):
+    log_dir = tmp_path / "builds"
+    log_dir.mkdir()
+    make = functools.partial(make_candidate, log_dir=str(log_dir))
+    space = {"delay_ms": [1, 2, 3, 4, 5, 6, 7, 8], "behaviour": ["ok"]}
+    seen = []
+
+    def stop_after_three(record):
+        seen.append(record["key"])
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+
+    def run(**kw):
+        return mgpu_lab.tune(make, space, args=make_inputs, reference=lambda a, b: a + b, gpus=[0, 1],
+                             timer=HostTimer(iters=3), progress=False, retime_top=1,
+                             executor=concurrent.futures.ThreadPoolExecutor(1), **kw)
+
+    with pytest.raises(KeyboardInterrupt):
+        run(on_record=stop_after_three)
+    journals = list(cache.glob("*.journal.jsonl"))
+    assert len(journals) == 1
+    done = Journal(journals[0]).load()
+    assert set(done) == set(seen) and len(done) == 3
+    for p in log_dir.iterdir():
+        p.unlink()
+    second = []
+    result = run(on_record=lambda r: second.append(r["key"]))
+    rest = {config_key(c) for c in (dict(delay_ms=d, behaviour="ok") for d in space["delay_ms"])} - set(done)
+    assert set(second) == rest and len(second) == 5  # only the rest were timed
+    built = {config_key({"delay_ms": d, "behaviour": b}) for d, b in builds(log_dir)}
+    assert built - {config_key(result.best_config)} == rest  # ... and compiled (plus the winner, to return it)
+    assert result.notes["resumed"] == 3 and len(result.candidates) == 8
+    assert all(c.status == "timed" for c in result.candidates)
+    assert not journals[0].exists()  # a finished tune leaves the answer in the cache, not a journal
+
+
+def test_a_torn_journal_line_is_skipped(tmp_path):
+    book = Journal(tmp_path / "j.jsonl")
+    book.append({"key": "a", "status": "timed"})
+    with open(book.path, "ab") as f:
+        f.write(b'{"key": "b", "sta')  # killed mid-write
+    book.append({"key": "c", "status": "failed-build"})
+    assert sorted(book.load()) == ["a", "c"]
+
+
+def test_the_default_compile_pool_and_progress_text(cache, capsys):
+    result = mgpu_lab.tune(make_candidate, {"delay_ms": [1, 30]}, args=make_inputs, reference=lambda a, b: a + b,
+                           gpus=[0], timer=HostTimer(iters=3))
+    assert result.best_config == {"delay_ms": 1}
+    err = capsys.readouterr().err
+    assert "tune: compiled 2/2  timed 2  failed 0  done 2/2" in err
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"gpus": "some"}, "gpus: expected 'all', None or a list of distinct device indices"),
+    ({"gpus": [0, 0]}, "gpus: expected 'all', None or a list of distinct device indices"),
+    ({"gpus": [0], "timeout_s": 0}, "timeout_s: expected a positive number of seconds, got 0"),
+    ({"gpus": [0], "retime_top": -1}, "retime_top: expected a count >= 0, got -1"),
+    ({"timer": HostTimer()}, "tune: timer need gpus= or cluster= (the parallel tune)"),
+])
+def test_bad_parallel_arguments(cache, kw, message):
+    with pytest.raises((ValueError, TypeError)) as e:
+        mgpu_lab.tune(make_candidate, {"delay_ms": [1]}, args=make_inputs, **kw)
+    assert message in str(e.value)
+
+
+def test_the_single_host_path_does_not_import_dask():
+    import subprocess
+    import sys
+
+    code = ("import sys, mgpu_lab.tuning.pipeline, mgpu_lab.autotune; "
+            "print(any(m.split('.')[0] in ('dask', 'distributed') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
