@@ -178,7 +178,9 @@ def _tune(args: argparse.Namespace) -> int:
         raise CliError(f"SETUP: {args.setup} must return a dict with make_kernel, space, args (and optionally "
                        f"reference), got {type(problem).__name__}")
     make_kernel = problem["make_kernel"]
-    if getattr(getattr(make_kernel, "func", make_kernel), "__module__", "").startswith(PRIVATE_MODULE_PREFIX):
+    if args.scheduler:
+        result = _tune_on_cluster(args.scheduler, problem, make_kernel, use_cache=not args.no_cache)
+    elif getattr(getattr(make_kernel, "func", make_kernel), "__module__", "").startswith(PRIVATE_MODULE_PREFIX):
         # A file imported under a private name cannot be re-imported by worker processes.
         import concurrent.futures
 
@@ -192,6 +194,22 @@ def _tune(args: argparse.Namespace) -> int:
 
         print(f"wrote {export(result.best_kernel, args.export, overwrite=args.overwrite)}")
     return 0 if result.best is not None else 1
+
+
+def _tune_on_cluster(address: str, problem: dict, make_kernel: Any, *, use_cache: bool) -> Any:
+    """`tune --scheduler ADDRESS`: the two stages on that Dask cluster's workers."""
+    from .autotune import tune
+
+    try:
+        import cloudpickle
+        from distributed import Client
+    except ImportError:
+        raise CliError("--scheduler needs Dask distributed: pip install 'mgpu_lab[distributed]'") from None
+    module = sys.modules.get(getattr(getattr(make_kernel, "func", make_kernel), "__module__", ""))
+    if module is not None and module.__name__.startswith(PRIVATE_MODULE_PREFIX):
+        cloudpickle.register_pickle_by_value(module)  # the workers cannot import the setup file by name
+    with Client(address) as client:
+        return tune(**problem, use_cache=use_cache, cluster=client)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -221,6 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export", help="also export the best kernel to this .py module")
     p.add_argument("--no-cache", action="store_true", help="ignore a cached best configuration")
     p.add_argument("--overwrite", action="store_true", help="let --export replace an existing file")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="tune on this Dask cluster (tcp://host:8786): compiles "
+                   "on its workers, timings on workers started with --resources GPU=1")
     p.set_defaults(func=_tune)
 
     trace = sub.add_parser("trace", help="inspect profiler traces saved with Trace.save")

@@ -101,3 +101,18 @@ def test_a_cluster_without_gpu_workers_is_refused(cache):
     with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster, Client(cluster) as c:
         with pytest.raises(ValueError, match="cluster: no worker declares a GPU resource"):
             mgpu_lab.tune(make_candidate, {"delay_ms": [1]}, args=make_inputs, cluster=c, timer=HostTimer())
+
+
+def test_the_command_line_tunes_on_a_scheduler(client, cache, tmp_path, capsys):
+    from mgpu_lab.cli import main
+
+    setup = tmp_path / "problem.py"
+    setup.write_text(
+        "from mgpu_lab.tuning.timers import HostTimer\n"
+        "from test_tune_parallel import make_candidate, make_inputs\n"
+        "def problem():\n"
+        "    return dict(make_kernel=make_candidate, space={'delay_ms': [1, 30]}, args=make_inputs,\n"
+        "                reference=lambda a, b: a + b, timer=HostTimer(iters=3), progress=False)\n")
+    assert main(["tune", f"{setup}:problem", "--scheduler", client.scheduler.address]) == 0
+    out = capsys.readouterr().out
+    assert "best {'delay_ms': 1}" in out and "timed" in out
