@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .atomic_files import atomic_path
+
 
 PRIVATE_MODULE_PREFIX = "_mgpu_lab_user_"
 
@@ -161,8 +163,11 @@ def _trace_summary(args: argparse.Namespace) -> int:
 def _trace_convert(args: argparse.Namespace) -> int:
     trace = _load_trace(args.file)
     fmt = args.to or ("chrome" if str(args.output).endswith(".json") else "perfetto")
-    path = trace.save_chrome_json(args.output) if fmt == "chrome" else trace.save_perfetto(args.output)
-    print(f"wrote {path} ({fmt})")
+    if not Path(args.output).parent.is_dir():
+        raise CliError(f"--output: the folder of {args.output!r} does not exist")
+    with atomic_path(args.output) as tmp:  # a failed conversion leaves no partial output
+        trace.save_chrome_json(tmp) if fmt == "chrome" else trace.save_perfetto(tmp)
+    print(f"wrote {args.output} ({fmt})")
     return 0
 
 

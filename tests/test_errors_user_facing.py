@@ -268,3 +268,36 @@ def test_mosaic_cell_errors_say_cell_in_n(tmp_path):
     finally:
         InteractiveShell.clear_instance()
     assert IPython is not None
+
+
+def test_barrier_count_must_be_an_int():
+    with pytest.raises(ValueError, match=r"Barriers.count: expected an int >= 1, got 2.5"):
+        mgpu_lab.Barriers(2.5)
+
+
+def test_failed_trace_conversion_leaves_no_output(tmp_path, monkeypatch):
+    from mgpu_lab.cli import main
+    from mgpu_lab.profiler.trace import Trace
+
+    def half_written(self, path):
+        with open(path, "w") as f:
+            f.write('{"traceEvents": [')
+        raise OSError(28, "No space left on device")
+
+    source = _saved_trace(tmp_path)
+    monkeypatch.setattr(Trace, "save_chrome_json", half_written)
+    out = tmp_path / "out" / "t.json"
+    out.parent.mkdir()
+    with pytest.raises(OSError, match="No space left"):
+        main(["trace", "convert", str(source), "-o", str(out)])
+    assert list(out.parent.iterdir()) == []
+
+
+def _saved_trace(tmp_path):
+    from mgpu_lab.profiler.decode import decode_buffer
+    from test_profiler_decode import T0, Block, begin, end, make_spec, write_buffer
+
+    spec = make_spec(units=1, capacity=8)
+    blk = Block(sm=0, block_id=0, timer_start=T0, timer_end=T0 + 1000, clock_start=0, clock_end=1000,
+                units=[[(begin(0), 100), (end(0), 900)]])
+    return decode_buffer(write_buffer(spec, [blk]), spec, kernel_name="k").save(tmp_path / "t.npz")
