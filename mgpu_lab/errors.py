@@ -53,3 +53,17 @@ class PerformanceWarning(UserWarning):
 
 class CacheSecurityWarning(UserWarning):
     """A kernel cache folder or entry is not private to the current user; it is not used."""
+
+
+class KernelFaultError(MgpuLabError, RuntimeError):
+    """A kernel run in the isolated worker hit a sticky CUDA error (illegal address, trap,
+    misaligned access, ...) or hung past its timeout. The worker was restarted; this process's
+    CUDA context was never touched. `cuda_error` is the CUDA error name; `location` the user's
+    "file:line" of the faulting instruction when a compute-sanitizer re-run could tell (else
+    None), `sass` that instruction, `report` the sanitizer's own words."""
+
+    def __init__(self, message: str, *, kernel: str, cuda_error: str, location: str | None = None,
+                 sass: str | None = None, report: str | None = None):
+        super().__init__(message)
+        self.kernel, self.cuda_error = kernel, cuda_error
+        self.location, self.sass, self.report = location, sass, report

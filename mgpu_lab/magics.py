@@ -3,13 +3,17 @@
     %load_ext mgpu_lab
 
     %%mosaic vadd --grid "N // 1024" --block 256 --in a=sd --in b=sd --out c=sd --show sass,smem
-    i = arith.muli(arith.addi(arith.muli(dsl.block_idx(), c(256)), dsl.thread_idx()), c(4))
-    ...
+    i = (dsl.block_idx() * 256 + dsl.thread_idx()) * 4
+    v4 = dsl.ir.VectorType.get([4], dsl.ir.F32Type.get())
+    dsl.vector.store(dsl.vector.load(v4, a, [i]) + dsl.vector.load(v4, b, [i]), c, [i])
 
 The cell is the kernel body, run in the notebook's namespace with `ctx`, the named arrays and
 `smem` in scope; NAME is bound to the compiled, callable kernel. Option values (--grid,
 --block, --cluster, --smem, and the right-hand sides of --in/--out) are Python expressions
 evaluated in the notebook's namespace (quote any with spaces). Errors point at the cell's own lines.
+`--isolate` runs the kernel's launches in the isolated GPU worker (a fault raises
+KernelFaultError instead of killing the notebook); `%mosaic_config isolate=on` does so for
+every kernel of the notebook.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ def parse_magic_line(line: str) -> argparse.Namespace:
     parser.add_argument("--tune", default=None, help="dict expression: name -> values the cell reads")
     parser.add_argument("--args", default=None, help="tuple expression: inputs to time candidates on")
     parser.add_argument("--reference", default=None, help="callable expression: reference(*args)")
+    parser.add_argument("--isolate", action="store_true", help="launch in the isolated GPU worker")
     try:
         words = shlex.split(line)
     except ValueError as e:
@@ -72,6 +77,24 @@ def parse_magic_line(line: str) -> argparse.Namespace:
     if args.tune and not args.args:
         raise MagicArgumentError("%%mosaic: --tune needs --args (the inputs to time the candidates on)")
     return args
+
+
+_SWITCH_WORDS = {"on": True, "off": False, "true": True, "false": False, "1": True, "0": False}
+CONFIG_KEYS = {"isolate": "on|off: every launch of this process runs in the isolated GPU worker"}
+
+
+def parse_config_line(line: str) -> dict[str, bool]:
+    """`%mosaic_config key=value ...` as a dict; MagicArgumentError names a bad key or value."""
+    settings = {}
+    for word in line.split():
+        key, eq, value = word.partition("=")
+        if not eq or key not in CONFIG_KEYS:
+            known = "; ".join(f"{k}={v}" for k, v in CONFIG_KEYS.items())
+            raise MagicArgumentError(f"%mosaic_config: expected key=value with a key of: {known}; got {word!r}")
+        if value.lower() not in _SWITCH_WORDS:
+            raise MagicArgumentError(f"%mosaic_config: {key} takes on or off, got {value!r}")
+        settings[key] = _SWITCH_WORDS[value.lower()]
+    return settings
 
 
 def body_from_cell(name: str, params: list[str], cell: str, filename: str) -> Any:
@@ -240,6 +263,8 @@ def register(ipython: Any) -> None:
                 kernel = result.best_kernel
             else:
                 kernel = make_kernel()
+            if args.isolate:
+                kernel.isolate = True  # every call of this kernel runs in the isolated worker
             ns[args.name] = kernel
             if args.show:
                 show(kernel, args.show)
@@ -258,5 +283,14 @@ def register(ipython: Any) -> None:
             if bad:
                 raise MagicArgumentError(f"%mosaic_show: unknown view(s) {', '.join(bad)}; choose from {', '.join(VIEWS)}")
             show(kernel, views)
+
+        @line_magic
+        def mosaic_config(self, line: str) -> None:
+            from .runtime.isolation import SETTINGS, set_isolation
+
+            settings = parse_config_line(line)
+            if "isolate" in settings:
+                set_isolation(settings["isolate"])
+            print(f"isolate={'on' if SETTINGS.enabled else 'off'}")
 
     ipython.register_magics(MosaicMagics)

@@ -31,6 +31,14 @@ class CompileOptions:
     use_cache: bool = True
     cache_dir: str | None = None
     ptxas_args: tuple[str, ...] = ()
+    # A wait on an mbarrier longer than this many seconds traps (the launch fails) instead of
+    # hanging: a debugging aid for barrier protocols. None: wait forever.
+    mbarrier_timeout_s: float | None = None
+    # Occupancy: at most this many registers per thread (`.maxnreg`, which ptxas honours,
+    # unlike -maxrregcount next to launch bounds) and at least this many resident blocks per
+    # SM (`.minnctapersm`, with `.maxntid` = the block). None: ptxas decides.
+    max_registers: int | None = None
+    min_blocks_per_sm: int | None = None
 
     def __post_init__(self) -> None:
         if self.target is not None:
@@ -65,6 +73,8 @@ class CompileOptions:
             values["cache_dir"] = env["MGPU_LAB_CACHE_DIR"]
         if env.get("MGPU_LAB_NO_CACHE", "") not in ("", "0"):
             values["use_cache"] = False
+        if env.get("MGPU_LAB_MBARRIER_TIMEOUT_S"):
+            values["mbarrier_timeout_s"] = float(env["MGPU_LAB_MBARRIER_TIMEOUT_S"])
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(overrides) - fields)
         if unknown:
