@@ -37,7 +37,7 @@ def test_bad_argument_traceback_has_only_user_frames():
 
 def test_trace_failure_shows_the_body_line_and_no_library_frames():
     def body(ctx, a, out, smem):
-        memref.load(a, [c(0)]) + 1  # noqa: B018 - MLIR values have no Python arithmetic
+        memref.store(memref.load(a, [c(0)]), out, [c(undefined_index)])  # noqa: F821 - the user's mistake
 
     with pytest.raises(KernelBuildError) as e:
         build(body)
