@@ -244,7 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one command. User errors print one line (no traceback) and exit 2; a failed check or
     a missing tool exits 1; a bug in mgpu_lab keeps its traceback."""
-    from .errors import MgpuLabError, ToolchainError
+    from .errors import ToolchainError
+    from .user_errors import is_user_input_error
 
     args = build_parser().parse_args(argv)
     where = f"mgpu-lab {args.command}"
@@ -256,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     except ToolchainError as e:
         print(f"{where}: {e}", file=sys.stderr)
         return 1
-    except MgpuLabError as e:
+    except Exception as e:
+        if not is_user_input_error(e):
+            raise  # a bug in mgpu_lab: keep the traceback for the report
         print(f"{where}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
 
