@@ -16,6 +16,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import CompileOptionError
 from .target import parse_ptx_version, target_info
@@ -77,6 +78,15 @@ class CompileOptions:
             raise CompileOptionError(f"mbarrier_timeout_s: expected a positive number of seconds or None, got {timeout!r}")
 
     @classmethod
+    def check_names(cls, names: Any) -> None:
+        """Raise CompileOptionError naming every entry of `names` that is not a compile option."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(names) - fields)
+        if unknown:
+            raise CompileOptionError(f"{', '.join(unknown)}: not a compile option; the options are "
+                                     f"{', '.join(sorted(fields))}")
+
+    @classmethod
     def from_env(cls, **overrides) -> CompileOptions:
         """Defaults, then MGPU_LAB_* environment variables, then `overrides`."""
         env = os.environ
@@ -93,11 +103,7 @@ class CompileOptions:
             values["use_cache"] = False
         if env.get("MGPU_LAB_MBARRIER_TIMEOUT_S"):
             values["mbarrier_timeout_s"] = float(env["MGPU_LAB_MBARRIER_TIMEOUT_S"])
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(overrides) - fields)
-        if unknown:
-            raise CompileOptionError(f"{', '.join(unknown)}: not a compile option; the options are "
-                                     f"{', '.join(sorted(fields))}")
+        cls.check_names(overrides)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
