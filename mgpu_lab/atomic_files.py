@@ -14,17 +14,9 @@ def write_atomically(path: str | Path, data: bytes) -> Path:
 
     Readers see the old file or the new one, never a partial one; if anything fails (disk
     full, interrupted), the temporary file is removed and `path` is untouched."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
 
 
 @contextlib.contextmanager
