@@ -376,10 +376,11 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
     kind = "causal" if causal else "full"
     gqa = f"_g{group}" if group > 1 else ""
     name = f"attention_{kind}_d{head_dim}_{batch}x{heads}x{seq_q}x{seq_kv}{gqa}{'' if pingpong else '_nopp'}"
-    # Regions: the producer 2 per tile; each consumer about 5 per tile plus its prologue/epilogue.
+    # Profile events (2 per region): the producer 2 regions per tile, a consumer 5 per tile plus its
+    # prologue and epilogue.
     return dict(body=attention, grid=(q_blocks, heads, batch), block=(CONSUMERS + 1) * WARPGROUP,
                 in_shapes=(q_sd, kv_sd, kv_sd), out_shapes=(q_sd, lse_sd), smem=smem, name=name,
-                profile_capacity=6 * kv_tiles + 16)
+                profile_capacity=10 * kv_tiles + 32)
 
 
 def _opaque(value):
