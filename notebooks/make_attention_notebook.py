@@ -10,19 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
+from make_notebooks import code, md  # the cell helpers of the other notebooks (same folder)
 
 HERE = Path(__file__).parent
-
-
-def md(text: str) -> nbformat.NotebookNode:
-    return nbformat.v4.new_markdown_cell(text.strip())
-
-
-def code(text: str, gpu: bool = False) -> nbformat.NotebookNode:
-    cell = nbformat.v4.new_code_cell(text.strip())
-    if gpu:
-        cell.metadata["tags"] = ["gpu"]
-    return cell
 
 
 FLASH_ATTENTION = [
