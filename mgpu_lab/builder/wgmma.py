@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._mlir import arith, ir, vector
-from .constants import c
+from .values import c
 from .dtypes import bitwidth
 from .threads import lane_idx, thread_in_warpgroup
 from .warpgroup import i32, i64, inline_ptx, smem_address
