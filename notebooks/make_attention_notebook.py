@@ -73,14 +73,14 @@ print("max |out - ref|", np.abs(out.float().cpu().numpy() - ref_out).max(),
     code("""
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from mgpu_lab.runtime.timing import time_cuda
+from mgpu_lab import bench
 q, kk, v = (torch.randn(4, 16, 4096, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
 out = torch.empty_like(q)
 lse = torch.empty(4, 16, 4096, device="cuda")
 flops = 4 * 4 * 16 * 4096 * 4096 * 128
-ours = time_cuda(lambda i: k(q, kk, v, out=(out, lse))).median_ms
+ours = bench.measure(lambda: k(q, kk, v, out=(out, lse))).median_ms   # CUDA events, L2 flushed
 with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-    peer = time_cuda(lambda i: F.scaled_dot_product_attention(q, kk, v)).median_ms
+    peer = bench.measure(lambda: F.scaled_dot_product_attention(q, kk, v)).median_ms
 print(f"ours {flops / ours / 1e9:.0f} TFLOP/s, cuDNN {flops / peer / 1e9:.0f} TFLOP/s")
 """, gpu=True),
     md("""
