@@ -124,6 +124,12 @@ def test_options_are_checked_when_made():
     assert CompileOptions(target="sm_90a", ptx_version="ptx85").ptx_version == "ptx85"
 
 
+def test_bad_timeout_in_the_environment_is_named(monkeypatch):
+    monkeypatch.setenv("MGPU_LAB_MBARRIER_TIMEOUT_S", "ten")
+    with pytest.raises(CompileOptionError, match="MGPU_LAB_MBARRIER_TIMEOUT_S: expected a number of seconds, got 'ten'"):
+        CompileOptions.from_env()
+
+
 def test_unsupported_gpu_as_default_target_names_it(monkeypatch):
     from mgpu_lab.compiler import target
 

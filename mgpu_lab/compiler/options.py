@@ -102,7 +102,11 @@ class CompileOptions:
         if env.get("MGPU_LAB_NO_CACHE", "") not in ("", "0"):
             values["use_cache"] = False
         if env.get("MGPU_LAB_MBARRIER_TIMEOUT_S"):
-            values["mbarrier_timeout_s"] = float(env["MGPU_LAB_MBARRIER_TIMEOUT_S"])
+            try:
+                values["mbarrier_timeout_s"] = float(env["MGPU_LAB_MBARRIER_TIMEOUT_S"])
+            except ValueError:
+                raise CompileOptionError(f"MGPU_LAB_MBARRIER_TIMEOUT_S: expected a number of seconds, "
+                                         f"got {env['MGPU_LAB_MBARRIER_TIMEOUT_S']!r}") from None
         cls.check_names(overrides)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
