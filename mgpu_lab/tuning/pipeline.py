@@ -74,7 +74,7 @@ class LocalStages:
         self.make_kernel, self.build = make_kernel, build
         self.own_executor = executor is None
         self.executor = executor or concurrent.futures.ProcessPoolExecutor(
-            max_workers=max(1, min(n_configs, os.cpu_count() or 1)), mp_context=multiprocessing.get_context("spawn"))
+            max_workers=max(1, min(n_configs, (os.cpu_count() or 1) - len(devices))), mp_context=multiprocessing.get_context("spawn"))
         self.pool = GpuPool(devices, setup, timeout_s)
         self.workers = [w.label for w in self.pool.workers]
 

@@ -17,6 +17,9 @@ from typing import Any
 import numpy as np
 
 
+KEEP_LOADED = 16  # kernels a CudaTimer keeps loaded (a re-time of the top k finds them there)
+
+
 @dataclass(frozen=True)
 class Measurement:
     """One candidate's result: median and spread ((p90 - p10) / median) of its runs, rel. error."""
@@ -116,11 +119,14 @@ class CudaTimer:
         return f"{name} (pci {props['pciBusID']:02x})"
 
     def _kernel(self, key: str, compiled: Any) -> Any:
-        kernel = self._kernels.get(key)
+        kernel = self._kernels.pop(key, None)
         if kernel is None:
             from ..builder.kernel import Kernel
 
-            kernel = self._kernels[key] = Kernel(compiled)
+            kernel = Kernel(compiled)
+            while len(self._kernels) >= KEEP_LOADED:
+                self._kernels.pop(next(iter(self._kernels)))  # the least recently used
+        self._kernels[key] = kernel
         return kernel
 
     def _rel_error(self, got: Any) -> float:

@@ -84,8 +84,8 @@ class TimingWorker:
     def _start(self) -> None:
         if self.closed:
             return
+        # Only the process now: the (possibly large) Setup is sent by the thread that waits for it.
         self._proc, self._ready = _start_process(self.device), False
-        self._proc.conn.send(self.setup)
 
     def _kill(self) -> str:
         """Kill the current process; its log tail (for the report)."""
@@ -109,6 +109,7 @@ class TimingWorker:
         """None when ready, else why not (and the worker is restarted)."""
         conn = self._proc.conn
         try:
+            conn.send(self.setup)
             if not conn.poll(self.start_timeout_s):
                 why = f"the timing worker did not start within {self.start_timeout_s:.0f} s"
             else:
@@ -117,12 +118,17 @@ class TimingWorker:
                     self._ready, self.label = True, f"{self.label} {reply[1]}"
                     return None
                 why = f"the timing worker could not set up: {reply[1]}"
-        except (EOFError, OSError):
+        except (EOFError, OSError, BrokenPipeError):
             why = f"the timing worker exited while starting (exit code {self._proc.process.poll()})"
         log = self._kill()
         self.restarts += 1
         self._start()
         return why + (f"; its log ends: {log[-300:]}" if log.strip() else "")
+
+    def warm_up(self) -> None:
+        """Send the inputs and wait for the worker (a failure is retried by the next `measure`)."""
+        if not self._ready and not self.closed:
+            self._wait_ready()
 
     def measure(self, key: str, payload: Any, timeout_s: float) -> Outcome:
         """Time one candidate; never raises for the candidate's own failures."""
@@ -190,6 +196,7 @@ class GpuPool:
             t.start()
 
     def _run(self, worker: TimingWorker) -> None:
+        worker.warm_up()  # while the first candidates compile
         while True:
             item = self._queue.get()
             if item is None:
