@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
+
+
+LOG_EVERY_S = 5.0  # when stderr is not a terminal
 
 
 @dataclass
@@ -47,6 +51,7 @@ class TuneProgress:
     enabled: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _view: Any = field(default=None, repr=False)
+    _last_line: float = field(default=-1e9, repr=False)
 
     def __post_init__(self) -> None:
         if self.enabled:
@@ -75,5 +80,10 @@ class TuneProgress:
             bar.value = c.timed + c.failed
             label.value = c.line().removeprefix("tune: ")
             return
-        end = "\n" if c.timed + c.failed == c.total else ""
-        print(f"\r{c.line()}", end=end, file=sys.stderr, flush=True)
+        finished = c.timed + c.failed == c.total
+        if sys.stderr.isatty():
+            print(f"\r{c.line()}", end="\n" if finished else "", file=sys.stderr, flush=True)
+        elif finished or time.monotonic() - self._last_line >= LOG_EVERY_S:
+            # a log file or a captured pipe: whole lines, now and then, not a flood of carriage returns
+            self._last_line = time.monotonic()
+            print(c.line(), file=sys.stderr, flush=True)
