@@ -79,6 +79,7 @@ def test_failures_cost_one_candidate_each_and_the_fastest_correct_one_wins(cache
     # both pinned workers timed candidates, each timed candidate says which one
     assert {c.worker.split()[0] for c in result.candidates if c.status == "timed"} <= {"gpu0", "gpu1"}
     assert {c.worker.split()[0] for c in result.candidates if c.worker} == {"gpu0", "gpu1"}
+    assert all(len(c.worker.split()) == 2 for c in result.candidates if c.worker)  # "gpu0 cpu:PID", after restarts too
     # the top 3 were re-timed on one worker; the winner by that re-time
     retimed = [c for c in result.candidates if c.retimed_ms is not None]
     assert len(retimed) == 3 and result.best.retimed_ms == min(c.retimed_ms for c in retimed)

@@ -75,7 +75,8 @@ class TimingWorker:
     def __init__(self, device: str | None, setup: Setup, start_timeout_s: float = START_TIMEOUT_S):
         self.device, self.setup, self.start_timeout_s = device, setup, start_timeout_s
         self.restarts = 0
-        self.label = f"gpu{device}" if device is not None else "worker"
+        self._name = f"gpu{device}" if device is not None else "worker"
+        self.label = self._name  # + what the worker reports about its device, once it is up
         self._proc: WorkerProcess | None = None
         self._ready = False
         self.closed = False  # set by an interrupted tune: no more restarts
@@ -115,7 +116,7 @@ class TimingWorker:
             else:
                 reply = conn.recv()
                 if reply[0] == "ready":
-                    self._ready, self.label = True, f"{self.label} {reply[1]}"
+                    self._ready, self.label = True, f"{self._name} {reply[1]}"
                     return None
                 why = f"the timing worker could not set up: {reply[1]}"
         except (EOFError, OSError, BrokenPipeError):
