@@ -107,6 +107,7 @@ class DaskStages:
         self.token = uuid.uuid4().hex
         self.setup = client.scatter(setup, hash=False)
         self.built: dict[str, Any] = {}
+        self._timings: dict[Any, dict[str, Any]] = {}  # timing futures not yet reported
         self.workers = list(self.gpu_workers)
 
     def _build(self, config: dict[str, Any]) -> Any:
@@ -122,7 +123,7 @@ class DaskStages:
     def run(self, configs: Sequence[dict[str, Any]], progress: Any) -> Iterator[dict[str, Any]]:
         from distributed import as_completed
 
-        timings = {}
+        timings = self._timings
         for config in configs:
             built = self._build(config)
             built.add_done_callback(lambda _f: progress.compiled())
@@ -152,8 +153,8 @@ class DaskStages:
         return payload
 
     def close(self, interrupted: bool) -> None:
-        for future in self.built.values():
-            future.cancel()
+        for future in [*self._timings, *self.built.values()]:
+            future.cancel()  # an interrupted tune leaves no work queued on the cluster
         try:
             self.client.run(_stop_timing_worker, workers=self.gpu_workers)
         except Exception:  # noqa: BLE001 - a worker that went away has nothing to stop

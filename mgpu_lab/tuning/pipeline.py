@@ -77,8 +77,14 @@ class LocalStages:
             max_workers=max(1, min(n_configs, (os.cpu_count() or 1) - len(devices))), mp_context=multiprocessing.get_context("spawn"))
         self.pool = GpuPool(devices, setup, timeout_s)
         self.workers = [w.label for w in self.pool.workers]
+        self.compile_wall_s = 0.0
+
+    def stage_seconds(self) -> dict[str, Any]:
+        """Wall time until the last compile finished; seconds each worker spent timing."""
+        return {"compile_wall": self.compile_wall_s, "timing_busy": list(self.pool.busy_s)}
 
     def run(self, configs: Sequence[dict[str, Any]], progress: TuneProgress) -> Iterator[dict[str, Any]]:
+        t0 = time.perf_counter()
         compiles = {self.executor.submit(build_timed, self.build, self.make_kernel, c): c for c in configs}
         timings: dict[concurrent.futures.Future, tuple] = {}
         pending = set(compiles)
@@ -92,6 +98,8 @@ class LocalStages:
                     except Exception as e:  # noqa: BLE001 - a compile worker died or the result did not pickle
                         status, payload, seconds = "failed-build", f"{type(e).__name__}: {e}", None
                     progress.compiled()
+                    if not compiles:
+                        self.compile_wall_s = time.perf_counter() - t0
                     if status == "built":
                         timing = self.pool.submit(config_key(config), payload)
                         timings[timing] = (config, payload, seconds)
@@ -245,7 +253,8 @@ def tune_parallel(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any
     t_end = time.perf_counter()
 
     notes = {"workers": getattr(stages, "workers", []), "resumed": len(configs) - len(pending),
-             "seconds": {"compile_and_time": t_timed - t_start, "retime": t_end - t_timed, "total": t_end - t_start},
+             "seconds": {"compile_and_time": t_timed - t_start, "retime": t_end - t_timed, "total": t_end - t_start,
+                         **(stages.stage_seconds() if hasattr(stages, "stage_seconds") else {})},
              "key": key_parts}
     if best is not None:
         _write_cache(cache_file, best, key_parts, candidates)

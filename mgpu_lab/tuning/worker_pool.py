@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -190,13 +191,15 @@ class GpuPool:
     def __init__(self, devices: Sequence[str | None], setup: Setup, timeout_s: float):
         self.timeout_s = timeout_s
         self.workers = [TimingWorker(d, setup) for d in devices]
+        self.busy_s = [0.0] * len(self.workers)  # seconds each worker spent timing (the timing stage)
         self._queue: queue.Queue = queue.Queue()
-        self._threads = [threading.Thread(target=self._run, args=(w,), daemon=True, name=f"tune-{w.label}")
-                         for w in self.workers]
+        self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True, name=f"tune-{w.label}")
+                         for i, w in enumerate(self.workers)]
         for t in self._threads:
             t.start()
 
-    def _run(self, worker: TimingWorker) -> None:
+    def _run(self, index: int) -> None:
+        worker = self.workers[index]
         worker.warm_up()  # while the first candidates compile
         while True:
             item = self._queue.get()
@@ -205,8 +208,11 @@ class GpuPool:
             key, payload, future = item
             if not future.set_running_or_notify_cancel():
                 continue
+            t0 = time.perf_counter()
             try:
-                future.set_result(worker.measure(key, payload, self.timeout_s))
+                outcome = worker.measure(key, payload, self.timeout_s)
+                self.busy_s[index] += time.perf_counter() - t0
+                future.set_result(outcome)
             except BaseException as e:  # noqa: BLE001 - hand any surprise to the waiting caller
                 future.set_exception(e)
 
