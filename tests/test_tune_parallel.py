@@ -168,3 +168,30 @@ def test_the_single_host_path_does_not_import_dask():
             "print(any(m.split('.')[0] in ('dask', 'distributed') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_retime_interleaves_rounds_and_a_failed_round_disqualifies():
+    from mgpu_lab.tuning.timers import Measurement
+    from mgpu_lab.tuning.worker_pool import Outcome, retime
+
+    calls = []
+    ms = {"a": [3.0, 1.0, 2.0], "b": [5.0, 5.0, 4.0], "c": [0.5, None, 0.5]}
+
+    def measure(key, payload):
+        value = ms[key][sum(k == key for k in calls)]
+        calls.append(key)
+        if value is None:
+            return Outcome("hung", "no answer")
+        return Outcome("timed", measurement=Measurement(value, 0.0, None))
+
+    result = retime(measure, [("a", 1), ("b", 2), ("c", 3)], rounds=3)
+    assert calls == ["a", "b", "c", "c", "b", "a", "a", "b", "c"]
+    assert result["a"][0] == 2.0 and result["b"][0] == 5.0 and result["c"][0] == float("inf")
+
+
+def test_worker_devices_go_through_the_callers_visible_list():
+    from mgpu_lab.tuning.worker_pool import visible_device
+
+    assert visible_device(1, "4,5") == "5" and visible_device(3, "") == "3"
+    with pytest.raises(ValueError, match=r"gpus: device 2 is not visible \(CUDA_VISIBLE_DEVICES='4,5'\)"):
+        visible_device(2, "4,5")
