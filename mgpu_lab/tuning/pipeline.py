@@ -153,7 +153,8 @@ def _input_sets(args: Any) -> tuple[list[tuple], Callable[[], Any] | None]:
     return sets, make_inputs
 
 
-def _devices(gpus: Any, timer: Any) -> list[str]:
+def _devices(gpus: Any) -> list[str]:
+    """CUDA_VISIBLE_DEVICES entries of the workers for `gpus` ('all' or indices)."""
     if gpus == "all":
         import cupy
 
@@ -192,14 +193,14 @@ def tune_parallel(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any
     timer = timer if timer is not None else CudaTimer(warmup=warmup, iters=iters, rtol=rtol)
     build = build or (build_callable if isinstance(timer, HostTimer) else _compile_one)
     input_sets, make_inputs = _input_sets(args)
-    devices = _devices(gpus, timer) if cluster is None else []
+    devices = _devices(gpus) if cluster is None else []
 
     if cluster is not None:
         from .dask_backend import device_model_on_cluster
 
         device_model = device_model_on_cluster(cluster, timer)
     else:
-        device_model = timer.device_model(int(gpus[0]) if isinstance(gpus, list) else 0)
+        device_model = timer.device_model(0 if gpus == "all" else gpus[0])
     key_parts = tune_key(device_model, make_kernel, input_sets, space)
     digest = key_digest(key_parts)
     cache_file = tune_dir() / f"{digest}.json"
