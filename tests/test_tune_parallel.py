@@ -153,6 +153,7 @@ def test_the_default_compile_pool_and_progress_text(cache, capsys):
     ({"gpus": [0], "timeout_s": 0}, "timeout_s: expected a positive number of seconds, got 0"),
     ({"gpus": [0], "retime_top": -1}, "retime_top: expected a count >= 0, got -1"),
     ({"timer": HostTimer()}, "tune: timer need gpus= or cluster= (the parallel tune)"),
+    ({"cluster": object(), "timer": HostTimer()}, "cluster: expected a dask.distributed Client, got object"),
 ])
 def test_bad_parallel_arguments(cache, kw, message):
     with pytest.raises((ValueError, TypeError)) as e:
@@ -195,3 +196,22 @@ def test_worker_devices_go_through_the_callers_visible_list():
     assert visible_device(1, "4,5") == "5" and visible_device(3, "") == "3"
     with pytest.raises(ValueError, match=r"gpus: device 2 is not visible \(CUDA_VISIBLE_DEVICES='4,5'\)"):
         visible_device(2, "4,5")
+
+
+def test_inputs_that_are_not_arrays_are_refused(cache):
+    with pytest.raises(ValueError, match=r"args: expected the kernel's input arrays \(a tuple\), a list of such "
+                                         r"tuples, or a callable returning them; got tuple"):
+        mgpu_lab.tune(make_candidate, {"delay_ms": [1]}, args=lambda: (), gpus=[0], timer=HostTimer())
+
+
+def test_scheduler_without_dask_says_which_extra(tmp_path, monkeypatch, capsys):
+    import sys
+
+    from mgpu_lab.cli import main
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as if the extra were not installed
+    setup = tmp_path / "problem.py"
+    setup.write_text("from test_tune_parallel import make_candidate, make_inputs\n"
+                     "problem = dict(make_kernel=make_candidate, space={'delay_ms': [1]}, args=make_inputs)\n")
+    assert main(["tune", f"{setup}:problem", "--scheduler", "tcp://127.0.0.1:1"]) == 2
+    assert "--scheduler needs Dask distributed: pip install 'mgpu_lab[distributed]'" in capsys.readouterr().err
