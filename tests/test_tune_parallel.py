@@ -215,3 +215,8 @@ def test_scheduler_without_dask_says_which_extra(tmp_path, monkeypatch, capsys):
                      "problem = dict(make_kernel=make_candidate, space={'delay_ms': [1]}, args=make_inputs)\n")
     assert main(["tune", f"{setup}:problem", "--scheduler", "tcp://127.0.0.1:1"]) == 2
     assert "--scheduler needs Dask distributed: pip install 'mgpu_lab[distributed]'" in capsys.readouterr().err
+
+
+def test_inputs_made_by_a_lambda_are_refused_before_any_work(cache):
+    with pytest.raises(TypeError, match="args: the worker processes need it pickled"):
+        mgpu_lab.tune(make_candidate, {"delay_ms": [1]}, args=lambda: make_inputs(), gpus=[0], timer=HostTimer())

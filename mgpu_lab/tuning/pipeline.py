@@ -13,6 +13,7 @@ import concurrent.futures
 import json
 import multiprocessing
 import os
+import pickle
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -168,6 +169,33 @@ def _devices(gpus: Any) -> list[str]:
     return [visible_device(g) for g in gpus]
 
 
+def _worker_setup(timer: Any, input_sets: list[tuple], make_inputs: Callable[[], Any] | None,
+                  reference: Callable[..., Any] | None) -> Setup:
+    """What every worker gets once: host copies of the inputs (or make_inputs) and the reference
+    output, computed here once."""
+    for what, value in (("args", make_inputs), ("timer", timer)):
+        try:
+            pickle.dumps(value)
+        except Exception as e:  # noqa: BLE001 - lambdas, local functions, open handles ...
+            raise TypeError(f"{what}: the worker processes need it pickled (a module-level function, a "
+                            f"functools.partial of one, or plain data), but {value!r} is not: {e}") from None
+    want = reference(*input_sets[0]) if reference is not None else None
+    return Setup(timer, None if make_inputs else [tuple(_to_host(a) for a in s) for s in input_sets],
+                 make_inputs, None if want is None else _reference_on_host(want))
+
+
+def _resumed(configs: list[dict[str, Any]], book: Journal | None, bar: TuneProgress) -> dict[str, dict[str, Any]]:
+    """Records the journal already holds for these configs (an interrupted tune of the same key)."""
+    done = book.load() if book is not None else {}
+    records = {}
+    for config in configs:
+        record = done.get(config_key(config))
+        if record is not None:
+            records[record["key"]] = {**record, "config": config, "payload": None}
+            bar.finished(record["status"] == "timed", resumed=True)
+    return records
+
+
 def _candidate(record: dict[str, Any]) -> Candidate:
     cand = Candidate(record["config"], record["status"], record.get("reason") or "",
                      median_ms=record.get("median_ms"), rel_error=record.get("rel_error"),
@@ -215,18 +243,9 @@ def tune_parallel(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any
     elif book is not None:
         book.remove()
 
-    done = book.load() if book is not None else {}
-    want = reference(*input_sets[0]) if reference is not None else None
-    setup = Setup(timer, None if make_inputs else [tuple(_to_host(a) for a in s) for s in input_sets],
-                  make_inputs, None if want is None else _reference_on_host(want))
-    del want
+    setup = _worker_setup(timer, input_sets, make_inputs, reference)
     bar = TuneProgress(Counts(len(configs)), enabled=progress)
-    records: dict[str, dict[str, Any]] = {}
-    for config in configs:
-        record = done.get(config_key(config))
-        if record is not None:
-            records[record["key"]] = {**record, "config": config, "payload": None}
-            bar.finished(record["status"] == "timed", resumed=True)
+    records = _resumed(configs, book, bar)
     pending = [c for c in configs if config_key(c) not in records]
 
     t_start = time.perf_counter()

@@ -109,7 +109,10 @@ class TimingWorker:
 
     def _wait_ready(self) -> str | None:
         """None when ready, else why not (and the worker is restarted)."""
-        conn = self._proc.conn
+        proc = self._proc  # close() may take it away from another thread at any moment
+        if proc is None:
+            return "the tune was interrupted"
+        conn = proc.conn
         try:
             conn.send(self.setup)
             if not conn.poll(self.start_timeout_s):
@@ -121,7 +124,9 @@ class TimingWorker:
                     return None
                 why = f"the timing worker could not set up: {reply[1]}"
         except (EOFError, OSError, BrokenPipeError):
-            why = f"the timing worker exited while starting (exit code {self._proc.process.poll()})"
+            why = f"the timing worker exited while starting (exit code {proc.process.poll()})"
+        except Exception as e:  # noqa: BLE001 - e.g. inputs that do not pickle: reported per candidate
+            why = f"could not send the inputs to the timing worker: {type(e).__name__}: {e}"
         log = self._kill()
         self.restarts += 1
         self._start()
@@ -134,13 +139,13 @@ class TimingWorker:
 
     def measure(self, key: str, payload: Any, timeout_s: float) -> Outcome:
         """Time one candidate; never raises for the candidate's own failures."""
-        if self.closed:
-            return Outcome("failed-worker", "the tune was interrupted", worker=self.label)
-        if not self._ready:
+        if not self._ready and not self.closed:
             why = self._wait_ready()
             if why is not None:
                 return Outcome("failed-worker", why, worker=self.label)
         proc = self._proc
+        if self.closed or proc is None:
+            return Outcome("failed-worker", "the tune was interrupted", worker=self.label)
         conn = proc.conn
         try:
             conn.send(("measure", key, payload))
@@ -157,6 +162,8 @@ class TimingWorker:
                                worker=self.label)
             reply = conn.recv()
         except (EOFError, OSError):
+            if self.closed:
+                return Outcome("failed-worker", "the tune was interrupted", worker=self.label)
             code = proc.process.wait(timeout=30)
             log = proc.log_tail()
             self._restart()
