@@ -396,3 +396,40 @@ def test_a_real_worker_that_cannot_start_reports_its_log():
         assert "Traceback" in e.value.log or "Error" in e.value.log, e.value.log
     finally:
         client.close()
+
+
+# -- the worker's request handling (CUDA faked) ---------------------------------------------------
+def _worker_state(monkeypatch, launch_error, poisoned):
+    from mgpu_lab.runtime import isolated_worker
+
+    class FakeLauncher:
+        last_profile = None
+
+        def launch_unchecked(self, *arrays):
+            raise launch_error
+
+    built = []
+    monkeypatch.setattr(isolated_worker, "build_launcher", lambda payload: built.append(payload) or FakeLauncher())
+    monkeypatch.setattr(isolated_worker, "as_cupy_array", lambda ptr, shape, dtype, device: ptr)
+    monkeypatch.setattr(isolated_worker, "context_poisoned", lambda: poisoned)
+    state = isolated_worker.WorkerState(0, OpenedAllocations(lambda h: 0x1000, lambda b: None))
+    return state, built
+
+
+def test_the_worker_answers_a_sticky_error_with_fault(monkeypatch):
+    error = RuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
+    state, built = _worker_state(monkeypatch, error, poisoned=True)
+    reply = state.handle(Launch("d", (ArrayHandle(HANDLE, 0xA000, 0, (4,), "float32"),), _payload()))
+    assert reply == Fault("cudaErrorIllegalAddress", "an illegal memory access was encountered")
+    assert len(built) == 1
+
+
+def test_the_worker_answers_a_non_sticky_error_with_failed_and_keeps_the_kernel(monkeypatch):
+    state, built = _worker_state(monkeypatch, RuntimeError("cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE"),
+                                 poisoned=False)
+    reply = state.handle(Launch("d", (), _payload()))
+    assert isinstance(reply, Failed) and "CUDA_ERROR_INVALID_VALUE" in reply.message
+    state.handle(Launch("d", (), None))  # loaded once, reused
+    assert len(built) == 1
+    assert state.handle(Launch("other", (), None)) == Failed(
+        "KeyError", "the worker has no kernel other and none was sent")
