@@ -97,7 +97,7 @@ def inject(faults: int, budget_s: float, timeout_s: float) -> tuple[dict, dict]:
     restarts0 = worker_for(device).restarts
 
     per_kind = collections.defaultdict(collections.Counter)
-    recovery, failures = [], []
+    recovery, failures, fault_calls = [], [], []
     worker_arrays_hit = 0  # the good kernel's inputs, mapped in the worker, written by a stray store
     t_start = time.perf_counter()
     injected = 0
@@ -109,6 +109,7 @@ def inject(faults: int, budget_s: float, timeout_s: float) -> tuple[dict, dict]:
             k, takes_x = kernels[name]
             injected += 1
             raised = False
+            t_call = time.perf_counter()
             try:
                 k(*((x,) if takes_x else ()), out=y)
             except KernelFaultError as e:
@@ -131,6 +132,7 @@ def inject(faults: int, budget_s: float, timeout_s: float) -> tuple[dict, dict]:
                 failures.append(f"{i} {name}: {type(e).__name__}: {e}"[:300])
             if raised:
                 recovery.append(time.perf_counter() - t_fault)
+                fault_calls.append(t_fault - t_call)
             if healthy and intact and next_ok:
                 per_kind[name]["survived"] += 1
             elif len(failures) < 20:
@@ -142,6 +144,7 @@ def inject(faults: int, budget_s: float, timeout_s: float) -> tuple[dict, dict]:
         "isolation_faults_raised": sum(c["raised"] for c in per_kind.values()),
         "isolation_recovery_s": statistics.median(recovery) if recovery else None,
         "isolation_recovery_s_max": max(recovery) if recovery else None,
+        "isolation_fault_call_s": statistics.median(fault_calls) if fault_calls else None,
         "isolation_worker_restarts": worker_for(device).restarts - restarts0,
         "isolation_worker_mapped_arrays_hit": worker_arrays_hit,
         "isolation_fault_phase_s": time.perf_counter() - t_start,
