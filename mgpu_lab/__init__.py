@@ -26,6 +26,7 @@ _LAZY = {
     "CompileOptions": ("mgpu_lab.compiler.options", "CompileOptions"),
     "CompiledKernel": ("mgpu_lab.compiler.compiled_kernel", "CompiledKernel"),
     "dsl": ("mgpu_lab.dsl", None),
+    "bench": ("mgpu_lab.bench", None),
     "tune": ("mgpu_lab.autotune", "tune"),
     "to_device": ("mgpu_lab.runtime.arrays", "to_device"),
     "to_host": ("mgpu_lab.runtime.arrays", "to_host"),

@@ -31,6 +31,30 @@ class ToolchainError(MgpuLabError, RuntimeError):
     """A CUDA tool (ptxas, nvdisasm) could not be found or run."""
 
 
+class KernelNameError(MgpuLabError, ValueError):
+    """A kernel name that is not an ASCII identifier PTX accepts as a symbol."""
+
+
+class CompileOptionError(MgpuLabError, ValueError):
+    """A compile option (target, ptx_version, opt_level, ...) outside what the toolchain supports."""
+
+
+class ShapeError(MgpuLabError, ValueError):
+    """An array shape that no kernel can address (e.g. its byte size overflows int64)."""
+
+
+class ExportError(MgpuLabError, ValueError):
+    """`export` refused to write (existing file without overwrite=True, bad module name)."""
+
+
+class PerformanceWarning(UserWarning):
+    """The compiler did something that costs speed (e.g. ptxas serialized the WGMMAs)."""
+
+
+class CacheSecurityWarning(UserWarning):
+    """A kernel cache folder or entry is not private to the current user; it is not used."""
+
+
 class KernelFaultError(MgpuLabError, RuntimeError):
     """A kernel run in the isolated worker hit a sticky CUDA error (illegal address, trap,
     misaligned access, ...) or hung past its timeout. The worker was restarted; this process's

@@ -3,8 +3,9 @@
     %load_ext mgpu_lab
 
     %%mosaic vadd --grid "N // 1024" --block 256 --in a=sd --in b=sd --out c=sd --show sass,smem
-    i = arith.muli(arith.addi(arith.muli(dsl.block_idx(), c(256)), dsl.thread_idx()), c(4))
-    ...
+    i = (dsl.block_idx() * 256 + dsl.thread_idx()) * 4
+    v4 = dsl.ir.VectorType.get([4], dsl.ir.F32Type.get())
+    dsl.vector.store(dsl.vector.load(v4, a, [i]) + dsl.vector.load(v4, b, [i]), c, [i])
 
 The cell is the kernel body, run in the notebook's namespace with `ctx`, the named arrays and
 `smem` in scope; NAME is bound to the compiled, callable kernel. Option values (--grid,
@@ -22,10 +23,14 @@ import ast
 import shlex
 from typing import Any
 
+from .compiler.kernel_names import kernel_name_from
+from .errors import MgpuLabError
+from .user_errors import user_facing
+
 VIEWS = ("timeline", "sass", "smem", "ir")
 
 
-class MagicArgumentError(ValueError):
+class MagicArgumentError(MgpuLabError, ValueError):
     """A %%mosaic option is missing or malformed."""
 
 
@@ -105,6 +110,40 @@ def body_from_cell(name: str, params: list[str], cell: str, filename: str) -> An
     return compile(module, filename, "exec")
 
 
+def register_cell(shell: Any, cell: str) -> str:
+    """Register the cell's text under IPython's own label for it, 'Cell In[N]', and return that.
+
+    The label is the file name the cell is compiled under, so the MLIR locations, the PTX
+    `.file`, the SASS line comments, error messages and IPython's tracebacks all say
+    `Cell In[N], line L` with the cell's real execution count."""
+    import linecache
+
+    from .user_errors import cell_label
+
+    # IPython prints frames of files in this map as "Cell In[N], line L".
+    filename_map = getattr(shell.compile, "_filename_map", None)
+    filename_map = filename_map if isinstance(filename_map, dict) else {}
+    number = _running_cell_number(filename_map, shell.execution_count)
+    label = cell_label(number)
+    linecache.cache[label] = (len(cell), None, cell.splitlines(True), label)
+    filename_map[label] = number
+    return label
+
+
+def _running_cell_number(filename_map: dict, fallback: int) -> int:
+    """The In[N] of the cell being run: IPython compiles each cell under a name it maps to N
+    (it has already counted on to N + 1 while the cell runs), so find that frame's name."""
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        number = filename_map.get(frame.f_code.co_filename)
+        if isinstance(number, int):
+            return number
+        frame = frame.f_back
+    return fallback
+
+
 def text_summary(kernel: Any, views: list[str]) -> str:
     """What the viewers show, as text (for plain IPython and terminals)."""
     ck = kernel.compiled
@@ -172,6 +211,7 @@ def register(ipython: Any) -> None:
     @magics_class
     class MosaicMagics(Magics):
         @cell_magic
+        @user_facing
         def mosaic(self, line: str, cell: str) -> None:
             import mgpu_lab
 
@@ -187,7 +227,7 @@ def register(ipython: Any) -> None:
 
             ins = [(n.strip(), evaluate(e, f"--in {n.strip()}")) for n, _, e in (i.partition("=") for i in args.inputs)]
             outs = [(n.strip(), evaluate(e, f"--out {n.strip()}")) for n, _, e in (o.partition("=") for o in args.outputs)]
-            filename = self.shell.compile.cache(cell)  # registers the cell with linecache
+            filename = register_cell(self.shell, cell)
             code = body_from_cell(args.name, [n for n, _ in ins + outs], cell, filename)
             options = {"dump_dir": args.dump} if args.dump else {}
             if "ir" in args.show:
@@ -205,7 +245,7 @@ def register(ipython: Any) -> None:
                     in_shapes=[s for _, s in ins], out_shapes=[s for _, s in outs],
                     smem=evaluate(args.smem, "--smem", config) if args.smem else None,
                     cluster=evaluate(args.cluster, "--cluster", config) if args.cluster else (1, 1, 1),
-                    name=args.name, profile=args.profile, **options)
+                    name=kernel_name_from(args.name), profile=args.profile, **options)
 
             if args.tune:
                 import concurrent.futures
@@ -230,6 +270,7 @@ def register(ipython: Any) -> None:
                 show(kernel, args.show)
 
         @line_magic
+        @user_facing
         def mosaic_show(self, line: str) -> None:
             parts = line.split()
             if not parts:
