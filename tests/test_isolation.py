@@ -433,3 +433,12 @@ def test_the_worker_answers_a_non_sticky_error_with_failed_and_keeps_the_kernel(
     assert len(built) == 1
     assert state.handle(Launch("other", (), None)) == Failed(
         "KeyError", "the worker has no kernel other and none was sent")
+
+
+def test_a_worker_that_died_between_requests_is_replaced_before_the_launch():
+    workers = FakeWorkers(lambda r: Done(0.001))
+    client = WorkerClient(0, spawn=workers)
+    client.ensure_started()
+    workers.spawned[0].kill()  # killed from outside while idle
+    assert isinstance(client.launch("d1", (), _payload, 5), Done)
+    assert client.restarts == 1 and len(workers.spawned) == 2

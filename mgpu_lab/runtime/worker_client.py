@@ -161,6 +161,8 @@ class WorkerClient:
         """Run one launch. A Fault reply (the worker exits after it) or a hang or a crash
         (WorkerGone) leaves a fresh worker starting behind."""
         with self._lock:
+            if self.pid is not None and self.worker.process.poll() is not None:
+                self._give_up()  # it died between requests (killed from outside): not this kernel's fault
             if self.pid is None:
                 self._wait_ready()
             request = Launch(digest, tuple(arrays), None if digest in self.loaded else payload())
