@@ -442,3 +442,18 @@ def test_a_worker_that_died_between_requests_is_replaced_before_the_launch():
     workers.spawned[0].kill()  # killed from outside while idle
     assert isinstance(client.launch("d1", (), _payload, 5), Done)
     assert client.restarts == 1 and len(workers.spawned) == 2
+
+
+def test_sanitizer_reports_with_signatures_and_access_lines_parse():
+    report = """\
+========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 8 bytes
+=========     at compress(const unsigned int *, const unsigned int *, uint2 *, int)+0x4bd0
+=========     by thread (16,0,0) in block (0,0,0)
+=========     Access at 0x0 is out of bounds
+=========     and is 140229602181120 bytes before the nearest allocation at 0x7f89bfa00000 of size 1020 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+"""
+    finding = fault_report.parse_sanitizer_report(report)
+    assert finding.pc == 0x4bd0 and finding.where is None
+    assert finding.details[:2] == ("by thread (16,0,0) in block (0,0,0)", "Access at 0x0 is out of bounds")
