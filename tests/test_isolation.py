@@ -457,3 +457,32 @@ def test_sanitizer_reports_with_signatures_and_access_lines_parse():
     finding = fault_report.parse_sanitizer_report(report)
     assert finding.pc == 0x4bd0 and finding.where is None
     assert finding.details[:2] == ("by thread (16,0,0) in block (0,0,0)", "Access at 0x0 is out of bounds")
+
+
+def test_real_worker_processes_start_answer_fault_hang_crash_and_restart(monkeypatch):
+    """The process plumbing with a CUDA-free stand-in worker (tests/fake_isolated_worker.py)."""
+    import functools
+    import os
+    from pathlib import Path
+
+    from mgpu_lab.runtime.worker_client import spawn_worker_process
+
+    tests = str(Path(__file__).parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
+    client = WorkerClient(0, spawn=functools.partial(spawn_worker_process, module="fake_isolated_worker"))
+    try:
+        first = client.ensure_started()
+        array = ArrayHandle(HANDLE, 0xA000, 0x40, (2, 3), "float32")
+        reply = client.launch("ok", (array,), _payload, 10)
+        assert reply == Done(0.0, [(0x40, (2, 3))]), "the request must arrive whole in the other process"
+        assert isinstance(client.launch("fault", (), _payload, 10), Fault)
+        assert client.restarts == 1 and client.ensure_started() != first
+        with pytest.raises(WorkerGone) as hang:
+            client.launch("hang", (), _payload, 0.5)
+        assert hang.value.timed_out and client.restarts == 2
+        with pytest.raises(WorkerGone) as crash:
+            client.launch("crash", (), _payload, 10)
+        assert crash.value.exit_code == 139 and client.restarts == 3
+        assert isinstance(client.launch("ok", (), _payload, 10), Done)
+    finally:
+        client.close()

@@ -61,8 +61,12 @@ def worker_env() -> dict:
     return env
 
 
-def spawn_worker_process(device: int) -> WorkerProcess:
-    """Start `python -m mgpu_lab.runtime.isolated_worker serve FD DEVICE` with this package first on its path."""
+WORKER_MODULE = "mgpu_lab.runtime.isolated_worker"
+
+
+def spawn_worker_process(device: int, module: str = WORKER_MODULE) -> WorkerProcess:
+    """Start `python -m MODULE serve FD DEVICE` (the isolated worker) with this package first on
+    its path; FD is the worker's end of a socket pair."""
     from multiprocessing.connection import Connection
 
     parent_end, child_end = socket.socketpair()
@@ -70,7 +74,7 @@ def spawn_worker_process(device: int) -> WorkerProcess:
     env = worker_env()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "mgpu_lab.runtime.isolated_worker", "serve", str(child_end.fileno()), str(device)],
+            [sys.executable, "-m", module, "serve", str(child_end.fileno()), str(device)],
             pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env)
     finally:
         child_end.close()
