@@ -31,8 +31,7 @@ import numpy as np
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
-from bench_launch import gpu_state  # noqa: E402
-from common import table, write_record  # noqa: E402
+from common import GpuSampler, table, write_record  # noqa: E402
 from fault_kernels import FAULTS, N  # noqa: E402
 
 import mgpu_lab  # noqa: E402
@@ -161,14 +160,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300)
     opts = parser.parse_args()
 
-    state_before = gpu_state()
-    over = overhead(opts.rounds, opts.calls)
-    runs = over.pop("_runs")
-    fault_figures, fault_notes = inject(opts.faults, opts.budget_s, opts.timeout_s)
-    state_after = gpu_state()
+    with GpuSampler() as gpu:
+        over = overhead(opts.rounds, opts.calls)
+        runs = over.pop("_runs")
+        fault_figures, fault_notes = inject(opts.faults, opts.budget_s, opts.timeout_s)
     figures = {**over, **fault_figures}
-    path = write_record("isolation", figures, notes={"overhead_runs_us": runs, **fault_notes,
-                                                     "gpu_before": state_before, "gpu_after": state_after})
+    path = write_record("isolation", figures, notes={"overhead_runs_us": runs, **fault_notes}, sampler=gpu)
     for line in fault_notes["failures"]:
         print("failure:", line)
     print("per kind:", fault_notes["per_kind"])
