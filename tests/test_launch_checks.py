@@ -128,3 +128,13 @@ def test_the_exact_match_check_accepts_only_the_exact_signature():
     assert exact_match_checker(_Array, [])((), 0) == []
     one = exact_match_checker(_Array, [((16,), f32)])
     assert one((_Array(0x1000),), 0) == [0x1000]
+
+
+def test_may_alias_reaches_the_launcher_from_the_kernel_builder():
+    from mgpu_lab.examples.vector_add import make_vector_add
+
+    k = make_vector_add(1024, may_alias={0: 0})
+    assert k._new_launcher()._no_alias == [(2, 1)], "only output 0 against input 1 is still refused"
+    assert make_vector_add(1024)._new_launcher()._no_alias == [(2, 0), (2, 1)]
+    with pytest.raises(ValueError, match=r"may_alias: \(0, 5\) is not an \(output index < 1, input index < 2\) pair"):
+        make_vector_add(1024, may_alias={0: 5})
