@@ -9,7 +9,8 @@
    faulting kernel never received (sentinels, allocated first, never freed) are bit-identical,
    and that the next isolated launch gives the right answer. `isolation_faults_survived`
    counts faults after which all three hold; `isolation_recovery_s` is the median time from
-   the faulting call's return to the next correct launch. Arrays the worker has mapped for
+   the faulting call's return to the next correct launch (the checks in between included:
+   a few tens of milliseconds). Arrays the worker has mapped for
    other launches are exposed to stray stores (a near OOB write can land in one instead of
    faulting): `isolation_worker_mapped_arrays_hit` counts that, and they are restored.
 
@@ -31,6 +32,7 @@ import numpy as np
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(1, str(HERE.parent))  # this checkout's mgpu_lab, also when run without PYTHONPATH
 from common import GpuSampler, table, write_record  # noqa: E402
 from fault_kernels import FAULTS, N  # noqa: E402
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(1, str(Path(__file__).parent.parent))  # this checkout's mgpu_lab, also without PYTHONPATH
 from common import GpuSampler, interleaved_rounds, table, write_record  # noqa: E402
 
 from mgpu_lab.examples.vector_add import make_vector_add  # noqa: E402
