@@ -220,3 +220,24 @@ def test_scheduler_without_dask_says_which_extra(tmp_path, monkeypatch, capsys):
 def test_inputs_made_by_a_lambda_are_refused_before_any_work(cache):
     with pytest.raises(TypeError, match="args: the worker processes need it pickled"):
         mgpu_lab.tune(make_candidate, {"delay_ms": [1]}, args=lambda: make_inputs(), gpus=[0], timer=HostTimer())
+
+
+def test_the_notebook_progress_bar_counts_compiled_timed_failed(monkeypatch):
+    import IPython
+    import IPython.display
+
+    from mgpu_lab.tuning.progress import Counts, TuneProgress
+
+    ZMQInteractiveShell = type("ZMQInteractiveShell", (), {})  # what a Jupyter kernel runs
+    shown = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: ZMQInteractiveShell())
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    progress = TuneProgress(Counts(3))
+    progress.compiled()
+    progress.compiled()
+    progress.finished(True)
+    progress.finished(False)
+    (box,) = shown
+    bar, label = box.children
+    assert (bar.value, bar.max) == (2, 3)
+    assert label.value == "compiled 2/3  timed 1  failed 1  done 2/3"
