@@ -32,7 +32,7 @@ N = 8192
 SPACE = {"tile_m": [64, 128, 256], "tile_n": [64, 128, 192, 256], "stages": [2, 3, 4, 5, 6, 7, 8],
          "group_m": [1, 4, 8, 16], "persistent": [False, True]}
 QUICK = {"tile_m": [128, 256], "tile_n": [128, 256], "stages": [3, 4, 5], "group_m": [4, 8], "persistent": [False, True]}
-WARMUP, ITERS = 5, 30
+WARMUP, ITERS = 5, 50  # ~55 launches of 1.5-10 ms each: timing, not start-up, dominates a tune
 
 
 def operands(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
