@@ -87,6 +87,8 @@ def test_failures_cost_one_candidate_each_and_the_fastest_correct_one_wins(cache
     assert len(frame) == 18 and list(frame.columns[:2]) == ["delay_ms", "behaviour"]
     assert frame.iloc[0]["delay_ms"] == 1 and frame.iloc[0]["status"] == "timed"
     assert {"compile_s", "median_ms", "spread", "rel_error", "worker", "reason"} <= set(frame.columns)
+    ax = result.plot()  # the timed candidates, one bar each, coloured by worker
+    assert len(ax.patches) == 3 and ax.get_xlabel() == "median ms"
     saved = json.loads(Path(result.cache_path).read_text())
     assert saved["best_config"] == result.best_config and len(saved["table"]) == 18
     assert saved["key"]["kernel_source"] and saved["key"]["inputs"] == [[[N], "float64"], [[N], "float64"]]
