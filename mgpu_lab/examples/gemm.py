@@ -25,6 +25,7 @@ table (gemm_configs.json, per device and shape) or a heuristic (`gemm_config`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,7 +34,7 @@ import numpy as np
 import mgpu_lab
 from mgpu_lab import dsl
 from mgpu_lab.compiler.compiled_kernel import dtype_itemsize
-from mgpu_lab.dsl import arith, c
+from mgpu_lab.profiler.format import words_per_block
 
 from .gemm_configs import gemm_config
 from .gemm_padding import PaddedGemm, aligned_shape
@@ -118,13 +119,26 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
         return PaddedGemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
                           epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
-    definition = gemm_definition(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
-                                 tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
-                                 epilogue=epilogue, epilogue_inputs=epilogue_inputs)
-    capacity = definition.pop("profile_capacity")
+    t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
+                       tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent)
+    return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=epilogue,
+                             epilogue_inputs=epilogue_inputs)
+
+
+def build_gemm_kernel(t: GemmTiling, options: dict[str, Any], *, stages_given: bool,
+                      **definition: Any) -> mgpu_lab.Kernel:
+    """`mgpu_lab.kernel` of a checked tiling. With profile=True the profiler's smem buffer
+    (sized for every region the kernel records) needs room: the ring gives up slots for it
+    unless the caller chose `stages`."""
     if options.get("profile"):
-        options.setdefault("profile_capacity", capacity)
-    return mgpu_lab.kernel(**definition, **options)
+        capacity = options.setdefault("profile_capacity", (4 * t.k_tiles + 8) * -(-t.tiles // t.grid))
+        units = t.threads // (32 if options.get("profile_unit") == "warp" else WARPGROUP)
+        room = SMEM_LIMIT - words_per_block(units, capacity) * 4 - 1024  # 1 KiB: the buffer's alignment
+        while not stages_given and t.stages > 2 and t.smem_bytes > room:
+            t = dataclasses.replace(t, stages=t.stages - 1)
+    kwargs = tiled_gemm_definition(t, **definition)
+    kwargs.pop("profile_capacity")
+    return mgpu_lab.kernel(**kwargs, **options)
 
 
 def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
@@ -180,11 +194,11 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         full.init(1, sync=False)
         empty.init(t.consumers * WARPGROUP_WARPS)  # one arrival per consumer warp
         wg = dsl.warpgroup_idx()
-        me = arith.subi(wg, c(1))  # consumer index
+        me = wg - 1  # consumer index
 
         def finish(acc, row0, col0):
             with ctx.named_region("epilogue"):
-                rows0 = arith.addi(row0, arith.muli(me, c(t.consumer_rows)))
+                rows0 = row0 + me * t.consumer_rows
                 acc = run_epilogue(epilogue, acc, EpilogueTile(t, rows0, col0), extra_refs)
                 store_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me)
 
@@ -195,7 +209,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                 consumer_registers(t)
                 finish(multiply(ctx, t, ring, full, empty, me), row0, col0)
 
-            dsl.if_else(arith.cmpi(arith.CmpIPredicate.eq, wg, c(0)),
+            dsl.if_else(wg == 0,
                         lambda: load_operands(ctx, t, a, b, ring, full, empty, row0, col0), consumer)
             return
 
@@ -205,8 +219,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
             """body(tile, first pipeline iteration) for each tile of this block."""
             @dsl.for_range(block, t.tiles, t.grid)
             def _(tile):
-                local = arith.divui(arith.subi(tile, block), c(t.grid))
-                body(tile, arith.muli(local, c(t.k_tiles)))
+                body(tile, (tile - block) // t.grid * t.k_tiles)
 
         def producer():
             producer_registers(t)
@@ -222,13 +235,16 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
 
             tiles(one)
 
-        dsl.if_else(arith.cmpi(arith.CmpIPredicate.eq, wg, c(0)), producer, consumer)
+        dsl.if_else(wg == 0, producer, consumer)
 
     layout = "nt" if t.transpose_b else "nn"
     # Regions per k-step: 2 events per producer step, 4 per consumer step, plus the epilogue.
     return dict(body=gemm, grid=t.grid, block=t.threads, in_shapes=(a_sd, b_sd, *extras), out_shapes=c_sd,
                 smem=t.smem(), name=name or f"gemm_{layout}_{t.m}x{t.n}x{t.k}",
                 profile_capacity=(4 * t.k_tiles + 8) * -(-t.tiles // t.grid))
+
+
+WARPGROUP = 128
 
 
 WARPGROUP_WARPS = 4

@@ -17,7 +17,7 @@ from typing import Any
 import mgpu_lab
 from mgpu_lab import dsl
 
-from .gemm import resolve_tiling, tiled_gemm_definition
+from .gemm import build_gemm_kernel, resolve_tiling
 from .gemm_padding import PaddedGemm, aligned_shape
 from .gemm_pieces import Epilogue, EpilogueTile
 
@@ -48,9 +48,5 @@ def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m
         return acc if epilogue is None else epilogue(acc, tile, *refs)
 
     scales = (dsl.ShapeDtype((1,), "float32"), dsl.ShapeDtype((1,), "float32"))
-    definition = tiled_gemm_definition(t, epilogue=scaled, epilogue_inputs=(*scales, *epilogue_inputs),
-                                       name=f"gemm_fp8_nt_{m}x{n}x{k}")
-    capacity = definition.pop("profile_capacity")
-    if options.get("profile"):
-        options.setdefault("profile_capacity", capacity)
-    return mgpu_lab.kernel(**definition, **options)
+    return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=scaled,
+                             epilogue_inputs=(*scales, *epilogue_inputs), name=f"gemm_fp8_nt_{m}x{n}x{k}")
