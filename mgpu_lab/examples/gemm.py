@@ -26,7 +26,7 @@ table (gemm_configs.json, per device and shape) or a heuristic (`gemm_config`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -176,8 +176,12 @@ def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
 
 
 def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
-                          name: str | None = None) -> dict:
-    """`mgpu_lab.kernel` arguments of the GEMM for a checked tiling (also used by gemm_fp8.py)."""
+                          name: str | None = None, mainloop: Mainloop | None = None) -> dict:
+    """`mgpu_lab.kernel` arguments of the GEMM for a checked tiling (also used by gemm_fp8*.py).
+
+    mainloop: a consumer mainloop other than `multiply`, called as
+    `mainloop(ctx, t, ring, full, empty, consumer, first, release_last, tile, extra_refs)` (tile: the
+    consumer's EpilogueTile) and returning its f32 accumulator."""
     if epilogue is not None and not callable(epilogue):
         raise TypeError(f"gemm: epilogue must be a callable f(acc, tile, *refs), got {type(epilogue).__name__}")
     extras = tuple(_shape_dtype(s, i) for i, s in enumerate(epilogue_inputs))
@@ -196,10 +200,15 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         wg = dsl.warpgroup_idx()
         me = wg - 1  # consumer index
 
-        def finish(acc, row0, col0):
+        def compute(row0, col0, first=0, release_last=False):
+            """This consumer's tile at (row0, col0): the mainloop, the epilogue, the store."""
+            tile = EpilogueTile(t, row0 + me * t.consumer_rows, col0)
+            if mainloop is None:
+                acc = multiply(ctx, t, ring, full, empty, me, first, release_last)
+            else:
+                acc = mainloop(ctx, t, ring, full, empty, me, first, release_last, tile, extra_refs)
             with ctx.named_region("epilogue"):
-                rows0 = row0 + me * t.consumer_rows
-                acc = run_epilogue(epilogue, acc, EpilogueTile(t, rows0, col0), extra_refs)
+                acc = run_epilogue(epilogue, acc, tile, extra_refs)
                 store_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me)
 
         if not t.persistent:
@@ -207,7 +216,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
 
             def consumer():
                 consumer_registers(t)
-                finish(multiply(ctx, t, ring, full, empty, me), row0, col0)
+                compute(row0, col0)
 
             dsl.if_else(wg == 0,
                         lambda: load_operands(ctx, t, a, b, ring, full, empty, row0, col0), consumer)
@@ -229,11 +238,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         def consumer():
             consumer_registers(t)
 
-            def one(tile, first):
-                row0, col0 = tile_origin(t, tile)
-                finish(multiply(ctx, t, ring, full, empty, me, first, release_last=True), row0, col0)
-
-            tiles(one)
+            tiles(lambda tile, first: compute(*tile_origin(t, tile), first, release_last=True))
 
         dsl.if_else(wg == 0, producer, consumer)
 
@@ -248,6 +253,7 @@ WARPGROUP = 128
 
 
 WARPGROUP_WARPS = 4
+Mainloop = Callable[..., dsl.FragmentedArray]
 
 
 def _shape_dtype(spec: Any, index: int) -> dsl.ShapeDtype:

@@ -285,14 +285,14 @@ class EpilogueTile:
         self.row0 = row0  # first row of this consumer's tile in C
         self.col0 = col0
 
-    def _thread_rows(self) -> list[ir.Value]:
+    def thread_rows(self) -> list[ir.Value]:
         """C rows of this thread's registers, per (row tile, half), clamped to m - 1."""
         base, _ = _thread_base()
         top = self.row0 + base
         return [dsl.min(top + (WGMMA_ROWS * i + 8 * h), self.tiling.m - 1)
                 for i in range(self.shape[0] // WGMMA_ROWS) for h in range(2)]
 
-    def _thread_cols(self, n: int) -> list[ir.Value]:
+    def thread_cols(self, n: int) -> list[ir.Value]:
         """First C column of each of this thread's column pairs, clamped so the pair is inside [0, n)."""
         _, base = _thread_base()
         left = self.col0 + base
@@ -302,7 +302,7 @@ class EpilogueTile:
         """A (n,) vector (e.g. a bias) at this tile's columns, broadcast over its rows, as f32."""
         n = _shape(ref, 1, "EpilogueTile.columns")[0]
         pair = ir.VectorType.get([2], ir.MemRefType(ref.type).element_type)
-        regs = [vector.load(pair, ref, [col]) for col in self._thread_cols(n)]
+        regs = [vector.load(pair, ref, [col]) for col in self.thread_cols(n)]
         vec = dsl.FragmentedArray(regs, dsl.WGMMAColLayout(self.shape[1])).astype("float32")
         return vec.broadcast(self.shape)
 
@@ -310,7 +310,7 @@ class EpilogueTile:
         """A (m,) vector (e.g. per-row scales) at this tile's rows, broadcast over its columns, as f32."""
         _shape(ref, 1, "EpilogueTile.rows")
         one = ir.VectorType.get([1], ir.MemRefType(ref.type).element_type)
-        regs = [vector.load(one, ref, [row]) for row in self._thread_rows()]
+        regs = [vector.load(one, ref, [row]) for row in self.thread_rows()]
         vec = dsl.FragmentedArray(regs, dsl.WGMMARowLayout(self.shape[0])).astype("float32")
         return vec.broadcast(self.shape)
 
@@ -318,7 +318,7 @@ class EpilogueTile:
         """This tile of an (m, n) array (e.g. a residual), as f32 in the accumulator's layout."""
         n = _shape(ref, 2, "EpilogueTile.load")[1]
         pair = ir.VectorType.get([2], ir.MemRefType(ref.type).element_type)
-        rows, cols = self._thread_rows(), self._thread_cols(n)
+        rows, cols = self.thread_rows(), self.thread_cols(n)
         per_tile = len(cols) * 2
         regs = []
         for i in range(self.shape[0] // WGMMA_ROWS):  # register order: (row tile, column group, half)
