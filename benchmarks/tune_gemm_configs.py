@@ -41,15 +41,15 @@ TILES = [(128, 256), (128, 128), (256, 128), (128, 64), (256, 64), (64, 256), (6
 TOLERANCE = {"bfloat16": 1e-2, "float8_e4m3fn": 2e-2}
 
 
-def space(p: Problem) -> dict:
+def space(p: Problem, persistent: bool = True) -> dict:
     """(tile_m, tile_n, persistent) as one axis: 256-row tiles only where M has the rows, the
-    persistent kernel only where the tiles take more than one wave of blocks."""
+    persistent kernel (unless persistent=False) only where the tiles take more than one wave."""
     choices = []
     for tile_m, tile_n in TILES:
         if tile_m > max(64, p.m):
             continue
         choices.append((tile_m, tile_n, False))
-        if -(-p.m // tile_m) * -(-p.n // tile_n) > SMS:
+        if persistent and -(-p.m // tile_m) * -(-p.n // tile_n) > SMS:
             choices.append((tile_m, tile_n, True))
     return {"choice": choices}
 
@@ -114,6 +114,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the quick sweep's problems only")
+    parser.add_argument("--no-persistent", action="store_true", help="one-tile blocks only")
     args = parser.parse_args()
     device = device_name()
     work = [("bfloat16", p) for p in bf16_problems(args.quick)] + \
@@ -123,7 +124,7 @@ def main() -> None:
                                                   mp_context=multiprocessing.get_context("spawn"))
     try:
         compiled = {(dtype, p): compile_candidates(functools.partial(build, dtype, p.m, p.n, p.k, p.transpose_b),
-                                                   space(p), pool) for dtype, p in work}
+                                                   space(p, not args.no_persistent), pool) for dtype, p in work}
     finally:
         pool.shutdown()
     print(f"compiled {sum(len(c) for c in compiled.values())} candidates in {time.perf_counter() - t0:.0f} s")

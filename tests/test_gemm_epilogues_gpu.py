@@ -61,8 +61,3 @@ def test_fused_epilogue_every_tile(tiles, rng):
 def test_fused_epilogue_float32_output(rng):
     assert _check(333, 520, 256, rng, out_dtype="float32", transpose_b=False, bias="float32", activation="relu",
                   residual="float32", scale=True) <= 1e-4
-
-
-def test_fused_epilogue_persistent(rng):
-    assert _check(3000, 4104, 1000, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": True}, bias="bfloat16",
-                  activation="gelu", residual="bfloat16", scale=True) <= 1e-2
