@@ -31,7 +31,16 @@ import time
 
 import numpy as np
 from common import GpuSampler, interleaved_rounds, table, write_record
-from gemm_sweep import Problem, bf16_problems, blocking_timer, cupy_view, fp8_problems, geomean, iterations, operand_sets
+from gemm_sweep import (
+    Problem,
+    bf16_problems,
+    blocking_timer,
+    cupy_view,
+    fp8_problems,
+    geomean,
+    iterations,
+    operand_sets,
+)
 
 from mgpu_lab.builder.dtypes import numpy_dtype
 from mgpu_lab.examples.gemm import make_gemm

@@ -1,8 +1,9 @@
 """Tune the GEMM's tile sizes for every sweep problem on this GPU; write gemm_configs.json.
 
 For each problem of the bf16 and FP8 sweeps (gemm_sweep.py) every (tile_m, tile_n) the kernel
-supports, one-tile blocks and (where the tiles take more than one wave) persistent, is compiled in parallel on the CPU (`mgpu_lab.autotune.compile_candidates`, the
-tuner's compile step, one process pool for all problems), checked against a float32 matmul,
+supports, with one-tile blocks and (where the tiles take more than one wave) persistent, is
+compiled in parallel on the CPU (`mgpu_lab.autotune.compile_candidates`, the tuner's compile
+step, one process pool for all problems), checked against a float32 matmul,
 and timed with the sweep's blocking-kernel timer. (`mgpu_lab.tune`'s own CUDA-event timing
 includes the Python launch path, which is as long as a decode GEMM: it would pick at random
 among the small shapes' candidates.) The fastest correct configuration of each problem goes
@@ -10,7 +11,7 @@ into mgpu_lab/examples/gemm_configs.json under this device's name, merged with w
 there; `gemm_config` reads it, so make_gemm and the sweep use it from then on. A copy goes to
 $OUT when set (commit it from there).
 
-Run on a GPU machine:  python benchmarks/tune_gemm_configs.py [--quick]   (~2-3 minutes)
+Run on a GPU machine:  python benchmarks/tune_gemm_configs.py [--quick] [--no-persistent]   (~2 minutes)
 """
 
 from __future__ import annotations
@@ -144,7 +145,8 @@ def main() -> None:
             "tile_m": tile_m, "tile_n": tile_n, "group_m": 8, "persistent": persistent,
             "median_ms": round(best_ms, 5), "candidates": len(results), "tuned_utc": stamp}
         runner = rest[0] if rest else None
-        by_scheme = [min((ms for ms, choice, _ in results if choice[2] == scheme), default=None) for scheme in (False, True)]
+        by_scheme = [min((ms for ms, choice, _ in results if choice[2] == scheme), default=None)
+                     for scheme in (False, True)]
         rows.append((dtype, p.key, describe(results[0][1]), f"{best_ms:.4f}", describe(runner[1]) if runner else "",
                      f"{runner[0]:.4f}" if runner else "", *(f"{ms:.4f}" if ms else "-" for ms in by_scheme),
                      str(len(results))))

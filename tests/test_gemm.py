@@ -83,7 +83,8 @@ def test_unaligned_rows_go_through_padding():
     assert isinstance(k, PaddedGemm) and k.k_pad == 104
 
 
-@pytest.mark.parametrize("kwargs", [{"tile_n": 128}, {"out_dtype": "float32"}, {"dtype": "float16", "out_dtype": "float16"}])
+@pytest.mark.parametrize("kwargs", [{"tile_n": 128}, {"out_dtype": "float32"},
+                                    {"dtype": "float16", "out_dtype": "float16"}])
 def test_gemm_variants_compile_without_spills(kwargs):
     k = make_gemm(512, 512, 256, **kwargs)
     assert_clean(k, r"HGMMA\.64x\d+x16\.F32\b")

@@ -19,8 +19,12 @@ are multiples of 16 bytes (K and, for A @ B or C, N multiples of 8 bf16); shapes
 that are served by `PaddedGemm`, which copies the operands into padded buffers first.
 
 Blocks are rasterized in groups of `group_m` tile rows so blocks running together share tiles
-of A and B in L2. Without tile_m / tile_n / stages, the configuration comes from the tuned
-table (gemm_configs.json, per device and shape) or a heuristic (`gemm_config`).
+of A and B in L2. persistent=True launches one block per SM that loops over the tiles in that
+order, with an epilogue buffer of its own so the producer loads the next tile during the
+epilogue. Without tile_m / tile_n / stages, the configuration comes from the tuned table
+(gemm_configs.json, per device and shape) or a heuristic (`gemm_config`).
+
+FP8: gemm_fp8.py (per-tensor scales) and gemm_fp8_block.py (DeepGEMM-style block scales).
 """
 
 from __future__ import annotations
@@ -33,14 +37,11 @@ import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
-from mgpu_lab.compiler.compiled_kernel import dtype_itemsize
 from mgpu_lab.profiler.format import words_per_block
 
 from .gemm_configs import gemm_config
 from .gemm_padding import PaddedGemm, aligned_shape
 from .gemm_pieces import (
-    SWIZZLE,
-    WGMMA_ROWS,
     Epilogue,
     EpilogueTile,
     GemmTiling,
@@ -273,6 +274,5 @@ def reference_gemm(a: np.ndarray, b: np.ndarray, transpose_b: bool = False) -> n
     return a32 @ (b32.T if transpose_b else b32)
 
 
-__all__ = ["SWIZZLE", "WGMMA_ROWS", "GemmTiling", "PaddedGemm", "default_stages", "dtype_itemsize",
-           "gemm_definition", "gemm_smem_bytes", "make_gemm", "reference_gemm", "resolve_tiling",
-           "tiled_gemm_definition"]
+__all__ = ["GemmTiling", "PaddedGemm", "build_gemm_kernel", "default_stages", "gemm_definition", "gemm_smem_bytes",
+           "make_gemm", "reference_gemm", "resolve_tiling", "tiled_gemm_definition"]
