@@ -29,9 +29,9 @@ MGPU_LAB_RECORD_NAME=gpu_tests_gemm_persistent timeout 60 python benchmarks/reco
 
 if [ -z "${SKIP_TUNE:-}" ]; then
   echo "== tuning tile sizes per problem ${persistent}"
-  timeout 140 python benchmarks/tune_gemm_configs.py $quick $persistent 2>&1 | tail -n 45 || status=1
+  timeout 140 python benchmarks/tune_gemm_configs.py $quick $persistent --budget-s 115 2>&1 | tail -n 45 || status=1
 fi
 
 echo "== sweep (bf16 vs cuBLAS, fp8 vs _scaled_mm)"
-timeout 180 python benchmarks/bench_gemm.py $quick 2>&1 | tail -n 50 || status=1
+timeout 180 python benchmarks/bench_gemm.py $quick --budget-s 150 2>&1 | tail -n 50 || status=1
 exit $status

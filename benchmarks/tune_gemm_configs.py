@@ -116,6 +116,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the quick sweep's problems only")
     parser.add_argument("--no-persistent", action="store_true", help="one-tile blocks only")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="time no new problem after this many seconds (what is tuned by then is kept)")
     args = parser.parse_args()
     device = device_name()
     work = [("bfloat16", p) for p in bf16_problems(args.quick)] + \
@@ -136,6 +138,9 @@ def main() -> None:
     rows = [("dtype", "problem", "best", "ms", "runner-up", "ms", "best one-tile ms", "best persistent ms", "tried")]
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     for dtype, p in work:
+        if args.budget_s is not None and time.perf_counter() - t0 > args.budget_s:
+            rows.append((dtype, p.key, "skipped (time)", "", "", "", "", "", "0"))
+            continue
         results = time_candidates(p, dtype, compiled[(dtype, p)], torch)
         if not results:
             rows.append((dtype, p.key, "none correct", "", "", "", "", "", "0"))
