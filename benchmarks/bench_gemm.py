@@ -90,8 +90,8 @@ def _sweep(problems: list[Problem], figures: dict, rows: list, kind: str, one) -
 
 
 def _describe(config: dict) -> str:
-    return (f"{config['tile_m']}x{config['tile_n']}{' persistent' if config.get('persistent') else ''} "
-            f"{config['source']}")
+    scheme = {True: " persistent", "pingpong": " pingpong"}.get(config.get("persistent"), "")
+    return f"{config['tile_m']}x{config['tile_n']}{scheme} {config['source']}"
 
 
 def _relative_error(got, want) -> float:

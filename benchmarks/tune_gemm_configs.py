@@ -44,18 +44,21 @@ TOLERANCE = {"bfloat16": 1e-2, "float8_e4m3fn": 2e-2}
 
 def space(p: Problem, persistent: bool = True) -> dict:
     """(tile_m, tile_n, persistent) as one axis: 256-row tiles only where M has the rows, the
-    persistent kernel (unless persistent=False) only where the tiles take more than one wave."""
+    persistent kernels (True, 'pingpong'; unless persistent=False) only where the tiles take
+    more than one wave."""
     choices = []
+    big = -(-p.m // 128) * -(-p.n // 256) >= SMS  # compute-bound: small tiles only lose
     for tile_m, tile_n in TILES:
-        if tile_m > max(64, p.m):
+        if tile_m > max(64, p.m) or big and tile_m * tile_n < 128 * 128:
             continue
         choices.append((tile_m, tile_n, False))
         if persistent and -(-p.m // tile_m) * -(-p.n // tile_n) > SMS:
             choices.append((tile_m, tile_n, True))
+            choices.append((tile_m, tile_n, "pingpong"))  # builds only where a whole tile fits one consumer
     return {"choice": choices}
 
 
-def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, choice: tuple[int, int, bool]):
+def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, choice: tuple[int, int, bool | str]):
     """make_gemm / make_fp8_gemm with one (tile_m, tile_n, persistent) (picklable for the process pool)."""
     tile_m, tile_n, persistent = choice
     if dtype == "float8_e4m3fn":
@@ -97,9 +100,12 @@ def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tup
     return sorted(results)
 
 
-def describe(choice: tuple[int, int, bool]) -> str:
+SCHEMES = {False: "", True: " persistent", "pingpong": " pingpong"}
+
+
+def describe(choice: tuple[int, int, bool | str]) -> str:
     tile_m, tile_n, persistent = choice
-    return f"{tile_m}x{tile_n}{' persistent' if persistent else ''}"
+    return f"{tile_m}x{tile_n}{SCHEMES[persistent]}"
 
 
 def save(data: dict) -> None:
@@ -135,23 +141,24 @@ def main() -> None:
     table_for_device = data.setdefault("devices", {}).setdefault(device, {})
     data["note"] = ("GEMM tile sizes picked per device and problem by benchmarks/tune_gemm_configs.py "
                     "(fastest correct candidate, blocking-kernel CUDA-event timing); read by gemm_configs.py")
-    rows = [("dtype", "problem", "best", "ms", "runner-up", "ms", "best one-tile ms", "best persistent ms", "tried")]
+    rows = [("dtype", "problem", "best", "ms", "runner-up", "ms", "one-tile ms", "persistent ms", "pingpong ms",
+             "tried")]
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     for dtype, p in work:
         if args.budget_s is not None and time.perf_counter() - t0 > args.budget_s:
-            rows.append((dtype, p.key, "skipped (time)", "", "", "", "", "", "0"))
+            rows.append((dtype, p.key, "skipped (time)", "", "", "", "", "", "", "0"))
             continue
         results = time_candidates(p, dtype, compiled[(dtype, p)], torch)
         if not results:
-            rows.append((dtype, p.key, "none correct", "", "", "", "", "", "0"))
+            rows.append((dtype, p.key, "none correct", "", "", "", "", "", "", "0"))
             continue
         (best_ms, (tile_m, tile_n, persistent), _), *rest = results
         table_for_device[shape_key(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)] = {
             "tile_m": tile_m, "tile_n": tile_n, "group_m": 8, "persistent": persistent,
             "median_ms": round(best_ms, 5), "candidates": len(results), "tuned_utc": stamp}
         runner = rest[0] if rest else None
-        by_scheme = [min((ms for ms, choice, _ in results if choice[2] == scheme), default=None)
-                     for scheme in (False, True)]
+        by_scheme = [min((ms for ms, choice, _ in results if SCHEMES[choice[2]] == name), default=None)
+                     for name in SCHEMES.values()]
         rows.append((dtype, p.key, describe(results[0][1]), f"{best_ms:.4f}", describe(runner[1]) if runner else "",
                      f"{runner[0]:.4f}" if runner else "", *(f"{ms:.4f}" if ms else "-" for ms in by_scheme),
                      str(len(results))))

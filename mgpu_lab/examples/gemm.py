@@ -59,6 +59,7 @@ TILE_MS = (64, 128, 256)
 TILE_NS = (32, 64, 128, 192, 256)
 SMEM_LIMIT = 227 * 1024
 MAX_STAGES = 8
+MAX_ACCUMULATOR = 128 * 128  # f32 accumulator elements per consumer warpgroup (128 registers a thread)
 _INPUT_DTYPES = ("bfloat16", "float16")
 _OUTPUT_DTYPES = ("bfloat16", "float16", "float32")
 
@@ -68,7 +69,7 @@ def gemm_smem_bytes(tile_n: int, stages: int, out_dtype: str = "bfloat16", tile_
     return GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, stages=stages, out_dtype=out_dtype).smem_bytes
 
 
-def default_stages(tile_n: int, tile_m: int = 128, dtype: str = "bfloat16", persistent: bool = False) -> int:
+def default_stages(tile_n: int, tile_m: int = 128, dtype: str = "bfloat16", persistent: bool | str = False) -> int:
     """The deepest ring (at most 8 slots) that fits in a block's shared memory."""
     fits = [s for s in range(2, MAX_STAGES + 1)
             if GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, stages=s, dtype=dtype,
@@ -86,17 +87,23 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: tile_m must be one of {TILE_MS}, got {t.tile_m!r}")
     if t.tile_n not in TILE_NS:
         raise ValueError(f"gemm: tile_n must be one of {TILE_NS}, got {t.tile_n!r}")
-    if t.tile_m == 256 and t.tile_n > 128:
-        raise ValueError(f"gemm: tile_m=256 keeps two 64 x tile_n accumulators per consumer; tile_n must be at "
-                         f"most 128 to fit in registers, got {t.tile_n}")
+
     if t.dtype not in input_dtypes:
         raise ValueError(f"gemm: dtype must be one of {', '.join(map(repr, input_dtypes))}, got {t.dtype!r}")
     if t.out_dtype not in _OUTPUT_DTYPES:
         raise ValueError(f"gemm: out_dtype must be 'bfloat16', 'float16' or 'float32', got {t.out_dtype!r}")
     if isinstance(t.stages, bool) or not isinstance(t.stages, int) or t.stages < 2:
         raise ValueError(f"gemm: stages must be an int >= 2, got {t.stages!r}")
-    if not isinstance(t.persistent, bool):
-        raise ValueError(f"gemm: persistent must be True or False, got {t.persistent!r}")
+    if t.persistent not in (False, True, "pingpong") or t.persistent in (0, 1) and not isinstance(t.persistent, bool):
+        raise ValueError(f"gemm: persistent must be False, True or 'pingpong', got {t.persistent!r}")
+    if t.pingpong and t.tile_m not in (64, 128):
+        raise ValueError(f"gemm: persistent='pingpong' gives each consumer whole tiles: tile_m must be 64 or 128, "
+                         f"got {t.tile_m}")
+    if t.consumer_rows * t.tile_n > MAX_ACCUMULATOR:
+        how = "persistent='pingpong' with " if t.pingpong else ""
+        raise ValueError(f"gemm: {how}tile_m={t.tile_m} keeps a {t.consumer_rows} x tile_n f32 accumulator per "
+                         f"consumer; tile_n must be at most {MAX_ACCUMULATOR // t.consumer_rows} to fit in "
+                         f"registers, got {t.tile_n}")
     if isinstance(t.group_m, bool) or not isinstance(t.group_m, int) or t.group_m < 1:
         raise ValueError(f"gemm: group_m must be an int >= 1, got {t.group_m!r}")
     if t.smem_bytes > SMEM_LIMIT:
@@ -106,7 +113,7 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
 
 def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
               out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
-              stages: int | None = None, group_m: int | None = None, persistent: bool | None = None,
+              stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
               epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
               **options) -> mgpu_lab.Kernel | PaddedGemm:
     """C (m, n) = epilogue(A (m, k) @ B), B of shape (k, n), or (n, k) with transpose_b=True.
@@ -114,7 +121,9 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     Call it as `kernel(a, b, *epilogue_arrays)`. epilogue: `f(acc, tile, *refs) -> FragmentedArray`
     on the f32 (rows, tile_n) register tile of each consumer (see gemm_pieces.EpilogueTile and
     gemm_epilogues.py); epilogue_inputs: the ShapeDtypes (or (shape, dtype)) of its arrays.
-    persistent: one block per SM loops over the tiles, loading the next tile during the epilogue.
+    persistent: True launches one block per SM that loops over the tiles, loading the next tile
+    during the epilogue; "pingpong" also gives the two consumers alternate whole tiles, so one's
+    epilogue overlaps the other's tensor-core work.
     Tile sizes left out come from `gemm_config` (tuned table, else a heuristic)."""
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         return PaddedGemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
@@ -144,7 +153,7 @@ def build_gemm_kernel(t: GemmTiling, options: dict[str, Any], *, stages_given: b
 
 def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                    out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
-                   stages: int | None = None, group_m: int | None = None, persistent: bool | None = None,
+                   stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
                    input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
     """The checked GemmTiling: given tile sizes, the rest from `gemm_config`."""
     picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype) if tile_m is None or tile_n is None else {}
@@ -152,7 +161,7 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
     tile_n = picked["tile_n"] if tile_n is None else tile_n
     stages = picked.get("stages") if stages is None else stages
     group_m = picked.get("group_m", 8) if group_m is None else group_m
-    persistent = bool(picked.get("persistent", False)) if persistent is None else persistent
+    persistent = picked.get("persistent", False) if persistent is None else persistent
     if tile_m in TILE_MS and tile_n in TILE_NS and stages is None:
         stages = default_stages(tile_n, tile_m, dtype if dtype in input_dtypes else "bfloat16", persistent)
     t = GemmTiling(m, n, k, tile_m=tile_m, tile_n=tile_n, stages=stages if stages is not None else 2,
@@ -164,7 +173,7 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
 
 def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                     out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
-                    stages: int | None = None, group_m: int | None = None, persistent: bool | None = None,
+                    stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
                     epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = ()) -> dict:
     """The GEMM as `mgpu_lab.kernel` arguments: body, grid, block, in/out shapes, smem, name, and
     the profile_capacity its regions need. `%%mosaic` cells can call the body directly."""
@@ -197,13 +206,13 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         ring, epilogue_smem = smem[0]  # one-tile blocks: a Union (the epilogue overlaps the ring)
         full, empty = smem[1], smem[2]
         full.init(1, sync=False)
-        empty.init(t.consumers * WARPGROUP_WARPS)  # one arrival per consumer warp
+        empty.init(t.slot_consumers * WARPGROUP_WARPS)  # one arrival per consumer warp
         wg = dsl.warpgroup_idx()
         me = wg - 1  # consumer index
 
         def compute(row0, col0, first=0, release_last=False):
             """This consumer's tile at (row0, col0): the mainloop, the epilogue, the store."""
-            tile = EpilogueTile(t, row0 + me * t.consumer_rows, col0)
+            tile = EpilogueTile(t, row0 + t.row_offset(me), col0)
             if mainloop is None:
                 acc = multiply(ctx, t, ring, full, empty, me, first, release_last)
             else:
@@ -225,9 +234,10 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
 
         block = dsl.block_idx("x")
 
-        def tiles(body):
-            """body(tile, first pipeline iteration) for each tile of this block."""
-            @dsl.for_range(block, t.tiles, t.grid)
+        def tiles(body, first_local=0, every=1):
+            """body(tile, first pipeline iteration) for the block's tiles first_local, first_local
+            + every, ... (a pingpong consumer takes every other one)."""
+            @dsl.for_range(block + first_local * t.grid, t.tiles, every * t.grid)
             def _(tile):
                 body(tile, (tile - block) // t.grid * t.k_tiles)
 
@@ -239,7 +249,8 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         def consumer():
             consumer_registers(t)
 
-            tiles(lambda tile, first: compute(*tile_origin(t, tile), first, release_last=True))
+            tiles(lambda tile, first: compute(*tile_origin(t, tile), first, release_last=True),
+                  *((me, 2) if t.pingpong else ()))
 
         dsl.if_else(wg == 0, producer, consumer)
 

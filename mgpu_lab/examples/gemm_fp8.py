@@ -26,7 +26,7 @@ FP8 = "float8_e4m3fn"
 
 def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m: int | None = None,
                   tile_n: int | None = None, stages: int | None = None, group_m: int | None = None,
-                  persistent: bool | None = None, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
+                  persistent: bool | str | None = None, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
                   transpose_b: bool = True, dtype: str = FP8, **options) -> mgpu_lab.Kernel | PaddedGemm:
     """C (m, n) = epilogue(scale_a * scale_b * A (m, k) @ B (n, k).T); call it as
     `kernel(a, b, scale_a, scale_b, *epilogue_arrays)` with a, b e4m3 (uint8 bytes on the device)

@@ -60,7 +60,7 @@ def multiply_block_scaled(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty
             b_tile = dsl.memref_slice(b_smem, slot)
             groups = []
             for i in range(parts):
-                a_tile = dsl.memref_slice(a_smem, (slot, dsl.ds(wg * t.consumer_rows + WGMMA_ROWS * i, WGMMA_ROWS)))
+                a_tile = dsl.memref_slice(a_smem, (slot, dsl.ds(t.row_offset(wg) + WGMMA_ROWS * i, WGMMA_ROWS)))
                 groups.append(dsl.wgmma(dsl.WGMMAAccumulator.zeros(t.tile_n), a_tile, b_tile, b_major="k",
                                         swizzle=SWIZZLE, accumulate=False))
             dsl.wgmma_commit_group()
@@ -80,7 +80,7 @@ def multiply_block_scaled(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty
 
 def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m: int = 128,
                                tile_n: int = 128, stages: int | None = None, group_m: int = 8,
-                               persistent: bool = False, epilogue: Epilogue | None = None,
+                               persistent: bool | str = False, epilogue: Epilogue | None = None,
                                epilogue_inputs: Sequence[Any] = (), transpose_b: bool = True, dtype: str = FP8,
                                **options) -> mgpu_lab.Kernel | PaddedGemm:
     """C (m, n) = epilogue(block-scaled A (m, k) @ B (n, k).T); call it as

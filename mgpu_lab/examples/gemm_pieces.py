@@ -38,7 +38,9 @@ WG_BARRIER = 2  # + consumer index: named barrier of one consumer warpgroup
 @dataclass(frozen=True)
 class GemmTiling:
     """C (m, n) = A (m, k) @ B: B (k, n), or (n, k) with transpose_b. A block computes a
-    (tile_m x tile_n) tile of C with `consumers` warpgroups of tile_m / consumers rows each."""
+    (tile_m x tile_n) tile of C with `consumers` warpgroups of tile_m / consumers rows each; with
+    pingpong, each of the two consumers computes whole tiles, alternating, so one's epilogue runs
+    while the other multiplies."""
 
     m: int
     n: int
@@ -50,7 +52,9 @@ class GemmTiling:
     transpose_b: bool = False
     dtype: str = "bfloat16"
     out_dtype: str = "bfloat16"
-    persistent: bool = False  # one block per SM looping over tiles (its own epilogue buffer)
+    # True: one block per SM looping over tiles (its own epilogue buffer); "pingpong": that, with
+    # the two consumers taking alternate whole tiles
+    persistent: bool | str = False
     sms: int = 132  # blocks of a persistent grid
 
     @property
@@ -64,11 +68,24 @@ class GemmTiling:
 
     @property
     def consumers(self) -> int:
-        return 1 if self.tile_m == WGMMA_ROWS else 2
+        return 2 if self.pingpong or self.tile_m > WGMMA_ROWS else 1
 
     @property
     def consumer_rows(self) -> int:
-        return self.tile_m // self.consumers
+        return self.tile_m if self.pingpong else self.tile_m // self.consumers
+
+    @property
+    def pingpong(self) -> bool:
+        return self.persistent == "pingpong"
+
+    @property
+    def slot_consumers(self) -> int:
+        """Consumer warpgroups reading each ring slot (its 'empty' barrier waits for their warps)."""
+        return 1 if self.pingpong else self.consumers
+
+    def row_offset(self, wg: Any) -> Any:
+        """First row of consumer `wg`'s part of the tile."""
+        return 0 if self.pingpong else wg * self.consumer_rows
 
     @property
     def tiles_m(self) -> int:
@@ -102,7 +119,7 @@ class GemmTiling:
 
     @property
     def epilogue_bytes(self) -> int:
-        return self.tile_m * self.tile_n * dtype_itemsize(self.out_dtype)
+        return self.consumers * self.consumer_rows * self.tile_n * dtype_itemsize(self.out_dtype)
 
     @property
     def smem_bytes(self) -> int:
@@ -235,7 +252,7 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
             slot = it % t.stages
             b_tile = dsl.memref_slice(b_smem, slot)
             for i in range(parts):
-                row = wg * t.consumer_rows + WGMMA_ROWS * i
+                row = t.row_offset(wg) + WGMMA_ROWS * i
                 a_tile = dsl.memref_slice(a_smem, (slot, dsl.ds(row, WGMMA_ROWS)))
                 accs[i] = dsl.wgmma(accs[i], a_tile, b_tile, b_major=b_major, swizzle=SWIZZLE, b_swizzle=b_swizzle)
             dsl.wgmma_commit_group()
@@ -255,19 +272,23 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
 def store_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem: ir.Value, c_ref: ir.Value,
                row0: ir.Value, col0: ir.Value, wg: ir.Value) -> None:
     """Write consumer `wg`'s (consumer_rows, tile_n) tile of C at (row0 + its rows, col0): round
-    to C's type, store swizzled to smem, TMA-store. All consumers meet at a named barrier first:
-    the ring under a one-tile block's epilogue buffer is then free, and the previous tile's TMA
-    store (persistent blocks) has read the buffer (its issuing thread waited before the barrier)."""
+    to C's type, store swizzled to smem, TMA-store. The consumers meet at a named barrier first
+    (pingpong: each warpgroup alone, the other is mid-tile): the ring under a one-tile block's
+    epilogue buffer is then free, and the previous tile's TMA store (persistent blocks) has read
+    the buffer (its issuing thread waited before the barrier)."""
     width = t.out_width
     swizzle = width * dtype_itemsize(t.out_dtype)
     tile = tile.astype(t.out_dtype)
-    dsl.named_barrier(CONSUMER_BARRIER, t.consumers * WARPGROUP)  # every consumer is done with the ring
+    if t.pingpong:
+        dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
+    else:
+        dsl.named_barrier(CONSUMER_BARRIER, t.consumers * WARPGROUP)  # every consumer is done with the ring
     mine = dsl.memref_slice(epilogue_smem, wg)
     tile.store_tiled(mine, swizzle)
     dsl.fence_async_shared()
     dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
     with dsl.single_thread("warpgroup"):
-        row = row0 + wg * t.consumer_rows
+        row = row0 + t.row_offset(wg)
         for j in range(t.tile_n // width):
             ctx.async_copy(src_ref=dsl.memref_slice(mine, j), dst_ref=c_ref, swizzle=swizzle, uniform=False,
                            gmem_slice=(dsl.ds(row, t.consumer_rows), dsl.ds(col0 + j * width, width)))
