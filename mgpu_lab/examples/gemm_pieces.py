@@ -137,7 +137,10 @@ class GemmTiling:
 
     @property
     def grid(self) -> int:
-        return min(self.tiles, self.sms) if self.persistent else self.tiles
+        if not self.persistent:
+            return self.tiles
+        per_block = 2 if self.pingpong else 1  # a pingpong block keeps both consumers busy
+        return min(-(-self.tiles // per_block), self.sms)
 
     def smem(self) -> tuple:
         """The smem tree: ((pipeline ring, epilogue tiles), full barriers, empty barriers). A
