@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
 # The GEMM's GPU check in one go (H200, ~6-9 minutes): the GPU tests of the bf16 / fused /
-# FP8 / block-scaled FP8 GEMMs (~100 tests), then the persistent kernel's (~14, its own
-# process; recorded as gpu_tests_gemm*_*.json), then the tile tuner (without the persistent
+# FP8 / block-scaled FP8 GEMMs (~100 tests), then the persistent and pingpong kernels' (~25,
+# its own process; recorded as gpu_tests_gemm*_*.json), then the tile tuner (without the persistent
 # kernel if its tests failed) (writes mgpu_lab/examples/gemm_configs.json, copied to $OUT: commit it),
 # then the sweep against cuBLAS and torch._scaled_mm (a `gemm` record). Each stage has a time
-# limit (150 + 60 + 140 + 180 s) so the whole stays under 9 minutes; the sweep's table is printed
+# limit (120 + 60 + 140 + 180 s) so the whole stays under 9 minutes; the sweep's table is printed
 # last, ending with the rows gemm_sweep (geomean, min vs cuBLAS) and gemm_fp8_sweep.
 #   bash benchmarks/gpu_check_gemm.sh            # everything
 #   SKIP_TUNE=1 bash benchmarks/gpu_check_gemm.sh  # keep the committed configs
 #   QUICK=1 bash benchmarks/gpu_check_gemm.sh      # 6 + 3 problems, for a smoke run
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# A wrong barrier protocol traps after 10 s instead of hanging the stage.
+export MGPU_LAB_MBARRIER_TIMEOUT_S="${MGPU_LAB_MBARRIER_TIMEOUT_S:-10}"
 OUT="${OUT:-benchmarks/results}"
 mkdir -p "$OUT"
 quick=${QUICK:+--quick}
 status=0
 
 echo "== GEMM GPU tests"
-MGPU_LAB_RECORD_NAME=gpu_tests_gemm timeout 150 python benchmarks/record_gpu_tests.py \
+MGPU_LAB_RECORD_NAME=gpu_tests_gemm timeout 120 python benchmarks/record_gpu_tests.py \
   tests/test_gemm_gpu.py tests/test_gemm_epilogues_gpu.py tests/test_gemm_fp8_gpu.py 2>&1 | tail -n 25 \
   || status=1
 # its own process: a fault in the persistent kernel cannot take the tests above down with it
