@@ -26,11 +26,10 @@ from typing import Any
 
 from .._mlir import arith, ir, nvvm, vector
 from .._mlir import math as mlir_math
-from .values import c
+from .values import as_index, c, select
 from .control import when
 from .dtypes import bitwidth, mlir_type
 from .layouts import (
-    Idx,
     Layout,
     WGMMAColLayout,
     WGMMAFragLayout,
@@ -405,16 +404,15 @@ class FragmentedArray:
             for offset in (4, 8, 16):  # the 8 lane groups of a warp
                 elems = [combine(v, _shfl_xor(v, offset)) for v in elems]
             partial.append(vector.from_elements(acc.type, elems))
-        warp = arith.divui(thread_in_warpgroup(), c(32))
+        warp = thread_in_warpgroup() // 32
         _, col = wgmma_thread_base()
-        first_group = arith.cmpi(arith.CmpIPredicate.ult, arith.remui(thread_in_warpgroup(), c(32)), c(4))
-        with when(first_group):
+        with when(thread_in_warpgroup() % 32 < 4):  # the first lane group holds the warp's sums
             for j, reg in enumerate(partial):
-                vector.store(reg, scratch, [warp, arith.addi(col, c(8 * j))])
+                vector.store(reg, scratch, [warp, col + 8 * j])
         warpgroup_barrier()
         out = []
         for j in range(groups):
-            regs = [vector.load(partial[j].type, scratch, [c(w), arith.addi(col, c(8 * j))]) for w in range(4)]
+            regs = [vector.load(partial[j].type, scratch, [c(w), col + 8 * j]) for w in range(4)]
             acc = regs[0]
             for r in regs[1:]:  # the same order in every thread: identical copies
                 acc = combine(acc, r)
@@ -478,8 +476,8 @@ class FragmentedArray:
         itemsize = bitwidth(elem) // 8
         row, col = wgmma_thread_base()
         parts: dict[int, list[Any]] = {}
-        for access in tiled_accesses(layout, itemsize, swizzle, Idx(row), Idx(col)):
-            index = [x.value() for x in access.index]
+        for access in tiled_accesses(layout, itemsize, swizzle, row, col):
+            index = [as_index(x) for x in access.index]
             if access.element is None:
                 parts[access.register] = [vector.load(_vtype(2, elem), ref3, index)]
             else:
@@ -492,9 +490,9 @@ class FragmentedArray:
                 regs.append(got[0])
                 continue
             (flip, first), (_, second) = got  # first holds element `flip`, second the other one
-            swapped = arith.cmpi(arith.CmpIPredicate.ne, flip.value(), c(0))
-            regs.append(vector.from_elements(_vtype(2, elem), [arith.select(swapped, second, first),
-                                                               arith.select(swapped, first, second)]))
+            swapped = flip != 0
+            regs.append(vector.from_elements(_vtype(2, elem), [select(swapped, second, first),
+                                                               select(swapped, first, second)]))
         return cls(regs, layout)
 
     def store_tiled(self, ref: ir.Value, swizzle: int = 128) -> None:
@@ -509,15 +507,14 @@ class FragmentedArray:
                              f"is {self.shape} of {self.element_type}")
         itemsize = bitwidth(elem) // 8
         row, col = wgmma_thread_base()
-        for access in tiled_accesses(self.layout, itemsize, swizzle, Idx(row), Idx(col)):
-            index = [x.value() for x in access.index]
+        for access in tiled_accesses(self.layout, itemsize, swizzle, row, col):
+            index = [as_index(x) for x in access.index]
             reg = self.registers[access.register]
             if access.element is None:
                 vector.store(reg, ref3, index)
                 continue
             first, second = _elements(reg)
-            swapped = arith.cmpi(arith.CmpIPredicate.ne, access.element.value(), c(0))
-            value = arith.select(swapped, second, first)
+            value = select(access.element != 0, second, first)
             vector.store(vector.from_elements(_vtype(1, elem), [value]), ref3, index)
 
 

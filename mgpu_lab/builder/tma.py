@@ -29,7 +29,7 @@ from .._mlir import arith, gpu, ir
 from ..compiler.compiled_kernel import TmaDescriptorSpec
 from ..compiler.grid_constant_params import DESCRIPTOR_ALIGN, TMA_PARAMS_ATTR
 from .barriers import BarrierRef
-from .values import c
+from .values import as_index, c
 from .dtypes import bitwidth
 from .memref_ops import DynamicSlice, memref_slice
 from .transforms import MemRefTransform
@@ -118,12 +118,6 @@ def _parse_slice(gmem_slice: Any, shape: Sequence[int]) -> tuple[list[int | ir.V
             raise TypeError(f"gmem_slice: dimension {dim}: expected an int, index value, slice or ds(), "
                             f"got {type(idx).__name__}")
     return starts, sizes, squeezed
-
-
-def _as_index_value(x: int | ir.Value) -> ir.Value:
-    from .values import as_index
-
-    return as_index(x)
 
 
 def _contiguous_shape(ref_type: ir.MemRefType, what: str) -> tuple[int, ...]:
@@ -283,7 +277,7 @@ def async_copy(ctx: LaunchContext, *, src_ref: ir.Value, dst_ref: ir.Value, gmem
                              f"[0, {extent}) of {what}")
 
     transforms = gmem_transform if isinstance(gmem_transform, tuple) else (gmem_transform,)
-    view, indices, box = gmem_ref, [_as_index_value(s) for s in starts], tuple(slice_shape)
+    view, indices, box = gmem_ref, [as_index(s) for s in starts], tuple(slice_shape)
     for t in transforms:
         view = t.apply(view)
         indices = list(t.transform_index(indices))
@@ -324,8 +318,8 @@ def async_copy(ctx: LaunchContext, *, src_ref: ir.Value, dst_ref: ir.Value, gmem
             if dim is None:
                 raise ValueError("async_copy: collective= splits the box's first dimension; this box has none")
             part, index, mask = _collective_split(ctx, collective, smem_shape, itemsize, swizzle)
-            offset = arith.muli(index, c(part))
-            indices[dim] = arith.addi(indices[dim], offset)
+            offset = index * part
+            indices[dim] = indices[dim] + offset
             box = tuple(part if d == dim else b for d, b in enumerate(box))
             smem_ref = memref_slice(smem_ref, DynamicSlice(offset, part))
     check_tma_box(array=array, what=what, global_shape=view_type.shape, global_strides=strides, box=box,
@@ -411,10 +405,10 @@ def _collective_split(ctx: LaunchContext, collective: Any, smem_shape: Sequence[
     # This block's cluster coordinates from %cluster_ctarank and the static cluster shape (reading
     # %cluster_ctaid costs a runtime division when the PTX does not declare the cluster shape).
     rank = arith.index_cast(ir.IndexType.get(), cluster_rank())
-    coord = {a: arith.remui(arith.divui(rank, c(rank_stride[a])), c(sizes[a])) for a in _AXES if sizes[a] > 1}
+    coord = {a: rank // rank_stride[a] % sizes[a] for a in _AXES if sizes[a] > 1}
     index, stride = c(0), 1
     for a in axes:  # this block's position among the collective blocks, first axis fastest
-        index = arith.addi(index, arith.muli(coord[a], c(stride)))
+        index = index + coord[a] * stride
         stride *= sizes[a]
     pattern = 0
     for flat in range(count):  # ranks of the collective blocks that share this block's other coordinates
@@ -426,8 +420,8 @@ def _collective_split(ctx: LaunchContext, collective: Any, smem_shape: Sequence[
     base = c(0)
     for a in _AXES:
         if a not in axes and sizes[a] > 1:
-            base = arith.addi(base, arith.muli(coord[a], c(rank_stride[a])))
-    mask = arith.shli(c(pattern, i32()), arith.index_cast(i32(), base))
+            base = base + coord[a] * rank_stride[a]
+    mask = c(pattern, i32()) << arith.index_cast(i32(), base)
     return part, index, arith.trunci(ir.IntegerType.get_signless(16), mask)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .._mlir import arith, ir, llvm, memref, nvvm, scf
-from .values import c
+from .values import as_i1, as_i32, c
 from .dtypes import bitwidth
 from .threads import WARPGROUP_SIZE, thread_idx, warp_idx
 
@@ -60,14 +60,8 @@ def smem_address(ref: ir.Value) -> ir.Value:
     base = memref.extract_aligned_pointer_as_index(ref)
     offset = memref.extract_strided_metadata(ref)[1]
     nbytes = bitwidth(ref_type.element_type) // 8
-    address = arith.addi(base, arith.muli(offset, c(nbytes)))
+    address = base + offset * nbytes
     return arith.index_cast(i32(), address)
-
-
-def _as_i1(value: Any) -> ir.Value:
-    if isinstance(value, bool):
-        return c(int(value), ir.IntegerType.get_signless(1))
-    return value
 
 
 def elect_one() -> ir.Value:
@@ -81,16 +75,16 @@ def single_thread_predicate(scope: str = "warpgroup") -> ir.Value:
         return elect_one()
     warp = warp_idx()
     if scope == "warpgroup":
-        warp = arith.remui(warp, c(WARPGROUP_SIZE // 32))
+        warp = warp % (WARPGROUP_SIZE // 32)
     elif scope != "block":
         raise ValueError(f"scope: expected 'warp', 'warpgroup' or 'block', got {scope!r}")
-    first_warp = arith.cmpi(arith.CmpIPredicate.eq, warp, c(0))
+    first_warp = warp == 0
     # Elect inside the first warp only: elect.sync needs the whole warp converged.
     if_op = scf.IfOp(first_warp, [ir.IntegerType.get_signless(1)], has_else=True)
     with ir.InsertionPoint(if_op.then_block):
         scf.yield_([elect_one()])
     with ir.InsertionPoint(if_op.else_block):
-        scf.yield_([_as_i1(False)])
+        scf.yield_([as_i1(False)])
     return if_op.results[0]
 
 
@@ -132,11 +126,11 @@ def warpgroup_barrier(warpgroup: int | ir.Value | None = None) -> None:
 
     `warpgroup` defaults to the calling thread's (computed from threadIdx)."""
     if warpgroup is None:
-        warpgroup = arith.divui(thread_idx(), c(WARPGROUP_SIZE))
+        warpgroup = thread_idx() // WARPGROUP_SIZE
     if isinstance(warpgroup, int):
         named_barrier(_FIRST_NAMED_BARRIER + warpgroup, WARPGROUP_SIZE)
     else:
-        named_barrier(arith.addi(warpgroup, c(_FIRST_NAMED_BARRIER)), WARPGROUP_SIZE)
+        named_barrier(warpgroup + _FIRST_NAMED_BARRIER, WARPGROUP_SIZE)
 
 
 def fence_async_shared() -> None:
@@ -189,7 +183,5 @@ def cluster_sync() -> None:
 def map_to_peer(address: ir.Value, rank: int | ir.Value) -> ir.Value:
     """`mapa`: the `.shared::cluster` address of the same smem location (an i32 `.shared::cta`
     address) in the block of cluster rank `rank`."""
-    from .values import as_i32
-
     return inline_ptx("mapa.shared::cluster.u32 $0, $1, $2;", [address, as_i32(rank)], ["=r", "r", "r"], [i32()],
                       memory=False)
