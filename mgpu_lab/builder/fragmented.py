@@ -40,7 +40,6 @@ from .layouts import (
 )
 from .threads import thread_in_warpgroup
 from .warpgroup import i32, inline_ptx, warpgroup_barrier
-from .wgmma import WGMMAAccumulator
 
 __all__ = ["FragmentedArray", "Layout", "WGMMAColLayout", "WGMMAFragLayout", "WGMMARowLayout",
            "WGStridedLayout", "where"]
@@ -63,7 +62,7 @@ def _vtype(n: int, elem: ir.Type) -> ir.VectorType:
     return ir.VectorType.get([n], elem)
 
 
-def _elements(reg: ir.Value) -> list[ir.Value]:
+def elements(reg: ir.Value) -> list[ir.Value]:
     n = ir.VectorType(reg.type).shape[0]
     return [vector.extract(reg, [], [i]) for i in range(n)]
 
@@ -72,7 +71,7 @@ def _i16() -> ir.Type:
     return ir.IntegerType.get_signless(16)
 
 
-def _bits_of(reg: ir.Value, width: int) -> list[ir.Value]:
+def bits_of(reg: ir.Value, width: int) -> list[ir.Value]:
     """A register's bits as `width`-bit integers (e.g. a vector<2xf16> as one i32)."""
     vt = ir.VectorType(reg.type)
     elem_bits = bitwidth(vt.element_type)
@@ -80,10 +79,10 @@ def _bits_of(reg: ir.Value, width: int) -> list[ir.Value]:
     ints = reg if isinstance(vt.element_type, ir.IntegerType) else arith.bitcast(int_elems, reg)
     total = vt.shape[0] * elem_bits
     words = vector.bitcast(_vtype(total // width, ir.IntegerType.get_signless(width)), ints)
-    return _elements(words)
+    return elements(words)
 
 
-def _from_bits(words: Sequence[ir.Value], elem: ir.Type, count: int) -> ir.Value:
+def from_bits(words: Sequence[ir.Value], elem: ir.Type, count: int) -> ir.Value:
     """Integer words (all of one width) reinterpreted as a vector of `count` `elem`s."""
     width = ir.IntegerType(words[0].type).width
     packed = vector.from_elements(_vtype(len(words), words[0].type), list(words))
@@ -141,26 +140,16 @@ class FragmentedArray:
         return cls([reg] * layout.registers, layout)
 
     @classmethod
-    def from_accumulator(cls, acc: WGMMAAccumulator) -> FragmentedArray:
-        """The accumulator's values in `WGMMAFragLayout(acc.n)` (float32, or float16 for an f16
-        accumulator)."""
-        if acc.dtype == "float16":
-            regs = [_from_bits([v], ir.F16Type.get(), 2) for v in acc.values]
-            return cls(regs, WGMMAFragLayout(acc.n))
-        vtype = _vtype(2, ir.F32Type.get())
-        regs = [vector.from_elements(vtype, [acc.values[2 * i], acc.values[2 * i + 1]]) for i in range(acc.n // 4)]
-        return cls(regs, WGMMAFragLayout(acc.n))
+    def from_accumulator(cls, acc: Any) -> FragmentedArray:
+        """The array a `WGMMAAccumulator` wraps (`acc.value`): WGMMAFragLayout(acc.n), f32 or f16."""
+        return acc.value
 
-    def to_accumulator(self) -> WGMMAAccumulator:
-        """A (64, n) f32 (or f16) WGMMA-layout array as a wgmma accumulator (e.g. a bias)."""
-        if not isinstance(self.layout, WGMMAFragLayout) or self.layout.m != 64:
-            raise ValueError(f"to_accumulator: needs a (64, n) array in WGMMAFragLayout, got {self.layout}")
-        name = str(self.element_type)
-        if name == "f32":
-            return WGMMAAccumulator([v for r in self.registers for v in _elements(r)], self.layout.n)
-        if name == "f16":
-            return WGMMAAccumulator([_bits_of(r, 32)[0] for r in self.registers], self.layout.n, dtype="float16")
-        raise ValueError(f"to_accumulator: accumulators are f32 or f16, the array is {name}; use astype")
+    def to_accumulator(self) -> Any:
+        """This (64, n) f32/f16 WGMMA-layout array as a wgmma accumulator (e.g. a bias);
+        the same as `WGMMAAccumulator.from_array(array)`."""
+        from .wgmma import WGMMAAccumulator  # wgmma builds on this module, not the reverse
+
+        return WGMMAAccumulator.from_array(self)
 
     # -- properties --------------------------------------------------------------------
     @property
@@ -264,7 +253,7 @@ class FragmentedArray:
 
         def ex2(reg: ir.Value) -> ir.Value:
             vals = [inline_ptx("ex2.approx.ftz.f32 $0, $1;", [v], ["=f", "f"], [v.type], memory=False)
-                    for v in _elements(reg)]
+                    for v in elements(reg)]
             return vector.from_elements(reg.type, vals)
 
         return self._unary_float("exp2", ex2)
@@ -283,7 +272,7 @@ class FragmentedArray:
 
         def lg2(reg: ir.Value) -> ir.Value:
             vals = [inline_ptx("lg2.approx.f32 $0, $1;", [v], ["=f", "f"], [v.type], memory=False)
-                    for v in _elements(reg)]
+                    for v in elements(reg)]
             return vector.from_elements(reg.type, vals)
 
         return self._unary_float("log2", lg2)
@@ -385,7 +374,7 @@ class FragmentedArray:
             for i in range(tiles):
                 for h in range(2):
                     acc = _tree([self.registers[layout.index(i, j, h)] for j in range(groups)], combine)
-                    v = combine(*_elements(acc))
+                    v = combine(*elements(acc))
                     for offset in (1, 2):  # the 4 lanes of a row
                         v = combine(v, _shfl_xor(v, offset))
                     out.append(vector.from_elements(_vtype(1, v.type), [v]))
@@ -400,7 +389,7 @@ class FragmentedArray:
         partial = []
         for j in range(groups):
             acc = _tree([self.registers[layout.index(i, j, h)] for i in range(tiles) for h in range(2)], combine)
-            elems = _elements(acc)
+            elems = elements(acc)
             for offset in (4, 8, 16):  # the 8 lane groups of a warp
                 elems = [combine(v, _shfl_xor(v, offset)) for v in elems]
             partial.append(vector.from_elements(acc.type, elems))
@@ -513,7 +502,7 @@ class FragmentedArray:
             if access.element is None:
                 vector.store(reg, ref3, index)
                 continue
-            first, second = _elements(reg)
+            first, second = elements(reg)
             value = select(access.element != 0, second, first)
             vector.store(vector.from_elements(_vtype(1, elem), [value]), ref3, index)
 
@@ -587,8 +576,8 @@ def _pack_f32(vtype: ir.VectorType, reg: ir.Value) -> ir.Value:
     form into scalar cvts whenever the result has more than one use)."""
     kind = "bf16x2" if str(vtype.element_type) == "bf16" else "f16x2"
     words = [inline_ptx(f"cvt.rn.{kind}.f32 $0, $1, $2;", [hi, lo], ["=r", "f", "f"], [i32()], memory=False)
-             for lo, hi in _pairs(_elements(reg))]
-    return _from_bits(words, vtype.element_type, vtype.shape[0])
+             for lo, hi in _pairs(elements(reg))]
+    return from_bits(words, vtype.element_type, vtype.shape[0])
 
 
 def _to_f8(reg: ir.Value, new: ir.Type) -> ir.Value:
@@ -598,31 +587,31 @@ def _to_f8(reg: ir.Value, new: ir.Type) -> ir.Value:
     kind = _F8_PTX[str(new)]
     words = []
     if str(old) == "f16" and count % 2 == 0:
-        for word in _bits_of(reg, 32):
+        for word in bits_of(reg, 32):
             words.append(inline_ptx(f"cvt.rn.satfinite.{kind}x2.f16x2 $0, $1;", [word], ["=h", "r"], [_i16()],
                                     memory=False))
     else:
         if str(old) != "f32":
             reg = arith.extf(_vtype(count, ir.F32Type.get()), reg)
-        for lo, hi in _pairs(_elements(reg)):
+        for lo, hi in _pairs(elements(reg)):
             # the first source operand fills the upper byte
             words.append(inline_ptx(f"cvt.rn.satfinite.{kind}x2.f32 $0, $1, $2;", [hi, lo], ["=h", "f", "f"],
                                     [_i16()], memory=False))
-    return _from_bits(words, new, count)
+    return from_bits(words, new, count)
 
 
 def _f8_to_f16(reg: ir.Value) -> ir.Value:
     old = ir.VectorType(reg.type).element_type
     count = ir.VectorType(reg.type).shape[0]
     kind = _F8_PTX[str(old)]
-    elems = _elements(arith.bitcast(_vtype(count, ir.IntegerType.get_signless(8)), reg))
+    elems = elements(arith.bitcast(_vtype(count, ir.IntegerType.get_signless(8)), reg))
     words = []
     for lo, hi in _pairs(elems):
         pair = vector.bitcast(_vtype(1, _i16()), vector.from_elements(_vtype(2, lo.type), [lo, hi]))
         word = inline_ptx(f"cvt.rn.f16x2.{kind}x2 $0, $1;", [vector.extract(pair, [], [0])], ["=r", "h"], [i32()],
                           memory=False)
         words.append(word)
-    return _from_bits(words, ir.F16Type.get(), count)
+    return from_bits(words, ir.F16Type.get(), count)
 
 
 def _convert_f8(reg: ir.Value, new: ir.Type) -> ir.Value:
