@@ -31,6 +31,9 @@ _LAZY = {
     "to_device": ("mgpu_lab.runtime.arrays", "to_device"),
     "to_host": ("mgpu_lab.runtime.arrays", "to_host"),
     "export": ("mgpu_lab.exporter", "export"),
+    "isolated": ("mgpu_lab.runtime.isolation", "isolated"),
+    "set_isolation": ("mgpu_lab.runtime.isolation", "set_isolation"),
+    "KernelFaultError": ("mgpu_lab.errors", "KernelFaultError"),
 }
 
 

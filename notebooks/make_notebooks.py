@@ -210,7 +210,7 @@ make = functools.partial(make_gemm, 4096, 4096, 4096, transpose_b=True)
 result = mgpu_lab.tune(make, {"tile_n": [128, 256], "stages": [3, 4]}, args=(ta, tb),
                        reference=lambda a, b: (ta.float() @ tb.float().T).cpu().numpy())
 print(result)
-path = result.best_kernel.export("gemm_4096_nt.py")
+path = result.best_kernel.export("gemm_4096_nt.py", overwrite=True)
 print("exported to", path)
 """, gpu=True),
 ]

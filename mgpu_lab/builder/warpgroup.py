@@ -105,20 +105,38 @@ def setmaxnreg(count: int, action: str | None = None) -> None:
     action = action or ("inc" if count >= 128 else "dec")
     if action not in ("inc", "dec"):
         raise ValueError(f"setmaxnreg: action must be 'inc' or 'dec', got {action!r}")
+    threads = _block_threads()
+    if threads is not None and threads % WARPGROUP_SIZE:
+        # Every warpgroup must execute setmaxnreg whole; a partial warpgroup hangs or faults.
+        raise ValueError(f"setmaxnreg: the block must be whole warpgroups (a multiple of {WARPGROUP_SIZE} "
+                         f"threads), got {threads} threads")
     inline_ptx(f"setmaxnreg.{action}.sync.aligned.u32 {count};")
 
 
-def named_barrier(barrier_id: int | ir.Value, threads: int) -> None:
+def _block_threads() -> int | None:
+    """Threads per block of the gpu.func being built (its known_block_size), or None."""
+    op = ir.InsertionPoint.current.block.owner.operation
+    while op is not None and op.name != "gpu.func":
+        op = op.parent
+    if op is None or "known_block_size" not in op.attributes:
+        return None
+    x, y, z = ir.DenseI32ArrayAttr(op.attributes["known_block_size"])
+    return x * y * z
+
+
+def named_barrier(barrier_id: int | ir.Value, threads: int, *, arrive: bool = False) -> None:
     """`bar.sync id, threads`: the `threads` threads (a multiple of 32) that reach barrier `id` wait
-    for each other. Id 0 is the block barrier."""
+    for each other. Id 0 is the block barrier. arrive=True: `bar.arrive`, count the calling warps
+    toward `threads` without waiting (one warpgroup signalling another, as in FA3's pingpong)."""
     if threads % 32:
         raise ValueError(f"named_barrier: threads must be a multiple of 32, got {threads}")
+    op = "bar.arrive" if arrive else "bar.sync"
     if isinstance(barrier_id, int):
         if not 0 <= barrier_id < MAX_NAMED_BARRIERS:
             raise ValueError(f"named_barrier: id must be in [0, {MAX_NAMED_BARRIERS}), got {barrier_id}")
-        inline_ptx(f"bar.sync {barrier_id}, {threads};")
+        inline_ptx(f"{op} {barrier_id}, {threads};")
         return
-    inline_ptx(f"bar.sync $0, {threads};", [arith.index_cast(i32(), barrier_id)], ["r"])
+    inline_ptx(f"{op} $0, {threads};", [arith.index_cast(i32(), barrier_id)], ["r"])
 
 
 def warpgroup_barrier(warpgroup: int | ir.Value | None = None) -> None:
