@@ -257,8 +257,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # `python -m mgpu_lab.cli` puts the working folder first on sys.path: a json.py there would
-    # replace the standard library's json for every import that follows.
-    if sys.path and sys.path[0] in ("", os.getcwd()):
-        sys.path.pop(0)
+    # `python -m mgpu_lab.cli` puts the working folder first on sys.path (and an empty entry in
+    # PYTHONPATH means it too): a json.py there would replace the standard library's json for
+    # every import that follows. User files are imported by path instead (_load_attribute).
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())]
     sys.exit(main())

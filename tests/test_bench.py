@@ -29,6 +29,6 @@ def test_measure_times_each_run_and_rotates_inputs():
     seen = []
     t = mgpu_lab.bench.measure(lambda a, b: seen.append(id(a)) or k(a, b), inputs=sets, warmup=2, iters=9)
     assert len(t.runs_ms) == 9 and all(ms > 0 for ms in t.runs_ms)
-    assert seen[2:5] == [id(s[0]) for s in sets]  # run i uses set i % 3
+    assert seen == [id(sets[i % 3][0]) for i in range(2 + 9)]  # call i (warm-up included) uses set i % 3
     flushed = mgpu_lab.bench.measure(lambda: k(*sets[0]), warmup=2, iters=5)
     assert len(flushed.runs_ms) == 5 and flushed.median_ms > 0

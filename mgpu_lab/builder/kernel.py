@@ -243,11 +243,7 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
 
 def merge_options(options: CompileOptions | None, overrides: dict[str, Any]) -> CompileOptions:
     """`options` (default: from the environment) with the keyword `overrides` applied."""
-    known = {f.name for f in dataclasses.fields(CompileOptions)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise TypeError(f"kernel: unknown compile option(s) {', '.join(map(repr, unknown))}; "
-                        f"CompileOptions has {', '.join(sorted(known))}")
+    CompileOptions.check_names(overrides)
     if options is None:
         return CompileOptions.from_env(**overrides)
     if not isinstance(options, CompileOptions):

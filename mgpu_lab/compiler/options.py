@@ -12,6 +12,7 @@ LLVM instead of raising. `CompileOptionError` names the field, what it accepts a
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,15 @@ class CompileOptions:
         object.__setattr__(self, "ptxas_args", tuple(args))
 
     @classmethod
+    def check_names(cls, names: Any) -> None:
+        """Raise CompileOptionError naming every entry of `names` that is not a compile option."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(names) - fields)
+        if unknown:
+            raise CompileOptionError(f"{', '.join(unknown)}: not a compile option; the options are "
+                                     f"{', '.join(sorted(fields))}")
+
+    @classmethod
     def from_env(cls, **overrides) -> CompileOptions:
         """Defaults, then MGPU_LAB_* environment variables, then `overrides`."""
         env = os.environ
@@ -75,11 +85,7 @@ class CompileOptions:
             values["use_cache"] = False
         if env.get("MGPU_LAB_MBARRIER_TIMEOUT_S"):
             values["mbarrier_timeout_s"] = float(env["MGPU_LAB_MBARRIER_TIMEOUT_S"])
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(overrides) - fields)
-        if unknown:
-            raise CompileOptionError(f"{', '.join(unknown)}: not a compile option; the options are "
-                                     f"{', '.join(sorted(fields))}")
+        cls.check_names(overrides)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 

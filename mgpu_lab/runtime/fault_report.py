@@ -127,7 +127,10 @@ def run_sanitizer(payload: Any, host_arrays: list[Any], device: int, *, sanitize
 
     with tempfile.TemporaryDirectory(prefix="mgpu_lab_rerun_") as folder:
         save_repro(Path(folder), payload, host_arrays, device)
-        command = [sanitizer, "--tool", "memcheck", "--print-limit", "4", "--show-backtrace", "no",
+        # API errors (CuPy probing cuGetProcAddress) would use up the print limit before the
+        # kernel's own fault is printed: report only device-side errors.
+        command = [sanitizer, "--tool", "memcheck", "--report-api-errors", "no", "--print-limit", "4",
+                   "--show-backtrace", "no",
                    sys.executable, "-m", "mgpu_lab.runtime.isolated_worker", "rerun", folder]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
