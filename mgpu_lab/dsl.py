@@ -22,6 +22,7 @@ from .builder.layouts import (
     WGMMARowLayout,
     WGStridedLayout,
 )
+from .builder.ptx import inline_ptx, smem_address
 from .builder.memref_ops import (
     DynamicSlice,
     ds,
@@ -129,6 +130,7 @@ __all__ = [
     "gpu",
     "grid_dim",
     "if_else",
+    "inline_ptx",
     "itemsize",
     "ir",
     "lane_idx",
@@ -147,6 +149,7 @@ __all__ = [
     "scf",
     "setmaxnreg",
     "single_thread",
+    "smem_address",
     "thread_idx",
     "thread_in_warpgroup",
     "vector",

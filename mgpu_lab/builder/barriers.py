@@ -20,14 +20,8 @@ from .._mlir import arith, gpu, ir
 from .values import as_i32, as_index, c
 from .launch_context import active_options
 from .threads import linear_thread_idx
-from .warpgroup import (
-    cluster_sync,
-    fence_mbarrier_init,
-    i32,
-    inline_ptx,
-    map_to_peer,
-    smem_address,
-)
+from .ptx import i32, inline_ptx, smem_address
+from .warpgroup import cluster_sync, fence_mbarrier_init, map_to_peer
 
 BARRIER_BYTES = 8
 

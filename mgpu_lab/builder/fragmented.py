@@ -39,7 +39,8 @@ from .layouts import (
     wgmma_thread_base,
 )
 from .threads import thread_in_warpgroup
-from .warpgroup import i32, inline_ptx, warpgroup_barrier
+from .ptx import i32, inline_ptx
+from .warpgroup import warpgroup_barrier
 
 __all__ = ["FragmentedArray", "Layout", "WGMMAColLayout", "WGMMAFragLayout", "WGMMARowLayout",
            "WGStridedLayout", "where"]

@@ -30,17 +30,11 @@ from ..compiler.compiled_kernel import TmaDescriptorSpec
 from ..compiler.grid_constant_params import DESCRIPTOR_ALIGN, TMA_PARAMS_ATTR
 from .barriers import BarrierRef
 from .values import as_index, c
-from .dtypes import bitwidth
+from .dtypes import bitwidth, dtype_of_mlir
 from .memref_ops import DynamicSlice, memref_slice
 from .transforms import MemRefTransform
-from .warpgroup import (
-    cluster_rank,
-    i32,
-    inline_ptx,
-    single_thread,
-    smem_address,
-    warpgroup_barrier,
-)
+from .ptx import i32, inline_ptx, smem_address
+from .warpgroup import cluster_rank, single_thread, warpgroup_barrier
 
 if TYPE_CHECKING:
     from .launch_context import LaunchContext
@@ -425,17 +419,14 @@ def _collective_split(ctx: LaunchContext, collective: Any, smem_shape: Sequence[
     return part, index, arith.trunci(ir.IntegerType.get_signless(16), mask)
 
 
-_DTYPES_BY_MLIR = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64",
-                   "f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2",
-                   "i8": "uint8", "i16": "uint16", "i32": "int32", "i64": "int64"}
-
-
 def _dtype_of(element_type: ir.Type) -> str:
-    """The dtype name the descriptor is encoded with (integers by width: TMA only moves bytes)."""
-    name = _DTYPES_BY_MLIR.get(str(element_type))
-    if name is None:
-        raise ValueError(f"async_copy: TMA does not support element type {element_type}")
-    return name
+    """The dtype name the descriptor is encoded with (integers by width: TMA only moves bytes;
+    8/16-bit ones as unsigned, the data types TMA encodes for them)."""
+    narrow = isinstance(element_type, ir.IntegerType) and ir.IntegerType(element_type).width in (8, 16)
+    try:
+        return dtype_of_mlir(element_type, unsigned=narrow)
+    except ValueError:
+        raise ValueError(f"async_copy: TMA does not support element type {element_type}") from None
 
 
 def await_async_copy(ctx: LaunchContext, allow_groups: int, await_read_only: bool = False,

@@ -42,7 +42,7 @@ from .dtypes import bitwidth
 from .fragmented import FragmentedArray, bits_of, elements, from_bits
 from .layouts import WGMMAFragLayout
 from .values import c
-from .warpgroup import i32, i64, inline_ptx, smem_address
+from .ptx import i32, i64, inline_ptx, smem_address
 
 M_TILE = 64
 K_STEP_BYTES = 32  # every wgmma instruction consumes 32 bytes of k (16 x 16-bit, 8 x tf32, 32 x f8)

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ..runtime.portable import dtype_from_name
+
 
 @dataclass(frozen=True)
 class ArraySpec:
@@ -247,7 +249,4 @@ _DEFERRED_FIELDS = frozenset({"sass", "line_map", "sources"})
 
 def dtype_itemsize(dtype: str) -> int:
     """Bytes per element of a dtype name, including the ML types numpy lacks."""
-    special = {"bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
-    if dtype in special:
-        return special[dtype]
-    return np.dtype(dtype).itemsize
+    return dtype_from_name(dtype).itemsize
