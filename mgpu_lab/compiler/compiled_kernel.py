@@ -70,6 +70,11 @@ class Disassembly:
         return cls(d.get("sass", ""), spans, dict(d.get("sources", {})))
 
 
+def _read_through(attribute: str) -> property:
+    """A read-only property returning `self.spec.<attribute>`."""
+    return property(lambda self: getattr(self.spec, attribute), doc=f"`spec.{attribute}` (see KernelSpec)")
+
+
 @dataclass
 class CompiledKernel:
     """Everything one compilation produced. Launch it with `mgpu_lab.runtime.launch`.
@@ -116,58 +121,20 @@ class CompiledKernel:
     def sources(self) -> dict[str, str]:
         return self.wait_disassembly().sources
 
-    # -- the spec's fields, read through ------------------------------------------------
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def grid(self) -> tuple[int, int, int]:
-        return self.spec.grid
-
-    @property
-    def block(self) -> tuple[int, int, int]:
-        return self.spec.block
-
-    @property
-    def cluster(self) -> tuple[int, int, int]:
-        return self.spec.cluster
-
-    @property
-    def inputs(self) -> tuple[ArraySpec, ...]:
-        return self.spec.inputs
-
-    @property
-    def outputs(self) -> tuple[ArraySpec, ...]:
-        return self.spec.outputs
-
-    @property
-    def params(self) -> tuple[KernelParam, ...]:
-        return self.spec.params
-
-    @property
-    def tma_descriptors(self) -> tuple[TmaDescriptorSpec, ...]:
-        return self.spec.tma_descriptors
-
-    @property
-    def dynamic_smem_bytes(self) -> int:
-        return self.spec.dynamic_smem_bytes
-
-    @property
-    def smem_layout(self) -> tuple[SmemBuffer, ...]:
-        return self.spec.smem_layout
-
-    @property
-    def profiler(self) -> ProfilerSpec | None:
-        return self.spec.profiler
-
-    @property
-    def num_blocks(self) -> int:
-        return self.spec.num_blocks
-
-    @property
-    def threads_per_block(self) -> int:
-        return self.spec.threads_per_block
+    # -- the spec's fields, read through (one source of truth: `spec`) --------------------
+    name = _read_through("name")
+    grid = _read_through("grid")
+    block = _read_through("block")
+    cluster = _read_through("cluster")
+    inputs = _read_through("inputs")
+    outputs = _read_through("outputs")
+    params = _read_through("params")
+    tma_descriptors = _read_through("tma_descriptors")
+    dynamic_smem_bytes = _read_through("dynamic_smem_bytes")
+    smem_layout = _read_through("smem_layout")
+    profiler = _read_through("profiler")
+    num_blocks = _read_through("num_blocks")
+    threads_per_block = _read_through("threads_per_block")
 
     def renamed(self, name: str) -> CompiledKernel:
         """A copy whose kernel name is `name` (the cubin's entry keeps its own)."""
