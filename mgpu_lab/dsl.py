@@ -22,6 +22,7 @@ from .builder.layouts import (
     WGMMARowLayout,
     WGStridedLayout,
 )
+from .builder.layouts import swizzled_position
 from .builder.ptx import inline_ptx, smem_address
 from .builder.memref_ops import (
     DynamicSlice,
@@ -150,6 +151,7 @@ __all__ = [
     "setmaxnreg",
     "single_thread",
     "smem_address",
+    "swizzled_position",
     "thread_idx",
     "thread_in_warpgroup",
     "vector",

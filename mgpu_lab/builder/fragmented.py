@@ -246,6 +246,15 @@ class FragmentedArray:
     def exp(self) -> FragmentedArray:
         return self._unary_float("exp", mlir_math.exp)
 
+    def fma(self, b: Any, c: Any) -> FragmentedArray:
+        """self * b + c with one rounding (`math.fma`: FFMA / HFMA2), elementwise; b and c are
+        arrays of this layout and type or Python numbers. `x * b + c` leaves fusing to LLVM."""
+        if not _is_float(self.element_type) or _is_f8(self.element_type):
+            raise TypeError(f"FragmentedArray.fma: needs an f32/f16/bf16 array, got {self.element_type}")
+        bs, cs = self._operand(b, "FragmentedArray.fma"), self._operand(c, "FragmentedArray.fma")
+        regs = [mlir_math.fma(a, x, y) for a, x, y in zip(self.registers, bs, cs)]
+        return FragmentedArray(regs, self.layout, signed=self.signed)
+
     def exp2(self, ftz: bool = True) -> FragmentedArray:
         """2 ** x on the MUFU unit (`ex2.approx`, ~2 ulp). ftz=True (f32): one instruction;
         results below 2**-126 flush to zero. ftz=False keeps subnormal results (scales around it)."""

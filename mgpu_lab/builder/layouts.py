@@ -197,6 +197,32 @@ class WGMMAColLayout:
 Layout = WGStridedLayout | WGMMAFragLayout | WGMMARowLayout | WGMMAColLayout
 
 
+def swizzled_position(row: int | ir.Value, col: int | ir.Value, *, swizzle: int,
+                      itemsize: int) -> tuple[int | ir.Value, int | ir.Value, int | ir.Value]:
+    """Where logical element (row, col) of an (m, n) array sits in its swizzled smem tile.
+
+    The tile is what TMA copies of (m, w) boxes with `swizzle` (0, 32, 64 or 128 bytes) write:
+    `(n // w, m, w)` column chunks, w = swizzle / itemsize elements (one chunk, w = n, for no
+    swizzle). Returns (chunk, row, physical column) to index that memref with, e.g.
+    `memref.load(tile, [*map(dsl.as_index, swizzled_position(r, c, swizzle=128, itemsize=2))])`.
+    Works on Python ints and index values alike; the chunk must start at a 1024-byte-aligned
+    offset (the planner aligns swizzled buffers), as TMA's swizzle acts on absolute addresses.
+    """
+    if swizzle == 0:
+        return 0, row, col
+    if swizzle not in SWIZZLES:
+        raise ValueError(f"swizzle: expected 0, 32, 64 or 128 (bytes), got {swizzle!r}")
+    if itemsize not in (1, 2, 4, 8):
+        raise ValueError(f"itemsize: expected 1, 2, 4 or 8 (bytes), got {itemsize!r}")
+    width = swizzle // itemsize
+    chunk, inner = col // width, col % width
+    # 16-byte unit u of row r lands in unit u ^ ((r * swizzle / 128) % (swizzle / 16)).
+    units = (row // (128 // swizzle)) % (swizzle // 16)
+    byte = inner * itemsize
+    physical = ((byte // 16) ^ units) * 16 + byte % 16
+    return chunk, row, physical // itemsize
+
+
 @dataclass(frozen=True)
 class TiledAccess:
     """One smem access of one thread: register `register` (element `element` of it when the
