@@ -14,7 +14,7 @@ warpgroup MMA (`wgmma`, `WGMMAAccumulator`), warpgroup and cluster helpers.
 from ._mlir import arith, gpu, ir, llvm, math, memref, nvgpu, nvvm, scf, vector
 from .builder.barriers import BarrierArray, BarrierRef
 from .builder.dtypes import itemsize
-from .builder.control import for_range, if_else, when
+from .builder.control import flatten_values, for_range, if_else, when
 from .builder.fragmented import FragmentedArray, where
 from .builder.layouts import (
     WGMMAColLayout,
@@ -127,6 +127,7 @@ __all__ = [
     "ds",
     "elect_one",
     "fence_async_shared",
+    "flatten_values",
     "for_range",
     "gpu",
     "grid_dim",

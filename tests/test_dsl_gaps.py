@@ -106,3 +106,68 @@ def test_fragmented_fma_computes(rng):
     a, b = (rng.standard_normal((128, 8)).astype(np.float32) for _ in range(2))
     got = _fma_kernel()(cupy.asarray(a), cupy.asarray(b)).get()
     np.testing.assert_allclose(got, a.astype(np.float64) * b + 1.0, rtol=1e-6, atol=1e-6)
+
+
+# -- nested loop carries ------------------------------------------------------------------------
+
+def test_nested_carries_flatten_and_rebuild():
+    """A tuple holding an accumulator, a FragmentedArray, a dict of scalars and a static number
+    is carried through for_range and if_else without any flattening by hand."""
+    seen = {}
+    sd = mgpu_lab.ShapeDtype((128, 8), "float32")
+
+    def body(ctx, a, out, smem):
+        frag = dsl.FragmentedArray.load(a)
+        start = (dsl.WGMMAAccumulator.zeros(64), frag, {"count": dsl.c(0, "int32"), "scale": dsl.c(1.0, "float32")}, 7)
+
+        @dsl.for_range(0, 4, carry=start)
+        def state(k, state):
+            acc, f, scalars, static = state
+            seen["inside"] = (type(acc).__name__, type(f).__name__, sorted(scalars), static)
+            return acc, f + 1.0, {"count": scalars["count"] + 1, "scale": scalars["scale"] * 2.0}, static
+
+        acc, f, scalars, static = state
+        picked = dsl.if_else(scalars["count"] > 2, lambda: (f, scalars["scale"]), lambda: (f * 0.0, scalars["scale"]))
+        seen["after"] = (type(acc).__name__, static, type(picked[0]).__name__)
+        (picked[0] * 1.0).store(out)
+
+    mgpu_lab.kernel(body, grid=1, block=128, in_shapes=sd, out_shapes=sd, target="sm_90a", use_cache=False)
+    assert seen["inside"] == ("WGMMAAccumulator", "FragmentedArray", ["count", "scale"], 7)
+    assert seen["after"] == ("WGMMAAccumulator", 7, "FragmentedArray")
+
+
+def test_own_class_with_the_flatten_protocol():
+    class Pair:
+        def __init__(self, x, y):
+            self.x, self.y = x, y
+
+        def flatten_values(self):
+            return [self.x, self.y], lambda vals: Pair(*vals)
+
+    # numbers, strings and None are static: rebuilt as they were, never carried
+    values, rebuild = dsl.flatten_values(((1, None, "s"), Pair("x", "y"), {"k": Pair("z", "w")}))
+    assert values == ["x", "y", "z", "w"]
+    again = rebuild(["a", "b", "c", "d"])
+    assert again[0] == (1, None, "s") and again[1].y == "b" and again[2]["k"].x == "c"
+    with pytest.raises(TypeError, match="carry: expected None, MLIR values.*got object"):
+        dsl.flatten_values(object())
+
+
+@pytest.mark.gpu
+def test_nested_carry_loop_computes(rng):
+    import cupy
+
+    sd = mgpu_lab.ShapeDtype((128, 8), "float32")
+
+    def body(ctx, a, out, smem):
+        @dsl.for_range(0, 5, carry=(dsl.FragmentedArray.load(a), {"s": dsl.c(1.0, "float32")}))
+        def state(k, state):
+            f, d = state
+            return f * 2.0, {"s": d["s"] + 1.0}
+        f, d = state
+        (f + dsl.FragmentedArray.splat(d["s"], f.layout)).store(out)
+
+    k = mgpu_lab.kernel(body, grid=1, block=128, in_shapes=sd, out_shapes=sd)
+    x = rng.standard_normal((128, 8)).astype(np.float32)
+    out = cupy.full((128, 8), np.nan, dtype=cupy.float32)
+    np.testing.assert_allclose(k(cupy.asarray(x), out=out).get(), x.astype(np.float64) * 32 + 6.0, rtol=1e-6)

@@ -161,10 +161,12 @@ class FragmentedArray:
     def element_type(self) -> ir.Type:
         return ir.VectorType(self.registers[0].type).element_type
 
-    def _flatten_values(self) -> tuple[list[ir.Value], Callable[[Sequence[ir.Value]], FragmentedArray]]:
+    def flatten_values(self) -> tuple[list[ir.Value], Callable[[Sequence[ir.Value]], FragmentedArray]]:
         """For `for_range(carry=...)` and `if_else`."""
         layout, signed = self.layout, self.signed
         return list(self.registers), lambda vals: FragmentedArray(list(vals), layout, signed=signed)
+
+    _flatten_values = flatten_values  # the older private name
 
     # -- elementwise ---------------------------------------------------------------------
     def _operand(self, other: Any, what: str = "FragmentedArray") -> list[ir.Value]:

@@ -113,10 +113,12 @@ class WGMMAAccumulator:
             return [bits_of(r, 32)[0] for r in self.value.registers]
         return [v for r in self.value.registers for v in elements(r)]
 
-    def _flatten_values(self) -> tuple[list[ir.Value], Callable[[Sequence[ir.Value]], WGMMAAccumulator]]:
+    def flatten_values(self) -> tuple[list[ir.Value], Callable[[Sequence[ir.Value]], WGMMAAccumulator]]:
         """For `for_range(carry=acc)` and `if_else`: the accumulator as a flat list of values."""
         n, dtype = self.n, self.dtype
         return self.values, lambda vals: WGMMAAccumulator(list(vals), n, dtype)
+
+    _flatten_values = flatten_values  # the older private name
 
     def store(self, ref: ir.Value, dtype: Any = None) -> None:
         """Write the tile to a (64, n) memref (global or shared), converting to its element type
