@@ -32,6 +32,7 @@ from .builder.memref_ops import (
     memref_unfold,
     memref_unsqueeze,
 )
+from .builder.reductions import block_reduce, warp_reduce
 from .builder.shapes import Barriers, ShapeDtype, Union
 from .builder.threads import (
     block_dim,
@@ -117,6 +118,7 @@ __all__ = [
     "await_async_copy",
     "block_dim",
     "block_idx",
+    "block_reduce",
     "c",
     "cluster_arrive",
     "cluster_block_idx",
@@ -158,6 +160,7 @@ __all__ = [
     "vector",
     "warp_idx",
     "warpgroup_barrier",
+    "warp_reduce",
     "warpgroup_idx",
     "wgmma",
     "wgmma_commit_group",

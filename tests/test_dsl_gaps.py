@@ -171,3 +171,80 @@ def test_nested_carry_loop_computes(rng):
     x = rng.standard_normal((128, 8)).astype(np.float32)
     out = cupy.full((128, 8), np.nan, dtype=cupy.float32)
     np.testing.assert_allclose(k(cupy.asarray(x), out=out).get(), x.astype(np.float64) * 32 + 6.0, rtol=1e-6)
+
+
+# -- warp-, block- and layout-level reductions ----------------------------------------------------
+
+def _reductions_kernel(rows: int = 64, cols: int = 32):
+    """out[r, :] = x[r, :] - mean(x[r, :]) (a strided-layout row reduction, layernorm's first
+    step); totals = [sum(x) via FragmentedArray.reduce, via block_reduce, max of x via warps]."""
+    sd = mgpu_lab.ShapeDtype((rows, cols), "float32")
+    totals = mgpu_lab.ShapeDtype((3,), "float32")
+
+    def body(ctx, x, out, tot, smem):
+        wg_scratch, block_scratch = smem
+        frag = dsl.FragmentedArray.load(x)  # WGStridedLayout, 4 floats per thread per register
+        (frag - frag.reduce("sum", axis=-1) * (1.0 / cols)).store(out)
+        total = frag.reduce("sum", scratch=wg_scratch)
+        tid = dsl.thread_idx()
+        mine = dsl.memref.load(x, [tid // (cols // 4) % rows, tid % (cols // 4) * 4])  # one value per thread
+        block_total = dsl.block_reduce(mine, "sum", block_scratch)
+        warp_max = dsl.warp_reduce(mine, "max")
+        with dsl.when(tid == 0):
+            dsl.memref.store(total, tot, [dsl.c(0)])
+            dsl.memref.store(block_total, tot, [dsl.c(1)])
+            dsl.memref.store(warp_max, tot, [dsl.c(2)])
+
+    smem = (mgpu_lab.ShapeDtype((4,), "float32"), mgpu_lab.ShapeDtype((4,), "float32"))
+    return mgpu_lab.kernel(body, grid=1, block=128, in_shapes=sd, out_shapes=(sd, totals), smem=smem,
+                           target="sm_90a")
+
+
+def test_reductions_compile_to_shuffles():
+    sass = _reductions_kernel().compiled.sass
+    assert sass.count("SHFL.BFLY") >= 3 + 5 + 5 + 5  # row groups of 8 lanes, then three 32-lane butterflies
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda f, s: f.reduce("sum"), r"pass scratch=, a \(4,\) smem ref of f32"),
+    (lambda f, s: f.reduce("prod", scratch=s), "op: expected one of sum, max, min, got 'prod'"),
+    (lambda f, s: f.astype("float16").reduce("sum", scratch=s), "reduces 32-bit elements"),
+    (lambda f, s: dsl.warp_reduce(dsl.c(1.0, "float16")), "expected a 32-bit scalar value"),
+    (lambda f, s: dsl.warp_reduce(dsl.c(1.0, "float32"), lanes=6), "lanes must be a power of two up to 32"),
+    (lambda f, s: dsl.block_reduce(dsl.c(1, "int32"), "sum", s), "scratch must be a 1-D smem ref of i32"),
+])
+def test_reduction_misuse_names_the_problem(make, message):
+    sd = mgpu_lab.ShapeDtype((128, 8), "float32")
+
+    def body(ctx, x, out, scratch):
+        make(dsl.FragmentedArray.load(x), scratch).store(out)
+
+    with pytest.raises(mgpu_lab.errors.KernelBuildError, match=message):
+        mgpu_lab.kernel(body, grid=1, block=128, in_shapes=sd, out_shapes=sd,
+                        smem=mgpu_lab.ShapeDtype((4,), "float32"), target="sm_90a")
+
+
+def test_row_reduction_needs_rows_within_a_warp():
+    sd = mgpu_lab.ShapeDtype((4, 256), "float32")  # a row is 64 threads of 4
+
+    def body(ctx, x, out, smem):
+        f = dsl.FragmentedArray.load(x)
+        (f - f.reduce("sum", axis=-1)).store(out)
+
+    with pytest.raises(mgpu_lab.errors.KernelBuildError, match="spans 64 threads of 4"):
+        mgpu_lab.kernel(body, grid=1, block=128, in_shapes=sd, out_shapes=sd, target="sm_90a")
+
+
+@pytest.mark.gpu
+def test_reductions_compute(rng):
+    import cupy
+
+    x = rng.standard_normal((64, 32)).astype(np.float32)
+    out = cupy.full((64, 32), np.nan, dtype=cupy.float32)
+    tot = cupy.full((3,), np.nan, dtype=cupy.float32)
+    got, totals = _reductions_kernel()(cupy.asarray(x), out=(out, tot))
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(got.get(), x64 - x64.mean(axis=1, keepdims=True), rtol=1e-5, atol=1e-5)
+    per_thread = np.array([x[t // 8 % 64, t % 8 * 4] for t in range(128)], dtype=np.float64)
+    np.testing.assert_allclose(totals.get()[:2], [x64.sum(), per_thread.sum()], rtol=1e-5, atol=1e-4)
+    assert totals.get()[2] == np.float32(per_thread[:32].max())

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._mlir import arith, ir, nvvm, vector
+from .._mlir import arith, ir, memref, nvvm, vector
 from .._mlir import math as mlir_math
 from .values import as_index, c, select
 from .control import when
@@ -38,6 +38,7 @@ from .layouts import (
     tiled_accesses,
     wgmma_thread_base,
 )
+from .reductions import combiner, shfl_xor, warp_reduce
 from .threads import thread_in_warpgroup
 from .ptx import i32, inline_ptx
 from .warpgroup import warpgroup_barrier
@@ -92,10 +93,6 @@ def from_bits(words: Sequence[ir.Value], elem: ir.Type, count: int) -> ir.Value:
     if len(words) * width // bits != count:
         ints = vector.extract_strided_slice(_vtype(count, ints.type.element_type), ints, [0], [count], [1])
     return ints if isinstance(elem, ir.IntegerType) else arith.bitcast(_vtype(count, elem), ints)
-
-
-def _shfl_xor(value: ir.Value, offset: int) -> ir.Value:
-    return nvvm.shfl_sync(value.type, c(-1, i32()), value, c(offset, i32()), c(0x1F, i32()), nvvm.ShflKind.bfly)
 
 
 class FragmentedArray:
@@ -363,10 +360,42 @@ class FragmentedArray:
         return self._reduce("min", axis, scratch)
 
     def _combiner(self, op: str) -> Callable[[ir.Value, ir.Value], ir.Value]:
-        floating = _is_float(self.element_type)
-        table = {"sum": (arith.addf, arith.addi), "max": (arith.maximumf, arith.maxsi if self.signed else arith.maxui),
-                 "min": (arith.minimumf, arith.minsi if self.signed else arith.minui)}
-        return table[op][0 if floating else 1]
+        return combiner(op, self.element_type, signed=self.signed)
+
+    def reduce(self, op: str, axis: int | None = None, *, scratch: ir.Value | None = None) -> Any:
+        """Reduce with `op` ("sum", "max", "min") in any layout without copies (strided, WGMMA).
+
+        axis=None: over the whole array, a scalar every thread of the warpgroup holds (the 4
+        warps combine through `scratch`, a (4,) smem ref of the element type).
+        axis=-1 on a WGStridedLayout (rows, cols) array: per row, as an array of the same layout
+        where every element holds its row's result (so `x - x.reduce("sum", -1) / cols` is
+        elementwise). A row's cols / vec threads must fit in a warp (a power of two <= 32).
+        The WGMMA-layout row/column reductions are `reduce_sum(axis=...)` and friends."""
+        what = f"FragmentedArray.reduce({op!r})"
+        if bitwidth(self.element_type) != 32 or _is_f8(self.element_type):
+            raise TypeError(f"{what}: reduces 32-bit elements (f32, i32), got {self.element_type}; "
+                            f"use astype('float32') first")
+        if isinstance(self.layout, (WGMMARowLayout, WGMMAColLayout)):
+            raise ValueError(f"{what}: {self.layout} holds copies of each value in several threads; reduce "
+                             f"the WGMMA-layout array it came from")
+        combine = self._combiner(op)
+        if axis is None:
+            mine = combine_all([v for r in self.registers for v in elements(r)], combine)
+            warp_total = warp_reduce(mine, op, signed=self.signed)
+            return _warpgroup_combine(warp_total, combine, scratch, what)
+        layout = self.layout
+        if not isinstance(layout, WGStridedLayout) or axis not in (-1, len(layout.shape) - 1):
+            raise ValueError(f"{what}: axis={axis!r} needs a WGStridedLayout array and its last axis; "
+                             f"got {layout}")
+        group = layout.shape[-1] // layout.vec
+        if layout.shape[-1] % layout.vec or group not in (1, 2, 4, 8, 16, 32):
+            raise ValueError(f"{what}: a row of {layout.shape[-1]} elements spans {layout.shape[-1] / layout.vec:g} "
+                             f"threads of {layout.vec}; per-row reductions need a power of two up to 32")
+        out = []
+        for reg in self.registers:
+            row_value = warp_reduce(combine_all(elements(reg), combine), op, lanes=group, signed=self.signed)
+            out.append(vector.broadcast(reg.type, row_value))
+        return FragmentedArray(out, layout, signed=self.signed)
 
     def _reduce(self, op: str, axis: int, scratch: ir.Value | None) -> FragmentedArray:
         layout = self.layout
@@ -388,7 +417,7 @@ class FragmentedArray:
                     acc = _tree([self.registers[layout.index(i, j, h)] for j in range(groups)], combine)
                     v = combine(*elements(acc))
                     for offset in (1, 2):  # the 4 lanes of a row
-                        v = combine(v, _shfl_xor(v, offset))
+                        v = combine(v, shfl_xor(v, offset))
                     out.append(vector.from_elements(_vtype(1, v.type), [v]))
             return FragmentedArray(out, WGMMARowLayout(layout.m), signed=self.signed)
         if scratch is None:
@@ -403,7 +432,7 @@ class FragmentedArray:
             acc = _tree([self.registers[layout.index(i, j, h)] for i in range(tiles) for h in range(2)], combine)
             elems = elements(acc)
             for offset in (4, 8, 16):  # the 8 lane groups of a warp
-                elems = [combine(v, _shfl_xor(v, offset)) for v in elems]
+                elems = [combine(v, shfl_xor(v, offset)) for v in elems]
             partial.append(vector.from_elements(acc.type, elems))
         warp = thread_in_warpgroup() // 32
         _, col = wgmma_thread_base()
@@ -517,6 +546,32 @@ class FragmentedArray:
             first, second = elements(reg)
             value = select(access.element != 0, second, first)
             vector.store(vector.from_elements(_vtype(1, elem), [value]), ref3, index)
+
+
+def combine_all(values: list[ir.Value], combine: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:
+    """Combine scalars pairwise as a tree (shorter dependency chains than a left fold)."""
+    return _tree(list(values), combine)
+
+
+def _warpgroup_combine(value: ir.Value, combine: Callable[[ir.Value, ir.Value], ir.Value],
+                       scratch: ir.Value | None, what: str) -> ir.Value:
+    """Each warp's (identical-in-its-lanes) value combined over the warpgroup's 4 warps."""
+    if scratch is None:
+        raise ValueError(f"{what}: the 4 warps combine through shared memory: pass scratch=, a (4,) smem ref "
+                         f"of {value.type}")
+    ref_type = ir.MemRefType(scratch.type)
+    if tuple(ref_type.shape) != (4,) or ref_type.element_type != value.type:
+        raise ValueError(f"{what}: scratch must be a (4,) smem ref of {value.type}, got "
+                         f"{tuple(ref_type.shape)} of {ref_type.element_type}")
+    warp = thread_in_warpgroup() // 32
+    with when(thread_in_warpgroup() % 32 == 0):
+        memref.store(value, scratch, [warp])
+    warpgroup_barrier()
+    total = memref.load(scratch, [c(0)])
+    for w in range(1, 4):  # the same order in every thread: identical results
+        total = combine(total, memref.load(scratch, [c(w)]))
+    warpgroup_barrier()  # every thread has read scratch
+    return total
 
 
 def _tree(values: list[ir.Value], combine: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:
