@@ -41,7 +41,7 @@ from .._mlir import arith, ir, vector
 from .dtypes import bitwidth
 from .fragmented import FragmentedArray, bits_of, elements, from_bits
 from .layouts import WGMMAFragLayout
-from .values import c
+from .values import as_i32, c
 from .ptx import i32, i64, inline_ptx, smem_address
 
 M_TILE = 64
@@ -163,12 +163,12 @@ def smem_descriptor(address: ir.Value, *, swizzle: int, leading_byte_offset: int
     static |= _LAYOUT_CODE[swizzle] << 62
     if static >= 1 << 63:
         static -= 1 << 64  # as a signed i64 constant
-    addr = arith.extui(i64(), arith.andi(arith.shrui(address, c(4, i32())), c(0x3FFF, i32())))
-    return arith.ori(addr, c(static, i64()))
+    addr = arith.extui(i64(), as_i32(address).unsigned >> 4 & 0x3FFF)
+    return addr | static
 
 
 def _advance(desc: ir.Value, nbytes: int) -> ir.Value:
-    return desc if not nbytes else arith.addi(desc, c(nbytes >> 4, i64()))
+    return desc if not nbytes else desc + (nbytes >> 4)
 
 
 def wgmma_fence(*operands: Any) -> Any:
