@@ -87,7 +87,8 @@ def launch_overhead(figures: dict, rows: list) -> None:
     figures["launch_us_ours_unchecked"] = t_unchecked
     figures["launch_unchecked_ours_vs_rawkernel"] = None  # filled below, once RawKernel is timed
     launcher = ours._launcher
-    t_checks = time_host_calls(lambda: launcher._checked_arrays((a, b), out, 0)).median_ms * 1e3
+    device = cupy.cuda.runtime.getDevice()
+    t_checks = time_host_calls(lambda: launcher.checked((a, b), out, device)).median_ms * 1e3
     figures["launch_us_ours_argument_checks_only"] = t_checks
     t_raw = time_host_calls(lambda: raw((grid,), (256,), (a, b, out_raw, n4))).median_ms * 1e3
     t_raw_alloc = time_host_calls(lambda: raw((grid,), (256,), (a, b, cupy.empty_like(a), n4))).median_ms * 1e3

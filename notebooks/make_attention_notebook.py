@@ -109,7 +109,7 @@ def reference(q, k, v):
 
 result = mgpu_lab.tune(make, space, args=(q, kk, v), reference=reference)
 print(result)
-path = result.best_kernel.export("attention_d128_s4096.py")
+path = result.best_kernel.export("attention_d128_s4096.py", overwrite=True)
 print("exported to", path)
 """, gpu=True),
 ]
