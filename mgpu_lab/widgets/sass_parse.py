@@ -136,6 +136,35 @@ _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 
 
+# The instruction classes a Hopper kernel author counts per source line and jumps between.
+KEY_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern))
+    for name, pattern in (
+        ("HGMMA", r"^HGMMA$"),
+        ("UTMA", r"^(UTMA\w*|UBLKCP)$"),
+        ("LDS/STS", r"^(LDS|STS|LDSM|STSM)$"),
+        ("LDG/STG", r"^(LDG|STG)$"),
+        ("SYNCS", r"^SYNCS$"),
+        ("BAR", r"^BAR$"),
+    )
+)
+
+
+def key_class(mnemonic: str) -> str:
+    """The `KEY_CLASSES` name of a mnemonic (`UTMALDG` -> "UTMA"), or "" for any other."""
+    return next((name for name, pattern in KEY_CLASSES if pattern.match(mnemonic)), "")
+
+
+def is_scaffolding(line: SassLine) -> bool:
+    """nvdisasm's own lines: `//##` markers, directives, comments, blanks and section labels.
+
+    The viewers keep them one toggle away; instructions and branch labels (`.L_x_N:`) stay.
+    """
+    if line.kind in ("lineinfo", "directive", "blank", "comment"):
+        return True
+    return line.kind == "label" and not line.text.strip().startswith(".L_")
+
+
 def opcode_family(mnemonic: str) -> str:
     """The instruction-mix family of a mnemonic (`HGMMA` -> "tensor core"), or "other"."""
     for name, pattern in _FAMILIES:
