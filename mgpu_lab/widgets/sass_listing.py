@@ -15,6 +15,7 @@ from mgpu_lab.widgets.line_xref import (
     derive_spans,
     match_source_file,
 )
+from mgpu_lab.widgets.region_lines import region_source_lines
 from mgpu_lab.widgets.resource_report import resource_rows
 from mgpu_lab.widgets.sass_parse import (
     KEY_CLASSES,
@@ -50,6 +51,7 @@ class SassListing:
     scaffolding: tuple[bool, ...]  # per SASS line: nvdisasm's own line (hidden by default)
     line_class: tuple[str, ...]  # per SASS line: its KEY_CLASSES name, or ""
     source_class_counts: tuple[tuple[int, ...], ...]  # per source key: count per KEY_CLASSES
+    region_sass: dict[str, tuple[int, ...]]  # named region -> SASS lines of its source lines
 
     def source_text(self, file_id: int, line: int) -> str:
         """Text of 0-based `line` of source file `file_id` ("" when unavailable)."""
@@ -92,6 +94,16 @@ def build_listing(kernel: Any) -> SassListing:
         if 0 <= s < len(lines):
             f, line = srcs[0]  # an instruction has one line in nvdisasm's table
             sass_source[s] = (file_id[f], line)
+    # Line-info file names may spell a sources key differently (see match_source_file).
+    spellings: dict[str, list[str]] = {}
+    for name in xref.files:
+        spellings.setdefault(match_source_file(name, sources) or name, []).append(name)
+    region_sass = {
+        region: tuple(sorted({
+            s for key, line in places for f in spellings.get(key, ()) for s in xref.source_to_sass.get((f, line), ())
+        }))
+        for region, places in region_source_lines(sources).items()
+    }
     return SassListing(
         name=kernel.name,
         lines=lines,
@@ -110,4 +122,5 @@ def build_listing(kernel: Any) -> SassListing:
         scaffolding=tuple(is_scaffolding(ln) for ln in lines),
         line_class=line_class,
         source_class_counts=class_counts,
+        region_sass=region_sass,
     )
