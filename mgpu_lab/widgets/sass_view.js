@@ -68,10 +68,13 @@ function render({ model, el }) {
     const row = h("div", { class: "mgl-code-line", "data-line": String(i) });
     row.append(h("span", { class: "mgl-lineno", text: String(i + 1).padStart(digits) }));
     let text = "";
-    for (const [cls, t] of tokens) {
+    tokens.forEach(([cls, t], k) => {
+      // nvdisasm indents instructions by 8 and pads before the opcode column; drop the same
+      // amount from every instruction so opcodes stay aligned and the source column fits.
+      if (!cls && isInstruction[i] && k <= 2 && !t.trim()) t = k === 0 ? "" : t.slice(Math.min(12, t.length - 1));
       row.append(cls ? h("span", { class: `sass-${cls}`, text: t }) : document.createTextNode(t));
       text += t;
-    }
+    });
     lineText.push(text.toLowerCase());
     if (scaffolding[i]) row.classList.add("mgl-scaffold");
     const k = keyClasses.indexOf(lineClass[i]);
