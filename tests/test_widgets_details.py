@@ -87,9 +87,10 @@ def test_sass_key_classes_and_scaffolding() -> None:
 def test_cell_file_names_read_like_ipython(monkeypatch: pytest.MonkeyPatch) -> None:
     from mgpu_lab.widgets import source_names
 
-    monkeypatch.setattr(source_names, "_shell_filename_map", lambda: {"/tmp/ipykernel_42/123456.py": 7})
+    monkeypatch.setattr(source_names, "_shell_filename_map", lambda: {"/tmp/ipykernel_42/123456.py": 7, "/tmp/ipykernel_42/5.py": 0})
     assert display_file_name("/tmp/ipykernel_42/123456.py") == "Cell In[7]"
     assert display_file_name("/tmp/ipykernel_42/99.py") == "Cell In[?]"
+    assert display_file_name("/tmp/ipykernel_42/5.py") == "Cell In[?]"  # cached without its number
     assert display_file_name("Cell In[3]") == "Cell In[3]"
     assert display_file_name("/home/u/kernels/gemm.py") == "gemm.py"
 

@@ -29,7 +29,7 @@ def display_file_name(path: str) -> str:
     if _CELL_LABEL.match(path):
         return path
     count = _shell_filename_map().get(path)
-    if count is not None:
+    if count:  # 0: registered without its execution count (`compile.cache(cell)`)
         return f"Cell In[{count}]"
     base = path.replace("\\", "/").rsplit("/", 1)[-1]
-    return "Cell In[?]" if _IPYKERNEL_TEMP.search(path) else base
+    return "Cell In[?]" if count == 0 or _IPYKERNEL_TEMP.search(path) else base
