@@ -432,6 +432,20 @@ def test_viewers_render_in_notebook_7(jupyter_url: str, browser: Any) -> None:
             timeout=STEP_TIMEOUT_MS,
         )
         assert page.locator(".mgl-tl canvas").count() == 1 and page.locator(".mgl-ir-pass").count() == 6
+        # The live views hid their static twins; the timeline answers Perfetto's keys and a click.
+        assert all(not n.is_visible() for n in page.locator("[data-mgl-static]").all())
+        timeline = page.locator(".mgl-tl").first
+        canvas = timeline.locator("canvas")
+        canvas.scroll_into_view_if_needed()
+        box = canvas.bounding_box()
+        span = _span(timeline)
+        page.mouse.click(box["x"] + LABEL_W + 0.12 * (box["width"] - LABEL_W), box["y"] + AXIS_H + HEADER_H + 5)
+        page.keyboard.press("w")
+        page.wait_for_function("([el, s]) => el.dataset.t1 - el.dataset.t0 < s", arg=[timeline.element_handle(), span],
+                               timeout=STEP_TIMEOUT_MS)
+        assert "Slice: mainloop" in timeline.locator(".mgl-tl-details").inner_text()
+        # ... and selecting it lit up the region in the SASS view of the same kernel.
+        assert page.locator(".mgl-sass .mgl-sass-region").first.inner_text().startswith("region mainloop")
     finally:
         context.close()
 
