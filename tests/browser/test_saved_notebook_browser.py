@@ -82,8 +82,9 @@ def test_saved_notebook_shows_static_views_after_restart(jupyter_url: str, brows
         page.wait_for_function(
             f"""async () => {{
               const r = await fetch('{jupyter_url}api/contents/{name}?content=1');
+              if (!r.ok) return false;  // mid-save: ask again
               const nb = (await r.json()).content;
-              return nb.cells.some((c) => (c.outputs || []).some((o) => JSON.stringify(o).includes('data-mgl-static')));
+              return !!nb && nb.cells.some((c) => (c.outputs || []).some((o) => JSON.stringify(o).includes('data-mgl-static')));
             }}""",
             timeout=STEP_TIMEOUT_MS,
         )

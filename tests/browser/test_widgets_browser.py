@@ -95,8 +95,16 @@ def _open_and_run_all(
         except PlaywrightTimeoutError:
             if attempt == RUN_ALL_ATTEMPTS - 1:
                 raise
-    for selector in widgets:
-        page.wait_for_selector(selector, state="attached", timeout=RENDER_TIMEOUT_MS)
+    try:
+        for selector in widgets:
+            page.wait_for_selector(selector, state="attached", timeout=RENDER_TIMEOUT_MS // 3)
+    except PlaywrightTimeoutError:
+        # The cells ran but the widget models went to a kernel connection JupyterLab replaced
+        # (the static renderings show; the live views wait for models that never come): once more.
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        for selector in widgets:
+            page.wait_for_selector(selector, state="attached", timeout=RENDER_TIMEOUT_MS)
 
 
 def _shot(locator: Any, name: str) -> None:
