@@ -1,20 +1,55 @@
-"""Helpers shared by the benchmark scripts: the run record and where it is written."""
+"""Helpers shared by the benchmark scripts: the run record, GPU clock/power sampling, interleaved timing.
+
+Every benchmark script uses three things from here:
+
+- `interleaved_rounds(a, b, rounds)` times ours (A) and the peer (B) in rounds A B, B A, A B, ...
+  so clock or thermal drift hits both sides alike, and returns the medians and their ratio;
+- `GpuSampler`, a context manager sampling the SM clock and board power in a background thread
+  while the measurement runs (NVML through cuda-bindings, else pynvml, else `nvidia-smi`);
+- `write_record(name, figures, sampler=...)`, which writes an append-only JSON record:
+  `<name>_<YYYY-MM-DD>T<HHMMSS>Z_<commit8>.json` under benchmarks/results/ (or $OUT), never
+  overwriting an existing file, naming device, driver, commit and the sampled clocks and power.
+"""
 
 from __future__ import annotations
 
 import datetime
 import json
 import os
+import statistics
 import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
+RESULTS = Path(__file__).parent / "results"
+
+
+# --------------------------------------------------------------------------- identity of the run
 
 def device_name() -> str:
-    import cupy
+    """Name of the current CUDA device, or "unavailable" when there is none."""
+    try:
+        import cupy
 
-    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
+    except Exception:  # noqa: BLE001 - no GPU, no CuPy: the record still gets written
+        return "unavailable"
     name = props["name"]
     return name.decode() if isinstance(name, bytes) else name
+
+
+def driver_version() -> str:
+    """CUDA driver version as "major.minor" (from cudaDriverGetVersion), or "unavailable"."""
+    try:
+        import cupy
+
+        v = cupy.cuda.runtime.driverGetVersion()
+    except Exception:  # noqa: BLE001
+        return "unavailable"
+    return f"{v // 1000}.{(v % 1000) // 10}"
 
 
 def commit() -> str:
@@ -23,23 +58,249 @@ def commit() -> str:
         return os.environ["MGPU_LAB_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
+                              check=True, cwd=Path(__file__).parent).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
 
-def write_record(name: str, figures: dict, notes: dict | None = None) -> Path:
-    """Write benchmarks/results/<name>_<date>.json (or under $OUT when set) and return its path."""
-    today = datetime.date.today().isoformat()
-    record = {"benchmark": name, "date": today, "device": device_name(), "commit": commit(),
+def run_identity() -> dict:
+    """Device, driver and commit of this run: what every record (benchmark, notebook, demo) names."""
+    return {"device": device_name(), "driver": driver_version(), "commit": commit()}
+
+
+# --------------------------------------------------------------------------- clocks and power
+
+def _nvml_reader() -> Callable[[], tuple[float, float]] | None:
+    """A reader of (SM clock MHz, power W) through NVML (cuda-bindings, else pynvml), or None."""
+    try:
+        import cuda.bindings.nvml as nvml
+
+        nvml.init_v2()
+        handle = _nvml_handle(nvml.device_get_handle_by_pci_bus_id_v2, nvml.device_get_handle_by_index_v2)
+        sm = nvml.ClockType.SM
+        return lambda: (float(nvml.device_get_clock_info(handle, sm)),
+                        nvml.device_get_power_usage(handle) / 1e3)
+    except Exception:  # noqa: BLE001 - try the next source
+        pass
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = _nvml_handle(pynvml.nvmlDeviceGetHandleByPciBusId, pynvml.nvmlDeviceGetHandleByIndex)
+        return lambda: (float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+                        pynvml.nvmlDeviceGetPowerUsage(handle) / 1e3)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _current_pci_bus_id() -> str | None:
+    """PCI bus id of CuPy's current device: NVML numbers devices ignoring CUDA_VISIBLE_DEVICES."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.deviceGetPCIBusId(cupy.cuda.runtime.getDevice())
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _nvml_handle(by_bus_id, by_index):
+    bus_id = _current_pci_bus_id()
+    return by_bus_id(bus_id) if bus_id else by_index(0)
+
+
+def _smi_reader() -> Callable[[], tuple[float, float]] | None:
+    """A reader of (SM clock MHz, power W) through `nvidia-smi --query-gpu`, or None."""
+    bus_id = _current_pci_bus_id()
+    cmd = ["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits"]
+    if bus_id:
+        cmd.append(f"--id={bus_id}")
+
+    def read() -> tuple[float, float]:
+        line = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=5).stdout
+        clock, power = line.strip().splitlines()[0].split(",")
+        return float(clock), float(power)
+
+    try:
+        read()
+    except Exception:  # noqa: BLE001 - no nvidia-smi, no GPU
+        return None
+    return read
+
+
+def _spread(values: list[float]) -> dict | None:
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+@dataclass
+class GpuSampler:
+    """Samples the SM clock (MHz) and board power (W) every `interval_s` while the `with` block runs.
+
+        with GpuSampler() as gpu:
+            ...time things...
+        write_record("x", figures, sampler=gpu)
+
+    `reader` is for tests: a callable returning (clock_mhz, power_w); by default NVML
+    (cuda-bindings or pynvml), else nvidia-smi; with none available the summary says so."""
+
+    interval_s: float = 0.2
+    reader: Callable[[], tuple[float, float]] | None = None
+    source: str = "none"
+    clocks_mhz: list[float] = field(default_factory=list)
+    power_w: list[float] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+
+    def __enter__(self) -> GpuSampler:
+        if self.reader is not None:
+            self.source = "given"
+        else:
+            self.reader = _nvml_reader()
+            self.source = "nvml" if self.reader else "none"
+            if self.reader is None:
+                self.reader = _smi_reader()
+                self.source = "nvidia-smi" if self.reader else "none"
+        if self.reader is not None:
+            self.sample()
+            self._thread = threading.Thread(target=self._run, name="GpuSampler", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.reader is not None:
+            self.sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def sample(self) -> None:
+        """Take one reading now (a failed reading is skipped: sampling never breaks a benchmark)."""
+        try:
+            clock, power = self.reader()
+        except Exception:  # noqa: BLE001
+            return
+        self.clocks_mhz.append(clock)
+        self.power_w.append(power)
+
+    def summary(self) -> dict:
+        """Median, min and max of the SM clock and power over the samples, with their source and count."""
+        return {"source": self.source, "samples": len(self.clocks_mhz),
+                "sm_clock_mhz": _spread(self.clocks_mhz), "power_w": _spread(self.power_w)}
+
+
+def gpu_snapshot() -> dict:
+    """One reading of SM clock and power now (for records written without a sampler)."""
+    with GpuSampler(interval_s=3600.0) as gpu:
+        pass
+    return gpu.summary()
+
+
+# --------------------------------------------------------------------------- interleaved timing
+
+@dataclass(frozen=True)
+class Interleaved:
+    """Per-run milliseconds of A (ours) and B (the peer) timed in alternating rounds."""
+
+    a_runs_ms: tuple[float, ...]
+    b_runs_ms: tuple[float, ...]
+    order: tuple[str, ...]  # "A"/"B" per timed block, as run
+
+    @property
+    def a_ms(self) -> float:
+        return statistics.median(self.a_runs_ms)
+
+    @property
+    def b_ms(self) -> float:
+        return statistics.median(self.b_runs_ms)
+
+    @property
+    def ratio(self) -> float:
+        """median(A) / median(B): below 1 means A is faster."""
+        return self.a_ms / self.b_ms
+
+
+def interleaved_rounds(a: Callable[[int], object], b: Callable[[int], object], rounds: int = 6, *,
+                       warmup: int = 5, iters: int = 20, timer: Callable | None = None) -> Interleaved:
+    """Time `a(i)` and `b(i)` in `rounds` rounds ordered A B, B A, A B, ... (so A B B A A B ...).
+
+    Each block is `timer(fn)`, by default CUDA events via `time_cuda(fn, warmup=, iters=)`; pass
+    a timer returning an object with `runs_ms` (e.g. `lambda fn: time_host_calls(lambda: fn(0))`)
+    to time something else the same interleaved way."""
+    if rounds < 1:
+        raise ValueError(f"interleaved_rounds: rounds must be >= 1, got {rounds}")
+    if timer is None:
+        from mgpu_lab.runtime.timing import time_cuda
+
+        def timer(fn):
+            return time_cuda(fn, warmup=warmup, iters=iters)
+
+    runs: dict[str, list[float]] = {"A": [], "B": []}
+    order: list[str] = []
+    for r in range(rounds):
+        for side in ("AB" if r % 2 == 0 else "BA"):
+            runs[side] += timer(a if side == "A" else b).runs_ms
+            order.append(side)
+    return Interleaved(tuple(runs["A"]), tuple(runs["B"]), tuple(order))
+
+
+# --------------------------------------------------------------------------- records
+
+def _timestamp(now: datetime.datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H%M%SZ")
+
+
+def record_path(out_dir: Path, name: str, now: datetime.datetime, commit_id: str) -> Path:
+    """`<name>_<YYYY-MM-DD>T<HHMMSS>Z_<commit8>.json` in out_dir (date first so names sort by time)."""
+    return out_dir / f"{name}_{_timestamp(now)}_{commit_id[:8]}.json"
+
+
+def write_record(name: str, figures: dict, notes: dict | None = None, *,
+                 sampler: GpuSampler | None = None, out_dir: str | os.PathLike | None = None) -> Path:
+    """Write a new record file and return its path; an existing file is never overwritten.
+
+    The record names benchmark, UTC date and time, device, driver, commit, the SM clock and
+    power (the sampler's summary, else one reading now), the figures and free-form notes.
+    Written to `out_dir`, else $OUT when set, else benchmarks/results/."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    identity = run_identity()
+    record = {"benchmark": name, "date": now.date().isoformat(), "time_utc": now.isoformat(timespec="seconds"),
+              **identity, "gpu": sampler.summary() if sampler else gpu_snapshot(),
               "figures": figures, "notes": notes or {}}
-    out_dir = Path(os.environ.get("OUT") or Path(__file__).parent / "results")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}_{today}.json"
-    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    return path
+    directory = Path(out_dir or os.environ.get("OUT") or RESULTS)
+    directory.mkdir(parents=True, exist_ok=True)
+    base = record_path(directory, name, now, identity["commit"])
+    text = json.dumps(record, indent=1, sort_keys=True) + "\n"
+    for n in range(1, 1000):
+        path = base if n == 1 else base.with_name(f"{base.stem}_{n}.json")
+        try:
+            with open(path, "x") as f:  # "x": fails rather than overwrite a record
+                f.write(text)
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"write_record: 999 records named {base.stem}_* already exist in {directory}")
+
+
+def load_records(name: str, results: Path = RESULTS) -> list[dict]:
+    """All records of benchmark `name` in `results`, oldest first (old `<name>_<date>.json` included)."""
+    records = []
+    for path in sorted(results.glob(f"{name}_[0-9][0-9][0-9][0-9]-*.json")):
+        record = json.loads(path.read_text())
+        if record.get("benchmark", name) != name:
+            continue
+        record["_file"] = path.name
+        record.setdefault("time_utc", record.get("date", ""))
+        records.append(record)
+    records.sort(key=lambda r: r["time_utc"])
+    return records
 
 
 def table(rows: list[tuple]) -> str:
+    """Plain-text table of rows (first row = header), columns padded to their widest cell."""
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(str(v).ljust(w) for v, w in zip(r, widths)) for r in rows)

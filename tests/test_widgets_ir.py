@@ -7,7 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import traitlets
+
+traitlets = pytest.importorskip("traitlets", reason="the widgets need the [notebook] extra")
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "widgets"))
 from widget_fixtures import fixture_kernel

@@ -1,0 +1,28 @@
+"""The examples' SASS is unchanged by the typed-value rewrite: same opcode counts as recorded.
+
+The fixture was recorded before kernel bodies moved from `arith.*` builder calls to Python
+operators on typed values; the operators emit the same ops, so the SASS must not move.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sass_baseline import FIXTURE, kernels, measure
+
+RECORDED = json.loads(FIXTURE.read_text())
+
+
+def test_every_kernel_has_a_recording():
+    assert sorted(RECORDED) == sorted(kernels())
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED))
+def test_sass_opcode_counts_unchanged(name):
+    now = measure(name)
+    before = RECORDED[name]
+    diff = {op: (before.get(op, 0), now.get(op, 0)) for op in sorted(set(before) | set(now))
+            if before.get(op, 0) != now.get(op, 0)}
+    assert not diff, f"{name}: opcode counts moved (recorded, now): {diff}"
