@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import ARTIFACTS
 
-from test_widgets_browser import RENDER_TIMEOUT_MS, STEP_TIMEOUT_MS, _open_and_run_all
+from test_widgets_browser import RENDER_TIMEOUT_MS, STEP_TIMEOUT_MS, PlaywrightTimeoutError, _open_and_run_all
 
 pytestmark = pytest.mark.browser
 
@@ -88,6 +88,22 @@ def test_saved_notebook_shows_static_views_after_restart(jupyter_url: str, brows
             }}""",
             timeout=STEP_TIMEOUT_MS,
         )
+        # Restart the kernel (the live views stay up, disconnected, until the page reloads).
+        page.get_by_role("menuitem", name="Kernel", exact=True).click()
+        page.get_by_role("menuitem", name="Restart Kernel…").click()
+        accept = page.locator(".jp-Dialog .jp-mod-accept")
+        try:
+            accept.wait_for(timeout=5000)
+            accept.click()
+        except PlaywrightTimeoutError:
+            pass  # restarted without asking (the "ask before restarting" setting is off)
+        page.wait_for_selector(
+            ".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status='idle'], #notebook-container",
+            timeout=RENDER_TIMEOUT_MS,
+        )
+        page.reload(wait_until="domcontentloaded")
+        _assert_static_views_readable(page, f"saved-{ui.split('/')[0]}-restarted")
+        # And a fresh page on the same notebook, once its kernel is gone altogether.
         page.close()
         _shut_down_kernels_of(jupyter_url, name)
         page = context.new_page()
