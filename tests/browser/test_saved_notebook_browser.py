@@ -8,11 +8,16 @@ viewer shows its static rendering and no widget error. A copy that this server n
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ARTIFACTS
+from conftest import ARTIFACTS, REPO
 
 from test_widgets_browser import RENDER_TIMEOUT_MS, STEP_TIMEOUT_MS, PlaywrightTimeoutError, _open_and_run_all
 
@@ -116,16 +121,7 @@ def test_saved_notebook_shows_static_views_after_restart(jupyter_url: str, brows
 
 def test_notebook_from_another_machine_shows_static_views(jupyter_url: str, browser: Any) -> None:
     """Executed elsewhere (this server never signed it): untrusted, yet readable."""
-    from nbclient import NotebookClient  # noqa: F401 - skip early when the executor is missing
-
-    import os
-    import subprocess
-    import sys
-    import tempfile
-    from pathlib import Path
-
-    from conftest import REPO
-
+    pytest.importorskip("nbclient")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "elsewhere.ipynb"
         env = {**os.environ, "PYTHONPATH": str(REPO), "MGPU_LAB_WIDGET_FIXTURES": str(REPO / "tests/fixtures/widgets"),
