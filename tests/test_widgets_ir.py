@@ -48,7 +48,10 @@ def test_ir_view_modes() -> None:
     from mgpu_lab.widgets import IrView
 
     view = IrView(fixture_kernel())
-    assert view.selected == len(view.passes) - 1 and view.mode == "module"
+    # It opens on the first pass that changes the builder's module, as a diff.
+    assert view.selected == 1 and view.mode == "diff"
+    assert any(kind == "add" and "nvvm.target" in text for kind, text in view.content)
+    view.mode = "module"
     assert view.content[0] == ["text", "module attributes {gpu.container_module} {"]
     view.selected = 2
     view.mode = "diff"
@@ -65,7 +68,20 @@ def test_ir_static_outputs(tmp_path: Path) -> None:
 
     view = IrView(fixture_kernel())
     html = view.static_bundle()["text/html"]
-    assert "gpu.module(convert-gpu-to-nvvm)" in html and "<details" in html and "unchanged" in html
+    assert "gpu.module(convert-gpu-to-nvvm)" in html and "the first pass that changes" in html and "unchanged" in html
     assert view.save(tmp_path / "ir.png").read_bytes()[:4] == b"\x89PNG"
     empty = IrView(replace(fixture_kernel(), passes=()))
     assert empty.content == [] and "no passes recorded" in empty.to_html()
+
+
+def test_diffs_ignore_locations_and_ssa_renumbering() -> None:
+    from mgpu_lab.widgets.ir_diff import PassTexts, strip_locations
+
+    before = '#loc = loc("k.py":3:1)\n%0 = arith.addi %a, %b : i32 loc(#loc)\n%1 = arith.muli %0, %0 : i32 loc(callsite("f(" at fused["g", loc("k.py":4:2)]))'
+    after = '%7 = arith.addi %a, %b : i32 loc("k.py":9:9)\n%8 = arith.muli %7, %7 : i32'
+    assert strip_locations(before) == ["%0 = arith.addi %a, %b : i32", "%1 = arith.muli %0, %0 : i32"]
+    texts = PassTexts([("input", before), ("renumber", after), ("real", after.replace("muli", "subi"))])
+    stats = texts.stats()
+    assert not stats[1].changed and texts.diff(1) == []
+    assert stats[2].added == 1 and stats[2].removed == 1 and texts.first_change() == 2
+    assert ("add", "%8 = arith.subi %7, %7 : i32") in texts.diff(2)

@@ -138,7 +138,9 @@ def test_sass_view_state_and_static() -> None:
     assert view.selected_source == [0, 38]
     assert "derived" in view.notes[0]
     html = view.to_html()
-    assert "HGMMA.64x8x16.F32.BF16" in html and "gemm_tile.py:39" in html and "registers / thread" in html
+    assert "HGMMA.64x8x16.F32.BF16" in html and "gemm_tile.py, line 39" in html and "registers / thread" in html
+    assert "//## File" not in html and ".elftype" not in html  # nvdisasm's scaffolding stays out
+    assert "HGMMA 1 · UTMA 2" in html
 
 
 def test_sass_view_without_line_info_says_so() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -16,18 +16,26 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, init=False)
 class ShapeDtype:
-    """The shape and element type of an array, like `jax.ShapeDtypeStruct`."""
+    """The shape and element type of an array, like `jax.ShapeDtypeStruct`.
+
+    `name` (optional) names a shared-memory buffer in the viewers and the smem layout, in place
+    of its position in the smem tree (`0.0.1`).
+    """
 
     shape: tuple[int, ...]
     dtype: str
+    name: str = field(default="", compare=False)
 
     @user_facing
-    def __init__(self, shape: Any, dtype: Any):
+    def __init__(self, shape: Any, dtype: Any, name: str = ""):
         shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
         if any(d <= 0 for d in shape):
             raise ValueError(f"shape: expected positive dimensions, got {shape}")
+        if not isinstance(name, str):
+            raise TypeError(f"ShapeDtype name: expected a str, got {type(name).__name__} {name!r}")
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "dtype", dtype_name(dtype))
+        object.__setattr__(self, "name", name)
         _check_addressable(self)
 
     @property

@@ -43,7 +43,7 @@ def plan_smem(tree: Any, base: int = 0) -> SmemPlan:
     def place(node: Any, offset: int, path: str, union: int) -> tuple[Any, int]:
         if isinstance(node, ShapeDtype):
             offset = _align(offset, buffer_alignment(node.nbytes))
-            rec = SmemBuffer(path or "smem", offset, node.nbytes, node.shape, node.dtype, "buffer", union)
+            rec = SmemBuffer(node.name or path or "smem", offset, node.nbytes, node.shape, node.dtype, "buffer", union)
             records.append(rec)
             return rec, offset + node.nbytes
         if isinstance(node, Barriers):

@@ -53,6 +53,7 @@ class BankGrid:
             "row": f"row {self.index}",
             "column": f"column {self.index}",
             "fragment": f"WGMMA accumulator tile {self.index}",
+            "ldmatrix": f"ldmatrix.x4 (LDSM) tile {self.index}",
         }[self.pattern]
         width = r.accesses[0].nbytes
         phases = f"{len(r.phases)} phase{'s' if len(r.phases) > 1 else ''} of {threads_per_phase(width)} threads"
@@ -80,6 +81,9 @@ def pattern_index_limit(buf: SmemBuffer, pattern: str) -> int:
         return max(g.rows - 1, 0)
     if pattern == "column":
         return max(g.cols - 1, 0)
+    if pattern == "ldmatrix":
+        per_tile = 2 * max(16 // g.itemsize, 1)
+        return max(-(-g.rows // 16) * max(g.cols // per_tile, 1) - 1, 0)
     return max(-(-g.rows // 8) * max(g.cols // 8, 1) - 1, 0)
 
 

@@ -193,7 +193,7 @@ def bank_conflicts(accesses: list[Access] | tuple[Access, ...]) -> ConflictRepor
     )
 
 
-ACCESS_PATTERNS = ("row", "column", "fragment")
+ACCESS_PATTERNS = ("row", "column", "fragment", "ldmatrix")
 
 
 def row_access(geom: BufferGeometry, row: int, vector_bytes: int) -> list[Access]:
@@ -239,11 +239,30 @@ def fragment_access(geom: BufferGeometry, row0: int, col0: int) -> list[Access]:
     return out
 
 
+def ldmatrix_access(geom: BufferGeometry, row0: int, col0: int) -> list[Access]:
+    """A warp's `ldmatrix.x4` / `stmatrix.x4` (SASS LDSM / STSM) of a 16x16 tile at (row0, col0).
+
+    Lane l gives the address of one 16-byte row of an 8x8 matrix: lanes 0-7 rows 0-7 of
+    columns 0-7, lanes 8-15 rows 8-15, lanes 16-23 rows 0-7 of columns 8-15, lanes 24-31 rows
+    8-15 there (the A-operand order of mma). Eight lanes (128 bytes) are served per phase.
+    """
+    per_row = max(16 // geom.itemsize, 1)
+    out = []
+    for lane in range(WARP_SIZE):
+        r = row0 + lane % 8 + 8 * ((lane // 8) % 2)
+        c = col0 + per_row * (lane // 16)
+        if r < geom.rows and c < geom.cols:
+            out.append(Access(lane, int(geom.address(r, c)), 16))
+    return out
+
+
 def pattern_accesses(geom: BufferGeometry, pattern: str, index: int, vector_bytes: int) -> list[Access]:
-    """Accesses of a named pattern: `row` index, `column` index, or `fragment` tile index.
+    """Accesses of a named pattern: `row` index, `column` index, `fragment` tile index, or
+    `ldmatrix` tile index.
 
     For `fragment`, tiles are 8x8 elements numbered row-major over the buffer (the vector
-    width is fixed by the element type: two elements a lane).
+    width is fixed by the element type: two elements a lane); for `ldmatrix`, 16x16 tiles of
+    16-byte rows (the width is fixed at 16 bytes).
     """
     if pattern == "row":
         return row_access(geom, index, vector_bytes)
@@ -253,6 +272,10 @@ def pattern_accesses(geom: BufferGeometry, pattern: str, index: int, vector_byte
         tiles_per_row = max(geom.cols // 8, 1)
         tile_r, tile_c = divmod(index, tiles_per_row)
         return fragment_access(geom, 8 * tile_r, 8 * tile_c)
+    if pattern == "ldmatrix":
+        per_tile = 2 * max(16 // geom.itemsize, 1)
+        tile_r, tile_c = divmod(index, max(geom.cols // per_tile, 1))
+        return ldmatrix_access(geom, 16 * tile_r, per_tile * tile_c)
     raise ValueError(f"unknown access pattern {pattern!r}; use one of {ACCESS_PATTERNS}")
 
 

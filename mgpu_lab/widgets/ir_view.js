@@ -53,8 +53,8 @@ function render({ model, el }) {
     const p = passes[sel];
     if (p) {
       status.textContent = mode === "diff"
-        ? (p.changed ? `${p.name}: +${p.added} −${p.removed} lines` : `${p.name} changed nothing`)
-        : `module after ${p.name}: ${p.lines} lines`;
+        ? (p.changed ? `${p.name}: +${p.added} −${p.removed} lines (SSA renumbering ignored)` : `${p.name} changed nothing`)
+        : `module after ${p.name}: ${p.lines} lines (locations hidden)`;
     }
     const digits = String(lines.length).length;
     code.replaceChildren(...lines.map(([kind, text], i) => {

@@ -2,7 +2,9 @@
 
 The pass list marks passes that left the module unchanged; selecting a pass shows the
 module after it, or (in diff mode) the unified diff against the module before it. Diffs are
-computed here with difflib when asked for, so a long pipeline costs nothing up front.
+computed here with difflib when asked for, so a long pipeline costs nothing up front. The
+view opens on the diff of the first pass that changes the builder's module; modules are
+shown without locations and compared without SSA numbering (`ir_diff`).
 """
 
 from __future__ import annotations
@@ -15,11 +17,16 @@ import traitlets
 
 from mgpu_lab.widgets.esm import view_module
 from mgpu_lab.widgets.fallback import StaticFallback
-from mgpu_lab.widgets.ir_diff import diff_text, pass_diff, pass_stats
+from mgpu_lab.widgets.ir_diff import PassTexts, diff_text
 from mgpu_lab.widgets.static_ir import ir_figure, ir_html
 
 HERE = Path(__file__).parent
 MODES = ("module", "diff")
+MAX_LINE = 2000  # characters of one line sent to the browser (a gpu.binary line is ~50 KB)
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= MAX_LINE else f"{line[:MAX_LINE]} … ({len(line) - MAX_LINE:,} more characters)"
 
 
 class IrView(StaticFallback, anywidget.AnyWidget):
@@ -39,17 +46,18 @@ class IrView(StaticFallback, anywidget.AnyWidget):
     content = traitlets.List().tag(sync=True)
     height = traitlets.Int(460).tag(sync=True)
 
-    def __init__(self, kernel: Any, mode: str = "module", **kwargs: Any) -> None:
-        self.pass_texts: tuple[tuple[str, str], ...] = tuple((str(n), str(t)) for n, t in kernel.passes)
-        self.stats = pass_stats(self.pass_texts)
+    def __init__(self, kernel: Any, mode: str | None = None, **kwargs: Any) -> None:
+        self.pass_texts = PassTexts(kernel.passes)
+        self.stats = self.pass_texts.stats()
+        first = self.pass_texts.first_change()
         super().__init__(
             title=kernel.name,
             passes=[
                 {"name": s.name, "lines": s.lines, "added": s.added, "removed": s.removed, "changed": s.changed}
                 for s in self.stats
             ],
-            selected=max(len(self.pass_texts) - 1, 0),
-            mode=mode,
+            selected=first,
+            mode=mode or ("diff" if first else "module"),
             **kwargs,
         )
         self._update_content()
@@ -70,13 +78,13 @@ class IrView(StaticFallback, anywidget.AnyWidget):
             return
         i = min(max(self.selected, 0), len(self.pass_texts) - 1)
         if self.mode == "diff":
-            self.content = [list(line) for line in pass_diff(self.pass_texts, i)]
+            self.content = [[kind, _clip(text)] for kind, text in self.pass_texts.diff(i)]
         else:
-            self.content = [["text", line] for line in self.pass_texts[i][1].splitlines()]
+            self.content = [["text", _clip(line)] for line in self.pass_texts.lines[i]]
 
     def diff(self, index: int) -> str:
         """The unified diff of pass `index` as text (`+`/`-`/` ` prefixed lines)."""
-        return diff_text(pass_diff(self.pass_texts, index))
+        return diff_text(self.pass_texts.diff(index))
 
     @property
     def static_title(self) -> str:  # type: ignore[override]

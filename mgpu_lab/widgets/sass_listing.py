@@ -15,13 +15,19 @@ from mgpu_lab.widgets.line_xref import (
     derive_spans,
     match_source_file,
 )
+from mgpu_lab.widgets.region_lines import region_source_lines
 from mgpu_lab.widgets.resource_report import resource_rows
 from mgpu_lab.widgets.sass_parse import (
+    KEY_CLASSES,
     SassLine,
+    code_instructions,
     instruction_mix,
+    is_scaffolding,
+    key_class,
     opcode_counts,
     parse_sass,
 )
+from mgpu_lab.widgets.source_names import display_file_name
 
 
 @dataclass(frozen=True)
@@ -31,7 +37,8 @@ class SassListing:
     name: str
     lines: tuple[SassLine, ...]
     ptx_lines: tuple[str, ...]
-    files: tuple[str, ...]  # display names of source files, index = file id
+    files: tuple[str, ...]  # source files as the line map names them, index = file id
+    file_labels: tuple[str, ...]  # what the viewers print for each file ("Cell In[3]", "gemm.py")
     file_texts: tuple[tuple[str, ...], ...]  # lines of each file ("" list when not available)
     sass_source: tuple[tuple[int, int] | None, ...]  # per SASS line: (file id, line) or None
     source_keys: tuple[tuple[int, int], ...]  # every source line with generated code
@@ -41,6 +48,10 @@ class SassListing:
     opcodes: tuple[tuple[str, int], ...]
     resources: tuple[tuple[str, str, str], ...]
     line_info_derived: bool  # True when the map came from the listings, not the compiler
+    scaffolding: tuple[bool, ...]  # per SASS line: nvdisasm's own line (hidden by default)
+    line_class: tuple[str, ...]  # per SASS line: its KEY_CLASSES name, or ""
+    source_class_counts: tuple[tuple[int, ...], ...]  # per source key: count per KEY_CLASSES
+    region_sass: dict[str, tuple[int, ...]]  # named region -> SASS lines of its source lines
 
     def source_text(self, file_id: int, line: int) -> str:
         """Text of 0-based `line` of source file `file_id` ("" when unavailable)."""
@@ -71,16 +82,34 @@ def build_listing(kernel: Any) -> SassListing:
         file_id[name] = file_id[shown]
 
     keys = tuple((file_id[f], line) for f, line in xref.source_to_sass)
+    code = {ln.index for ln in code_instructions(lines)}
+    line_class = tuple(key_class(ln.mnemonic) if ln.index in code else "" for ln in lines)
+    class_names = [name for name, _ in KEY_CLASSES]
+    class_counts = tuple(
+        tuple(sum(1 for s in sass if 0 <= s < len(lines) and line_class[s] == name) for name in class_names)
+        for sass in xref.source_to_sass.values()
+    )
     sass_source: list[tuple[int, int] | None] = [None] * len(lines)
     for s, srcs in xref.sass_to_source.items():
         if 0 <= s < len(lines):
             f, line = srcs[0]  # an instruction has one line in nvdisasm's table
             sass_source[s] = (file_id[f], line)
+    # Line-info file names may spell a sources key differently (see match_source_file).
+    spellings: dict[str, list[str]] = {}
+    for name in xref.files:
+        spellings.setdefault(match_source_file(name, sources) or name, []).append(name)
+    region_sass = {
+        region: tuple(sorted({
+            s for key, line in places for f in spellings.get(key, ()) for s in xref.source_to_sass.get((f, line), ())
+        }))
+        for region, places in region_source_lines(sources).items()
+    }
     return SassListing(
         name=kernel.name,
         lines=lines,
         ptx_lines=tuple((kernel.ptx or "").splitlines()),
         files=tuple(files),
+        file_labels=tuple(display_file_name(f) for f in files),
         file_texts=tuple(texts),
         sass_source=tuple(sass_source),
         source_keys=keys,
@@ -90,4 +119,8 @@ def build_listing(kernel: Any) -> SassListing:
         opcodes=tuple(opcode_counts(lines)),
         resources=tuple(resource_rows(kernel)),
         line_info_derived=derived,
+        scaffolding=tuple(is_scaffolding(ln) for ln in lines),
+        line_class=line_class,
+        source_class_counts=class_counts,
+        region_sass=region_sass,
     )

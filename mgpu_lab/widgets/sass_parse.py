@@ -111,29 +111,59 @@ def _merge(tokens: list[Token]) -> tuple[Token, ...]:
     return tuple(out)
 
 
+NamedPatterns = tuple[tuple[str, re.Pattern[str]], ...]
+
+
+def _named_patterns(*pairs: tuple[str, str]) -> NamedPatterns:
+    return tuple((name, re.compile(pattern)) for name, pattern in pairs)
+
+
 # Opcode families for the instruction-mix chart, first match wins (so UTMALDG is TMA, not
 # "uniform", and HGMMA is tensor core, not half precision).
-_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (name, re.compile(pattern))
-    for name, pattern in (
-        ("tensor core", r"^(HGMMA|IGMMA|QGMMA|BGMMA|HMMA|IMMA|DMMA|BMMA|WARPGROUP)$"),
-        ("TMA / bulk copy", r"^(UTMA\w*|UBLKCP|UBLKRED|UBLKPF|UTMACCTL|UTMACMDFLUSH)$"),
-        ("shared memory", r"^(LDS|STS|LDSM|STSM|ATOMS|LDGSTS|LDGDEPBAR)$"),
-        ("global memory", r"^(LDG|STG|ATOMG|ATOM|RED|LD|ST|CCTL|CCTLL)$"),
-        ("local memory (spills)", r"^(LDL|STL)$"),
-        ("constant load", r"^(LDC|ULDC)$"),
-        ("sync / barrier", r"^(BAR|SYNCS|MEMBAR|FENCE|DEPBAR|ERRBAR|WARPSYNC|ARRIVES|CGAERRBAR|UCGABAR_\w+)$"),
-        ("control flow", r"^(BRA|BRX|JMP|JMX|EXIT|RET|CALL|BSSY|BSYNC|BREAK|KILL|NOP|YIELD|BPT|ACQBULK)$"),
-        ("fp32", r"^(FFMA|FADD|FMUL|FMNMX|FSETP|FSET|FSEL|FCHK|FSWZADD|FFMA32I|FADD32I|FMUL32I)$"),
-        ("fp16 / bf16", r"^(HFMA2|HADD2|HMUL2|HMNMX2|HSETP2|HSET2|HFMA2\w*)$"),
-        ("fp64", r"^(DFMA|DADD|DMUL|DSETP|DMNMX)$"),
-        ("special function", r"^MUFU$"),
-        ("conversion", r"^(F2F|F2I|I2F|F2FP|I2FP|FRND|I2I|F2IP)$"),
-        ("uniform datapath", r"^U\w+$"),
-        ("integer", r"^(IMAD|IADD3|IADD|LEA|LOP3|LOP|SHF|SHL|SHR|ISETP|IMNMX|IABS|POPC|FLO|BREV|BMSK|PRMT|SEL|IDP|VIADD|VIMNMX|IMUL|LOP32I|IADD32I|IMAD32I)\w*$"),
-        ("data movement", r"^(MOV|MOV32I|S2R|CS2R|S2UR|R2UR|SHFL|P2R|R2P|PLOP3|PSETP|VOTE|VOTEU|ELECT|MATCH|REDUX|NANOSLEEP|PMTRIG)$"),
-    )
+_FAMILIES: NamedPatterns = _named_patterns(
+    ("tensor core", r"^(HGMMA|IGMMA|QGMMA|BGMMA|HMMA|IMMA|DMMA|BMMA|WARPGROUP)$"),
+    ("TMA / bulk copy", r"^(UTMA\w*|UBLKCP|UBLKRED|UBLKPF|UTMACCTL|UTMACMDFLUSH)$"),
+    ("shared memory", r"^(LDS|STS|LDSM|STSM|ATOMS|LDGSTS|LDGDEPBAR)$"),
+    ("global memory", r"^(LDG|STG|ATOMG|ATOM|RED|LD|ST|CCTL|CCTLL)$"),
+    ("local memory (spills)", r"^(LDL|STL)$"),
+    ("constant load", r"^(LDC|ULDC)$"),
+    ("sync / barrier", r"^(BAR|SYNCS|MEMBAR|FENCE|DEPBAR|ERRBAR|WARPSYNC|ARRIVES|CGAERRBAR|UCGABAR_\w+)$"),
+    ("control flow", r"^(BRA|BRX|JMP|JMX|EXIT|RET|CALL|BSSY|BSYNC|BREAK|KILL|NOP|YIELD|BPT|ACQBULK)$"),
+    ("fp32", r"^(FFMA|FADD|FMUL|FMNMX|FSETP|FSET|FSEL|FCHK|FSWZADD|FFMA32I|FADD32I|FMUL32I)$"),
+    ("fp16 / bf16", r"^(HFMA2|HADD2|HMUL2|HMNMX2|HSETP2|HSET2|HFMA2\w*)$"),
+    ("fp64", r"^(DFMA|DADD|DMUL|DSETP|DMNMX)$"),
+    ("special function", r"^MUFU$"),
+    ("conversion", r"^(F2F|F2I|I2F|F2FP|I2FP|FRND|I2I|F2IP)$"),
+    ("uniform datapath", r"^U\w+$"),
+    ("integer", r"^(IMAD|IADD3|IADD|LEA|LOP3|LOP|SHF|SHL|SHR|ISETP|IMNMX|IABS|POPC|FLO|BREV|BMSK|PRMT|SEL|IDP|VIADD|VIMNMX|IMUL|LOP32I|IADD32I|IMAD32I)\w*$"),
+    ("data movement", r"^(MOV|MOV32I|S2R|CS2R|S2UR|R2UR|SHFL|P2R|R2P|PLOP3|PSETP|VOTE|VOTEU|ELECT|MATCH|REDUX|NANOSLEEP|PMTRIG)$"),
 )
+
+
+# The instruction classes a Hopper kernel author counts per source line and jumps between.
+KEY_CLASSES: NamedPatterns = _named_patterns(
+    ("HGMMA", r"^HGMMA$"),
+    ("UTMA", r"^(UTMA\w*|UBLKCP)$"),
+    ("LDS/STS", r"^(LDS|STS|LDSM|STSM)$"),
+    ("LDG/STG", r"^(LDG|STG)$"),
+    ("SYNCS", r"^SYNCS$"),
+    ("BAR", r"^BAR$"),
+)
+
+
+def key_class(mnemonic: str) -> str:
+    """The `KEY_CLASSES` name of a mnemonic (`UTMALDG` -> "UTMA"), or "" for any other."""
+    return next((name for name, pattern in KEY_CLASSES if pattern.match(mnemonic)), "")
+
+
+def is_scaffolding(line: SassLine) -> bool:
+    """nvdisasm's own lines: `//##` markers, directives, comments, blanks and section labels.
+
+    The viewers keep them one toggle away; instructions and branch labels (`.L_x_N:`) stay.
+    """
+    if line.kind in ("lineinfo", "directive", "blank", "comment"):
+        return True
+    return line.kind == "label" and not line.text.strip().startswith(".L_")
 
 
 def opcode_family(mnemonic: str) -> str:

@@ -2,10 +2,6 @@
 // instruction mix and resource report. Tokens and cross references arrive precomputed from
 // Python; this file only builds DOM and moves highlight classes around.
 
-function baseName(path) {
-  return path.replace(/\\/g, "/").split("/").pop();
-}
-
 function render({ model, el }) {
   const root = h("div", { class: "mgl mgl-sass" });
   const search = h("input", { type: "search", class: "mgl-sass-search", placeholder: "search SASS (Enter: next)" });
@@ -13,9 +9,15 @@ function render({ model, el }) {
   const matchLabel = h("span", { class: "mgl-status mgl-sass-matches" });
   const prevBtn = h("button", { class: "mgl-btn", text: "▲", title: "previous match" });
   const nextBtn = h("button", { class: "mgl-btn", text: "▼", title: "next match" });
+  const scaffoldBox = h("input", { type: "checkbox", class: "mgl-sass-scaffolding" });
+  const regionLabel = h("span", { class: "mgl-status mgl-sass-region" });
   const toolbar = h("div", { class: "mgl-toolbar" }, [
     h("span", { class: "mgl-title", text: `SASS: ${model.get("title")}` }), search, prevBtn, nextBtn, matchLabel,
+    h("label", { title: "nvdisasm's //## File markers, directives and section headers" }, [scaffoldBox, " markers & directives"]),
+    regionLabel,
   ]);
+  // Jump between the instructions of each class that matters (HGMMA, UTMA*, LDS/STS, ...).
+  const classBar = h("div", { class: "mgl-toolbar mgl-sass-classes" });
   const notes = h("div", { class: "mgl-status" });
   const listing = h("div", { class: "mgl-code mgl-sass-listing" });
   const sourceTitle = h("div", { class: "mgl-panel-title mgl-sass-source-title", text: "Source" });
@@ -35,10 +37,15 @@ function render({ model, el }) {
   ]);
   bottom.style.alignItems = "flex-start";
   bottom.style.gap = "32px";
-  root.append(toolbar, notes, main, bottom);
+  root.append(toolbar, classBar, notes, main, bottom);
   el.append(root);
 
   const lines = model.get("lines");
+  const labels = model.get("file_labels");
+  const scaffolding = model.get("scaffolding");
+  const lineClass = model.get("line_class");
+  const keyClasses = model.get("key_classes");
+  const classCounts = model.get("source_class_counts");
   const isInstruction = model.get("instruction");
   const sassSource = model.get("sass_source");
   const files = model.get("files");
@@ -56,25 +63,67 @@ function render({ model, el }) {
   // ---- listing ---------------------------------------------------------------------------
   const digits = String(lines.length).length;
   const lineText = [];
+  let previousSource = "";
   const sassRows = lines.map((tokens, i) => {
     const row = h("div", { class: "mgl-code-line", "data-line": String(i) });
     row.append(h("span", { class: "mgl-lineno", text: String(i + 1).padStart(digits) }));
     let text = "";
-    for (const [cls, t] of tokens) {
+    tokens.forEach(([cls, t], k) => {
+      // nvdisasm indents instructions by 8 and pads before the opcode column; drop the same
+      // amount from every instruction so opcodes stay aligned and the source column fits.
+      if (!cls && isInstruction[i] && k <= 2 && !t.trim()) t = k === 0 ? "" : t.slice(Math.min(12, t.length - 1));
       row.append(cls ? h("span", { class: `sass-${cls}`, text: t }) : document.createTextNode(t));
       text += t;
-    }
+    });
     lineText.push(text.toLowerCase());
-    if (!sassSource[i]) row.classList.add("mgl-nocode");
+    if (scaffolding[i]) row.classList.add("mgl-scaffold");
+    const k = keyClasses.indexOf(lineClass[i]);
+    if (k >= 0) { row.classList.add("mgl-key", `mgl-key-${k}`); row.dataset.keyClass = lineClass[i]; }
+    const src = sassSource[i];
+    if (!src) row.classList.add("mgl-nocode");
+    else {
+      // The DSL line beside the first instruction of each run from it (as Nsight's source view).
+      const key = `${src[0]}:${src[1]}`;
+      if (key !== previousSource) {
+        const code = ((fileTexts[src[0]] || [])[src[1]] || "").trim();
+        row.append(h("span", { class: "mgl-sass-src", text: `${labels[src[0]]}, line ${src[1] + 1}  ${code}` }));
+        previousSource = key;
+      }
+    }
     row.addEventListener("click", () => selectSass(i));
     return row;
   });
   listing.append(...sassRows);
+  const applyScaffolding = () => root.classList.toggle("mgl-show-scaffolding", model.get("show_scaffolding"));
+  scaffoldBox.checked = model.get("show_scaffolding");
+  scaffoldBox.addEventListener("change", () => { model.set("show_scaffolding", scaffoldBox.checked); model.save_changes(); });
+  applyScaffolding();
+
+  const classLines = keyClasses.map((name) => lineClass.flatMap((c, i) => (c === name ? [i] : [])));
+  const classPos = keyClasses.map(() => -1);
+  keyClasses.forEach((name, k) => {
+    const n = classLines[k].length;
+    const chip = h("button", {
+      class: `mgl-btn mgl-key-chip mgl-key-${k}`, "data-key-class": name,
+      title: n ? `next ${name} instruction (shift-click: previous)` : `no ${name} instruction`,
+    }, [h("span", { class: "mgl-key-dot" }), `${name} ${n}`]);
+    chip.disabled = !n;
+    chip.addEventListener("click", (ev) => {
+      const step = ev.shiftKey ? -1 : 1;
+      classPos[k] = (classPos[k] + step + n) % n;
+      const line = classLines[k][classPos[k]];
+      selectSass(line);
+      scrollWithin(listing, sassRows[line]);
+      chip.textContent = "";
+      chip.append(h("span", { class: "mgl-key-dot" }), `${name} ${classPos[k] + 1}/${n}`);
+    });
+    classBar.append(chip);
+  });
 
   // ---- source ----------------------------------------------------------------------------
   let shownFile = -1;
   let sourceRows = [];
-  files.forEach((f, i) => fileSelect.append(h("option", { value: String(i), text: baseName(f) })));
+  files.forEach((f, i) => fileSelect.append(h("option", { value: String(i), text: labels[i] })));
   fileSelect.style.display = files.length > 1 ? "" : "none";
   fileSelect.addEventListener("change", () => showFile(Number(fileSelect.value)));
 
@@ -85,11 +134,18 @@ function render({ model, el }) {
     const text = fileTexts[fileId] || [];
     const width = String(text.length).length;
     sourceRows = text.map((t, line) => {
-      const hasCode = keyIndex.has(`${fileId}:${line}`);
+      const k = keyIndex.get(`${fileId}:${line}`);
+      const hasCode = k !== undefined;
       const row = h("div", { class: hasCode ? "mgl-code-line" : "mgl-code-line mgl-nocode", "data-line": String(line) }, [
         h("span", { class: "mgl-lineno", text: String(line + 1).padStart(width) }),
         t,
       ]);
+      // Per source line: how many instructions of each class it became.
+      if (hasCode) {
+        (classCounts[k] || []).forEach((n, c) => {
+          if (n) row.append(h("span", { class: `mgl-badge mgl-key-${c}`, text: `${keyClasses[c]} ${n}` }));
+        });
+      }
       if (hasCode) row.addEventListener("click", () => selectSource(fileId, line));
       return row;
     });
@@ -144,7 +200,7 @@ function render({ model, el }) {
     const srcRow = sourceRows[line];
     mark(srcRow, "mgl-selected");
     const text = (fileTexts[fileId] || [])[line] || "";
-    sourceTitle.textContent = `Source: ${baseName(files[fileId])}:${line + 1}  ${text.trim()}`;
+    sourceTitle.textContent = `Source: ${labels[fileId]}, line ${line + 1}  ${text.trim()}`;
     const k = keyIndex.get(`${fileId}:${line}`);
     const related = k === undefined ? [] : keySass[k];
     const ptxLines = k === undefined ? [] : keyPtx[k];
@@ -207,9 +263,31 @@ function render({ model, el }) {
     resources.append(h("tr", {}, [h("td", { text: q }), h("td", { class: "num", text: v }), noteCell]));
   }
 
+  // ---- named regions (a slice clicked on a timeline of this kernel) -----------------------
+  let regionRows = [];
+  function applyRegion() {
+    for (const row of regionRows) row.classList.remove("mgl-region");
+    const name = model.get("selected_region");
+    const lines = (model.get("region_sass") || {})[name] || [];
+    regionRows = lines.map((i) => sassRows[i]).filter(Boolean);
+    for (const row of regionRows) row.classList.add("mgl-region");
+    regionLabel.textContent = name ? `region ${name}: ${lines.length} instructions` : "";
+    if (regionRows.length) scrollWithin(listing, regionRows[0]);
+  }
+  const onRegionEvent = (ev) => {
+    const d = ev.detail || {};
+    if (d.kernel !== model.get("title")) return;
+    model.set("selected_region", d.region || "");
+    model.save_changes();
+  };
+  window.addEventListener(MGL_REGION_EVENT, onRegionEvent);
+
   if (files.length) showFile(0);
   if (model.get("search")) { search.value = model.get("search"); runSearch(); }
   applySelection(true);
+  applyRegion();
+  model.on("change:selected_region", applyRegion);
+  model.on("change:show_scaffolding", applyScaffolding);
   const onSelection = () => applySelection(true);
   model.on("change:selected_sass", onSelection);
   model.on("change:selected_source", onSelection);
@@ -219,6 +297,9 @@ function render({ model, el }) {
     clearTimeout(searchTimer);
     model.off("change:selected_sass", onSelection);
     model.off("change:selected_source", onSelection);
+    model.off("change:selected_region", applyRegion);
+    model.off("change:show_scaffolding", applyScaffolding);
+    window.removeEventListener(MGL_REGION_EVENT, onRegionEvent);
   };
 }
 

@@ -17,6 +17,7 @@ import traitlets
 from mgpu_lab.widgets.esm import view_module
 from mgpu_lab.widgets.fallback import StaticFallback
 from mgpu_lab.widgets.sass_listing import SassListing, build_listing
+from mgpu_lab.widgets.sass_parse import KEY_CLASSES
 from mgpu_lab.widgets.static_sass import sass_figure, sass_html
 
 HERE = Path(__file__).parent
@@ -26,7 +27,9 @@ class SassView(StaticFallback, anywidget.AnyWidget):
     """SASS viewer of a `CompiledKernel`: `SassView(kernel)`.
 
     Synced state: `selected_sass` (0-based SASS line, -1 for none), `selected_source`
-    ([file id, 0-based line] or []), `search` (the search box text). `select_source(line)`
+    ([file id, 0-based line] or []), `search` (the search box text), `show_scaffolding`
+    (nvdisasm's `//##` markers and directives, hidden by default), `selected_region` (a named
+    region whose lines are highlighted; a slice clicked on a timeline of the kernel sets it). `select_source(line)`
     selects a 1-based line of the kernel's (first) source file from Python.
     """
 
@@ -47,6 +50,14 @@ class SassView(StaticFallback, anywidget.AnyWidget):
     opcodes = traitlets.List().tag(sync=True)  # [[mnemonic, count], ...]
     resources = traitlets.List().tag(sync=True)  # [[quantity, value, note], ...]
     notes = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    file_labels = traitlets.List(traitlets.Unicode()).tag(sync=True)  # "Cell In[3]", "gemm.py"
+    scaffolding = traitlets.List(traitlets.Bool()).tag(sync=True)  # per SASS line: nvdisasm's own
+    line_class = traitlets.List(traitlets.Unicode()).tag(sync=True)  # per SASS line: key class or ""
+    key_classes = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    source_class_counts = traitlets.List().tag(sync=True)  # per source key: count per key class
+    region_sass = traitlets.Dict().tag(sync=True)  # region name -> SASS lines
+    show_scaffolding = traitlets.Bool(False).tag(sync=True)
+    selected_region = traitlets.Unicode("").tag(sync=True)
     height = traitlets.Int(460).tag(sync=True)
 
     selected_sass = traitlets.Int(-1).tag(sync=True)
@@ -79,6 +90,12 @@ class SassView(StaticFallback, anywidget.AnyWidget):
             opcodes=[list(m) for m in lst.opcodes],
             resources=[list(r) for r in lst.resources],
             notes=notes,
+            file_labels=list(lst.file_labels),
+            scaffolding=list(lst.scaffolding),
+            line_class=list(lst.line_class),
+            key_classes=[name for name, _ in KEY_CLASSES],
+            source_class_counts=[list(c) for c in lst.source_class_counts],
+            region_sass={k: list(v) for k, v in lst.region_sass.items()},
             height=height,
             **kwargs,
         )

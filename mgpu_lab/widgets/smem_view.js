@@ -7,8 +7,8 @@ function bytes(n) {
 }
 
 const LANE_H = 22;
-const PATTERN_TEXT = { row: "row", column: "column", fragment: "WGMMA fragment" };
-const INDEX_TEXT = { row: "row", column: "column", fragment: "8x8 tile" };
+const PATTERN_TEXT = { row: "row", column: "column", fragment: "WGMMA fragment", ldmatrix: "ldmatrix.x4 (LDSM)" };
+const INDEX_TEXT = { row: "row", column: "column", fragment: "8x8 tile", ldmatrix: "16x16 tile" };
 
 function render({ model, el }) {
   const buffers = model.get("buffers");
@@ -81,16 +81,24 @@ function render({ model, el }) {
   const indexInput = h("input", { type: "number", class: "mgl-smem-index", min: "0", step: "1" });
   indexInput.style.width = "5em";
   const vectorSelect = h("select", { class: "mgl-smem-vector" });
+  // The kernel's own LDS/STS/LDSM: their width and lane pattern, on the chosen buffer.
+  const instrSelect = h("select", { class: "mgl-smem-instruction" });
+  instrSelect.append(h("option", { value: "-1", text: "(chosen by hand)" }));
+  model.get("instructions").forEach((ins, k) =>
+    instrSelect.append(h("option", { value: String(k), text: `${ins.text}  (line ${ins.line + 1})` })));
+  instrSelect.style.maxWidth = "28em";
   const controls = h("div", { class: "mgl-toolbar" }, [
     h("span", { text: "buffer" }), bufferSelect,
     h("span", { text: "access" }), patternSelect,
     indexLabel, indexInput,
     h("span", { text: "bytes / thread" }), vectorSelect,
+    h("span", { text: "as the kernel's" }), instrSelect,
   ]);
+  instrSelect.addEventListener("change", () => choose({ instruction: Number(instrSelect.value) }));
   bufferSelect.addEventListener("change", () => choose({ buffer: Number(bufferSelect.value) }));
-  patternSelect.addEventListener("change", () => choose({ pattern: patternSelect.value, index: 0 }));
+  patternSelect.addEventListener("change", () => choose({ pattern: patternSelect.value, index: 0, instruction: -1 }));
   indexInput.addEventListener("change", () => choose({ index: Math.max(0, Math.floor(Number(indexInput.value) || 0)) }));
-  vectorSelect.addEventListener("change", () => choose({ vector_bytes: Number(vectorSelect.value) }));
+  vectorSelect.addEventListener("change", () => choose({ vector_bytes: Number(vectorSelect.value), instruction: -1 }));
 
   const report = h("div", { class: "mgl-smem-report" });
   const legend = h("div", { class: "mgl-legend" });
@@ -130,7 +138,13 @@ function render({ model, el }) {
     bufferDivs.forEach((d, i) => d.classList.toggle("mgl-selected", i === sel));
     tableRows.forEach((r, i) => r.classList.toggle("mgl-selected", i === sel));
     bufferSelect.value = String(sel);
-    if (!g || !g.labels) { report.textContent = model.get("conflict_summary"); gridBox.replaceChildren(); return; }
+    instrSelect.value = String(model.get("instruction"));
+    if (!g || !g.labels) {
+      report.textContent = (g && g.summary) || model.get("conflict_summary");
+      report.dataset.maxWay = "";
+      gridBox.replaceChildren();
+      return;
+    }
     const b = buffers[sel];
     details.textContent = `${b.path}: offset ${b.offset}, ${b.nbytes} B, [${b.shape}] ${b.dtype} viewed as ${g.rows} x ${g.cols}, ` +
       `swizzle ${g.swizzle ? `${g.swizzle} B` : "none"}, aligned to ${b.alignment} B` + (b.warnings.length ? ` — ⚠ ${b.warnings.join("; ")}` : "");
@@ -139,10 +153,11 @@ function render({ model, el }) {
     indexInput.max = String(g.index_limit);
     indexInput.value = String(g.index);
     vectorSelect.replaceChildren(...g.vector_choices.map((w) => h("option", { value: String(w), text: String(w) })));
-    if (g.pattern === "fragment") {
+    // Fragment and ldmatrix fix the width; show it (once) and lock the choice.
+    if (!g.vector_choices.includes(g.vector_bytes)) {
       vectorSelect.append(h("option", { value: String(g.vector_bytes), text: String(g.vector_bytes) }));
-      vectorSelect.disabled = true;
-    } else vectorSelect.disabled = false;
+    }
+    vectorSelect.disabled = g.pattern === "fragment" || g.pattern === "ldmatrix";
     vectorSelect.value = String(g.vector_bytes);
     report.textContent = g.summary;
     report.dataset.maxWay = String(g.max_way);

@@ -26,6 +26,7 @@ from mgpu_lab.widgets.bank_model import ACCESS_PATTERNS
 from mgpu_lab.widgets.esm import view_module
 from mgpu_lab.widgets.fallback import StaticFallback
 from mgpu_lab.widgets.palette import CHUNK_COLORS, KIND_COLORS, conflict_color
+from mgpu_lab.widgets.smem_instructions import smem_instructions
 from mgpu_lab.widgets.smem_map import address_map, total_bytes
 from mgpu_lab.widgets.static_smem import smem_figure, smem_html
 
@@ -58,6 +59,10 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
 
     grid = traitlets.Dict().tag(sync=True)
     conflict_summary = traitlets.Unicode("").tag(sync=True)
+    # The kernel's LDS/STS/LDSM/STSM: [{line, text, opcode, width, pattern}]; `instruction` is
+    # the one whose width and lane pattern the bank view uses (-1: the pattern chosen by hand).
+    instructions = traitlets.List().tag(sync=True)
+    instruction = traitlets.Int(-1).tag(sync=True)
 
     def __init__(self, kernel: Any, buffer: str | int | None = None, pattern: str = "column", **kwargs: Any) -> None:
         self.entries = address_map(kernel.smem_layout)
@@ -80,8 +85,13 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
             }
             for e in self.entries
         ]
+        self._instructions = smem_instructions(kernel.sass or "")
         super().__init__(
             title=kernel.name,
+            instructions=[
+                {"line": i.line, "text": i.text, "opcode": i.opcode, "width": i.width, "pattern": i.pattern}
+                for i in self._instructions
+            ],
             total_bytes=total_bytes(self.entries, kernel.dynamic_smem_bytes),
             buffers=buffers,
             conflict_colors=[conflict_color(w) for w in range(1, 33)],
@@ -107,11 +117,27 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
     def _on_choice(self, _change: Any) -> None:
         self._update_grid()
 
+    @traitlets.observe("instruction")
+    def _on_instruction(self, change: Any) -> None:
+        if 0 <= change["new"] < len(self._instructions):
+            chosen = self._instructions[change["new"]]
+            with self.hold_trait_notifications():
+                self.pattern = chosen.pattern
+                self.vector_bytes = chosen.width
+            self._update_grid()
+
     def _update_grid(self) -> None:
         if not self.entries:
             self.grid, self.conflict_summary, self._bank_grid = {}, "no shared memory", None
             return
         buf = self.entries[min(max(self.buffer, 0), len(self.entries) - 1)].buffer
+        if buf.kind != "buffer":
+            # mbarriers are 8-byte words driven by the barrier unit, the profiler buffer is
+            # written by one thread per unit: no warp-wide access to analyse.
+            what = "mbarriers" if buf.kind == "barrier" else f"the {buf.kind} buffer"
+            self.conflict_summary = f"{buf.path}: {what}, no bank analysis"
+            self.grid, self._bank_grid = {"path": buf.path, "kind": buf.kind, "summary": self.conflict_summary}, None
+            return
         pattern = self.pattern if self.pattern in ACCESS_PATTERNS else "column"
         choices = vector_choices(buf)
         # A width the dtype cannot use falls back to the nearest one it can.

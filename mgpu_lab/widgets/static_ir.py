@@ -1,11 +1,14 @@
-"""Static IR rendering: the pass table, the final module and each pass's diff (HTML), and the
-module size along the pipeline (matplotlib)."""
+"""Static IR rendering: the pass table, the diff of the first pass that changes the builder's
+module, and the last module before the binary (HTML, each part capped so the output stays well
+under a megabyte: a GEMM's pipeline is 13 MB of text); the module size along the pipeline
+(matplotlib)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from mgpu_lab.widgets.ir_diff import DIFF_MARKS, PassStat, pass_diff
+from mgpu_lab.widgets.fallback import STATIC_BUDGET
+from mgpu_lab.widgets.ir_diff import DIFF_MARKS, DiffLine, PassStat, PassTexts
 from mgpu_lab.widgets.static_html import FONT, code_block, esc, section, table
 
 _DIFF_STYLE = {
@@ -14,36 +17,53 @@ _DIFF_STYLE = {
     "hunk": "color:#1976d2",
     "ctx": "",
 }
+MAX_LINE = 300  # characters of a line in the static listing
 
 
-def diff_html(lines: list[tuple[str, str]]) -> str:
+def _capped(lines: list[str], budget: int) -> list[str]:
+    """Escaped lines up to `budget` characters, then one line saying how many were left out."""
+    out, used = [], 0
+    for i, line in enumerate(lines):
+        used += len(line) + 1
+        if used > budget:
+            out.append(f"<i>… {len(lines) - i:,} more lines (the live viewer has them all)</i>")
+            break
+        out.append(line)
+    return out
+
+
+def _line(text: str) -> str:
+    return esc(text if len(text) <= MAX_LINE else text[:MAX_LINE] + " …")
+
+
+def diff_html(lines: list[DiffLine], budget: int = STATIC_BUDGET // 3) -> str:
     """Classified diff lines as a coloured, scrolling code block."""
     return code_block(
-        (f'<span style="{_DIFF_STYLE[kind]}">{esc(DIFF_MARKS[kind] + text)}</span>' for kind, text in lines),
+        _capped([f'<span style="{_DIFF_STYLE[kind]}">{_line(DIFF_MARKS[kind] + text)}</span>' for kind, text in lines], budget),
         max_height=400,
     )
 
 
-def ir_html(passes: list[tuple[str, str]] | tuple[tuple[str, str], ...], stats: list[PassStat], title: str) -> str:
-    """Pass table, the last module, and a collapsible diff per pass that changed something."""
-    if not passes:
+def ir_html(passes: PassTexts, stats: list[PassStat], title: str) -> str:
+    """Pass table, the first real change as a diff, and the last module before the binary."""
+    if not len(passes):
         return section(f"IR: {title}", "<i>no passes recorded: compile with pass dumps enabled</i>")
     rows = [
         (f"{i}. {s.name}", s.lines, f"+{s.added}" if s.changed else "", f"-{s.removed}" if s.changed else "unchanged")
         for i, s in enumerate(stats)
     ]
-    diffs = "".join(
-        f'<details style="{FONT}"><summary>{esc(f"{i}. {s.name}")} (+{s.added} -{s.removed})</summary>'
-        f"{diff_html(pass_diff(passes, i))}</details>"
-        for i, s in enumerate(stats)
-        if s.changed and i > 0
-    )
-    final = code_block((esc(line) for line in passes[-1][1].splitlines()), max_height=400)
-    return (
-        section(f"IR: {title}: {len(passes)} passes", table(("pass", "lines", "added", "removed"), rows))
-        + section("Diffs", diffs or "<i>no pass changed the module</i>")
-        + section(f"Module after {passes[-1][0]}", final)
-    )
+    out = section(f"IR: {title}: {len(passes)} passes", table(("pass", "lines", "added", "removed"), rows))
+    first = passes.first_change()
+    if first:
+        s = stats[first]
+        out += section(f"Diff of {first}. {s.name} (+{s.added} -{s.removed}), the first pass that changes the module",
+                       diff_html(passes.diff(first)))
+    else:
+        out += f'<div style="{FONT}"><i>no pass changed the module</i></div>'
+    # The last textual module: the final pass usually turns the module into a binary blob.
+    last = max((i for i in range(len(passes)) if "gpu.binary" not in "".join(passes.lines[i][:8])), default=len(passes) - 1)
+    body = code_block(_capped([_line(line) for line in passes.lines[last]], STATIC_BUDGET // 3), max_height=400)
+    return out + section(f"Module after {last}. {passes.names[last]} (locations hidden)", body)
 
 
 def ir_figure(stats: list[PassStat], title: str) -> Any:

@@ -3,10 +3,13 @@ source line of every instruction, as HTML; the mix and resources as a matplotlib
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
+from mgpu_lab.widgets.fallback import STATIC_BUDGET
 from mgpu_lab.widgets.sass_listing import SassListing
-from mgpu_lab.widgets.static_html import code_block, esc, section, table, tokens_html
+from mgpu_lab.widgets.sass_parse import KEY_CLASSES
+from mgpu_lab.widgets.static_html import FONT, code_block, esc, section, table, tokens_html
 
 
 def _source_note(listing: SassListing, sass_line: int) -> str:
@@ -14,31 +17,49 @@ def _source_note(listing: SassListing, sass_line: int) -> str:
     if src is None:
         return ""
     file_id, line = src
-    name = listing.files[file_id].replace("\\", "/").rsplit("/", 1)[-1]
     text = listing.source_text(file_id, line).strip()
-    return f'  <span style="color:#8a8a8a">// {esc(name)}:{line + 1}  {esc(text[:60])}</span>'
+    return f'  <span style="color:#8a8a8a">// {esc(listing.file_labels[file_id])}, line {line + 1}  {esc(text[:60])}</span>'
 
 
-def sass_html(listing: SassListing, max_lines: int = 4000) -> str:
-    """Self-contained HTML of the SASS view (listing capped at `max_lines` lines)."""
+def mix_bars(mix: tuple[tuple[str, int], ...]) -> str:
+    """The instruction mix as labelled horizontal bars (inline styles only)."""
+    top = max((count for _, count in mix), default=1)
+    rows = "".join(
+        f'<tr><td style="padding:1px 8px 1px 0; white-space:nowrap">{esc(family)}</td>'
+        f'<td style="width:220px"><div style="background:#4e79a7; height:10px; width:{100 * count / top:.1f}%"></div></td>'
+        f'<td style="padding-left:6px; text-align:right">{count:,}</td></tr>'
+        for family, count in mix
+    )
+    return f'<table style="border-collapse:collapse; {FONT}">{rows}</table>'
+
+
+def sass_html(listing: SassListing, budget: int = STATIC_BUDGET * 2 // 3) -> str:
+    """Self-contained HTML of the SASS view: nvdisasm's own lines left out, each instruction
+    with the source line it came from (where that changes), capped at `budget` characters."""
     resources = table(("quantity", "value", "note"), listing.resources, numeric_from=1)
-    mix = table(("family", "instructions"), listing.mix)
-    shown = listing.lines[:max_lines]
+    counts = Counter(c for c in listing.line_class if c)
+    classes = " · ".join(f"{name} {counts.get(name, 0)}" for name, _ in KEY_CLASSES)
     width = len(str(len(listing.lines)))
-    body = [
-        f'<span style="color:#999">{ln.index + 1:>{width}}</span>  {tokens_html(ln.tokens)}{_source_note(listing, ln.index)}'
-        for ln in shown
-    ]
-    if len(listing.lines) > max_lines:
-        body.append(f"... {len(listing.lines) - max_lines} more lines")
+    body, used, previous = [], 0, None
+    shown = [ln for ln in listing.lines if not listing.scaffolding[ln.index]]
+    for k, ln in enumerate(shown):
+        src = listing.sass_source[ln.index]
+        note = _source_note(listing, ln.index) if src != previous else ""
+        previous = src if src is not None else previous
+        row = f'<span style="color:#999">{ln.index + 1:>{width}}</span>  {tokens_html(ln.tokens)}{note}'
+        used += len(row) + 1
+        if used > budget:
+            body.append(f"<i>… {len(shown) - k:,} more lines (the live viewer has them all)</i>")
+            break
+        body.append(row)
     summary = (
         f'<div style="display:flex; gap:24px; flex-wrap:wrap; align-items:flex-start">'
-        f"{section('Resources', resources)}{section('Instruction mix', mix)}</div>"
+        f"{section('Resources', resources)}{section('Instruction mix', mix_bars(listing.mix))}</div>"
     )
     note = " (line info from the listings)" if listing.line_info_derived else ""
     return (
         section(f"SASS: {listing.name}", summary)
-        + section(f"Listing{note}", code_block(body, max_height=600))
+        + section(f"Listing{note}: {classes}", code_block(body, max_height=600))
     )
 
 

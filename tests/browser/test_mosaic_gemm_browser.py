@@ -32,6 +32,36 @@ def test_mosaic_gemm_cell_shows_sass_smem_ir_and_timeline(jupyter_url: str, brow
         assert page.locator(".mgl-tl canvas").count() == 1
         text = page.locator(".jp-OutputArea-output").all_inner_texts()
         assert any("mma" in t and "wait_data" in t and "epilogue" in t for t in text)  # the trace summary
+
+        # The recorded sample keeps 8 of 2,048 blocks: the timeline opens on their tracks only,
+        # and its shares are over the warpgroups that recorded (mma about a third), not 0.2%.
+        timeline = page.locator(".mgl-tl").first
+        assert timeline.locator(".mgl-tl-hide-empty").is_checked()
+        assert int(timeline.get_attribute("data-tracks")) <= 40
+        mma = timeline.locator(".mgl-tl-summary tr", has_text="mma").first.inner_text()
+        assert float(mma.split()[-1].rstrip("%")) > 20
+
+        # SASS: the file is named, the classes that matter are counted, scaffolding is hidden.
+        assert "gemm.py, line" in sass.locator(".mgl-sass-listing").inner_text()
+        assert sass.locator(".mgl-key-chip[data-key-class='HGMMA']").inner_text().strip() == "HGMMA 8"
+        assert not sass.locator(".mgl-sass-listing .mgl-code-line", has_text="//## File").first.is_visible()
+
+        # IR: opens on the diff of the first pass that changes the module, not on the binary.
+        ir = page.locator(".mgl-ir").first
+        assert "canonicalize" in ir.locator(".mgl-ir-status").inner_text()
+        assert ir.locator(".mgl-ir-content .mgl-diff-add").count() > 0
+
+        # Smem: barriers get no bank analysis.
+        smem.locator("select.mgl-smem-buffer").select_option(label="1")
+        page.wait_for_function("el => el.textContent.includes('no bank analysis')",
+                               arg=smem.locator(".mgl-smem-report").element_handle(), timeout=RENDER_TIMEOUT_MS)
+        smem.locator("select.mgl-smem-buffer").select_option(index=0)
+        # The bank view takes width and lane pattern from one of the kernel's own STS.128.
+        instruction = smem.locator("select.mgl-smem-instruction")
+        sts128 = next(t for t in instruction.locator("option").all_inner_texts() if t.startswith("STS.128"))
+        instruction.select_option(label=sts128)
+        page.wait_for_function("el => el.textContent.startsWith('row') && el.textContent.includes('x 16 B')",
+                               arg=smem.locator(".mgl-smem-report").element_handle(), timeout=RENDER_TIMEOUT_MS)
         for name, locator in (("sass", sass), ("smem", smem), ("ir", page.locator(".mgl-ir").first),
                               ("timeline", page.locator(".mgl-tl").first)):
             locator.screenshot(path=str(SHOTS / f"mosaic_gemm_{name}.png"))

@@ -8,13 +8,18 @@ viewer shows its static rendering and no widget error. A copy that this server n
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ARTIFACTS
+from conftest import ARTIFACTS, REPO
 
-from test_widgets_browser import RENDER_TIMEOUT_MS, STEP_TIMEOUT_MS, _open_and_run_all
+from test_widgets_browser import RENDER_TIMEOUT_MS, STEP_TIMEOUT_MS, PlaywrightTimeoutError, _open_and_run_all
 
 pytestmark = pytest.mark.browser
 
@@ -82,11 +87,28 @@ def test_saved_notebook_shows_static_views_after_restart(jupyter_url: str, brows
         page.wait_for_function(
             f"""async () => {{
               const r = await fetch('{jupyter_url}api/contents/{name}?content=1');
+              if (!r.ok) return false;  // mid-save: ask again
               const nb = (await r.json()).content;
-              return nb.cells.some((c) => (c.outputs || []).some((o) => JSON.stringify(o).includes('data-mgl-static')));
+              return !!nb && nb.cells.some((c) => (c.outputs || []).some((o) => JSON.stringify(o).includes('data-mgl-static')));
             }}""",
             timeout=STEP_TIMEOUT_MS,
         )
+        # Restart the kernel (the live views stay up, disconnected, until the page reloads).
+        page.get_by_role("menuitem", name="Kernel", exact=True).click()
+        page.get_by_role("menuitem", name="Restart Kernel…").click()
+        accept = page.locator(".jp-Dialog .jp-mod-accept")
+        try:
+            accept.wait_for(timeout=5000)
+            accept.click()
+        except PlaywrightTimeoutError:
+            pass  # restarted without asking (the "ask before restarting" setting is off)
+        page.wait_for_selector(
+            ".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status='idle'], #notebook-container",
+            timeout=RENDER_TIMEOUT_MS,
+        )
+        page.reload(wait_until="domcontentloaded")
+        _assert_static_views_readable(page, f"saved-{ui.split('/')[0]}-restarted")
+        # And a fresh page on the same notebook, once its kernel is gone altogether.
         page.close()
         _shut_down_kernels_of(jupyter_url, name)
         page = context.new_page()
@@ -99,16 +121,7 @@ def test_saved_notebook_shows_static_views_after_restart(jupyter_url: str, brows
 
 def test_notebook_from_another_machine_shows_static_views(jupyter_url: str, browser: Any) -> None:
     """Executed elsewhere (this server never signed it): untrusted, yet readable."""
-    from nbclient import NotebookClient  # noqa: F401 - skip early when the executor is missing
-
-    import os
-    import subprocess
-    import sys
-    import tempfile
-    from pathlib import Path
-
-    from conftest import REPO
-
+    pytest.importorskip("nbclient")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "elsewhere.ipynb"
         env = {**os.environ, "PYTHONPATH": str(REPO), "MGPU_LAB_WIDGET_FIXTURES": str(REPO / "tests/fixtures/widgets"),
