@@ -1,0 +1,58 @@
+"""Inferred ends stay marked in every export: Perfetto's debug annotation and Chrome's args.
+
+A region whose end was not measured (closed at its block's end, end dropped by an overflow,
+closed implicitly by an enclosing end) must say so, or a reader trusts an invented duration.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mgpu_lab.profiler.chrome_export import to_chrome_json
+from mgpu_lab.profiler.perfetto_export import to_perfetto_bytes
+from mgpu_lab.profiler.trace import FLAG_CLOSED_AT_BLOCK_END, FLAG_END_DROPPED, FLAG_IMPLICITLY_CLOSED, Trace
+
+FLAGS = [0, FLAG_CLOSED_AT_BLOCK_END, FLAG_CLOSED_AT_BLOCK_END | FLAG_END_DROPPED, FLAG_IMPLICITLY_CLOSED, 0]
+
+
+def flagged_trace() -> Trace:
+    """One block, two warpgroups; each event a different region so slices are told apart by name."""
+    return Trace(
+        sm=[1, 1, 1, 1, 1], block=[0, 0, 0, 0, 0], unit=[0, 0, 1, 1, 1],
+        region=[0, 1, 2, 3, 4],
+        start_ns=[0.0, 10.0, 0.0, 5.0, 50.0], end_ns=[9.0, 100.0, 100.0, 40.0, 60.0],
+        depth=[0, 0, 0, 1, 1], flags=FLAGS,
+        region_names=("measured", "closed_at_end", "end_dropped", "implicit", "measured_too"),
+        unit_kind="warpgroup", units_per_block=2, block_ids=[0], block_sm=[1],
+        block_start_ns=[0.0], block_end_ns=[100.0], kernel_name="k",
+    )
+
+
+def test_perfetto_marks_every_inferred_end_and_nothing_else():
+    pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    packets = list(pb2.Trace.FromString(to_perfetto_bytes(flagged_trace())).packet)
+    names = {n.iid: n.name for p in packets for n in p.interned_data.event_names}
+    begins = [p.track_event for p in packets
+              if p.HasField("track_event") and p.track_event.type == pb2.TrackEvent.TYPE_SLICE_BEGIN]
+    notes = {names[e.name_iid]: {a.name: a.int_value for a in e.debug_annotations} for e in begins}
+    assert notes == {
+        "measured": {},
+        "closed_at_end": {"unbalanced_flags": FLAG_CLOSED_AT_BLOCK_END},
+        "end_dropped": {"unbalanced_flags": FLAG_CLOSED_AT_BLOCK_END | FLAG_END_DROPPED},
+        "implicit": {"unbalanced_flags": FLAG_IMPLICITLY_CLOSED},
+        "measured_too": {},
+    }
+
+
+def test_chrome_json_marks_every_inferred_end_and_nothing_else():
+    complete = [e for e in to_chrome_json(flagged_trace())["traceEvents"] if e["ph"] == "X"]
+    flags = {e["name"]: e.get("args", {}).get("unbalanced_flags", 0) for e in complete}
+    assert flags == dict(zip(flagged_trace().region_names, FLAGS, strict=True))
+    by_name = {e["name"]: e for e in complete}
+    assert by_name["closed_at_end"]["dur"] == pytest.approx(0.09)  # us: the inferred 90 ns is kept
+    assert by_name["implicit"]["tid"] == 1 and by_name["measured"]["tid"] == 0
+
+
+def test_flag_bits_are_distinct():
+    bits = [FLAG_CLOSED_AT_BLOCK_END, FLAG_END_DROPPED, FLAG_IMPLICITLY_CLOSED]
+    assert all(b and not b & (b - 1) for b in bits) and len(set(bits)) == 3
