@@ -1,0 +1,140 @@
+"""The launcher's argument checks on the CPU, with stand-in arrays exposing __cuda_array_interface__.
+
+Public behaviour only: which error is raised and what its message names (the argument, what
+was expected, what was given). The launch itself is recorded instead of run (tests/cupy_stand_in.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cupy_stand_in import DEVICE_1_BASE, DeviceArray, install, set_current_device
+
+from mgpu_lab.errors import LaunchArgumentError
+from mgpu_lab.examples.vector_add import make_vector_add
+from mgpu_lab.runtime.portable import PortableLaunchError, PortableLauncher
+
+N = 1 << 12
+
+
+@pytest.fixture(scope="module")
+def compiled_vector_add():
+    return make_vector_add(N).compiled
+
+
+@pytest.fixture
+def kernel(compiled_vector_add, monkeypatch):
+    import mgpu_lab
+
+    recorder = install(monkeypatch)
+    k = mgpu_lab.Kernel(compiled_vector_add)
+    k.recorder = recorder
+    return k
+
+
+def good(shape=(N,), dtype="float32", **kw):
+    return DeviceArray(shape, dtype, **kw)
+
+
+def test_a_valid_call_launches_on_the_arrays_in_order(kernel):
+    a, b, out = good(), good(), good()
+    result = kernel(a, b, out=out)
+    [launch] = kernel.recorder.launches
+    assert [x.data.ptr for x in launch.args] == [a.ptr, b.ptr, out.ptr]
+    assert result.data.ptr == out.ptr
+    assert launch.grid == tuple(kernel.compiled.grid) and launch.block == tuple(kernel.compiled.block)
+
+
+def test_outputs_are_allocated_with_the_declared_shape_and_dtype(kernel):
+    result = kernel(good(), good())
+    assert result.shape == (N,) and result.dtype == np.float32
+    [launch] = kernel.recorder.launches
+    assert launch.args[2].data.ptr == result.data.ptr
+
+
+@pytest.mark.parametrize("args, out, words", [
+    ((good(),), None, ["takes 2 input", "got 1"]),
+    ((good(), good(), good()), None, ["takes 2 input", "got 3"]),
+    ((good((N - 1,)), good()), None, ["input 0", "shape", f"({N},)", f"({N - 1},)"]),
+    ((good(), good((2, N // 2))), None, ["input 1", "shape", f"(2, {N // 2})"]),
+    ((good(), good(dtype="float64")), None, ["input 1", "dtype", "float32", "float64"]),
+    ((good(dtype="int32"), good()), None, ["input 0", "dtype", "int32"]),
+    ((good(strides=(8,)), good()), None, ["input 0", "C-contiguous", "(8,)"]),
+    ((good(), good(ptr=(1 << 32) + 4)), None, ["input 1", "16-byte aligned", "0x100000004"]),
+    ((good(), good(ptr=DEVICE_1_BASE)), None, ["input 1", "current device 0", "device 1"]),
+    ((np.zeros(N, np.float32), good()), None, ["input 0", "host numpy.ndarray", "cupy.asarray"]),
+    ((good(), 7), None, ["input 1", "device array", "int"]),
+    ((good(), good()), (good(), good()), ["out", "1 output", "got 2"]),
+    ((good(), good()), good((N // 2,)), ["output 0", "shape", f"({N // 2},)"]),
+    ((good(), good()), good(dtype="float16"), ["output 0", "dtype", "float16"]),
+    ((good(), good()), good(ptr=(1 << 32) + 8), ["output 0", "16-byte aligned"]),
+    ((good(), good()), good(strides=(8,)), ["output 0", "C-contiguous"]),
+])
+def test_bad_arguments_name_the_argument_the_expectation_and_the_value(kernel, args, out, words):
+    with pytest.raises(LaunchArgumentError) as e:
+        kernel(*args, out=out)
+    message = str(e.value)
+    assert "vector_add" in message
+    for word in words:
+        assert word in message, f"{word!r} missing from: {message}"
+    assert not kernel.recorder.launches, "a bad call must not launch"
+
+
+def test_a_list_of_outputs_is_accepted(kernel):
+    out = good()
+    assert kernel(good(), good(), out=[out]).data.ptr == out.ptr
+
+
+def test_the_current_device_decides(kernel):
+    set_current_device(1)
+    a = good(ptr=DEVICE_1_BASE + (1 << 20))
+    with pytest.raises(LaunchArgumentError, match="input 1 .*current device 1.*device 0"):
+        kernel(a, good())
+    b, out = good(ptr=DEVICE_1_BASE + (2 << 20)), good(ptr=DEVICE_1_BASE + (3 << 20))
+    assert kernel(a, b, out=out).data.ptr == out.ptr
+
+
+def _spec(inputs, outputs, params=None):
+    return {"name": "k", "grid": [2, 1, 1], "block": [128, 1, 1], "cluster": [1, 1, 1], "dynamic_smem": 0,
+            "static_smem": 0, "inputs": inputs, "outputs": outputs,
+            "params": params or [("array", i) for i in range(len(inputs) + len(outputs))],
+            "cubin": b"", "ptx": "", "profile_words": None}
+
+
+def test_float8_arrays_travel_as_bytes_and_the_error_says_so(monkeypatch):
+    install(monkeypatch)
+    launcher = PortableLauncher(_spec([([64], "float8_e4m3fn")], [([64], "float32")]))
+    with pytest.raises(PortableLaunchError, match=r"input 0 of k: expected dtype uint8 \(the bytes of float8_e4m3fn"):
+        launcher(good((64,), "float16"))
+    assert launcher(good((64,), "uint8")).shape == (64,)
+
+
+def test_bfloat16_inputs_need_bfloat16_arrays(monkeypatch):
+    install(monkeypatch)
+    launcher = PortableLauncher(_spec([([8, 8], "bfloat16")], [([8, 8], "bfloat16")]))
+    with pytest.raises(PortableLaunchError, match="expected dtype bfloat16, got float16"):
+        launcher(good((8, 8), "float16"))
+    import sys
+
+    import ml_dtypes
+
+    bf16 = sys.modules["cupy"].empty((8, 8), ml_dtypes.bfloat16)  # CuPy's own bfloat16 array (via DLPack)
+    assert launcher(bf16).dtype == ml_dtypes.bfloat16
+
+
+def test_the_error_class_is_injectable(monkeypatch):
+    install(monkeypatch)
+
+    class Mine(ValueError):
+        pass
+
+    launcher = PortableLauncher(_spec([([4], "float32")], [([4], "float32")]), error=Mine)
+    with pytest.raises(Mine, match="takes 1 input"):
+        launcher()
+
+
+def test_launch_unchecked_skips_every_check(kernel):
+    a = good((3,), "float64", strides=(16,))
+    kernel.launch_unchecked(a, a, a)
+    [launch] = kernel.recorder.launches
+    assert launch.args == [a, a, a]
