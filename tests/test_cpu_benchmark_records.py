@@ -58,3 +58,44 @@ def test_interleaved_rounds_alternates_a_b_b_a():
     assert result.a_ms == 1.0 and result.b_ms == 2.0 and result.ratio == 0.5
     with pytest.raises(ValueError, match="rounds"):
         common.interleaved_rounds(lambda i: 0, lambda i: 0, rounds=0, timer=timer)
+
+
+def test_make_table_shows_median_and_range_over_all_runs_at_the_commit(tmp_path, monkeypatch):
+    import make_table
+
+    def record(when, commit, ratio):
+        name = f"foundation_{when}_{commit[:8]}.json"
+        (tmp_path / name).write_text(json.dumps({
+            "benchmark": "foundation", "date": when[:10], "time_utc": when, "commit": commit,
+            "gpu": {"sm_clock_mhz": {"median": 1700.0}, "power_w": {"median": 500.0}},
+            "figures": {"tiled_copy_8192_vs_copyto": ratio, "tiled_copy_8192_GBps": 4000 * ratio,
+                        "copyto_8192_GBps": 4000.0}}))
+
+    record("2026-12-01T010000Z", "a" * 40, 0.90)
+    record("2026-12-01T020000Z", "b" * 40, 0.97)
+    record("2026-12-01T030000Z", "b" * 40, 0.99)
+    record("2026-12-01T040000Z", "b" * 40, 0.95)
+    text = make_table.render(tmp_path)
+    [row] = [line for line in text.splitlines() if "tiled smem copy" in line]
+    assert "**0.970 (0.950-0.990, 3 runs)**" in row and "0.900" not in row
+    assert "1700 MHz, 500 W" in row and "bbbbbbbb" in row and "aaaaaaaa" not in row
+    [row] = [line for line in make_table.render(tmp_path, last=4).splitlines() if "tiled smem copy" in line]
+    assert "(0.900-0.990, 4 runs)" in row and "aaaaaaaa, bbbbbbbb" in row
+
+
+def test_make_table_rewrites_only_between_the_markers(tmp_path):
+    import make_table
+
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{make_table.BEGIN}\nold table\n{make_table.END}\nnotes\n")
+    make_table.write_readme("| new |", readme)
+    assert readme.read_text() == f"intro\n{make_table.BEGIN}\n| new |\n{make_table.END}\nnotes\n"
+
+
+def test_first_call_children_are_valid_python():
+    import ast
+
+    import bench_first_call
+
+    for code in (bench_first_call.OURS, bench_first_call.JAX):
+        ast.parse(code.format(size=256))
