@@ -1,15 +1,26 @@
-"""Hopper DSL benchmarks, each a ratio against its peer measured in the same run:
+"""The GEMM sweep: our bf16 GEMM (examples/gemm.py) against torch.matmul (cuBLAS) on 28 problems
+(squares 1024..16384, 8B/70B-class LLM projections at M = 16..16384, the issue's shapes, ragged
+ones), and our FP8 e4m3 GEMM against torch._scaled_mm (cuBLASLt, fast accumulation: ours has no
+fp32 promotion either) on 8, all on the same inputs in the same run.
 
-- bf16 GEMM (WGMMA, TMA, warp-specialized; examples/gemm.py), C = A @ B and A @ B.T at
-  4096^3 and 8192^3, in TFLOP/s vs torch.matmul (cuBLAS) on the same inputs;
-- scaled_add (TMA tiles, y = a * x + b) bandwidth vs a device-to-device copy of the same bytes.
+Each problem uses the configuration `gemm_config` gives it: the tuned table
+(mgpu_lab/examples/gemm_configs.json, written by benchmarks/tune_gemm_configs.py) or, for shapes
+it lacks, the heuristic; the record says which. Every result is checked against a float32
+matmul before it is timed. Timing: ours and the peer alternate in rounds A B, B A, A B, ...
+(common.interleaved_rounds), each block a run of launches queued behind a blocking kernel
+(gemm_sweep.blocking_timer) with CUDA events around each launch; inputs rotate through sets
+larger than L2. The SM clock and power are sampled throughout (common.GpuSampler).
 
-Timing: CUDA events on the current stream, median of `iters` runs after warm-up; inputs rotate
-through several sets so no run reads what the previous one left in L2. Every kernel's result is
-checked before it is timed.
+Figures: `gemm_bf16_<M>x<N>x<K>_vs_cublas` and `gemm_fp8_<M>x<N>x<K>_vs_scaled_mm` (cuBLAS time /
+our time: above 1 means ours is faster), `gemm_sweep_geomean_vs_cublas`, `gemm_sweep_min_vs_cublas`,
+`gemm_fp8_sweep_geomean_vs_scaled_mm`, `gemm_fp8_sweep_min_vs_scaled_mm`, TFLOP/s of both sides,
+relative errors, configurations. `--extras` adds the older figures (scaled_add vs a device copy,
+Pallas Mosaic GPU's matmul at 4096^3 and 8192^3); `--compare-persistent` also times, where the tiles
+take more than one wave, the same tiles with the other block scheme (persistent or one tile per
+block), so the record shows whether the persistent kernel pays.
 
-Run on a GPU machine:  python benchmarks/bench_gemm.py [--quick]
-Writes benchmarks/results/gemm_<date>.json (or $OUT/ when set) and prints a table.
+Run on a GPU machine:  python benchmarks/bench_gemm.py [--quick] [--no-fp8] [--extras]
+Writes a `gemm` record under benchmarks/results/ (or $OUT) and prints a table last.
 """
 
 from __future__ import annotations
@@ -19,87 +30,166 @@ import sys
 import time
 
 import numpy as np
-from common import table, write_record
+from common import GpuSampler, interleaved_rounds, table, write_record
+from gemm_sweep import Problem, bf16_problems, blocking_timer, cupy_view, fp8_problems, geomean, iterations, operand_sets
 
+from mgpu_lab.builder.dtypes import numpy_dtype
 from mgpu_lab.examples.gemm import make_gemm
+from mgpu_lab.examples.gemm_configs import SMS, gemm_config
+from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
 from mgpu_lab.examples.scaled_add import make_scaled_add
 from mgpu_lab.runtime.timing import time_cuda
 
 ROTATE = 3
+TOLERANCE = {"bf16": 1e-2, "fp8": 2e-2}  # fp8 wgmma sums carry ~14 bits
 
 
-def _cupy_view(tensor, dtype):
-    """A CuPy array over a torch tensor's memory (no DLPack: CuPy has no bf16 DLPack type)."""
-    import cupy
-
-    nbytes = tensor.numel() * tensor.element_size()
-    memory = cupy.cuda.UnownedMemory(tensor.data_ptr(), nbytes, tensor)
-    return cupy.ndarray(tuple(tensor.shape), dtype=dtype, memptr=cupy.cuda.MemoryPointer(memory, 0))
+def _rounds(p: Problem, quick: bool) -> int:
+    """A B B A at least; more rounds for problems that take little time."""
+    if quick:
+        return 2
+    return 4 if p.estimate_ms() < 4 else 2
 
 
-def gemm(figures: dict, rows: list, sizes: tuple[int, ...], iters: int) -> None:
-    """Inputs live in torch tensors (bf16 arithmetic for the reference); our kernel reads the same
-    memory through CuPy views."""
+def _config(p: Problem, dtype: str) -> dict:
+    picked = gemm_config(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)
+    return {key: picked[key] for key in ("tile_m", "tile_n", "stages", "group_m", "persistent") if key in picked} | \
+        {"source": picked["source"]}
+
+
+def _describe(config: dict) -> str:
+    return (f"{config['tile_m']}x{config['tile_n']}{' persistent' if config.get('persistent') else ''} "
+            f"{config['source']}")
+
+
+def _relative_error(got, want) -> float:
+    return float((got.float() - want).norm() / want.norm())
+
+
+def bf16_sweep(figures: dict, rows: list, problems: list[Problem], quick: bool,
+               compare_persistent: bool = False) -> list[float]:
+    """Time each problem's configured kernel against cuBLAS; with compare_persistent, also the
+    same tiles with the other block scheme (persistent or one tile per block) where the tiles
+    take more than one wave (`<tag>_persistent_vs_cublas` / `<tag>_one_tile_vs_cublas`)."""
     import torch
 
-    for size in sizes:
-        for transpose_b in (False, True):
-            _gemm_one(figures, rows, torch, size, transpose_b, iters)
-        torch.cuda.empty_cache()
-
-
-def _gemm_one(figures: dict, rows: list, torch, size: int, transpose_b: bool, iters: int) -> None:
-    from mgpu_lab.builder.dtypes import numpy_dtype
-
     bf16 = numpy_dtype("bfloat16")
-    m = n = k = size
-    flops = 2.0 * m * n * k
-    tag = f"{'nt' if transpose_b else 'nn'}_{size}"
-    gen = torch.Generator(device="cuda").manual_seed(size)
-    ta = [torch.randn((m, k), device="cuda", generator=gen).to(torch.bfloat16) for _ in range(ROTATE)]
-    tb = [torch.randn((n, k) if transpose_b else (k, n), device="cuda", generator=gen).to(torch.bfloat16)
-          for _ in range(ROTATE)]
-    a_sets, b_sets = [_cupy_view(t, bf16) for t in ta], [_cupy_view(t, bf16) for t in tb]
-    tout_ours = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-    out = _cupy_view(tout_ours, bf16)
-    tout = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
+    ratios = []
+    for p in problems:
+        config = _config(p, "bfloat16")
+        tag = f"gemm_bf16_{p.key}"
+        settings = {k: v for k, v in config.items() if k != "source"}
+        t0 = time.perf_counter()
+        kern = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b, **settings)
+        figures[f"{tag}_build_s"] = time.perf_counter() - t0
+        figures[f"{tag}_config"] = config
+        sets = operand_sets(p, torch, torch.bfloat16, seed=p.m + p.n + p.k)
+        views = [(cupy_view(a, bf16), cupy_view(b, bf16)) for a, b in sets]
+        ours_out = torch.empty((p.m, p.n), dtype=torch.bfloat16, device="cuda")
+        out_view = cupy_view(ours_out, bf16)
+        peer_out = torch.empty((p.m, p.n), dtype=torch.bfloat16, device="cuda")
+        a0, b0 = sets[0]
+        want = a0.float() @ (b0.float().T if p.transpose_b else b0.float())
+        n = len(sets)
 
-    t0 = time.perf_counter()
-    kern = make_gemm(m, n, k, transpose_b=transpose_b, use_cache=False)
-    figures[f"gemm_compile_s_{tag}"] = time.perf_counter() - t0
-    kern(a_sets[0], b_sets[0], out=out)
-    torch.cuda.synchronize()
-    if not transpose_b:  # cold build + first call, the figure JAX's first-call time compares with
-        figures[f"gemm_first_call_s_{size}"] = time.perf_counter() - t0
-    b32 = tb[0].float()
-    ref = ta[0].float() @ (b32.T if transpose_b else b32)
-    err = float(torch.linalg.norm(tout_ours.float() - ref) / torch.linalg.norm(ref))
-    del ref, b32
-    figures[f"gemm_rel_error_{tag}"] = err
-    if not err <= 1e-2:
-        figures[f"gemm_error_{tag}"] = f"relative error {err:.3g} > 1e-2: not timed"
-        rows.append((f"gemm {tag}", f"WRONG (rel err {err:.3g})", "", "", ""))
-        return
+        def peer(i: int) -> None:
+            a, b = sets[i % n]
+            torch.matmul(a, b.T if p.transpose_b else b, out=peer_out)
 
-    def ours(i: int) -> None:
-        kern(a_sets[i % ROTATE], b_sets[i % ROTATE], out=out)
+        def measure(kernel, name: str, label: str) -> float | None:
+            """peer time / our time, after checking the result (None when wrong)."""
+            ours_out.fill_(float("nan"))
+            kernel(*views[0], out=out_view)
+            err = _relative_error(ours_out, want)
+            figures[f"{name}_rel_error"] = err
+            if not err <= TOLERANCE["bf16"]:
+                figures[f"{name}_error"] = f"relative error {err:.3g}: not timed"
+                rows.append((f"bf16 {p.key}", p.label, "WRONG", f"rel err {err:.2g}", "", label, ""))
+                return None
+            launch = getattr(kernel, "launch_unchecked", None)
 
-    def peer_out(i: int) -> None:
-        b = tb[i % ROTATE]
-        torch.matmul(ta[i % ROTATE], b.T if transpose_b else b, out=tout)
+            def ours(i: int) -> None:
+                a, b = views[i % n]
+                launch(a, b, out_view) if launch else kernel(a, b, out=out_view)
 
-    def peer_alloc(i: int) -> None:
-        b = tb[i % ROTATE]
-        torch.matmul(ta[i % ROTATE], b.T if transpose_b else b)
+            result = interleaved_rounds(ours, peer, _rounds(p, quick), timer=blocking_timer(iterations(p)))
+            ratio = result.b_ms / result.a_ms
+            figures[f"{name}_vs_cublas"] = ratio
+            figures[f"{name}_ours_tflops"] = p.flops / result.a_ms / 1e9
+            figures[f"{name}_cublas_tflops"] = p.flops / result.b_ms / 1e9
+            rows.append((f"bf16 {p.key}", p.label, f"{p.flops / result.a_ms / 1e9:.0f}",
+                         f"{p.flops / result.b_ms / 1e9:.0f}", f"{ratio:.3f}", label, f"{err:.1e}"))
+            return ratio
 
-    tf_ours = flops / time_cuda(ours, warmup=10, iters=iters).median_ms / 1e9
-    # cuBLAS through torch, with and without `out=`: the peer gets its better figure.
-    tf_torch = max(flops / time_cuda(p, warmup=10, iters=iters).median_ms / 1e9 for p in (peer_out, peer_alloc))
-    figures[f"gemm_tflops_{tag}"] = tf_ours
-    figures[f"gemm_tflops_torch_{tag}"] = tf_torch
-    figures[f"gemm_ours_vs_torch_{tag}"] = tf_ours / tf_torch
-    rows.append((f"gemm bf16 {tag}", f"ours {tf_ours:.0f} TFLOP/s", f"torch {tf_torch:.0f} TFLOP/s",
-                 f"ratio {tf_ours / tf_torch:.3f}", f"rel err {err:.1e}"))
+        ratio = measure(kern, tag, _describe(config))
+        if ratio is not None:
+            ratios.append(ratio)
+            if p.m == p.n == p.k and p.m in (4096, 8192):  # the keys make_table.py reads
+                layout = "nt" if p.transpose_b else "nn"
+                figures[f"gemm_tflops_{layout}_{p.m}"] = figures[f"{tag}_ours_tflops"]
+                figures[f"gemm_tflops_torch_{layout}_{p.m}"] = figures[f"{tag}_cublas_tflops"]
+                figures[f"gemm_ours_vs_torch_{layout}_{p.m}"] = ratio
+        tiles = -(-p.m // config["tile_m"]) * -(-p.n // config["tile_n"])
+        if compare_persistent and tiles > SMS:
+            other = not config.get("persistent", False)
+            alternative = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b, **{**settings, "persistent": other,
+                                                                                 "stages": None})
+            measure(alternative, f"{tag}_{'persistent' if other else 'one_tile'}",
+                    f"{config['tile_m']}x{config['tile_n']} {'persistent' if other else 'one tile'} (compare)")
+        del sets, views, want
+        torch.cuda.empty_cache()
+    return ratios
+
+
+def fp8_sweep(figures: dict, rows: list, problems: list[Problem], quick: bool) -> list[float]:
+    import cupy
+    import torch
+
+    ratios = []
+    for p in problems:
+        config = _config(p, "float8_e4m3fn")
+        tag = f"gemm_fp8_{p.key}"
+        kern = make_fp8_gemm(p.m, p.n, p.k, **{k: v for k, v in config.items() if k != "source"})
+        sets = operand_sets(p, torch, torch.float8_e4m3fn, seed=p.k)
+        views = [(cupy_view(a, np.uint8), cupy_view(b, np.uint8)) for a, b in sets]
+        scale_a, scale_b = torch.tensor(0.05, device="cuda"), torch.tensor(0.02, device="cuda")
+        ours_scales = (cupy.asarray([0.05], np.float32), cupy.asarray([0.02], np.float32))
+        ours_out = torch.full((p.m, p.n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        out_view = cupy_view(ours_out, numpy_dtype("bfloat16"))
+        kern(*views[0], *ours_scales, out=out_view)
+        a0, b0 = sets[0]
+        want = (a0.float() @ b0.float().T) * (0.05 * 0.02)
+        err = _relative_error(ours_out, want)
+        del want
+        figures[f"{tag}_rel_error"] = err
+        figures[f"{tag}_config"] = config
+        if not err <= TOLERANCE["fp8"]:
+            figures[f"{tag}_error"] = f"relative error {err:.3g}: not timed"
+            rows.append((f"fp8 {p.key}", p.label, "WRONG", f"rel err {err:.2g}", "", "", ""))
+            continue
+        n = len(sets)
+
+        def ours(i: int) -> None:
+            a, b = views[i % n]
+            kern.launch_unchecked(a, b, *ours_scales, out_view)
+
+        def peer(i: int) -> None:
+            a, b = sets[i % n]
+            torch._scaled_mm(a, b.t(), scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16,
+                             use_fast_accum=True)
+
+        result = interleaved_rounds(ours, peer, _rounds(p, quick), timer=blocking_timer(iterations(p, 1)))
+        ratio = result.b_ms / result.a_ms
+        ratios.append(ratio)
+        figures[f"{tag}_vs_scaled_mm"] = ratio
+        figures[f"{tag}_ours_tflops"] = p.flops / result.a_ms / 1e9
+        figures[f"{tag}_scaled_mm_tflops"] = p.flops / result.b_ms / 1e9
+        rows.append((f"fp8 {p.key}", p.label, f"{p.flops / result.a_ms / 1e9:.0f}",
+                     f"{p.flops / result.b_ms / 1e9:.0f}", f"{ratio:.3f}",
+                     _describe(config), f"{err:.1e}"))
+        del sets, views
+        torch.cuda.empty_cache()
+    return ratios
 
 
 def pallas_peer(figures: dict, rows: list, size: int) -> None:
@@ -152,8 +242,8 @@ def pallas_peer(figures: dict, rows: list, size: int) -> None:
         figures[f"gemm_tflops_pallas_mosaic_{size}"] = best
         ours = max(figures.get(f"gemm_tflops_nn_{size}", 0), figures.get(f"gemm_tflops_nt_{size}", 0))
         figures[f"gemm_bf16_{size}_ours_best_vs_pallas_mosaic"] = ours / best
-        rows.append((f"pallas mosaic {size}", f"ours {ours:.0f} TFLOP/s", f"pallas {best:.0f} TFLOP/s",
-                     f"ratio {ours / best:.3f}", f"{tried} configs"))
+        rows.append((f"pallas mosaic {size}", f"{tried} configs", f"{ours:.0f}", f"{best:.0f}",
+                     f"{ours / best:.3f}", "", ""))
 
 
 def scaled_add(figures: dict, rows: list, iters: int) -> None:
@@ -176,25 +266,74 @@ def scaled_add(figures: dict, rows: list, iters: int) -> None:
                  f"ratio {gbs_ours / gbs_copy:.3f}", ""))
 
 
+def scaled_add(figures: dict, rows: list, iters: int) -> None:
+    import cupy
+
+    m = n = 8192
+    kern = make_scaled_add(m, n, a=2.0, b=1.0)
+    rng = np.random.default_rng(0)
+    xs = [cupy.asarray(rng.standard_normal((m, n), dtype=np.float32)) for _ in range(ROTATE)]
+    out, dst = cupy.full((m, n), np.nan, np.float32), cupy.empty((m, n), np.float32)
+    kern(xs[0], out=out)
+    assert bool(cupy.allclose(out, 2 * xs[0] + 1)), "scaled_add is wrong"
+    moved = 2 * xs[0].nbytes  # read + write
+    t_ours = time_cuda(lambda i: kern(xs[i % ROTATE], out=out), warmup=10, iters=iters).median_ms
+    t_copy = time_cuda(lambda i: cupy.copyto(dst, xs[i % ROTATE]), warmup=10, iters=iters).median_ms
+    gbs_ours, gbs_copy = moved / t_ours / 1e6, moved / t_copy / 1e6
+    figures.update({"scaled_add_8192_GBps": gbs_ours, "device_copy_8192_GBps": gbs_copy,
+                    "scaled_add_8192_vs_device_copy": gbs_ours / gbs_copy})
+    rows.append(("scaled_add 8192^2", "f32 (TMA) vs device copy", f"{gbs_ours:.0f} GB/s", f"{gbs_copy:.0f} GB/s",
+                 f"{gbs_ours / gbs_copy:.3f}", "", ""))
+
+
+def _summarize(figures: dict, rows: list, ratios: list[float], prefix: str, peer: str) -> None:
+    if not ratios:
+        return
+    figures[f"{prefix}_geomean_vs_{peer}"] = geomean(ratios)
+    figures[f"{prefix}_min_vs_{peer}"] = min(ratios)
+    rows.append((prefix, f"{len(ratios)} problems", "", "", f"geomean {geomean(ratios):.3f}",
+                 f"min {min(ratios):.3f}", ""))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="4096^3 only, fewer iterations")
+    parser.add_argument("--quick", action="store_true", help="6 bf16 and 3 fp8 problems, 2 rounds")
+    parser.add_argument("--no-fp8", action="store_true", help="skip the FP8 sweep")
+    parser.add_argument("--extras", action="store_true", help="also scaled_add and Pallas Mosaic GPU at 4096/8192")
+    parser.add_argument("--compare-persistent", action="store_true",
+                        help="also time the other block scheme (persistent / one tile) where tiles take > 1 wave")
     args = parser.parse_args()
     figures: dict = {}
-    rows: list = [("benchmark", "ours", "peer", "ratio", "")]
-    iters = 20 if args.quick else 50
-    sizes = (4096,) if args.quick else (4096, 8192)
-    for step in (lambda: scaled_add(figures, rows, iters),
-                 lambda: gemm(figures, rows, sizes, iters),
-                 *(lambda s=s: pallas_peer(figures, rows, s) for s in sizes)):
-        try:
-            step()
-        except Exception as e:  # noqa: BLE001 - record what failed and keep the other figures
-            figures.setdefault("errors", []).append(f"{type(e).__name__}: {e}")
-            print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
-    path = write_record("gemm", figures)
-    print(table(rows))
+    rows: list = [("problem", "what", "ours TFLOP/s", "peer TFLOP/s", "peer time / ours", "config", "rel err")]
+    bf16_ratios: list[float] = []
+    fp8_ratios: list[float] = []
+    steps = [("bf16", lambda: bf16_ratios.extend(bf16_sweep(figures, rows, bf16_problems(args.quick), args.quick,
+                                                            args.compare_persistent)))]
+    if not args.no_fp8:
+        steps.append(("fp8", lambda: fp8_ratios.extend(fp8_sweep(figures, rows, fp8_problems(args.quick),
+                                                                 args.quick))))
+    if args.extras:
+        steps += [("scaled_add", lambda: scaled_add(figures, rows, 50)),
+                  *((f"pallas {s}", lambda s=s: pallas_peer(figures, rows, s)) for s in (4096, 8192))]
+    t0 = time.perf_counter()
+    with GpuSampler() as gpu:
+        for name, step in steps:
+            try:
+                step()
+            except Exception as e:  # noqa: BLE001 - record what failed and keep the other figures
+                figures.setdefault("errors", []).append(f"{name}: {type(e).__name__}: {e}")
+                print(f"error in {name}: {type(e).__name__}: {e}", file=sys.stderr)
+    _summarize(figures, rows, bf16_ratios, "gemm_sweep", "cublas")
+    _summarize(figures, rows, fp8_ratios, "gemm_fp8_sweep", "scaled_mm")
+    figures["gemm_sweep_wall_s"] = time.perf_counter() - t0
+    path = write_record("gemm", figures, sampler=gpu, notes={
+        "ratio": "peer median time / our median time (above 1: ours faster)",
+        "order": "A B B A ... (common.interleaved_rounds), launches queued behind a blocking kernel",
+        "bf16 peer": "torch.matmul (cuBLAS)", "fp8 peer": "torch._scaled_mm(use_fast_accum=True)",
+        "configs": "gemm_configs.json where tuned, else the heuristic (per problem: *_config.source)"})
+    print(f"clock/power: {gpu.summary()}")
     print(f"record: {path}")
+    print(table(rows))
 
 
 if __name__ == "__main__":

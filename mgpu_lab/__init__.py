@@ -26,10 +26,14 @@ _LAZY = {
     "CompileOptions": ("mgpu_lab.compiler.options", "CompileOptions"),
     "CompiledKernel": ("mgpu_lab.compiler.compiled_kernel", "CompiledKernel"),
     "dsl": ("mgpu_lab.dsl", None),
+    "bench": ("mgpu_lab.bench", None),
     "tune": ("mgpu_lab.autotune", "tune"),
     "to_device": ("mgpu_lab.runtime.arrays", "to_device"),
     "to_host": ("mgpu_lab.runtime.arrays", "to_host"),
     "export": ("mgpu_lab.exporter", "export"),
+    "isolated": ("mgpu_lab.runtime.isolation", "isolated"),
+    "set_isolation": ("mgpu_lab.runtime.isolation", "set_isolation"),
+    "KernelFaultError": ("mgpu_lab.errors", "KernelFaultError"),
 }
 
 

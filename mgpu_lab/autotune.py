@@ -15,12 +15,16 @@ import json
 import multiprocessing
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .atomic_files import write_atomically
+from .user_errors import user_facing
 
 
 @dataclass
@@ -43,11 +47,27 @@ def _compile_one(make_kernel: Callable[..., Any], config: dict[str, Any]) -> tup
         kernel = make_kernel(**config)
     except ResourceLimitError as e:
         return "does-not-fit", str(e)
-    except (KernelBuildError, KernelCompileError, ValueError, TypeError) as e:
+    except (KernelBuildError, KernelCompileError) as e:
         return "failed-build", f"{type(e).__name__}: {e}"
+    except Exception as e:  # noqa: BLE001 - any error of make_kernel disqualifies this config only
+        return "failed-build", f"{type(e).__name__}: {e} (raised by make_kernel{_where(e)})"
+    if not hasattr(kernel, "compiled"):
+        return "failed-build", f"make_kernel returned {type(kernel).__name__}, not a Kernel"
     compiled = kernel.compiled
     compiled.sass  # noqa: B018 - finish the background disassembly before pickling
     return "built", compiled
+
+
+def _where(error: BaseException) -> str:
+    """' at file:line' of the innermost frame outside mgpu_lab's internals, for candidate reports."""
+    from .user_errors import is_library_file
+
+    tb, where = error.__traceback__, ""
+    while tb is not None:
+        if not is_library_file(tb.tb_frame.f_code.co_filename):
+            where = f" at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
 
 
 def _configs(space: dict[str, Sequence[Any]]) -> list[dict[str, Any]]:
@@ -73,7 +93,10 @@ def compile_candidates(make_kernel: Callable[..., Any], space: dict[str, Sequenc
         futures = [executor.submit(_compile_one, make_kernel, c) for c in configs]
         candidates = []
         for i, (config, future) in enumerate(zip(configs, futures)):
-            status, payload = future.result()
+            try:
+                status, payload = future.result()
+            except Exception as e:  # noqa: BLE001 - e.g. a worker died or the result did not pickle
+                status, payload = "failed-build", f"{type(e).__name__}: {e}"
             cand = Candidate(config, status)
             if status == "built":
                 cand.compiled = payload
@@ -177,6 +200,22 @@ def _cache_path(make_kernel: Callable[..., Any], space: dict, inputs: Sequence[A
     return Path(base) / "mgpu_lab" / "tune" / f"{key}.json"
 
 
+def _cached_best_config(cache_file: Path) -> dict[str, Any] | None:
+    """The best configuration a previous tune recorded, or None; a corrupt file is a miss."""
+    if not cache_file.is_file():
+        return None
+    try:
+        config = json.loads(cache_file.read_text())["best_config"]
+        if not isinstance(config, dict):
+            raise TypeError(f"best_config is a {type(config).__name__}")
+        return config
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        warnings.warn(f"mgpu_lab: ignoring the corrupt tuning cache file {cache_file} "
+                      f"({type(e).__name__}: {e}); tuning again", stacklevel=3)
+        cache_file.unlink(missing_ok=True)
+        return None
+
+
 def _progress_reporter(label: str) -> Callable[[int, int], None]:
     """A notebook progress bar when ipywidgets is shown, else a line on stderr."""
     try:
@@ -200,6 +239,7 @@ def _progress_reporter(label: str) -> Callable[[int, int], None]:
     return text
 
 
+@user_facing
 def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args: Any,
          reference: Callable[..., Any] | None = None, *, rtol: float = 1e-2,
          executor: concurrent.futures.Executor | None = None, warmup: int = 5, iters: int = 20,
@@ -217,8 +257,8 @@ def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args:
     if not input_sets or not input_sets[0]:
         raise ValueError("args: expected the kernel's input arrays (a tuple) or a list of such tuples")
     cache_file = _cache_path(make_kernel, space, input_sets[0])
-    if use_cache and cache_file.is_file():
-        config = json.loads(cache_file.read_text())["best_config"]
+    config = _cached_best_config(cache_file) if use_cache else None
+    if config is not None:
         status, payload = _compile_one(make_kernel, config)
         if status == "built":
             best = Candidate(config, "cached", compiled=payload)
@@ -253,6 +293,9 @@ def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args:
     timed = [c for c in candidates if c.status == "timed"]
     best = min(timed, key=lambda c: c.median_ms) if timed else None
     if best is not None:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        cache_file.write_text(json.dumps({"best_config": best.config, "median_ms": best.median_ms}))
+        try:
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(cache_file, json.dumps({"best_config": best.config, "median_ms": best.median_ms}).encode())
+        except (OSError, TypeError, ValueError) as e:  # unwritable folder, a config that is not JSON
+            warnings.warn(f"mgpu_lab: could not record the best configuration in {cache_file}: {e}", stacklevel=2)
     return TuneResult(candidates, best, cache_path=str(cache_file))

@@ -1,36 +1,82 @@
 """The `mgpu-lab` command line: demo, compile, export, trace, tune.
 
-Exit codes: 0 success, 1 the work failed (a check, a compile), 2 bad usage or input.
+Exit codes: 0 success, 1 the work failed (a check, a missing tool), 2 bad usage or input
+(including a kernel that fails to build or compile): one line on stderr, no traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Any
+
+
+PRIVATE_MODULE_PREFIX = "_mgpu_lab_user_"
 
 
 class CliError(Exception):
     """A user-facing error: printed without a traceback, exit code 2."""
 
 
+def _module_name_for(path: Path) -> str:
+    """The name to import a user file under: its stem, unless that would shadow another module
+    (a user file named json.py must not replace the json every library imports)."""
+    stem = path.stem
+    taken = stem in sys.modules or stem in sys.stdlib_module_names or not stem.isidentifier()
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    return f"{PRIVATE_MODULE_PREFIX}{digest}" if taken else stem
+
+
+def _user_location(error: BaseException, file: Path) -> str:
+    """'FILE.py, line N' of the innermost frame of the user's file in the error's traceback."""
+    if isinstance(error, SyntaxError):
+        return f"{file}, line {error.lineno}"
+    where = ""
+    tb = error.__traceback__
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename).resolve() == file.resolve():
+            where = f"{file}, line {tb.tb_lineno}"
+        tb = tb.tb_next
+    return where or str(file)
+
+
 def _load_attribute(file: str, name: str, what: str) -> Any:
-    """Import FILE.py (its folder on sys.path while it loads) and return its attribute NAME."""
+    """Import FILE.py and return its attribute NAME.
+
+    The file's folder goes at the end of sys.path (its sibling modules import; the standard
+    library and installed packages still win over same-named files there)."""
     path = Path(file)
     if not path.is_file():
         raise CliError(f"{what}: file {file!r} does not exist")
-    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module_name = _module_name_for(path)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise CliError(f"{what}: {file!r} is not a Python file")
     module = importlib.util.module_from_spec(spec)
+    folder = str(path.parent.resolve())
+    if folder not in sys.path:
+        sys.path.append(folder)
     # Importable by name afterwards too, so its functions pickle into tuning worker processes.
-    sys.path.insert(0, str(path.parent.resolve()))
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        del sys.modules[module_name]
+        raise CliError(f"{what}: importing {file} failed at {_user_location(e, path)}: "
+                       f"{type(e).__name__}: {_first_line(e)}") from None
     obj = getattr(module, name, None)
     if obj is None:
         raise CliError(f"{what}: {file} has no {name!r}")
     return obj
+
+
+def _first_line(error: BaseException) -> str:
+    text = (error.msg if isinstance(error, SyntaxError) else str(error)).strip()
+    return text.splitlines()[0] if text else ""
 
 
 def load_kernel(target: str) -> Any:
@@ -40,11 +86,23 @@ def load_kernel(target: str) -> Any:
         raise CliError(f"KERNEL: expected FILE.py:NAME, got {target!r}")
     obj = _load_attribute(file, name, "KERNEL")
     if callable(obj) and not hasattr(obj, "compiled"):
-        obj = obj()
+        obj = _call_user(obj, f"KERNEL: {file}:{name}()", Path(file))
     if not hasattr(obj, "compiled"):
         raise CliError(f"KERNEL: {file}:{name} is neither a Kernel nor a function returning one "
                        f"(got {type(obj).__name__})")
     return obj
+
+
+def _call_user(fn: Any, what: str, file: Path) -> Any:
+    """Call a user function; its errors become one-line CliErrors (mgpu_lab's own errors pass)."""
+    from .errors import MgpuLabError
+
+    try:
+        return fn()
+    except MgpuLabError:
+        raise
+    except Exception as e:
+        raise CliError(f"{what} failed at {_user_location(e, file)}: {type(e).__name__}: {_first_line(e)}") from None
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -78,11 +136,7 @@ def _export(args: argparse.Namespace) -> int:
     from .exporter import export
 
     kernel = load_kernel(args.kernel)
-    try:
-        path = export(kernel, args.output)
-    except ValueError as e:
-        raise CliError(str(e)) from None
-    print(f"wrote {path}")
+    print(f"wrote {export(kernel, args.output, overwrite=args.overwrite)}")
     return 0
 
 
@@ -119,16 +173,24 @@ def _tune(args: argparse.Namespace) -> int:
     if not sep:
         raise CliError(f"SETUP: expected FILE.py:NAME, got {args.setup!r}")
     setup = _load_attribute(file, name, "SETUP")
-    problem = setup() if callable(setup) else setup
+    problem = _call_user(setup, f"SETUP: {file}:{name}()", Path(file)) if callable(setup) else setup
     if not isinstance(problem, dict) or not {"make_kernel", "space", "args"} <= set(problem):
         raise CliError(f"SETUP: {args.setup} must return a dict with make_kernel, space, args (and optionally "
                        f"reference), got {type(problem).__name__}")
-    result = tune(**problem, use_cache=not args.no_cache)
+    make_kernel = problem["make_kernel"]
+    if getattr(getattr(make_kernel, "func", make_kernel), "__module__", "").startswith(PRIVATE_MODULE_PREFIX):
+        # A file imported under a private name cannot be re-imported by worker processes.
+        import concurrent.futures
+
+        with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            result = tune(**problem, use_cache=not args.no_cache, executor=pool)
+    else:
+        result = tune(**problem, use_cache=not args.no_cache)
     print(result)
     if args.export and result.best_kernel is not None:
         from .exporter import export
 
-        print(f"wrote {export(result.best_kernel, args.export)}")
+        print(f"wrote {export(result.best_kernel, args.export, overwrite=args.overwrite)}")
     return 0 if result.best is not None else 1
 
 
@@ -151,12 +213,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="write FILE.py:NAME as a standalone module")
     p.add_argument("kernel", help="FILE.py:NAME")
     p.add_argument("output", help="the module to write, e.g. my_kernel.py")
+    p.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
     p.set_defaults(func=_export)
 
     p = sub.add_parser("tune", help="tune the problem FILE.py:NAME describes; print the table")
     p.add_argument("setup", help="FILE.py:NAME, a function returning dict(make_kernel=, space=, args=, reference=)")
     p.add_argument("--export", help="also export the best kernel to this .py module")
     p.add_argument("--no-cache", action="store_true", help="ignore a cached best configuration")
+    p.add_argument("--overwrite", action="store_true", help="let --export replace an existing file")
     p.set_defaults(func=_tune)
 
     trace = sub.add_parser("trace", help="inspect profiler traces saved with Trace.save")
@@ -173,13 +237,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. User errors print one line (no traceback) and exit 2; a failed check or
+    a missing tool exits 1; a bug in mgpu_lab keeps its traceback."""
+    from .errors import MgpuLabError, ToolchainError
+
     args = build_parser().parse_args(argv)
+    where = f"mgpu-lab {args.command}"
     try:
         return int(args.func(args) or 0)
     except CliError as e:
-        print(f"mgpu-lab {args.command}: {e}", file=sys.stderr)
+        print(f"{where}: {e}", file=sys.stderr)
+        return 2
+    except ToolchainError as e:
+        print(f"{where}: {e}", file=sys.stderr)
+        return 1
+    except MgpuLabError as e:
+        print(f"{where}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
 
 
 if __name__ == "__main__":
+    # `python -m mgpu_lab.cli` puts the working folder first on sys.path (and an empty entry in
+    # PYTHONPATH means it too): a json.py there would replace the standard library's json for
+    # every import that follows. User files are imported by path instead (_load_attribute).
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())]
     sys.exit(main())

@@ -1,5 +1,8 @@
 """Everything a kernel body uses, in one namespace: `from mgpu_lab import dsl`.
 
+Values are typed (`builder/values.py`): index, integer and float values have Python operators
+(`i = dsl.block_idx() * 256 + dsl.thread_idx()`), plus `dsl.min/max/select/cast/fma`.
+
 The MLIR dialect modules (`dsl.arith`, `dsl.memref`, `dsl.scf`, `dsl.gpu`, `dsl.nvvm`, ...) come
 from `mgpu_lab._mlir`, so swapping the MLIR provider changes no kernel code.
 
@@ -10,7 +13,7 @@ warpgroup MMA (`wgmma`, `WGMMAAccumulator`), warpgroup and cluster helpers.
 
 from ._mlir import arith, gpu, ir, llvm, math, memref, nvgpu, nvvm, scf, vector
 from .builder.barriers import BarrierArray, BarrierRef
-from .builder.constants import as_index, c
+from .builder.dtypes import itemsize
 from .builder.control import for_range, if_else, when
 from .builder.fragmented import FragmentedArray, where
 from .builder.layouts import (
@@ -42,6 +45,21 @@ from .builder.threads import (
 )
 from .builder.tma import async_copy, await_async_copy
 from .builder.transforms import MemRefTransform, TileTransform, TransposeTransform
+from .builder.values import (
+    ArithValue,
+    FloatValue,
+    IndexValue,
+    IntValue,
+    UnsignedIntValue,
+    VectorValue,
+    as_index,
+    c,
+    cast,
+    fma,
+    max,
+    min,
+    select,
+)
 from .builder.warpgroup import (
     cluster_arrive,
     cluster_rank,
@@ -65,6 +83,17 @@ from .builder.wgmma import (
 )
 
 __all__ = [
+    "ArithValue",
+    "FloatValue",
+    "IndexValue",
+    "IntValue",
+    "UnsignedIntValue",
+    "VectorValue",
+    "cast",
+    "fma",
+    "max",
+    "min",
+    "select",
     "BarrierArray",
     "BarrierRef",
     "Barriers",
@@ -100,6 +129,7 @@ __all__ = [
     "gpu",
     "grid_dim",
     "if_else",
+    "itemsize",
     "ir",
     "lane_idx",
     "linear_thread_idx",

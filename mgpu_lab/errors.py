@@ -29,3 +29,41 @@ class LaunchArgumentError(MgpuLabError, ValueError):
 
 class ToolchainError(MgpuLabError, RuntimeError):
     """A CUDA tool (ptxas, nvdisasm) could not be found or run."""
+
+
+class KernelNameError(MgpuLabError, ValueError):
+    """A kernel name that is not an ASCII identifier PTX accepts as a symbol."""
+
+
+class CompileOptionError(MgpuLabError, ValueError):
+    """A compile option (target, ptx_version, opt_level, ...) outside what the toolchain supports."""
+
+
+class ShapeError(MgpuLabError, ValueError):
+    """An array shape that no kernel can address (e.g. its byte size overflows int64)."""
+
+
+class ExportError(MgpuLabError, ValueError):
+    """`export` refused to write (existing file without overwrite=True, bad module name)."""
+
+
+class PerformanceWarning(UserWarning):
+    """The compiler did something that costs speed (e.g. ptxas serialized the WGMMAs)."""
+
+
+class CacheSecurityWarning(UserWarning):
+    """A kernel cache folder or entry is not private to the current user; it is not used."""
+
+
+class KernelFaultError(MgpuLabError, RuntimeError):
+    """A kernel run in the isolated worker hit a sticky CUDA error (illegal address, trap,
+    misaligned access, ...) or hung past its timeout. The worker was restarted; this process's
+    CUDA context was never touched. `cuda_error` is the CUDA error name; `location` the user's
+    "file:line" of the faulting instruction when a compute-sanitizer re-run could tell (else
+    None), `sass` that instruction, `report` the sanitizer's own words."""
+
+    def __init__(self, message: str, *, kernel: str, cuda_error: str, location: str | None = None,
+                 sass: str | None = None, report: str | None = None):
+        super().__init__(message)
+        self.kernel, self.cuda_error = kernel, cuda_error
+        self.location, self.sass, self.report = location, sass, report

@@ -3,13 +3,17 @@
     %load_ext mgpu_lab
 
     %%mosaic vadd --grid "N // 1024" --block 256 --in a=sd --in b=sd --out c=sd --show sass,smem
-    i = arith.muli(arith.addi(arith.muli(dsl.block_idx(), c(256)), dsl.thread_idx()), c(4))
-    ...
+    i = (dsl.block_idx() * 256 + dsl.thread_idx()) * 4
+    v4 = dsl.ir.VectorType.get([4], dsl.ir.F32Type.get())
+    dsl.vector.store(dsl.vector.load(v4, a, [i]) + dsl.vector.load(v4, b, [i]), c, [i])
 
 The cell is the kernel body, run in the notebook's namespace with `ctx`, the named arrays and
 `smem` in scope; NAME is bound to the compiled, callable kernel. Option values (--grid,
 --block, --cluster, --smem, and the right-hand sides of --in/--out) are Python expressions
 evaluated in the notebook's namespace (quote any with spaces). Errors point at the cell's own lines.
+`--isolate` runs the kernel's launches in the isolated GPU worker (a fault raises
+KernelFaultError instead of killing the notebook); `%mosaic_config isolate=on` does so for
+every kernel of the notebook.
 """
 
 from __future__ import annotations
@@ -19,10 +23,14 @@ import ast
 import shlex
 from typing import Any
 
+from .compiler.kernel_names import kernel_name_from
+from .errors import MgpuLabError
+from .user_errors import user_facing
+
 VIEWS = ("timeline", "sass", "smem", "ir")
 
 
-class MagicArgumentError(ValueError):
+class MagicArgumentError(MgpuLabError, ValueError):
     """A %%mosaic option is missing or malformed."""
 
 
@@ -48,6 +56,7 @@ def parse_magic_line(line: str) -> argparse.Namespace:
     parser.add_argument("--tune", default=None, help="dict expression: name -> values the cell reads")
     parser.add_argument("--args", default=None, help="tuple expression: inputs to time candidates on")
     parser.add_argument("--reference", default=None, help="callable expression: reference(*args)")
+    parser.add_argument("--isolate", action="store_true", help="launch in the isolated GPU worker")
     try:
         words = shlex.split(line)
     except ValueError as e:
@@ -70,6 +79,24 @@ def parse_magic_line(line: str) -> argparse.Namespace:
     return args
 
 
+_SWITCH_WORDS = {"on": True, "off": False, "true": True, "false": False, "1": True, "0": False}
+CONFIG_KEYS = {"isolate": "on|off: every launch of this process runs in the isolated GPU worker"}
+
+
+def parse_config_line(line: str) -> dict[str, bool]:
+    """`%mosaic_config key=value ...` as a dict; MagicArgumentError names a bad key or value."""
+    settings = {}
+    for word in line.split():
+        key, eq, value = word.partition("=")
+        if not eq or key not in CONFIG_KEYS:
+            known = "; ".join(f"{k}={v}" for k, v in CONFIG_KEYS.items())
+            raise MagicArgumentError(f"%mosaic_config: expected key=value with a key of: {known}; got {word!r}")
+        if value.lower() not in _SWITCH_WORDS:
+            raise MagicArgumentError(f"%mosaic_config: {key} takes on or off, got {value!r}")
+        settings[key] = _SWITCH_WORDS[value.lower()]
+    return settings
+
+
 def body_from_cell(name: str, params: list[str], cell: str, filename: str) -> Any:
     """Compile the cell into `def name(ctx, *params, smem): <cell>` keeping the cell's line numbers."""
     tree = ast.parse(cell, filename=filename)
@@ -81,6 +108,40 @@ def body_from_cell(name: str, params: list[str], cell: str, filename: str) -> An
     module = ast.Module(body=[func], type_ignores=[])
     ast.fix_missing_locations(module)
     return compile(module, filename, "exec")
+
+
+def register_cell(shell: Any, cell: str) -> str:
+    """Register the cell's text under IPython's own label for it, 'Cell In[N]', and return that.
+
+    The label is the file name the cell is compiled under, so the MLIR locations, the PTX
+    `.file`, the SASS line comments, error messages and IPython's tracebacks all say
+    `Cell In[N], line L` with the cell's real execution count."""
+    import linecache
+
+    from .user_errors import cell_label
+
+    # IPython prints frames of files in this map as "Cell In[N], line L".
+    filename_map = getattr(shell.compile, "_filename_map", None)
+    filename_map = filename_map if isinstance(filename_map, dict) else {}
+    number = _running_cell_number(filename_map, shell.execution_count)
+    label = cell_label(number)
+    linecache.cache[label] = (len(cell), None, cell.splitlines(True), label)
+    filename_map[label] = number
+    return label
+
+
+def _running_cell_number(filename_map: dict, fallback: int) -> int:
+    """The In[N] of the cell being run: IPython compiles each cell under a name it maps to N
+    (it has already counted on to N + 1 while the cell runs), so find that frame's name."""
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        number = filename_map.get(frame.f_code.co_filename)
+        if isinstance(number, int):
+            return number
+        frame = frame.f_back
+    return fallback
 
 
 def text_summary(kernel: Any, views: list[str]) -> str:
@@ -150,6 +211,7 @@ def register(ipython: Any) -> None:
     @magics_class
     class MosaicMagics(Magics):
         @cell_magic
+        @user_facing
         def mosaic(self, line: str, cell: str) -> None:
             import mgpu_lab
 
@@ -165,7 +227,7 @@ def register(ipython: Any) -> None:
 
             ins = [(n.strip(), evaluate(e, f"--in {n.strip()}")) for n, _, e in (i.partition("=") for i in args.inputs)]
             outs = [(n.strip(), evaluate(e, f"--out {n.strip()}")) for n, _, e in (o.partition("=") for o in args.outputs)]
-            filename = self.shell.compile.cache(cell)  # registers the cell with linecache
+            filename = register_cell(self.shell, cell)
             code = body_from_cell(args.name, [n for n, _ in ins + outs], cell, filename)
             options = {"dump_dir": args.dump} if args.dump else {}
             if "ir" in args.show:
@@ -183,7 +245,7 @@ def register(ipython: Any) -> None:
                     in_shapes=[s for _, s in ins], out_shapes=[s for _, s in outs],
                     smem=evaluate(args.smem, "--smem", config) if args.smem else None,
                     cluster=evaluate(args.cluster, "--cluster", config) if args.cluster else (1, 1, 1),
-                    name=args.name, profile=args.profile, **options)
+                    name=kernel_name_from(args.name), profile=args.profile, **options)
 
             if args.tune:
                 import concurrent.futures
@@ -201,11 +263,14 @@ def register(ipython: Any) -> None:
                 kernel = result.best_kernel
             else:
                 kernel = make_kernel()
+            if args.isolate:
+                kernel.isolate = True  # every call of this kernel runs in the isolated worker
             ns[args.name] = kernel
             if args.show:
                 show(kernel, args.show)
 
         @line_magic
+        @user_facing
         def mosaic_show(self, line: str) -> None:
             parts = line.split()
             if not parts:
@@ -218,5 +283,14 @@ def register(ipython: Any) -> None:
             if bad:
                 raise MagicArgumentError(f"%mosaic_show: unknown view(s) {', '.join(bad)}; choose from {', '.join(VIEWS)}")
             show(kernel, views)
+
+        @line_magic
+        def mosaic_config(self, line: str) -> None:
+            from .runtime.isolation import SETTINGS, set_isolation
+
+            settings = parse_config_line(line)
+            if "isolate" in settings:
+                set_isolation(settings["isolate"])
+            print(f"isolate={'on' if SETTINGS.enabled else 'off'}")
 
     ipython.register_magics(MosaicMagics)

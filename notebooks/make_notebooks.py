@@ -37,15 +37,14 @@ cubin and SASS, and returns a callable. Everything the compiler produced is data
 import numpy as np
 import mgpu_lab
 from mgpu_lab import dsl
-from mgpu_lab.dsl import arith, c, ir, vector
 
 N, BLOCK, VEC = 1 << 24, 256, 4
 sd = mgpu_lab.ShapeDtype((N,), "float32")
 
 def vadd(ctx, a, b, out, smem):
-    i = arith.muli(arith.addi(arith.muli(dsl.block_idx(), c(BLOCK)), dsl.thread_idx()), c(VEC))
-    v = ir.VectorType.get([VEC], ir.F32Type.get())
-    vector.store(arith.addf(vector.load(v, a, [i]), vector.load(v, b, [i])), out, [i])
+    i = (dsl.block_idx() * BLOCK + dsl.thread_idx()) * VEC   # index values have Python operators
+    v = dsl.ir.VectorType.get([VEC], dsl.ir.F32Type.get())
+    dsl.vector.store(dsl.vector.load(v, a, [i]) + dsl.vector.load(v, b, [i]), out, [i])
 
 k = mgpu_lab.kernel(vadd, grid=N // (BLOCK * VEC), block=BLOCK, in_shapes=(sd, sd), out_shapes=sd)
 k
@@ -82,9 +81,9 @@ print("max abs error vs float64:", np.abs(out.get() - ref).max())
 np.testing.assert_array_equal(out.get(), a + b)  # bit-exact against numpy's float32 sum
 """, gpu=True),
     code("""
-from mgpu_lab.runtime.timing import time_cuda
+from mgpu_lab import bench
 A, B = cupy.asarray(a), cupy.asarray(b)
-t = time_cuda(lambda i: k(A, B, out=out)).median_ms
+t = bench.measure(lambda: k(A, B, out=out)).median_ms   # CUDA events, L2 flushed before each run
 print(f"{t * 1e3:.1f} us, {3 * 4 * N / t / 1e6:.0f} GB/s")
 """, gpu=True),
     md("""
@@ -147,12 +146,12 @@ for swizzle in (0, 32, 64, 128):
     md("## Run it (GPU): y = a * x + b through TMA tiles"),
     code("""
 import cupy
-from mgpu_lab.runtime.timing import time_cuda
+from mgpu_lab import bench
 x = cupy.asarray(np.random.default_rng().standard_normal((4096, 4096), dtype=np.float32))
 y = cupy.full_like(x, np.nan)
 k(x, out=y)
 np.testing.assert_allclose(y.get(), 2 * x.get() + 1, rtol=1e-6)
-t = time_cuda(lambda i: k(x, out=y)).median_ms
+t = bench.measure(lambda: k(x, out=y)).median_ms
 print(f"{2 * x.nbytes / t / 1e6:.0f} GB/s (read + write)")
 """, gpu=True),
 ]
@@ -184,7 +183,7 @@ show(k.compiled, "sass")
     md("## Correctness and speed against cuBLAS (GPU)"),
     code("""
 import torch
-from mgpu_lab.runtime.timing import time_cuda
+from mgpu_lab import bench
 # torch tensors go straight in (bf16 included); outputs can be torch tensors too.
 ta, tb = (torch.randn(4096, 4096, device="cuda").to(torch.bfloat16) for _ in range(2))
 tc = torch.full((4096, 4096), float("nan"), device="cuda", dtype=torch.bfloat16)
@@ -192,8 +191,8 @@ k(ta, tb, out=tc)
 ref = ta.float() @ tb.float().T
 print("relative error", float(torch.linalg.norm(tc.float() - ref) / torch.linalg.norm(ref)))
 flops = 2 * 4096 ** 3
-ours = time_cuda(lambda i: k(ta, tb, out=tc)).median_ms
-peer = time_cuda(lambda i: torch.matmul(ta, tb.T)).median_ms
+ours = bench.measure(lambda: k(ta, tb, out=tc)).median_ms
+peer = bench.measure(lambda: torch.matmul(ta, tb.T)).median_ms
 print(f"ours {flops / ours / 1e9:.0f} TFLOP/s, torch {flops / peer / 1e9:.0f} TFLOP/s")
 """, gpu=True),
     md("## The profiled timeline (GPU)\nRegions: `load` (producer), `wait_data` and `mma` (consumers), `epilogue`."),
@@ -211,7 +210,7 @@ make = functools.partial(make_gemm, 4096, 4096, 4096, transpose_b=True)
 result = mgpu_lab.tune(make, {"tile_n": [128, 256], "stages": [3, 4]}, args=(ta, tb),
                        reference=lambda a, b: (ta.float() @ tb.float().T).cpu().numpy())
 print(result)
-path = result.best_kernel.export("gemm_4096_nt.py")
+path = result.best_kernel.export("gemm_4096_nt.py", overwrite=True)
 print("exported to", path)
 """, gpu=True),
 ]
@@ -234,7 +233,7 @@ print(shallow.compiled.resources.dynamic_smem_bytes, deep.compiled.resources.dyn
 """),
     code("""
 import torch
-from mgpu_lab.runtime.timing import time_cuda
+from mgpu_lab import bench
 from mgpu_lab.widgets import show
 ta, tb = (torch.randn(4096, 4096, device="cuda").to(torch.bfloat16) for _ in range(2))
 tc = torch.empty(4096, 4096, device="cuda", dtype=torch.bfloat16)
@@ -242,7 +241,7 @@ shares = {}
 for name, k in (("2 stages", shallow), ("deep", deep)):
     k(ta, tb, out=tc)
     rows = {r["region"]: r for r in k.last_trace.summary().rows}
-    ms = time_cuda(lambda i: k(ta, tb, out=tc)).median_ms
+    ms = bench.measure(lambda: k(ta, tb, out=tc)).median_ms
     shares[name] = rows["wait_data"]["share"]
     print(f"{name:8}: {ms:.3f} ms, consumers waiting for data {100 * rows['wait_data']['share']:.1f}% "
           f"of their time, mean wait {rows['wait_data']['mean_ns']:.0f} ns")

@@ -72,9 +72,9 @@ def kernels() -> dict[str, Callable[[], object]]:
         "scaled_add_f32": lambda: make_scaled_add(**t),
         "scaled_add_bf16": lambda: make_scaled_add(512, 512, dtype="bfloat16", **t),
         "softmax": lambda: make_softmax(1024, 256, **t),
-        "gemm_nt_256x256x256": lambda: make_gemm(256, 256, 256, transpose_b=True, tile_n=128, **t),
-        "gemm_nn_256x256x256": lambda: make_gemm(256, 256, 256, tile_n=128, **t),
-        "gemm_nt_profiled": lambda: make_gemm(256, 256, 256, transpose_b=True, tile_n=128, profile=True, **t),
+        "gemm_nt_256x256x256": lambda: make_gemm(256, 256, 256, transpose_b=True, tile_m=128, tile_n=128, **t),
+        "gemm_nn_256x256x256": lambda: make_gemm(256, 256, 256, tile_m=128, tile_n=128, **t),
+        "gemm_nt_profiled": lambda: make_gemm(256, 256, 256, transpose_b=True, tile_m=128, tile_n=128, profile=True, **t),
         "readme_add": lambda: _readme_kernel(),
         "notebook01_vadd": lambda: _notebook_kernel(),
     }

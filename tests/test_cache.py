@@ -48,7 +48,8 @@ def test_corrupt_entry_is_recompiled_with_a_warning(tmp_path, monkeypatch):
         warnings.simplefilter("always")
         k = make_vector_add(1 << 12, cache_dir=str(tmp_path))
     assert not k.compiled.from_cache
-    assert any("corrupt cache entry" in str(w.message) for w in caught)
+    assert any("ignoring cache entry" in str(w.message) and "digest does not match" in str(w.message)
+               for w in caught)
     k.compiled.sass  # noqa: B018
     _fresh_process_view(monkeypatch)
     assert make_vector_add(1 << 12, cache_dir=str(tmp_path)).compiled.from_cache
@@ -57,7 +58,7 @@ def test_corrupt_entry_is_recompiled_with_a_warning(tmp_path, monkeypatch):
 def test_truncated_cubin_is_a_miss(tmp_path, monkeypatch):
     make_vector_add(1 << 12, cache_dir=str(tmp_path)).compiled.sass  # noqa: B018
     [entry] = _entries(tmp_path)
-    (entry / "vector_add.cubin").write_bytes(b"")
+    (entry / "kernel.cubin").write_bytes(b"")
     _fresh_process_view(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -59,13 +59,14 @@ def test_body_that_is_not_callable():
 def test_exception_while_tracing_points_at_the_users_line():
     def body(ctx, a, out, smem):
         x = memref.load(a, [c(0)])
-        y = x + 1  # MLIR values have no Python arithmetic: TypeError here
+        y = x + 1 if x > 0 else x  # a traced value has no Python truth value: TypeError here
         memref.store(y, out, [c(0)])
 
     with pytest.raises(KernelBuildError) as e:
         build(body)
     msg = str(e.value)
-    assert f'File "{THIS_FILE}"' in msg and "y = x + 1" in msg and "TypeError" in msg
+    assert f'File "{THIS_FILE}"' in msg and "y = x + 1 if x > 0" in msg and "TypeError" in msg
+    assert "dsl.when" in msg and "dsl.if_else" in msg
     assert isinstance(e.value.__cause__, TypeError)
 
 

@@ -87,8 +87,43 @@ def test_wrong_output_count_and_shape(vadd):
 def test_not_an_array(vadd):
     import cupy
 
-    with pytest.raises(LaunchArgumentError, match="input 0 of vector_add: expected a device array, got builtins.str"):
+    with pytest.raises(LaunchArgumentError, match=r"input 0 of vector_add: expected a device array \(CuPy/torch/"
+                                                  r"__cuda_array_interface__/DLPack\), got str"):
         vadd("nope", cupy.ones(N, np.float32))
+
+
+def test_python_list_is_not_a_device_array(vadd):
+    import cupy
+
+    with pytest.raises(LaunchArgumentError, match=r"input 0 of vector_add: expected a device array \(CuPy/torch/"
+                                                  r"__cuda_array_interface__/DLPack\), got list$"):
+        vadd([1.0] * N, cupy.ones(N, np.float32))
+
+
+def test_out_overlapping_an_input_is_refused_naming_both(vadd):
+    import cupy
+
+    a, b = cupy.ones(N, np.float32), cupy.ones(N, np.float32)
+    with pytest.raises(LaunchArgumentError, match="output 0 of vector_add overlaps input 0 in memory"):
+        vadd(a, b, out=a)
+    pool = cupy.ones(2 * N + 8, np.float32)
+    with pytest.raises(LaunchArgumentError, match="output 0 of vector_add overlaps input 1 in memory.*may_alias"):
+        vadd(a, pool[:N], out=pool[4:N + 4])  # partial overlap, 16 bytes apart
+    out = pool[N + 4: 2 * N + 4]  # adjacent, not overlapping: accepted
+    vadd(a, pool[:N], out=out)
+    assert float(out.min()) == 2.0
+
+
+def test_may_alias_allows_an_in_place_kernel(rng):
+    import cupy
+
+    k = make_vector_add(N, may_alias={0: 0})
+    a0 = rng.standard_normal(N, dtype=np.float32)
+    a, b = cupy.asarray(a0), cupy.ones(N, np.float32)
+    k(a, b, out=a)
+    np.testing.assert_allclose(a.get(), a0 + 1, rtol=1e-6)
+    with pytest.raises(LaunchArgumentError, match="output 0 of vector_add overlaps input 1"):
+        k(a, b, out=b)  # only input 0 was declared
 
 
 def test_smem_over_the_device_limit_is_refused_with_both_numbers():

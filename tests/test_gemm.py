@@ -1,5 +1,6 @@
 """CPU tests of the warp-specialized WGMMA GEMM: the SASS has tensor-core and TMA instructions,
-no local memory and no spills; shapes it cannot tile are refused with a clear error."""
+no local memory and no spills, for square, ragged and decode shapes and every tile size; bad
+arguments are refused with errors that name them."""
 
 from __future__ import annotations
 
@@ -7,55 +8,153 @@ import re
 
 import pytest
 
-from mgpu_lab.examples.gemm import default_stages, make_gemm
+from mgpu_lab.examples.gemm import PaddedGemm, default_stages, make_gemm
+from mgpu_lab.examples.gemm_configs import gemm_config, heuristic_config
 
 
 def opcodes(sass: str) -> list[str]:
     return re.findall(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", sass)
 
 
-@pytest.mark.parametrize("transpose_b", [False, True])
-def test_gemm_4096_sass(transpose_b):
-    k = make_gemm(4096, 4096, 4096, transpose_b=transpose_b)
-    sass = k.compiled.sass
+def assert_clean(kern, hgmma: str) -> list[str]:
+    """HGMMA of the expected shape, TMA loads and stores, no local memory, no spills."""
+    compiled = getattr(kern, "inner", kern).compiled
+    sass, r = compiled.sass, compiled.resources
     ops = opcodes(sass)
-    hgmma = re.findall(r"HGMMA\.64x256x16\.F32\.BF16", sass)
-    assert hgmma, "no 64x256x16 tensor-core instructions"
+    assert re.search(hgmma, sass), f"no {hgmma} in the SASS"
     assert any(op.startswith("UTMALDG") for op in ops) and any(op.startswith("UTMASTG") for op in ops)
     assert not any(op.startswith(("LDL", "STL")) for op in ops), "local memory in the GEMM"
-    assert "USETMAXREG.DEALLOC.CTAPOOL" in ops and "USETMAXREG.TRY_ALLOC.CTAPOOL" in ops
-    r = k.compiled.resources
     assert r.spill_stores_bytes == r.spill_loads_bytes == r.stack_frame_bytes == 0
-    assert r.registers <= 168  # 384 threads: the launch register budget
-    assert "serialized" not in k.compiled.ptxas_log
+    assert "serialized" not in compiled.ptxas_log
+    return ops
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_gemm_4096_sass(transpose_b):
+    k = make_gemm(4096, 4096, 4096, transpose_b=transpose_b, tile_m=128, tile_n=256)
+    ops = assert_clean(k, r"HGMMA\.64x256x16\.F32\.BF16")
+    assert "USETMAXREG.DEALLOC.CTAPOOL" in ops and "USETMAXREG.TRY_ALLOC.CTAPOOL" in ops
+    assert k.compiled.resources.registers <= 168  # 384 threads: the launch register budget
     assert k.compiled.block == (384, 1, 1) and k.compiled.grid == (32 * 16, 1, 1)
     # the main loop keeps one wgmma group in flight
-    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in re.sub(r"\s+", " ", sass)
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in re.sub(r"\s+", " ", k.compiled.sass)
+
+
+@pytest.mark.parametrize("shape, kwargs, hgmma, grid", [
+    ((4000, 4000, 4000), {}, r"HGMMA\.64x256x16", 32 * 16),  # ragged M, N, K tail (4000 = 62.5 x 64)
+    ((1, 4096, 4096), {"transpose_b": True}, r"HGMMA\.64x32x16", 128),  # decode: one row
+    ((64, 4096, 4096), {"transpose_b": True}, r"HGMMA\.64x32x16", 128),
+    ((8, 14336, 4096), {"transpose_b": True}, r"HGMMA\.64x64x16", 224),
+    ((129, 256, 72), {}, r"HGMMA\.64x\d+x16", None),  # ragged M, K tail of 8
+    ((300, 520, 200), {"out_dtype": "float32", "tile_n": 128}, r"HGMMA\.64x128x16", None),
+])
+def test_ragged_and_decode_shapes_compile(shape, kwargs, hgmma, grid):
+    k = make_gemm(*shape, **kwargs)
+    assert not isinstance(k, PaddedGemm), "aligned rows must not go through the padded path"
+    assert_clean(k, hgmma)
+    # the descriptors carry the true sizes: TMA zero-fills and clips at the edges
+    m, n, kk = shape
+    sizes = {tuple(d.global_shape) for d in k.compiled.tma_descriptors}
+    assert (kk, m) in sizes and (n, m) in sizes
+    if grid is not None:
+        assert k.compiled.grid == (grid, 1, 1)
+
+
+@pytest.mark.parametrize("tile_m, tile_n, transpose_b", [(64, 32, False), (64, 32, True), (64, 256, False),
+                                                         (128, 128, True), (128, 192, False), (256, 128, False),
+                                                         (256, 64, True)])
+def test_every_tile_compiles_without_spills(tile_m, tile_n, transpose_b):
+    k = make_gemm(640, 704, 320, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b)
+    ops = assert_clean(k, rf"HGMMA\.64x{tile_n}x16")
+    assert k.compiled.block == ((2 if tile_m > 64 else 1) * 128 + 128, 1, 1)
+    if tile_m == 64:  # one consumer: 256 threads have registers enough, nothing to reallocate
+        assert not any(op.startswith("USETMAXREG") for op in ops)
+    # a 256-row tile: each consumer issues two 64-row wgmma per k-step
+    per_step = 2 if tile_m == 256 else 1
+    assert ops.count(f"HGMMA.64x{tile_n}x16.F32.BF16") % per_step == 0
+
+
+def test_unaligned_rows_go_through_padding():
+    k = make_gemm(129, 257, 72)  # B (72, 257) and C (129, 257) rows are 514 bytes: not TMA-addressable
+    assert isinstance(k, PaddedGemm)
+    assert (k.n_pad, k.k_pad) == (264, 72)
+    assert_clean(k, r"HGMMA\.64x\d+x16")
+    k = make_gemm(33, 64, 100, transpose_b=True)  # K rows of 200 bytes
+    assert isinstance(k, PaddedGemm) and k.k_pad == 104
 
 
 @pytest.mark.parametrize("kwargs", [{"tile_n": 128}, {"out_dtype": "float32"}, {"dtype": "float16", "out_dtype": "float16"}])
 def test_gemm_variants_compile_without_spills(kwargs):
     k = make_gemm(512, 512, 256, **kwargs)
-    r = k.compiled.resources
-    assert r.spill_stores_bytes == r.spill_loads_bytes == 0
-    assert re.search(r"HGMMA\.64x\d+x16\.F32\b", k.compiled.sass)
+    assert_clean(k, r"HGMMA\.64x\d+x16\.F32\b")
 
 
-@pytest.mark.parametrize("shape, message", [
-    ((1000, 4096, 4096), r"m must be a positive multiple of the tile's 128, got 1000"),
-    ((4096, 4000, 4096), r"n must be a positive multiple of the tile's 256, got 4000"),
-    ((4096, 4096, 100), r"k must be a positive multiple of the tile's 64, got 100"),
+def test_configs():
+    assert heuristic_config(4096, 4096, 4096) == {"tile_m": 128, "tile_n": 256, "group_m": 8, "source": "heuristic"}
+    assert heuristic_config(1, 4096, 4096)["tile_m"] == 64
+    assert heuristic_config(16, 4096, 4096)["tile_n"] == 32
+    picked = gemm_config(4096, 4096, 4096, transpose_b=True)
+    assert picked["source"] in ("tuned", "heuristic") and picked["tile_m"] in (64, 128, 256)
+    assert default_stages(256) == 4 and default_stages(128) == 7 and default_stages(32, 64) == 8
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"tile_n": 320}, r"tile_n must be one of \(32, 64, 128, 192, 256\), got 320"),
+    ({"tile_m": 96}, r"tile_m must be one of \(64, 128, 256\), got 96"),
+    ({"tile_m": 256, "tile_n": 256}, r"tile_n must be at most 128"),
+    ({"stages": 8, "tile_m": 128, "tile_n": 256}, r"need .* bytes of smem"),
+    ({"stages": 1, "tile_m": 128, "tile_n": 256}, r"stages must be an int >= 2, got 1"),
+    ({"dtype": "float32"}, r"dtype must be one of 'bfloat16', 'float16', got 'float32'"),
+    ({"out_dtype": "int8"}, r"out_dtype must be 'bfloat16', 'float16' or 'float32', got 'int8'"),
+    ({"group_m": 0}, r"group_m must be an int >= 1, got 0"),
 ])
-def test_gemm_rejects_untileable_shapes(shape, message):
+def test_gemm_rejects_bad_options(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_gemm(256, 256, 64, **kwargs)
+
+
+@pytest.mark.parametrize("shape, message", [((0, 64, 64), r"m must be a positive int, got 0"),
+                                            ((64, 64, 6.5), r"k must be a positive int, got 6.5")])
+def test_gemm_rejects_bad_sizes(shape, message):
     with pytest.raises(ValueError, match=message):
         make_gemm(*shape)
 
 
-def test_gemm_rejects_bad_options():
-    with pytest.raises(ValueError, match="tile_n must be 64, 128, 192 or 256"):
-        make_gemm(256, 320, 64, tile_n=320)
-    with pytest.raises(ValueError, match="need .* bytes of smem"):
-        make_gemm(256, 256, 64, stages=8)
-    with pytest.raises(ValueError, match="dtype must be 'bfloat16' or 'float16'"):
-        make_gemm(256, 256, 64, dtype="float32")
-    assert default_stages(256) == 4 and default_stages(128) == 7
+def test_sweep_problems():
+    """The sweep covers what the issue asks: >= 24 problems, squares 1024..16384, M 16..16384."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    try:
+        from gemm_sweep import bf16_problems, fp8_problems
+    finally:
+        sys.path.pop(0)
+    problems = bf16_problems()
+    assert len(problems) >= 24 and len(set(problems)) == len(problems)
+    assert {p.m for p in problems if p.label == "square"} == {1024, 2048, 4096, 8192, 16384}
+    ms = {p.m for p in problems if p.label.startswith(("8b", "70b"))}
+    assert min(ms) == 16 and max(ms) == 16384
+    assert all(p.transpose_b for p in fp8_problems())  # FP8 wgmma needs K-major B
+    for p in problems + fp8_problems():
+        picked = gemm_config(p.m, p.n, p.k, transpose_b=p.transpose_b)
+        assert picked["tile_m"] in (64, 128, 256) and picked["tile_n"] in (32, 64, 128, 192, 256)
+
+
+@pytest.mark.parametrize("tile_m, tile_n, transpose_b", [(128, 256, False), (256, 128, True), (64, 64, True)])
+def test_persistent_gemm_compiles(tile_m, tile_n, transpose_b):
+    """One block per SM looping over tiles, with its own epilogue buffer beside the ring."""
+    k = make_gemm(4000, 4000, 4000, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, persistent=True)
+    assert_clean(k, rf"HGMMA\.64x{tile_n}x16")
+    assert k.compiled.grid == (132, 1, 1)
+    one_tile = make_gemm(4000, 4000, 4000, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b)
+    assert one_tile.compiled.grid[0] > 132
+    # the epilogue tile no longer overlaps the ring: more smem, fewer stages
+    assert k.compiled.resources.dynamic_smem_bytes > tile_m * tile_n * 2
+
+
+def test_persistent_small_problem_has_one_block_per_tile():
+    k = make_gemm(256, 512, 128, tile_m=128, tile_n=256, persistent=True)
+    assert k.compiled.grid == (4, 1, 1)
+    with pytest.raises(ValueError, match="persistent must be True or False, got 'yes'"):
+        make_gemm(256, 512, 128, tile_m=128, tile_n=256, persistent="yes")

@@ -1,5 +1,7 @@
-"""GPU tests of the WGMMA GEMM against a float32 matmul: fresh random bf16 inputs every run,
-outputs poisoned with NaN first, relative error ||C - ref|| / ||ref|| <= 1e-2 (bf16 output)."""
+"""GPU tests of the WGMMA GEMM against a float32 matmul: fresh random inputs every run, outputs
+poisoned with NaN first, relative error ||C - ref|| / ||ref|| <= 1e-2 (bf16 output). Ragged
+shapes (TMA zero fill and clipped stores), K tails, decode shapes (M of 1 to 64), unaligned
+rows (the padded path) and every tile size."""
 
 from __future__ import annotations
 
@@ -13,9 +15,28 @@ from mgpu_lab.examples.gemm import make_gemm
 pytestmark = pytest.mark.gpu
 
 
+def random_operands(m, n, k, rng, transpose_b=False, dtype="bfloat16"):
+    """Host inputs (CuPy has no bf16 arithmetic) of unit variance."""
+    a = rng.standard_normal((m, k), dtype=np.float32).astype(numpy_dtype(dtype))
+    b = rng.standard_normal((n, k) if transpose_b else (k, n), dtype=np.float32).astype(numpy_dtype(dtype))
+    return a, b
+
+
+def reference(a, b, transpose_b=False):
+    """float32 A @ B (or A @ B.T) on the device, as a host array."""
+    import cupy
+
+    b32 = cupy.asarray(b.astype(np.float32))
+    return (cupy.asarray(a.astype(np.float32)) @ (b32.T if transpose_b else b32)).get()
+
+
+def relative_error(got, ref):
+    assert np.isfinite(got).all(), "part of C was never written (the NaN poison survived)"
+    return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
 def _run(m, n, k, rng, transpose_b=False, runs=2, **kwargs):
-    """Max over `runs` fresh inputs of ||C - ref|| / ||ref||; inputs are made on the host (CuPy has
-    no bf16 arithmetic) and the reference is a float32 matmul on the device."""
+    """Max over `runs` fresh inputs of ||C - ref|| / ||ref||."""
     import cupy
 
     in_dtype = kwargs.get("dtype", "bfloat16")
@@ -23,15 +44,10 @@ def _run(m, n, k, rng, transpose_b=False, runs=2, **kwargs):
     kern = make_gemm(m, n, k, transpose_b=transpose_b, **kwargs)
     errors = []
     for _ in range(runs):
-        a = rng.standard_normal((m, k), dtype=np.float32).astype(numpy_dtype(in_dtype))
-        b = rng.standard_normal((n, k) if transpose_b else (k, n), dtype=np.float32).astype(numpy_dtype(in_dtype))
+        a, b = random_operands(m, n, k, rng, transpose_b, in_dtype)
         out = poison(cupy, (m, n), out_dtype)
         kern(cupy.asarray(a), cupy.asarray(b), out=out)
-        b32 = cupy.asarray(b.astype(np.float32))
-        ref = (cupy.asarray(a.astype(np.float32)) @ (b32.T if transpose_b else b32)).get()
-        got = host_f32(out)
-        assert np.isfinite(got).all(), "part of C was never written (the NaN poison survived)"
-        errors.append(float(np.linalg.norm(got - ref) / np.linalg.norm(ref)))
+        errors.append(relative_error(host_f32(out), reference(a, b, transpose_b)))
     print(f"gemm {m}x{n}x{k} transpose_b={transpose_b} {kwargs}: relative errors {errors}")
     return max(errors)
 
@@ -43,6 +59,27 @@ def test_gemm(m, n, k, transpose_b, rng):
     assert _run(m, n, k, rng, transpose_b) <= 1e-2
 
 
+@pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
+@pytest.mark.parametrize("m, n, k", [
+    (129, 257, 72),  # unaligned N: the padded path
+    (129, 264, 72),  # ragged M and N, a K tail of 8
+    (1, 4096, 4096), (7, 4096, 4096), (64, 4096, 4096),  # decode shapes
+    (8, 14336, 4096),
+    (4000, 4000, 4000),  # ragged everything at size
+    (3, 5, 7),  # smaller than every tile, unaligned
+    (520, 4104, 136),
+])
+def test_gemm_odd_shapes(m, n, k, transpose_b, rng):
+    assert _run(m, n, k, rng, transpose_b, runs=1) <= 1e-2
+
+
+@pytest.mark.parametrize("tile_m, tile_n", [(64, 32), (64, 64), (64, 256), (128, 64), (128, 128), (128, 192),
+                                            (256, 64), (256, 128)])
+@pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
+def test_gemm_every_tile_on_a_ragged_shape(tile_m, tile_n, transpose_b, rng):
+    assert _run(700, 712, 456, rng, transpose_b, runs=1, tile_m=tile_m, tile_n=tile_n) <= 1e-2
+
+
 @pytest.mark.parametrize("kwargs, tol", [({"tile_n": 128}, 1e-2), ({"tile_n": 64, "stages": 3}, 1e-2),
                                          ({"out_dtype": "float32"}, 1e-4),
                                          ({"dtype": "float16", "out_dtype": "float16"}, 2e-3)])
@@ -51,5 +88,21 @@ def test_gemm_variants(kwargs, tol, transpose_b, rng):
     assert _run(512, 768, 448, rng, transpose_b, **kwargs) <= tol
 
 
+def test_gemm_ragged_float32_output(rng):
+    assert _run(333, 332, 200, rng, out_dtype="float32", runs=1) <= 1e-4
+
+
 def test_gemm_8192_nt(rng):
     assert _run(8192, 8192, 8192, rng, transpose_b=True, runs=1) <= 1e-2
+
+
+@pytest.mark.parametrize("m, n, k, tiles", [
+    (4000, 4000, 4000, {"tile_m": 128, "tile_n": 256}),
+    (4096, 4096, 4096, {"tile_m": 128, "tile_n": 256}),
+    (2100, 3000, 1000, {"tile_m": 256, "tile_n": 128}),
+    (16, 14336, 4096, {"tile_m": 64, "tile_n": 32}),
+    (300, 200, 100, {"tile_m": 128, "tile_n": 128}),  # fewer tiles than SMs
+])
+@pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
+def test_persistent_gemm(m, n, k, tiles, transpose_b, rng):
+    assert _run(m, n, k, rng, transpose_b, runs=2, persistent=True, **tiles) <= 1e-2

@@ -9,6 +9,7 @@ import pytest
 
 AFTER_COMPILATION = [
     "mgpu_lab.runtime.portable", "mgpu_lab.runtime.launcher", "mgpu_lab.runtime.arrays", "mgpu_lab.exporter",
+    "mgpu_lab.runtime.isolation", "mgpu_lab.runtime.isolated_worker", "mgpu_lab.runtime.fault_report",
     "mgpu_lab.profiler.decode", "mgpu_lab.profiler.trace", "mgpu_lab.profiler.perfetto_export",
     "mgpu_lab.profiler.chrome_export", "mgpu_lab.widgets.sass_view", "mgpu_lab.widgets.smem_view",
     "mgpu_lab.widgets.ir_view", "mgpu_lab.widgets.timeline", "mgpu_lab.widgets.static_html",

@@ -57,7 +57,8 @@ def test_cell_builds_a_kernel_and_prints_text_views(shell, capsys):
     assert "no profiled call yet" in text
     # The line map points into the cell itself.
     files = {s.file for s in kernel.compiled.line_map}
-    assert len(files) == 1 and "ipython-input" in next(iter(files)) or "ipykernel" in next(iter(files))
+    assert files == {f"Cell In[{shell.execution_count}]"}  # IPython's own label for the cell
+    assert kernel.compiled.sources[f"Cell In[{shell.execution_count}]"] == CELL
     lines = {s.line for s in kernel.compiled.line_map}
     assert 3 in lines  # 0-based: the vector.store line of the cell
 

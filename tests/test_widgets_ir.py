@@ -7,7 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import traitlets
+
+traitlets = pytest.importorskip("traitlets", reason="the widgets need the [notebook] extra")
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "widgets"))
 from widget_fixtures import fixture_kernel
@@ -63,7 +64,7 @@ def test_ir_static_outputs(tmp_path: Path) -> None:
     from mgpu_lab.widgets import IrView
 
     view = IrView(fixture_kernel())
-    html = view._repr_mimebundle_()[0]["text/html"]
+    html = view.static_bundle()["text/html"]
     assert "gpu.module(convert-gpu-to-nvvm)" in html and "<details" in html and "unchanged" in html
     assert view.save(tmp_path / "ir.png").read_bytes()[:4] == b"\x89PNG"
     empty = IrView(replace(fixture_kernel(), passes=()))

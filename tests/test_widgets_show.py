@@ -70,10 +70,15 @@ def test_executed_notebook_carries_static_html_beside_each_widget(tmp_path: Path
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(NOTEBOOK, as_version=4)
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
-    displays = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs if o.output_type == "execute_result"]
-    assert len(displays) == 4
-    for output in displays:
-        assert WIDGET_MIME in output.data and output.data["text/html"].strip()
-    html = "".join(o.data["text/html"] for o in displays)
+    widget_cells = [cell for cell in nb.cells if cell.cell_type == "code" and any(
+        WIDGET_MIME in o.get("data", {}) for o in cell.outputs)]
+    assert len(widget_cells) == 4
+    for cell in widget_cells:
+        # Static rendering first, on its own; the widget after it, with nothing a reader shows.
+        static, widget = cell.outputs
+        assert WIDGET_MIME not in static.data and static.data["text/html"].strip()
+        assert 'data-mgl-static="' in static.data["text/html"]
+        assert set(widget.data) == {WIDGET_MIME, "text/plain"} and widget.data["text/plain"] == ""
+    html = "".join(cell.outputs[0].data["text/html"] for cell in widget_cells)
     for expected in ("mainloop", "HGMMA.64x8x16.F32.BF16", "8-way bank conflict", "convert-gpu-to-nvvm"):
         assert expected in html

@@ -94,7 +94,7 @@ def test_smem_static_outputs(tmp_path: Path) -> None:
     from mgpu_lab.widgets import SmemView
 
     view = SmemView(fixture_kernel(), buffer="epilogue.acc", pattern="fragment")
-    html = view._repr_mimebundle_()[0]["text/html"]
+    html = view.static_bundle()["text/html"]
     assert "epilogue.acc_f32" in html and "8-way bank conflict" in html and "profiler" in html
     assert view.save(tmp_path / "smem.png").read_bytes()[:4] == b"\x89PNG"
     assert "Banks of epilogue.acc" in view.save(tmp_path / "smem.html").read_text()

@@ -159,8 +159,8 @@ def test_static_outputs(tmp_path: Path) -> None:
     from mgpu_lab.widgets import Timeline
 
     tl = Timeline(synthetic_trace())
-    data, _ = tl._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in data
+    data = tl.static_bundle()
+    assert "application/vnd.jupyter.widget-view+json" not in data
     assert data["text/html"].count("<img") == 1 and "mainloop" in data["text/html"]
     tl.view_range = [0.0, 500.0]
     tl.hidden_regions = ["load"]

@@ -16,10 +16,9 @@ barriers, iteration i uses barrier i % count and waits for parity (i // count) &
 
 from __future__ import annotations
 
-import os
-
 from .._mlir import arith, gpu, ir
-from .constants import as_index, c
+from .values import as_index, c
+from .launch_context import active_options
 from .threads import linear_thread_idx
 from .warpgroup import (
     cluster_sync,
@@ -119,10 +118,10 @@ class BarrierRef:
     def wait(self, parity: int | ir.Value) -> None:
         """Block until the phase with this parity (0 or 1, or an i1/i32/index value) completes.
 
-        With $MGPU_LAB_MBARRIER_TIMEOUT_S set (seconds) when the kernel is built, a wait that
-        lasts longer traps (the launch fails) instead of hanging: a debugging aid for
-        barrier protocols."""
-        timeout = os.environ.get("MGPU_LAB_MBARRIER_TIMEOUT_S")
+        With `CompileOptions.mbarrier_timeout_s` set (or $MGPU_LAB_MBARRIER_TIMEOUT_S when the
+        kernel is built), a wait that lasts longer traps (the launch fails) instead of
+        hanging: a debugging aid for barrier protocols."""
+        timeout = active_options().mbarrier_timeout_s
         operands = [self.address(), _as_i32(parity, "parity")]
         if not timeout:
             inline_ptx(
@@ -130,7 +129,7 @@ class BarrierRef:
                 "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n"
                 "@!done bra mbarrier_wait_loop;\n}", operands, ["r", "r"])
             return
-        limit_ns = int(float(timeout) * 1e9)
+        limit_ns = int(timeout * 1e9)
         inline_ptx(
             "{\n.reg .pred done;\n.reg .u64 start, now;\nmov.u64 start, %globaltimer;\n"
             "mbarrier_wait_loop:\n"

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .._mlir import ir, scf
-from .constants import as_index, c
+from .values import as_index, c
 
 
 def _flatten(carry: Any) -> tuple[list[ir.Value], Callable[[Sequence[ir.Value]], Any]]:

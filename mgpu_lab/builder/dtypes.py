@@ -55,6 +55,11 @@ def bitwidth(t: ir.Type) -> int:
     raise TypeError(f"type: expected a scalar integer or float type, got {t}")
 
 
+def itemsize(dtype: Any) -> int:
+    """Bytes per element of a dtype (name, numpy dtype or ml_dtypes type)."""
+    return numpy_dtype(dtype_name(dtype)).itemsize
+
+
 def numpy_dtype(name: str) -> np.dtype:
     """A numpy dtype for a canonical name, using ml_dtypes for bf16/fp8."""
     if name in _ML_DTYPES:

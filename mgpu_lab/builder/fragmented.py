@@ -26,7 +26,7 @@ from typing import Any
 
 from .._mlir import arith, ir, nvvm, vector
 from .._mlir import math as mlir_math
-from .constants import c
+from .values import c
 from .control import when
 from .dtypes import bitwidth, mlir_type
 from .layouts import (

@@ -11,9 +11,11 @@ from typing import Any
 from .._mlir import gpu, ir, memref
 from ..compiler.compile import compile_module
 from ..compiler.compiled_kernel import ArraySpec, CompiledKernel, KernelParam
+from ..compiler.kernel_names import check_kernel_name, kernel_name_from
 from ..compiler.kernel_spec import KernelSpec
 from ..compiler.options import CompileOptions
 from ..errors import KernelBuildError, ResourceLimitError
+from ..user_errors import trim_for_user, user_facing
 from .dtypes import mlir_type
 from .launch_context import LaunchContext
 from .locations import describe_frame, innermost_user_frame, user_locations
@@ -76,31 +78,48 @@ class Kernel:
     `kernel.compiled` has every artifact: PTX, SASS, resources, smem layout, IR passes.
     """
 
-    def __init__(self, compiled: CompiledKernel):
+    def __init__(self, compiled: CompiledKernel, *, may_alias: Any = None, isolate: bool | None = None):
+        if may_alias:
+            from ..runtime.launcher import alias_pairs
+
+            alias_pairs(may_alias, len(compiled.inputs), len(compiled.outputs))  # refuse bad ones now
         self.compiled = compiled
+        self.may_alias = may_alias  # outputs that may overlap inputs: True or {output: input}
+        self.isolate = isolate  # None: follow mgpu_lab.isolated() / set_isolation()
         self._launcher = None
 
     @property
     def name(self) -> str:
         return self.compiled.name
 
-    def __call__(self, *args: Any, out: Any = None, stream: Any = None) -> Any:
-        if self._launcher is None:
-            from ..runtime.launcher import Launcher
+    def _new_launcher(self) -> Any:
+        from ..runtime.launcher import Launcher
 
-            self._launcher = Launcher(self.compiled)
-        return self._launcher(*args, out=out, stream=stream)
+        self._launcher = Launcher(self.compiled, self.may_alias)
+        return self._launcher
+
+    def __call__(self, *args: Any, out: Any = None, stream: Any = None, isolate: bool | None = None,
+                 timeout_s: float | None = None) -> Any:
+        """Run on `args`; `isolate=True` runs this launch in the isolated GPU worker (a fault
+        raises KernelFaultError instead of poisoning this process), `timeout_s` bounds it there."""
+        launcher = self._launcher or self._new_launcher()
+        if isolate is None:
+            isolate = self.isolate
+        try:
+            if isolate or (isolate is None and launcher.isolation.enabled):
+                return launcher.call_isolated(args, out, stream, timeout_s)
+            return launcher.call(args, out, stream)
+        except Exception as error:
+            trim_for_user(error)  # a wrong argument shows the caller's line, not the launcher's
+            raise
 
     def launch_unchecked(self, *arrays: Any, stream: Any = None) -> None:
         """Launch on CuPy arrays (inputs, then outputs) skipping every argument check.
 
         Call the kernel normally once first; this is for hot loops where ~2 us of checks per
         launch matter. Wrong arguments here are undefined behaviour on the GPU."""
-        if self._launcher is None:
-            from ..runtime.launcher import Launcher
-
-            self._launcher = Launcher(self.compiled)
-        self._launcher.launch_unchecked(*arrays, stream=stream)
+        launcher = self._launcher or self._new_launcher()
+        launcher.launch_unchecked(*arrays, stream=stream, isolate=self.isolate)
 
     def as_torch_op(self, qualname: str) -> Any:
         """Register this kernel as the PyTorch custom op `qualname` ("namespace::name") and return it.
@@ -110,22 +129,20 @@ class Kernel:
         implementation gives the output shapes). An exported module offers the same (`as_torch_op`)."""
         from ..runtime.torch_op import register_torch_op
 
-        if self._launcher is None:
-            from ..runtime.launcher import Launcher
-
-            self._launcher = Launcher(self.compiled)
-        return register_torch_op(self._launcher, qualname)
+        return register_torch_op(self._launcher or self._new_launcher(), qualname)
 
     @property
     def last_trace(self) -> Any:
         """The profiler Trace of the most recent call (decoded on access; None if not profiled)."""
         return None if self._launcher is None else self._launcher.last_trace
 
-    def export(self, path: str) -> Any:
-        """Write a standalone Python module (cubin + launcher; numpy, CuPy, cuda-bindings only)."""
+    def export(self, path: str, overwrite: bool = False) -> Any:
+        """Write a standalone Python module (cubin + launcher; numpy, CuPy, cuda-bindings only).
+
+        An existing file is only replaced with overwrite=True."""
         from ..exporter import export
 
-        return export(self, path)
+        return export(self, path, overwrite=overwrite)
 
     def __repr__(self) -> str:
         r = self.compiled.resources
@@ -133,9 +150,11 @@ class Kernel:
                 f"block={self.compiled.block} regs={r.registers} smem={r.total_smem_bytes}B>")
 
 
+@user_facing
 def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any = (),
            out_shapes: Any = (), smem: Any = None, cluster: Any = (1, 1, 1), name: str | None = None,
            profile: bool = False, profile_unit: str = "warpgroup", profile_capacity: int = 256,
+           may_alias: Any = None, isolate: bool | None = None,
            options: CompileOptions | None = None, **option_overrides: Any) -> Kernel:
     """Trace `body(ctx, *in_refs, *out_refs, smem_refs)` into a Hopper kernel and compile it.
 
@@ -143,7 +162,12 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
     array to copy the shape of), one or a sequence. smem: a tree of ShapeDtype / Barriers /
     Union (tuple, list or dict nodes); `smem_refs` mirrors it with memref views.
     profile: record `ctx.named_region`s per warpgroup (or per warp) into a bounded buffer.
-    Compile options (target=, keep_passes=, dump_dir=, ...) go to `CompileOptions`.
+    may_alias: outputs allowed to overlap inputs in memory (True, or {output index: input
+    index}); other overlaps of out= arrays are refused. isolate: run every launch of this
+    kernel in the isolated GPU worker (None follows `mgpu_lab.isolated()`).
+    Compile options: `options=CompileOptions(...)` and/or its fields as keywords (target=,
+    keep_passes=, dump_dir=, max_registers=, mbarrier_timeout_s=, ...); keywords override
+    the fields of `options` (default: `CompileOptions.from_env()`).
     """
     if not callable(body):
         raise TypeError(f"body: expected a callable body(ctx, *refs, smem), got {type(body).__name__}")
@@ -151,9 +175,9 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
     check_launch_dims(grid3, block3, cluster3)
     inputs = _shape_tuple(in_shapes, "in_shapes")
     outputs = _shape_tuple(out_shapes, "out_shapes")
-    name = name or getattr(body, "__name__", "kernel")
-    name = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
-    options = options or CompileOptions.from_env(**option_overrides)
+    # A name derived from the function is made ASCII; one spelled out must already be valid.
+    name = kernel_name_from(getattr(body, "__name__", "kernel")) if name is None else check_kernel_name(name)
+    options = merge_options(options, option_overrides)
 
     plan = plan_smem(smem)
     profiler = None
@@ -162,6 +186,7 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
 
         profiler = DeviceProfiler(block3, unit=profile_unit, capacity=profile_capacity,
                                   smem_offset=plan.total_bytes)
+    _check_occupancy(options, block3)
     dynamic_smem = plan.total_bytes + (profiler.smem_bytes if profiler else 0)
     _check_smem_against_device(dynamic_smem, plan, profiler)
 
@@ -182,14 +207,16 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
             func = gpu.GPUFuncOp(ir.FunctionType.get(arg_types, []), sym_name=name, kernel=True,
                                  known_block_size=list(block3), loc=body_loc,
                                  arg_attrs=ir.ArrayAttr.get([align16] * len(arg_types)))
+            _set_occupancy(func, options)
             entry = func.add_entry_block()
-        ctx = LaunchContext(grid=grid3, block=block3, cluster=cluster3, profiler=profiler)
+        ctx = LaunchContext(grid=grid3, block=block3, cluster=cluster3, profiler=profiler, options=options)
         refs = list(entry.arguments)[: len(inputs) + len(outputs)]
         with ir.InsertionPoint(entry):
             smem_refs = _smem_views(plan, dynamic_smem) if smem is not None or profiler else None
             if profiler:
                 profiler.start(entry.arguments[len(arg_types) - 1], grid3)
-            _trace(body, ctx, refs, smem_refs, name)
+            with ctx.active():
+                _trace(body, ctx, refs, smem_refs, name)
             if profiler:
                 profiler.finish()
             gpu.return_([])
@@ -211,7 +238,41 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
     )
     with context:
         compiled = compile_module(module, spec, options)
-    return Kernel(compiled)
+    return Kernel(compiled, may_alias=may_alias, isolate=isolate)
+
+
+def merge_options(options: CompileOptions | None, overrides: dict[str, Any]) -> CompileOptions:
+    """`options` (default: from the environment) with the keyword `overrides` applied."""
+    CompileOptions.check_names(overrides)
+    if options is None:
+        return CompileOptions.from_env(**overrides)
+    if not isinstance(options, CompileOptions):
+        raise TypeError(f"options: expected a CompileOptions, got {type(options).__name__}")
+    return dataclasses.replace(options, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _check_occupancy(options: CompileOptions, block: tuple[int, int, int]) -> None:
+    regs, blocks = options.max_registers, options.min_blocks_per_sm
+    if regs is not None and (not isinstance(regs, int) or not 24 <= regs <= 255):
+        raise ValueError(f"max_registers: expected an int in [24, 255] (registers per thread), got {regs!r}")
+    if blocks is not None and (not isinstance(blocks, int) or blocks < 1):
+        raise ValueError(f"min_blocks_per_sm: expected an int >= 1, got {blocks!r}")
+    if regs is not None and blocks is not None:
+        threads = block[0] * block[1] * block[2]
+        if regs * threads * blocks > 65536:
+            raise ResourceLimitError(
+                f"max_registers={regs} x {threads} threads x min_blocks_per_sm={blocks} = "
+                f"{regs * threads * blocks} registers, more than the SM's 65536")
+
+
+def _set_occupancy(func: Any, options: CompileOptions) -> None:
+    """Launch bounds as NVVM function attributes: LLVM emits `.maxnreg` and `.minnctapersm`
+    into the PTX (`.maxntid` comes from the static block size already), and ptxas honours them."""
+    i32 = ir.IntegerType.get_signless(32)
+    if options.max_registers is not None:
+        func.attributes["nvvm.maxnreg"] = ir.IntegerAttr.get(i32, options.max_registers)
+    if options.min_blocks_per_sm is not None:
+        func.attributes["nvvm.minctasm"] = ir.IntegerAttr.get(i32, options.min_blocks_per_sm)
 
 
 _contexts = threading.local()
@@ -263,7 +324,7 @@ def _smem_views(plan: Any, dynamic_smem: int) -> Any:
                                                        memory_space=workgroup))
 
     def view(rec):
-        from .constants import c
+        from .values import c
 
         if rec.kind == "barrier":
             from .barriers import BarrierArray

@@ -4,20 +4,35 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import contextvars
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._mlir import gpu, ir
+from ..compiler.options import CompileOptions
 
 if TYPE_CHECKING:
     from ..profiler.device import DeviceProfiler
+    from .barriers import BarrierRef
+    from .transforms import MemRefTransform
+
+_ACTIVE: contextvars.ContextVar[LaunchContext | None] = contextvars.ContextVar("mgpu_lab_launch_context",
+                                                                             default=None)
+
+
+def active_options() -> CompileOptions:
+    """The compile options of the kernel being traced (defaults outside a trace)."""
+    ctx = _ACTIVE.get()
+    return ctx.options if ctx is not None else CompileOptions()
 
 
 class LaunchContext:
     """Per-trace state of a kernel body: the module being built and the profiler, if any."""
 
     def __init__(self, *, grid: tuple[int, int, int], block: tuple[int, int, int],
-                 cluster: tuple[int, int, int], profiler: DeviceProfiler | None = None):
+                 cluster: tuple[int, int, int], profiler: DeviceProfiler | None = None,
+                 options: CompileOptions | None = None):
+        self.options = options or CompileOptions()
         self.grid = grid
         self.block = block
         self.cluster = cluster
@@ -26,6 +41,15 @@ class LaunchContext:
         self.tma_params: list[ir.Value] = []
         # (smem offset, shape) of a planned buffer -> the swizzle TMA copies use on it (smem viewer)
         self.smem_swizzles: dict[tuple[int, tuple[int, ...]], int] = {}
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[LaunchContext]:
+        """Make this the context of the trace in progress (read by `active_options`)."""
+        token = _ACTIVE.set(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE.reset(token)
 
     @contextlib.contextmanager
     def named_region(self, name: str) -> Iterator[None]:
@@ -45,11 +69,24 @@ class LaunchContext:
         """`__syncthreads()`: every thread of the block waits here."""
         gpu.barrier()
 
-    def async_copy(self, **kwargs: Any) -> None:
-        """Start a TMA copy between a kernel array and smem; see `builder.tma.async_copy`."""
+    def async_copy(self, *, src_ref: ir.Value, dst_ref: ir.Value, gmem_slice: Any = (),
+                   gmem_transform: MemRefTransform | tuple[MemRefTransform, ...] = (),
+                   swizzle: int | None = None, barrier: BarrierRef | None = None,
+                   arrive: bool | None = None, uniform: Any = True,
+                   collective: str | Sequence[str] | None = None,
+                   multicast_mask: int | ir.Value | None = None) -> None:
+        """Start a TMA copy of one box between a kernel array and a shared-memory buffer.
+
+        The arguments are `dsl.async_copy`'s (its docstring has the details): `gmem_slice`
+        picks the box (ints, slices, `dsl.ds(start, size)`), `swizzle` the smem swizzle,
+        `barrier` the mbarrier a load completes on (`arrive=False`: you call
+        `arrive_expect_tx` yourself), `uniform` which thread issues, `collective` /
+        `multicast_mask` cluster multicast."""
         from .tma import async_copy
 
-        async_copy(self, **kwargs)
+        async_copy(self, src_ref=src_ref, dst_ref=dst_ref, gmem_slice=gmem_slice, gmem_transform=gmem_transform,
+                   swizzle=swizzle, barrier=barrier, arrive=arrive, uniform=uniform, collective=collective,
+                   multicast_mask=multicast_mask)
 
     def await_async_copy(self, allow_groups: int, await_read_only: bool = False, sync: str | None = None) -> None:
         """Wait for TMA stores (bulk groups) of this thread; see `builder.tma.await_async_copy`."""

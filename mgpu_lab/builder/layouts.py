@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._mlir import arith, ir
-from .constants import as_index, c
+from .values import as_index, c
 from .threads import WARPGROUP_SIZE, lane_idx, thread_in_warpgroup
 
 M_TILE = 64  # rows of one WGMMA tile (4 warps x 16)

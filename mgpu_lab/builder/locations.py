@@ -14,6 +14,7 @@ import traceback
 from collections.abc import Iterator
 
 from .._mlir import ir
+from ..user_errors import describe_location
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _MLIR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(ir.__file__)))
@@ -67,4 +68,4 @@ def innermost_user_frame(tb) -> traceback.FrameSummary | None:
 def describe_frame(frame: traceback.FrameSummary) -> str:
     """'File "x.py", line 12, in body:  code' for error messages."""
     code = f"\n    {frame.line.strip()}" if frame.line else ""
-    return f'File "{frame.filename}", line {frame.lineno}, in {frame.name}{code}'
+    return f"{describe_location(frame.filename, frame.lineno)}, in {frame.name}{code}"

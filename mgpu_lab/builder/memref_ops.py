@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._mlir import ir, memref
-from .constants import as_index
+from .values import as_index
 
 _DYNAMIC = ir.ShapedType.get_dynamic_stride_or_offset()
 

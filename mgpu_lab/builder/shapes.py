@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from ..user_errors import user_facing
 from .dtypes import dtype_name
 
 T = TypeVar("T")
@@ -19,12 +21,14 @@ class ShapeDtype:
     shape: tuple[int, ...]
     dtype: str
 
+    @user_facing
     def __init__(self, shape: Any, dtype: Any):
         shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
         if any(d <= 0 for d in shape):
             raise ValueError(f"shape: expected positive dimensions, got {shape}")
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "dtype", dtype_name(dtype))
+        _check_addressable(self)
 
     @property
     def nbytes(self) -> int:
@@ -54,6 +58,20 @@ class Barriers:
     def __post_init__(self):
         if self.count < 1:
             raise ValueError(f"Barriers.count: expected >= 1, got {self.count}")
+
+
+def _check_addressable(sd: ShapeDtype) -> None:
+    """MLIR asserts (killing the process) on a memref whose size overflows int64: refuse it here."""
+    from ..compiler.compiled_kernel import dtype_itemsize
+    from ..errors import ShapeError
+
+    nbytes = math.prod(sd.shape) * dtype_itemsize(sd.dtype)
+    if nbytes > _MAX_BYTES:
+        raise ShapeError(f"shape: {sd.shape} {sd.dtype} is {nbytes} bytes, more than the {_MAX_BYTES} "
+                         f"(2**63 - 1) bytes an array can address")
+
+
+_MAX_BYTES = 2**63 - 1
 
 
 def _array_dtype_name(array: Any) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._mlir import arith, gpu, ir, nvvm
-from .constants import c
+from .values import c
 
 WARP_SIZE = 32
 WARPGROUP_SIZE = 128

@@ -29,7 +29,7 @@ from .._mlir import arith, gpu, ir
 from ..compiler.compiled_kernel import TmaDescriptorSpec
 from ..compiler.grid_constant_params import DESCRIPTOR_ALIGN, TMA_PARAMS_ATTR
 from .barriers import BarrierRef
-from .constants import c
+from .values import c
 from .dtypes import bitwidth
 from .memref_ops import DynamicSlice, memref_slice
 from .transforms import MemRefTransform
@@ -121,7 +121,7 @@ def _parse_slice(gmem_slice: Any, shape: Sequence[int]) -> tuple[list[int | ir.V
 
 
 def _as_index_value(x: int | ir.Value) -> ir.Value:
-    from .constants import as_index
+    from .values import as_index
 
     return as_index(x)
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._mlir import arith, ir
-from .constants import c
+from .values import c
 from .memref_ops import memref_transpose, memref_unfold
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .._mlir import arith, ir, llvm, memref, nvvm, scf
-from .constants import c
+from .values import c
 from .dtypes import bitwidth
 from .threads import WARPGROUP_SIZE, thread_idx, warp_idx
 
@@ -111,20 +111,38 @@ def setmaxnreg(count: int, action: str | None = None) -> None:
     action = action or ("inc" if count >= 128 else "dec")
     if action not in ("inc", "dec"):
         raise ValueError(f"setmaxnreg: action must be 'inc' or 'dec', got {action!r}")
+    threads = _block_threads()
+    if threads is not None and threads % WARPGROUP_SIZE:
+        # Every warpgroup must execute setmaxnreg whole; a partial warpgroup hangs or faults.
+        raise ValueError(f"setmaxnreg: the block must be whole warpgroups (a multiple of {WARPGROUP_SIZE} "
+                         f"threads), got {threads} threads")
     inline_ptx(f"setmaxnreg.{action}.sync.aligned.u32 {count};")
 
 
-def named_barrier(barrier_id: int | ir.Value, threads: int) -> None:
+def _block_threads() -> int | None:
+    """Threads per block of the gpu.func being built (its known_block_size), or None."""
+    op = ir.InsertionPoint.current.block.owner.operation
+    while op is not None and op.name != "gpu.func":
+        op = op.parent
+    if op is None or "known_block_size" not in op.attributes:
+        return None
+    x, y, z = ir.DenseI32ArrayAttr(op.attributes["known_block_size"])
+    return x * y * z
+
+
+def named_barrier(barrier_id: int | ir.Value, threads: int, *, arrive: bool = False) -> None:
     """`bar.sync id, threads`: the `threads` threads (a multiple of 32) that reach barrier `id` wait
-    for each other. Id 0 is the block barrier."""
+    for each other. Id 0 is the block barrier. arrive=True: `bar.arrive`, count the calling warps
+    toward `threads` without waiting (one warpgroup signalling another, as in FA3's pingpong)."""
     if threads % 32:
         raise ValueError(f"named_barrier: threads must be a multiple of 32, got {threads}")
+    op = "bar.arrive" if arrive else "bar.sync"
     if isinstance(barrier_id, int):
         if not 0 <= barrier_id < MAX_NAMED_BARRIERS:
             raise ValueError(f"named_barrier: id must be in [0, {MAX_NAMED_BARRIERS}), got {barrier_id}")
-        inline_ptx(f"bar.sync {barrier_id}, {threads};")
+        inline_ptx(f"{op} {barrier_id}, {threads};")
         return
-    inline_ptx(f"bar.sync $0, {threads};", [arith.index_cast(i32(), barrier_id)], ["r"])
+    inline_ptx(f"{op} $0, {threads};", [arith.index_cast(i32(), barrier_id)], ["r"])
 
 
 def warpgroup_barrier(warpgroup: int | ir.Value | None = None) -> None:
@@ -189,7 +207,7 @@ def cluster_sync() -> None:
 def map_to_peer(address: ir.Value, rank: int | ir.Value) -> ir.Value:
     """`mapa`: the `.shared::cluster` address of the same smem location (an i32 `.shared::cta`
     address) in the block of cluster rank `rank`."""
-    from .constants import as_i32
+    from .values import as_i32
 
     return inline_ptx("mapa.shared::cluster.u32 $0, $1, $2;", [address, as_i32(rank)], ["=r", "r", "r"], [i32()],
                       memory=False)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._mlir import arith, ir, vector
-from .constants import c
+from .values import c
 from .dtypes import bitwidth
 from .threads import lane_idx, thread_in_warpgroup
 from .warpgroup import i32, i64, inline_ptx, smem_address
@@ -190,9 +190,49 @@ def _advance(desc: ir.Value, nbytes: int) -> ir.Value:
     return desc if not nbytes else arith.addi(desc, c(nbytes >> 4, i64()))
 
 
-def wgmma_fence() -> None:
-    """`wgmma.fence`: order earlier register/smem writes before the next wgmma reads them."""
-    inline_ptx("wgmma.fence.sync.aligned;")
+def wgmma_fence(*operands: Any) -> Any:
+    """`wgmma.fence`: order earlier register/smem writes before the next wgmma reads them.
+
+    With operands (`WGMMAAccumulator`s, or `FragmentedArray`s of 32-bit words such as a
+    register A of bf16 pairs), returns them threaded through the fence: every write to them
+    (a rescale, a conversion, zeros) is then ordered before it, as CUTLASS's
+    `warpgroup_fence_operand` does. Otherwise the compiler may sink such writes between the
+    fence and the wgmma reading them, and ptxas serializes every wgmma of the kernel (C7513).
+    Pass fence=False to the `wgmma` calls that follow."""
+    if not operands:
+        inline_ptx("wgmma.fence.sync.aligned;")
+        return None
+    from .fragmented import FragmentedArray, _bits_of, _from_bits
+
+    words, rebuilds = [], []
+    for operand in operands:
+        if isinstance(operand, WGMMAAccumulator):
+            count = len(operand.values)
+            words += operand.values
+            rebuilds.append((count, lambda vals, acc=operand: WGMMAAccumulator(vals, acc.n, acc.dtype)))
+        elif isinstance(operand, FragmentedArray):
+            regs = [_bits_of(r, 32) for r in operand.registers]
+            per = len(regs[0])
+            words += [w for r in regs for w in r]
+
+            def rebuild(vals, arr=operand, per=per):
+                vt = ir.VectorType(arr.registers[0].type)
+                regs = [_from_bits(vals[k:k + per], vt.element_type, vt.shape[0]) for k in range(0, len(vals), per)]
+                return FragmentedArray(regs, arr.layout, signed=arr.signed)
+
+            rebuilds.append((len(regs) * per, rebuild))
+        else:
+            raise TypeError(f"wgmma_fence: operands must be WGMMAAccumulator or FragmentedArray, got "
+                            f"{type(operand).__name__}")
+    types = [w.type for w in words]
+    cons = ["=f" if str(t) == "f32" else "=r" for t in types]
+    out = inline_ptx("wgmma.fence.sync.aligned;", words, cons + [str(i) for i in range(len(words))], types)
+    out = out if isinstance(out, list) else [out]
+    result, at = [], 0
+    for count, rebuild in rebuilds:
+        result.append(rebuild(out[at:at + count]))
+        at += count
+    return result[0] if len(result) == 1 else tuple(result)
 
 
 def wgmma_commit_group() -> None:

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import PtxasError
+from ..user_errors import describe_location
 from .compiled_kernel import Resources
 from .toolchain import find_tool
 
@@ -44,8 +45,37 @@ def _user_lines_of(log: str, ptx: str) -> str:
         src = sources.get(n - 1)
         if src:
             text = linecache.getline(*src).strip()
-            found.append(f'  PTX line {n} comes from File "{src[0]}", line {src[1]}' + (f"\n    {text}" if text else ""))
+            found.append(f"  PTX line {n} comes from {describe_location(*src)}" + (f"\n    {text}" if text else ""))
     return ("\n" + "\n".join(found)) if found else ""
+
+
+_SERIALIZED = re.compile(r"\((C\d+)\) Potential Performance Loss: wgmma\.mma_async instructions are serialized "
+                         r"due to (.*?) (?:in|for) the function '([^']*)'(?: in line (\d+))?\s*$", re.M)
+_WGMMA = re.compile(r"^\s*wgmma\.mma_async\b")
+
+
+def serialization_warnings(log: str, ptx: str) -> list[str]:
+    """ptxas's 'wgmma serialized' notes (C75xx), each with the user line behind it.
+
+    ptxas reports them as `info`, buried in the -v log; serialized WGMMAs can cost half of a
+    GEMM's speed. The PTX line ptxas names (or, when it names none, the first wgmma) is
+    mapped back to the user's source line through the PTX `.loc` directives."""
+    from .disassemble import ptx_line_sources
+
+    found = []
+    sources = None
+    for code, reason, function, line in _SERIALIZED.findall(log):
+        sources = sources if sources is not None else ptx_line_sources(ptx)
+        if line:
+            src = sources.get(int(line) - 1)
+        else:
+            wgmma_lines = [i for i, text in enumerate(ptx.splitlines()) if _WGMMA.match(text)]
+            src = next((sources[i] for i in wgmma_lines if i in sources), None)
+        where = f" at {describe_location(*src)}" if src else ""
+        text = linecache.getline(*src).strip() if src else ""
+        found.append(f"ptxas serialized the wgmma instructions of kernel {function!r}{where} ({code}: {reason})"
+                     + (f"\n    {text}" if text else ""))
+    return found
 
 
 _USED = re.compile(r"Used (\d+) registers")

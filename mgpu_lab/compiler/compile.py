@@ -7,14 +7,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from .._mlir import ir
-from .assemble import assemble, parse_resources
+from ..errors import PerformanceWarning
+from ..user_errors import warn_at_user
+from .assemble import assemble, parse_resources, serialization_warnings
 from .cache import KernelCache, cache_key, kernel_cache
 from .compiled_kernel import CompiledKernel
 from .disassemble import build_line_map, disassemble
 from .kernel_spec import KernelSpec
 from .options import CompileOptions
 from .pipeline import extract_ptx, pass_list, run_pipeline, verify
-from .target import default_target
+from .target import check_smem_fits, default_target, ptx_version_for
 from .toolchain import versions
 
 PIPELINE_VERSION = "1"
@@ -26,9 +28,11 @@ def compile_module(module: ir.Module, spec: KernelSpec, options: CompileOptions 
     options = options or CompileOptions.from_env()
     t_start = time.perf_counter()
     target = options.target or default_target()
+    ptx_version = ptx_version_for(target, options.ptx_version)
+    check_smem_fits(target, spec.dynamic_smem_bytes, spec.smem_layout)
     verify(module)
     module_text = module.operation.get_asm(enable_debug_info=True)
-    key = cache_key(PIPELINE_VERSION, module_text, spec.fingerprint(), target,
+    key = cache_key(PIPELINE_VERSION, module_text, spec.fingerprint(), target, ptx_version,
                     repr(sorted(options.key_fields().items())), repr(sorted(versions().items())))
     cache = kernel_cache(options.resolved_cache_dir()) if options.use_cache else None
     if cache is not None:
@@ -36,19 +40,22 @@ def compile_module(module: ir.Module, spec: KernelSpec, options: CompileOptions 
         if hit is not None and (hit.passes or not options.keep_passes):
             if options.dump_dir:
                 hit.save(options.dump_dir)
+            _surface_ptxas_warnings(hit)
             return hit
 
-    passes = pass_list(target, options.ptx_version, options.opt_level, options.line_info)
+    passes = pass_list(target, ptx_version, options.opt_level, options.line_info)
     recorded, _ = run_pipeline(module, passes, options.keep_passes)
     ptx = extract_ptx(module)
     t_ptx = time.perf_counter()
     cubin, ptxas_log = assemble(ptx, target, options.opt_level, options.line_info, options.ptxas_args)
     t_cubin = time.perf_counter()
+    resources = parse_resources(ptxas_log, spec.dynamic_smem_bytes)
+    check_smem_fits(target, spec.dynamic_smem_bytes, spec.smem_layout, resources.static_smem_bytes)
     kernel = CompiledKernel(
         # Every KernelSpec field is a CompiledKernel field of the same name.
         **{f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)},
         target=target, mlir=module_text, ptx=ptx, cubin=cubin, sass="",
-        resources=parse_resources(ptxas_log, spec.dynamic_smem_bytes), passes=tuple(recorded),
+        resources=resources, passes=tuple(recorded),
         ptxas_log=ptxas_log,
         toolchain=dict(versions()), cache_key=key,
         compile_seconds={"mlir_to_ptx": t_ptx - t_start, "ptxas": t_cubin - t_ptx,
@@ -58,7 +65,14 @@ def compile_module(module: ir.Module, spec: KernelSpec, options: CompileOptions 
     kernel._pending_disassembly = _background.submit(_disassemble_and_store, kernel, cubin, ptx, cache, key)
     if options.dump_dir:
         kernel.save(options.dump_dir)
+    _surface_ptxas_warnings(kernel)
     return kernel
+
+
+def _surface_ptxas_warnings(kernel: CompiledKernel) -> None:
+    """ptxas notes that cost speed become PerformanceWarnings at the user's line."""
+    for message in serialization_warnings(kernel.ptxas_log, kernel.ptx):
+        warn_at_user(message, PerformanceWarning)
 
 
 _background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mgpu_lab_nvdisasm")

@@ -173,6 +173,9 @@ class CompiledKernel:
 
     def save(self, folder: str | Path) -> Path:
         """Write every artifact to `folder` (created): kernel.json plus .mlir/.ptx/.cubin/.sass."""
+        from .kernel_names import check_kernel_name
+
+        check_kernel_name(self.name, "CompiledKernel.name")  # it names the files: no '/', no '..'
         out = Path(folder)
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{self.name}.mlir").write_text(self.mlir)
@@ -224,10 +227,19 @@ class CompiledKernel:
 
     @classmethod
     def load(cls, folder: str | Path) -> CompiledKernel:
-        """Read a kernel written by `save`."""
+        """Read a kernel written by `save`.
+
+        The folder's single .cubin is read; the name stored in kernel.json never builds a path
+        (a crafted name like '../../x' would otherwise read outside the folder)."""
+        from .kernel_names import check_kernel_name
+
         src = Path(folder)
         data = json.loads((src / "kernel.json").read_text())
-        return cls.from_json(data, (src / f"{data['name']}.cubin").read_bytes())
+        check_kernel_name(data.get("name"), f"{src / 'kernel.json'}: name")
+        cubins = sorted(p for p in src.glob("*.cubin") if p.is_file())
+        if len(cubins) != 1:
+            raise ValueError(f"{src}: expected exactly one .cubin file beside kernel.json, found {len(cubins)}")
+        return cls.from_json(data, cubins[0].read_bytes())
 
 
 _DEFERRED_FIELDS = frozenset({"sass", "line_map", "sources"})

@@ -26,7 +26,8 @@ def disassemble(cubin: bytes) -> str:
         return proc.stdout
 
 
-_PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"?([^"\s,]+)"?')
+# A quoted name may hold spaces (a %%mosaic cell is compiled as "Cell In[5]").
+_PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+(?:"([^"]*)"|([^"\s,]+))')
 _PTX_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
 _SASS_LINE_INFO = re.compile(r'//## File "([^"]+)", line (\d+)')
 _SASS_INSTR = re.compile(r"/\*[0-9a-f]{4,}\*/")
@@ -39,7 +40,7 @@ def ptx_line_sources(ptx: str) -> dict[int, tuple[str, int]]:
     for text in lines:
         m = _PTX_FILE.match(text)
         if m:
-            files[m.group(1)] = m.group(2)
+            files[m.group(1)] = m.group(2) if m.group(2) is not None else m.group(3)
     result, current = {}, None
     for i, text in enumerate(lines):
         m = _PTX_LOC.match(text)

@@ -3,20 +3,28 @@
 The seed's MOSAIC_GPU_DUMP_* variables become fields here; `CompileOptions.from_env()` still
 reads MGPU_LAB_DUMP_DIR (write all artifacts there), MGPU_LAB_DUMP_PASSES=1 (keep IR after every
 pass), MGPU_LAB_TARGET (e.g. sm_90a), MGPU_LAB_CACHE_DIR and MGPU_LAB_NO_CACHE=1.
+
+Every field is validated when the options are made: the target, PTX ISA and optimization
+level are pasted into an MLIR pass pipeline, and a bad value there aborts the process inside
+LLVM instead of raising. `CompileOptionError` names the field, what it accepts and what it got.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..errors import CompileOptionError
+from .target import parse_ptx_version, target_info
 
 
 @dataclass(frozen=True)
 class CompileOptions:
     target: str | None = None  # None: the current device's, or sm_90a without a GPU
-    ptx_version: str = "ptx80"
+    ptx_version: str | None = None  # None: ptx80, or the target's minimum when that is newer
     opt_level: int = 3
     line_info: bool = True
     keep_passes: bool = False  # record the IR after every pass in CompiledKernel.passes
@@ -24,6 +32,41 @@ class CompileOptions:
     use_cache: bool = True
     cache_dir: str | None = None
     ptxas_args: tuple[str, ...] = ()
+    # A wait on an mbarrier longer than this many seconds traps (the launch fails) instead of
+    # hanging: a debugging aid for barrier protocols. None: wait forever.
+    mbarrier_timeout_s: float | None = None
+    # Occupancy: at most this many registers per thread (`.maxnreg`, which ptxas honours,
+    # unlike -maxrregcount next to launch bounds) and at least this many resident blocks per
+    # SM (`.minnctapersm`, with `.maxntid` = the block). None: ptxas decides.
+    max_registers: int | None = None
+    min_blocks_per_sm: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.target is not None:
+            target_info(self.target)
+        if self.ptx_version is not None:
+            parse_ptx_version(self.ptx_version)
+        if type(self.opt_level) is not int or not 0 <= self.opt_level <= 3:
+            raise CompileOptionError(f"opt_level: expected an int 0-3 (ptxas -O0..-O3), got {self.opt_level!r}")
+        for flag in ("line_info", "keep_passes", "use_cache"):
+            if not isinstance(getattr(self, flag), bool):
+                raise CompileOptionError(f"{flag}: expected True or False, got {getattr(self, flag)!r}")
+        for folder in ("dump_dir", "cache_dir"):
+            if getattr(self, folder) is not None and not isinstance(getattr(self, folder), (str, os.PathLike)):
+                raise CompileOptionError(f"{folder}: expected a folder path, got {getattr(self, folder)!r}")
+        args = self.ptxas_args
+        if isinstance(args, str) or not isinstance(args, (tuple, list)) or not all(isinstance(a, str) for a in args):
+            raise CompileOptionError(f"ptxas_args: expected a tuple of str, got {args!r}")
+        object.__setattr__(self, "ptxas_args", tuple(args))
+
+    @classmethod
+    def check_names(cls, names: Any) -> None:
+        """Raise CompileOptionError naming every entry of `names` that is not a compile option."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(names) - fields)
+        if unknown:
+            raise CompileOptionError(f"{', '.join(unknown)}: not a compile option; the options are "
+                                     f"{', '.join(sorted(fields))}")
 
     @classmethod
     def from_env(cls, **overrides) -> CompileOptions:
@@ -40,6 +83,9 @@ class CompileOptions:
             values["cache_dir"] = env["MGPU_LAB_CACHE_DIR"]
         if env.get("MGPU_LAB_NO_CACHE", "") not in ("", "0"):
             values["use_cache"] = False
+        if env.get("MGPU_LAB_MBARRIER_TIMEOUT_S"):
+            values["mbarrier_timeout_s"] = float(env["MGPU_LAB_MBARRIER_TIMEOUT_S"])
+        cls.check_names(overrides)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 

@@ -12,6 +12,7 @@ import time
 
 from .._mlir import gpu, ir, passmanager
 from ..errors import KernelCompileError
+from ..user_errors import describe_location
 from .grid_constant_params import mark_descriptor_params
 
 
@@ -61,7 +62,7 @@ def format_diagnostics(error: ir.MLIRError) -> str:
         where = location_file_line(diag.location)
         if where:
             file, line = where
-            lines.append(f'{indent}File "{file}", line {line}: {diag.message}')
+            lines.append(f"{indent}{describe_location(file, line)}: {diag.message}")
             text = linecache.getline(file, line).strip()
             if text:
                 lines.append(f"{indent}    {text}")

@@ -6,7 +6,7 @@ import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
-from mgpu_lab.dsl import arith, c, ir, memref, nvvm, vector
+from mgpu_lab.dsl import c, ir, memref, nvvm, vector
 
 WARP = 32
 
@@ -16,7 +16,7 @@ def _warp_sum(value: ir.Value) -> ir.Value:
     i32 = ir.IntegerType.get_signless(32)
     for offset in (16, 8, 4, 2, 1):
         other = nvvm.shfl_sync(value.type, c(-1, i32), value, c(offset, i32), c(0x1F, i32), nvvm.ShflKind.bfly)
-        value = arith.addf(value, other)
+        value = value + other
     return value
 
 
@@ -33,25 +33,23 @@ def make_block_sum(n: int = 1 << 22, blocks: int = 1024, block: int = 256, **opt
     def block_sum(ctx, x, out, partials):
         f32_t = ir.F32Type.get()
         v4 = ir.VectorType.get([vec], f32_t)
-        base = arith.addi(arith.muli(dsl.block_idx(), c(chunk)), arith.muli(dsl.thread_idx(), c(vec)))
+        base = dsl.block_idx() * chunk + dsl.thread_idx() * vec
 
         @dsl.for_range(0, steps, carry=c(0.0, f32))
         def acc(step, acc):
-            v = vector.load(v4, x, [arith.addi(base, arith.muli(step, c(block * vec)))])
-            zero = c(0.0, f32)
-            return arith.addf(acc, vector.reduction(f32_t, vector.CombiningKind.ADD, v, acc=zero))
+            v = vector.load(v4, x, [base + step * (block * vec)])
+            return acc + vector.reduction(f32_t, vector.CombiningKind.ADD, v, acc=c(0.0, f32))
 
         total = _warp_sum(acc)
         lane, warp = dsl.lane_idx(), dsl.warp_idx()
-        with dsl.when(arith.cmpi(arith.CmpIPredicate.eq, lane, c(0))):
+        with dsl.when(lane == 0):
             memref.store(total, partials, [warp])
         ctx.block_barrier()
-        with dsl.when(arith.cmpi(arith.CmpIPredicate.eq, warp, c(0))):
-            in_range = arith.cmpi(arith.CmpIPredicate.ult, lane, c(warps))
-            safe_lane = arith.select(in_range, lane, c(0))
-            mine = arith.select(in_range, memref.load(partials, [safe_lane]), c(0.0, f32))
+        with dsl.when(warp == 0):
+            in_range = lane < warps
+            mine = dsl.select(in_range, memref.load(partials, [dsl.select(in_range, lane, 0)]), 0.0)
             block_total = _warp_sum(mine)
-            with dsl.when(arith.cmpi(arith.CmpIPredicate.eq, lane, c(0))):
+            with dsl.when(lane == 0):
                 memref.store(block_total, out, [dsl.block_idx()])
 
     return mgpu_lab.kernel(block_sum, grid=blocks, block=block, in_shapes=mgpu_lab.ShapeDtype((n,), f32),

@@ -1,210 +1,256 @@
-"""bf16 GEMM on Hopper: C = A @ B (or A @ B.T) with f32 accumulation, warp-specialized.
-
-Each block computes a (tile_m=128) x (tile_n) tile of C:
+"""bf16 GEMM on Hopper: C = epilogue(A @ B) (or A @ B.T), any M, N, K, f32 accumulation,
+warp-specialized (the pieces are in gemm_pieces.py):
 
 - warpgroup 0 is the producer: it gives up registers (setmaxnreg 40) and one elected thread
-  streams (128 x 64) tiles of A and (64 x tile_n) tiles of B into a ring of `stages` smem
+  streams (tile_m x 64) tiles of A and (64 x tile_n) tiles of B into a ring of `stages` smem
   slots with TMA (128-byte swizzle). `full[s]` completes when slot s has landed (TMA
   transaction bytes); the producer waits on `empty[s]` before refilling it.
-- warpgroups 1 and 2 are consumers (setmaxnreg 232): each multiplies its 64 rows of the A tile
-  with the B tile on the tensor cores (4 wgmma k-steps per slot), keeps one wgmma group in
-  flight, and releases the previous slot when its group is done (one arrival per warp).
-- epilogue: the f32 accumulators are rounded to the output type and written to smem in the
-  128-byte swizzled layout (conflict-free), then TMA-stored to C. The epilogue buffer reuses
-  the pipeline slots (a smem Union): both consumers pass a named barrier first.
+- one (tile_m = 64) or two consumer warpgroups (setmaxnreg 232) multiply their rows of the A
+  tile (64 or 128 rows each: one or two wgmma row tiles) with the B tile on the tensor cores,
+  keep one wgmma group in flight and release the previous slot when its group is done.
+- epilogue: an optional callable rewrites the f32 tile in registers (bias, activation,
+  residual, scaling: gemm_epilogues.py), the result is rounded to the output type, written to
+  smem in the 128-byte swizzled layout (conflict-free) and TMA-stored to C. The epilogue buffer
+  reuses the pipeline slots (a smem Union): the consumers pass a named barrier first.
 
-Blocks are rasterized in groups of `group_m` tile rows so blocks running together share
-tiles of A and B in L2. Shapes must be multiples of the tile; anything else raises ValueError.
+Ragged shapes: the TMA descriptors carry the true sizes of A, B and C, so boxes over an edge
+load zeros (M and N edges, the K tail) and stores are clipped. TMA also needs row strides that
+are multiples of 16 bytes (K and, for A @ B or C, N multiples of 8 bf16); shapes that miss
+that are served by `PaddedGemm`, which copies the operands into padded buffers first.
+
+Blocks are rasterized in groups of `group_m` tile rows so blocks running together share tiles
+of A and B in L2. Without tile_m / tile_n / stages, the configuration comes from the tuned
+table (gemm_configs.json, per device and shape) or a heuristic (`gemm_config`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
-from mgpu_lab.builder.warpgroup import (
-    fence_async_shared,
-    named_barrier,
-    setmaxnreg,
-    single_thread,
-)
-from mgpu_lab.builder.wgmma import (
-    WGMMAAccumulator,
-    wgmma,
-    wgmma_commit_group,
-    wgmma_wait_group,
-)
 from mgpu_lab.compiler.compiled_kernel import dtype_itemsize
 from mgpu_lab.dsl import arith, c
 
-TILE_M = 128
-TILE_K = 64  # one 128-byte swizzle span of bf16
-SWIZZLE = 128
-WARPGROUP = 128
-CONSUMERS = 2
-PRODUCER_REGS, CONSUMER_REGS = 40, 232
+from .gemm_configs import gemm_config
+from .gemm_padding import PaddedGemm, aligned_shape
+from .gemm_pieces import (
+    SWIZZLE,
+    WGMMA_ROWS,
+    Epilogue,
+    EpilogueTile,
+    GemmTiling,
+    consumer_registers,
+    load_operands,
+    load_tile,
+    multiply,
+    producer_registers,
+    run_epilogue,
+    store_tile,
+    tile_origin,
+)
+
+TILE_MS = (64, 128, 256)
+TILE_NS = (32, 64, 128, 192, 256)
 SMEM_LIMIT = 227 * 1024
-_CONSUMER_BARRIER = 1  # named barrier of the 256 consumer threads
-_WG_BARRIER = 2  # + consumer index: named barrier of one consumer warpgroup
+MAX_STAGES = 8
+_INPUT_DTYPES = ("bfloat16", "float16")
+_OUTPUT_DTYPES = ("bfloat16", "float16", "float32")
 
 
-def gemm_smem_bytes(tile_n: int, stages: int, out_dtype: str) -> int:
-    del out_dtype  # the epilogue reuses the pipeline slots
-    return stages * (TILE_M + tile_n) * TILE_K * 2 + 2 * stages * 8
+def gemm_smem_bytes(tile_n: int, stages: int, out_dtype: str = "bfloat16", tile_m: int = 128) -> int:
+    """Shared memory of one block: the pipeline ring (or the epilogue tile, if larger) + barriers."""
+    return GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, stages=stages, out_dtype=out_dtype).smem_bytes
 
 
-def _check(m: int, n: int, k: int, tile_n: int, stages: int, dtype: str, out_dtype: str) -> None:
-    for name, size, tile in (("m", m, TILE_M), ("n", n, tile_n), ("k", k, TILE_K)):
-        if not isinstance(size, int) or size <= 0 or size % tile:
-            raise ValueError(f"gemm: {name} must be a positive multiple of the tile's {tile}, got {size!r} "
-                             f"(pad the operands, or pick tile_n from 64, 128, 192, 256 for n)")
-    if tile_n not in (64, 128, 192, 256):
-        raise ValueError(f"gemm: tile_n must be 64, 128, 192 or 256, got {tile_n!r}")
-    if dtype not in ("bfloat16", "float16"):
-        raise ValueError(f"gemm: dtype must be 'bfloat16' or 'float16', got {dtype!r}")
-    if out_dtype not in ("bfloat16", "float16", "float32"):
-        raise ValueError(f"gemm: out_dtype must be 'bfloat16', 'float16' or 'float32', got {out_dtype!r}")
-    if not isinstance(stages, int) or stages < 2:
-        raise ValueError(f"gemm: stages must be an int >= 2, got {stages!r}")
-    need = gemm_smem_bytes(tile_n, stages, out_dtype)
-    if need > SMEM_LIMIT:
-        raise ValueError(f"gemm: {stages} stages of a {TILE_M}x{tile_n}x{TILE_K} tile need {need} bytes of smem, "
-                         f"more than the {SMEM_LIMIT} a Hopper block can have; use fewer stages")
-    epilogue = CONSUMERS * 64 * tile_n * dtype_itemsize(out_dtype)
-    if epilogue > stages * (TILE_M + tile_n) * TILE_K * 2:
-        raise ValueError(f"gemm: the epilogue tile ({epilogue} bytes) does not fit in the {stages} pipeline slots")
+def default_stages(tile_n: int, tile_m: int = 128, dtype: str = "bfloat16", persistent: bool = False) -> int:
+    """The deepest ring (at most 8 slots) that fits in a block's shared memory."""
+    fits = [s for s in range(2, MAX_STAGES + 1)
+            if GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, stages=s, dtype=dtype,
+                          persistent=persistent).smem_bytes <= SMEM_LIMIT]
+    return max(fits) if fits else 2
 
 
-def default_stages(tile_n: int) -> int:
-    return max(s for s in range(2, 9) if gemm_smem_bytes(tile_n, s, "bfloat16") <= SMEM_LIMIT)
+def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> None:
+    """ValueError naming the argument for anything the kernel cannot do."""
+    for name in ("m", "n", "k"):
+        size = getattr(t, name)
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ValueError(f"gemm: {name} must be a positive int, got {size!r}")
+    if t.tile_m not in TILE_MS:
+        raise ValueError(f"gemm: tile_m must be one of {TILE_MS}, got {t.tile_m!r}")
+    if t.tile_n not in TILE_NS:
+        raise ValueError(f"gemm: tile_n must be one of {TILE_NS}, got {t.tile_n!r}")
+    if t.tile_m == 256 and t.tile_n > 128:
+        raise ValueError(f"gemm: tile_m=256 keeps two 64 x tile_n accumulators per consumer; tile_n must be at "
+                         f"most 128 to fit in registers, got {t.tile_n}")
+    if t.dtype not in input_dtypes:
+        raise ValueError(f"gemm: dtype must be one of {', '.join(map(repr, input_dtypes))}, got {t.dtype!r}")
+    if t.out_dtype not in _OUTPUT_DTYPES:
+        raise ValueError(f"gemm: out_dtype must be 'bfloat16', 'float16' or 'float32', got {t.out_dtype!r}")
+    if isinstance(t.stages, bool) or not isinstance(t.stages, int) or t.stages < 2:
+        raise ValueError(f"gemm: stages must be an int >= 2, got {t.stages!r}")
+    if not isinstance(t.persistent, bool):
+        raise ValueError(f"gemm: persistent must be True or False, got {t.persistent!r}")
+    if isinstance(t.group_m, bool) or not isinstance(t.group_m, int) or t.group_m < 1:
+        raise ValueError(f"gemm: group_m must be an int >= 1, got {t.group_m!r}")
+    if t.smem_bytes > SMEM_LIMIT:
+        raise ValueError(f"gemm: {t.stages} stages of a {t.tile_m}x{t.tile_n}x{t.tile_k} tile need {t.smem_bytes} "
+                         f"bytes of smem, more than the {SMEM_LIMIT} a Hopper block can have; use fewer stages")
 
 
 def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
-              out_dtype: str = "bfloat16", tile_n: int = 256, stages: int | None = None, group_m: int = 8,
-              **options) -> mgpu_lab.Kernel:
-    """C (m, n) = A (m, k) @ B, B of shape (k, n), or (n, k) with transpose_b=True (C = A @ B.T)."""
-    definition = gemm_definition(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
-                                 tile_n=tile_n, stages=stages, group_m=group_m)
+              out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
+              stages: int | None = None, group_m: int | None = None, persistent: bool | None = None,
+              epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
+              **options) -> mgpu_lab.Kernel | PaddedGemm:
+    """C (m, n) = epilogue(A (m, k) @ B), B of shape (k, n), or (n, k) with transpose_b=True.
+
+    Call it as `kernel(a, b, *epilogue_arrays)`. epilogue: `f(acc, tile, *refs) -> FragmentedArray`
+    on the f32 (rows, tile_n) register tile of each consumer (see gemm_pieces.EpilogueTile and
+    gemm_epilogues.py); epilogue_inputs: the ShapeDtypes (or (shape, dtype)) of its arrays.
+    persistent: one block per SM loops over the tiles, loading the next tile during the epilogue.
+    Tile sizes left out come from `gemm_config` (tuned table, else a heuristic)."""
+    if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
+        return PaddedGemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+                          tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
+                          epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
+    definition = gemm_definition(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
+                                 tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
+                                 epilogue=epilogue, epilogue_inputs=epilogue_inputs)
+    capacity = definition.pop("profile_capacity")
     if options.get("profile"):
-        options.setdefault("profile_capacity", definition.pop("profile_capacity"))
-    definition.pop("profile_capacity", None)
+        options.setdefault("profile_capacity", capacity)
     return mgpu_lab.kernel(**definition, **options)
 
 
+def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
+                   out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
+                   stages: int | None = None, group_m: int | None = None, persistent: bool | None = None,
+                   input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
+    """The checked GemmTiling: given tile sizes, the rest from `gemm_config`."""
+    picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype) if tile_m is None or tile_n is None else {}
+    tile_m = picked["tile_m"] if tile_m is None else tile_m
+    tile_n = picked["tile_n"] if tile_n is None else tile_n
+    stages = picked.get("stages") if stages is None else stages
+    group_m = picked.get("group_m", 8) if group_m is None else group_m
+    persistent = bool(picked.get("persistent", False)) if persistent is None else persistent
+    if tile_m in TILE_MS and tile_n in TILE_NS and stages is None:
+        stages = default_stages(tile_n, tile_m, dtype if dtype in input_dtypes else "bfloat16", persistent)
+    t = GemmTiling(m, n, k, tile_m=tile_m, tile_n=tile_n, stages=stages if stages is not None else 2,
+                   group_m=group_m, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+                   persistent=persistent)
+    check_tiling(t, input_dtypes)
+    return t
+
+
 def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
-                    out_dtype: str = "bfloat16", tile_n: int = 256, stages: int | None = None,
-                    group_m: int = 8) -> dict:
+                    out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
+                    stages: int | None = None, group_m: int | None = None, persistent: bool | None = None,
+                    epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = ()) -> dict:
     """The GEMM as `mgpu_lab.kernel` arguments: body, grid, block, in/out shapes, smem, name, and
     the profile_capacity its regions need. `%%mosaic` cells can call the body directly."""
-    stages = default_stages(tile_n) if stages is None else stages
-    _check(m, n, k, tile_n, stages, dtype, out_dtype)
-    tiles_m, tiles_n, k_tiles = m // TILE_M, n // tile_n, k // TILE_K
-    b_chunks = tile_n // 64  # B tiles of A @ B arrive as (64 x 64) column chunks
-    out_width = SWIZZLE // dtype_itemsize(out_dtype)  # columns per TMA-store chunk
-    stage_bytes = (TILE_M + tile_n) * TILE_K * 2
-    group_m = max(1, min(group_m, tiles_m))
+    if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
+        raise ValueError(f"gemm_definition: TMA needs rows of A, B and C that are multiples of 16 bytes; "
+                         f"{m}x{n}x{k} ({dtype} in, {out_dtype} out) is not: use make_gemm (it pads)")
+    t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
+                       tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent)
+    return tiled_gemm_definition(t, epilogue=epilogue, epilogue_inputs=epilogue_inputs)
 
-    a_sd = mgpu_lab.ShapeDtype((m, k), dtype)
-    b_sd = mgpu_lab.ShapeDtype((n, k) if transpose_b else (k, n), dtype)
-    c_sd = mgpu_lab.ShapeDtype((m, n), out_dtype)
-    b_slot = (stages, tile_n, TILE_K) if transpose_b else (stages, b_chunks, TILE_K, 64)
-    pipeline = (mgpu_lab.ShapeDtype((stages, TILE_M, TILE_K), dtype), mgpu_lab.ShapeDtype(b_slot, dtype))
-    epilogue = mgpu_lab.ShapeDtype((CONSUMERS, tile_n // out_width, 64, out_width), out_dtype)
-    smem = (mgpu_lab.Union([pipeline, epilogue]), mgpu_lab.Barriers(stages), mgpu_lab.Barriers(stages))
 
-    def tile_origin():
-        """(row, column) of this block's C tile, grouped along M for L2 reuse."""
-        pid = dsl.block_idx("x")
-        per_group = group_m * tiles_n
-        group = arith.divui(pid, c(per_group))
-        first_m = arith.muli(group, c(group_m))
-        if tiles_m % group_m:  # the last group is shorter
-            size = arith.minui(arith.subi(c(tiles_m), first_m), c(group_m))
-        else:
-            size = c(group_m)
-        in_group = arith.remui(pid, c(per_group))
-        tile_m = arith.addi(first_m, arith.remui(in_group, size))
-        tile_n_idx = arith.divui(in_group, size)
-        return arith.muli(tile_m, c(TILE_M)), arith.muli(tile_n_idx, c(tile_n))
+def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
+                          name: str | None = None) -> dict:
+    """`mgpu_lab.kernel` arguments of the GEMM for a checked tiling (also used by gemm_fp8.py)."""
+    if epilogue is not None and not callable(epilogue):
+        raise TypeError(f"gemm: epilogue must be a callable f(acc, tile, *refs), got {type(epilogue).__name__}")
+    extras = tuple(_shape_dtype(s, i) for i, s in enumerate(epilogue_inputs))
+    if extras and epilogue is None:
+        raise ValueError("gemm: epilogue_inputs were given without an epilogue to read them")
+    a_sd = dsl.ShapeDtype((t.m, t.k), t.dtype)
+    b_sd = dsl.ShapeDtype((t.n, t.k) if t.transpose_b else (t.k, t.n), t.dtype)
+    c_sd = dsl.ShapeDtype((t.m, t.n), t.out_dtype)
 
-    def producer(ctx, a, b, a_smem, b_smem, full, empty, row0, col0):
-        setmaxnreg(PRODUCER_REGS)
-        with single_thread("warpgroup"):
-            @dsl.for_range(0, k_tiles)
-            def _(kt):
-                with ctx.named_region("load"):
-                    empty.wait_for_iteration(kt, flip=True)  # passes at once on the first round
-                    bar, _ = full.for_iteration(kt)
-                    bar.arrive_expect_tx(stage_bytes)
-                    slot = arith.remui(kt, c(stages))
-                    k0 = arith.muli(kt, c(TILE_K))
-                    copy = {"barrier": bar, "arrive": False, "swizzle": SWIZZLE, "uniform": False}
-                    ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, slot),
-                                   gmem_slice=(dsl.ds(row0, TILE_M), dsl.ds(k0, TILE_K)), **copy)
-                    if transpose_b:
-                        ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, slot),
-                                       gmem_slice=(dsl.ds(col0, tile_n), dsl.ds(k0, TILE_K)), **copy)
-                    else:
-                        for j in range(b_chunks):
-                            ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, j)),
-                                           gmem_slice=(dsl.ds(k0, TILE_K), dsl.ds(arith.addi(col0, c(64 * j)), 64)),
-                                           **copy)
-
-    def consumer(ctx, c_ref, a_smem, b_smem, epi, full, empty, row0, col0, wg):
-        setmaxnreg(CONSUMER_REGS)
-        lane0 = arith.cmpi(arith.CmpIPredicate.eq, dsl.lane_idx(), c(0))
-
-        @dsl.for_range(0, k_tiles, carry=WGMMAAccumulator.zeros(tile_n))
-        def acc(kt, acc):
-            with ctx.named_region("wait_data"):
-                full.wait_for_iteration(kt)
-            with ctx.named_region("mma"):
-                slot = arith.remui(kt, c(stages))
-                a_tile = dsl.memref_slice(a_smem, (slot, dsl.ds(arith.muli(wg, c(64)), 64)))
-                acc = wgmma(acc, a_tile, dsl.memref_slice(b_smem, slot), b_major="k" if transpose_b else "mn",
-                            swizzle=SWIZZLE)
-                wgmma_commit_group()
-                acc = wgmma_wait_group(1, acc)  # the previous k-step's group is done with its slot
-            released = arith.andi(lane0, arith.cmpi(arith.CmpIPredicate.ugt, kt, c(0)))
-            with dsl.when(released):
-                empty.for_iteration(arith.subi(kt, c(1)))[0].arrive()
-            return acc
-
-        with ctx.named_region("epilogue"):
-            acc = wgmma_wait_group(0, acc)
-            named_barrier(_CONSUMER_BARRIER, CONSUMERS * WARPGROUP)  # both consumers are done with the slots
-            mine = dsl.memref_slice(epi, wg)
-            acc.store_swizzled(mine, SWIZZLE)
-            fence_async_shared()
-            named_barrier(arith.addi(wg, c(_WG_BARRIER)), WARPGROUP)
-            with single_thread("warpgroup"):
-                row = arith.addi(row0, arith.muli(wg, c(64)))
-                for j in range(tile_n // out_width):
-                    ctx.async_copy(src_ref=dsl.memref_slice(mine, j), dst_ref=c_ref, swizzle=SWIZZLE, uniform=False,
-                                   gmem_slice=(dsl.ds(row, 64), dsl.ds(arith.addi(col0, c(j * out_width)), out_width)))
-            ctx.await_async_copy(0, await_read_only=True)
-
-    def gemm(ctx, a, b, c_ref, smem):
-        (a_smem, b_smem), epi = smem[0]  # the Union: pipeline slots and the epilogue tile overlap
+    def gemm(ctx, a, b, *refs):
+        *extra_refs, c_ref, smem = refs
+        ring, epilogue_smem = smem[0]  # one-tile blocks: a Union (the epilogue overlaps the ring)
         full, empty = smem[1], smem[2]
         full.init(1, sync=False)
-        empty.init(CONSUMERS * WARPGROUP // 32)  # one arrival per consumer warp
-        row0, col0 = tile_origin()
+        empty.init(t.consumers * WARPGROUP_WARPS)  # one arrival per consumer warp
         wg = dsl.warpgroup_idx()
-        is_producer = arith.cmpi(arith.CmpIPredicate.eq, wg, c(0))
-        dsl.if_else(is_producer,
-                    lambda: producer(ctx, a, b, a_smem, b_smem, full, empty, row0, col0),
-                    lambda: consumer(ctx, c_ref, a_smem, b_smem, epi, full, empty, row0, col0,
-                                     arith.subi(wg, c(1))))
+        me = arith.subi(wg, c(1))  # consumer index
 
+        def finish(acc, row0, col0):
+            with ctx.named_region("epilogue"):
+                rows0 = arith.addi(row0, arith.muli(me, c(t.consumer_rows)))
+                acc = run_epilogue(epilogue, acc, EpilogueTile(t, rows0, col0), extra_refs)
+                store_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me)
+
+        if not t.persistent:
+            row0, col0 = tile_origin(t)
+
+            def consumer():
+                consumer_registers(t)
+                finish(multiply(ctx, t, ring, full, empty, me), row0, col0)
+
+            dsl.if_else(arith.cmpi(arith.CmpIPredicate.eq, wg, c(0)),
+                        lambda: load_operands(ctx, t, a, b, ring, full, empty, row0, col0), consumer)
+            return
+
+        block = dsl.block_idx("x")
+
+        def tiles(body):
+            """body(tile, first pipeline iteration) for each tile of this block."""
+            @dsl.for_range(block, t.tiles, t.grid)
+            def _(tile):
+                local = arith.divui(arith.subi(tile, block), c(t.grid))
+                body(tile, arith.muli(local, c(t.k_tiles)))
+
+        def producer():
+            producer_registers(t)
+            with dsl.single_thread("warpgroup"):
+                tiles(lambda tile, first: load_tile(ctx, t, a, b, ring, full, empty, *tile_origin(t, tile), first))
+
+        def consumer():
+            consumer_registers(t)
+
+            def one(tile, first):
+                row0, col0 = tile_origin(t, tile)
+                finish(multiply(ctx, t, ring, full, empty, me, first, release_last=True), row0, col0)
+
+            tiles(one)
+
+        dsl.if_else(arith.cmpi(arith.CmpIPredicate.eq, wg, c(0)), producer, consumer)
+
+    layout = "nt" if t.transpose_b else "nn"
     # Regions per k-step: 2 events per producer step, 4 per consumer step, plus the epilogue.
-    return dict(body=gemm, grid=tiles_m * tiles_n, block=(CONSUMERS + 1) * WARPGROUP, in_shapes=(a_sd, b_sd),
-                out_shapes=c_sd, smem=smem, name=f"gemm_{'nt' if transpose_b else 'nn'}_{m}x{n}x{k}",
-                profile_capacity=4 * k_tiles + 8)
+    return dict(body=gemm, grid=t.grid, block=t.threads, in_shapes=(a_sd, b_sd, *extras), out_shapes=c_sd,
+                smem=t.smem(), name=name or f"gemm_{layout}_{t.m}x{t.n}x{t.k}",
+                profile_capacity=(4 * t.k_tiles + 8) * -(-t.tiles // t.grid))
+
+
+WARPGROUP_WARPS = 4
+
+
+def _shape_dtype(spec: Any, index: int) -> dsl.ShapeDtype:
+    if isinstance(spec, dsl.ShapeDtype):
+        return spec
+    try:
+        shape, dtype = spec
+        return dsl.ShapeDtype(tuple(shape), dtype)
+    except (TypeError, ValueError):
+        raise TypeError(f"gemm: epilogue_inputs[{index}] must be a ShapeDtype or (shape, dtype), "
+                        f"got {spec!r}") from None
 
 
 def reference_gemm(a: np.ndarray, b: np.ndarray, transpose_b: bool = False) -> np.ndarray:
     """float32 reference of make_gemm's product."""
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
     return a32 @ (b32.T if transpose_b else b32)
+
+
+__all__ = ["SWIZZLE", "WGMMA_ROWS", "GemmTiling", "PaddedGemm", "default_stages", "dtype_itemsize",
+           "gemm_definition", "gemm_smem_bytes", "make_gemm", "reference_gemm", "resolve_tiling",
+           "tiled_gemm_definition"]

@@ -11,8 +11,6 @@ import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
-from mgpu_lab.builder.warpgroup import commit_shared
-from mgpu_lab.compiler.compiled_kernel import dtype_itemsize
 from mgpu_lab.dsl import arith, c, ir, vector
 
 BLOCK = 128  # one warpgroup: async_copy issues from one elected thread of it
@@ -21,7 +19,7 @@ BLOCK = 128  # one warpgroup: async_copy issues from one elected thread of it
 def make_scaled_add(m: int = 4096, n: int = 4096, a: float = 2.0, b: float = 1.0, dtype: str = "float32",
                     tile: tuple[int, int] | None = None, **options) -> mgpu_lab.Kernel:
     """A kernel computing a * x + b for an (m, n) array x (float32, float16 or bfloat16)."""
-    itemsize = dtype_itemsize(dtype)
+    itemsize = dsl.itemsize(dtype)
     if (n * itemsize) % 16:
         raise ValueError(f"n: rows of {n} x {dtype} are {n * itemsize} bytes; TMA needs a multiple of 16 bytes "
                          f"(n a multiple of {16 // itemsize})")
@@ -36,8 +34,7 @@ def make_scaled_add(m: int = 4096, n: int = 4096, a: float = 2.0, b: float = 1.0
     def scaled_add(ctx, x, y, smem):
         buf, barrier = smem
         barrier.init(1)
-        window = (dsl.ds(arith.muli(dsl.block_idx("y"), c(tm)), tm),
-                  dsl.ds(arith.muli(dsl.block_idx("x"), c(tn)), tn))
+        window = (dsl.ds(dsl.block_idx("y") * tm, tm), dsl.ds(dsl.block_idx("x") * tn, tn))
         ctx.async_copy(src_ref=x, dst_ref=buf, gmem_slice=window, barrier=barrier[0])
         barrier[0].wait(0)
         elem = ir.MemRefType(buf.type).element_type
@@ -47,13 +44,13 @@ def make_scaled_add(m: int = 4096, n: int = 4096, a: float = 2.0, b: float = 1.0
         shift = vector.broadcast(vf32, c(b, "float32"))
         tid = dsl.thread_idx()
         for p in range(passes):
-            flat = arith.addi(tid, c(p * BLOCK))
-            row, col = arith.divui(flat, c(per_row)), arith.muli(arith.remui(flat, c(per_row)), c(vec))
+            flat = tid + p * BLOCK
+            row, col = flat // per_row, flat % per_row * vec
             v = vector.load(vtype, buf, [row, col])
             wide = v if elem == f32 else arith.extf(vf32, v)
-            out = arith.addf(arith.mulf(wide, scale), shift)
+            out = wide * scale + shift
             vector.store(out if elem == f32 else arith.truncf(vtype, out), buf, [row, col])
-        commit_shared()  # the TMA store reads what every thread wrote
+        dsl.commit_shared()  # the TMA store reads what every thread wrote
         ctx.async_copy(src_ref=buf, dst_ref=y, gmem_slice=window)
         ctx.await_async_copy(0, await_read_only=True)  # keep smem alive until the store read it
 

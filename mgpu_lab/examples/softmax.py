@@ -17,9 +17,6 @@ import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
-from mgpu_lab.builder.fragmented import FragmentedArray
-from mgpu_lab.builder.warpgroup import commit_shared
-from mgpu_lab.dsl import arith, c
 
 TILE_M = 128
 HALF = 64
@@ -40,7 +37,7 @@ def make_softmax(m: int = 4096, n: int = 256, **options) -> mgpu_lab.Kernel:
     def softmax(ctx, x, y, smem):
         buf, bars = smem
         bars.init(chunks)  # one arrival (with its bytes) per chunk copy
-        row0 = arith.muli(dsl.block_idx("x"), c(TILE_M))
+        row0 = dsl.block_idx("x") * TILE_M
         for j in range(chunks):
             ctx.async_copy(src_ref=x, dst_ref=dsl.memref_slice(buf, j), barrier=bars[0], swizzle=SWIZZLE,
                            gmem_slice=(dsl.ds(row0, TILE_M), dsl.ds(j * WIDTH, WIDTH)))
@@ -48,13 +45,13 @@ def make_softmax(m: int = 4096, n: int = 256, **options) -> mgpu_lab.Kernel:
 
         @dsl.for_range(0, TILE_M // HALF)
         def _(h):
-            tile = dsl.memref_slice(buf, (slice(None), dsl.ds(arith.muli(h, c(HALF)), HALF)))
-            t = FragmentedArray.load_tiled(tile, SWIZZLE) * LOG2E
+            tile = dsl.memref_slice(buf, (slice(None), dsl.ds(h * HALF, HALF)))
+            t = dsl.FragmentedArray.load_tiled(tile, SWIZZLE) * LOG2E
             e = (t - t.reduce_max(axis=1).broadcast(t.shape)).exp2()
             inv = 1.0 / e.reduce_sum(axis=1)
             (e * inv.broadcast(e.shape)).store_tiled(tile, SWIZZLE)
 
-        commit_shared()
+        dsl.commit_shared()
         for j in range(chunks):
             ctx.async_copy(src_ref=dsl.memref_slice(buf, j), dst_ref=y, swizzle=SWIZZLE,
                            gmem_slice=(dsl.ds(row0, TILE_M), dsl.ds(j * WIDTH, WIDTH)))

@@ -9,9 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 import mgpu_lab
-from mgpu_lab.compiler.compiled_kernel import dtype_itemsize
 from mgpu_lab import dsl
-from mgpu_lab.dsl import arith, c, ir, vector
+from mgpu_lab.dsl import ir, vector
 
 
 def make_tiled_copy(m: int = 4096, n: int = 4096, tile: tuple[int, int] = (64, 64), block: int = 256,
@@ -20,7 +19,7 @@ def make_tiled_copy(m: int = 4096, n: int = 4096, tile: tuple[int, int] = (64, 6
     tm, tn = tile
     if m % tm or n % tn:
         raise ValueError(f"shape: expected multiples of the tile {tile}, got {(m, n)}")
-    vec = 16 // dtype_itemsize(dtype)
+    vec = 16 // dsl.itemsize(dtype)
     threads_per_row = tn // vec
     rows_per_pass = block // threads_per_row
     if tn % vec or block % threads_per_row or tm % rows_per_pass:
@@ -31,17 +30,17 @@ def make_tiled_copy(m: int = 4096, n: int = 4096, tile: tuple[int, int] = (64, 6
     def tiled_copy(ctx, src, dst, tile_smem):
         vtype = ir.VectorType.get([vec], ir.MemRefType(src.type).element_type)
         tid = dsl.thread_idx()
-        row0 = arith.divui(tid, c(threads_per_row))
-        col = arith.muli(arith.remui(tid, c(threads_per_row)), c(vec))
-        window = (dsl.ds(arith.muli(dsl.block_idx("y"), c(tm)), tm), dsl.ds(arith.muli(dsl.block_idx("x"), c(tn)), tn))
+        row0 = tid // threads_per_row
+        col = tid % threads_per_row * vec
+        window = (dsl.ds(dsl.block_idx("y") * tm, tm), dsl.ds(dsl.block_idx("x") * tn, tn))
         src_tile = dsl.memref_slice(src, window)
         dst_tile = dsl.memref_slice(dst, window)
         for p in range(passes):
-            row = arith.addi(row0, c(p * rows_per_pass))
+            row = row0 + p * rows_per_pass
             vector.store(vector.load(vtype, src_tile, [row, col]), tile_smem, [row, col])
         ctx.block_barrier()
         for p in range(passes):
-            row = arith.subi(c(tm - 1), arith.addi(row0, c(p * rows_per_pass)))
+            row = (tm - 1) - (row0 + p * rows_per_pass)
             vector.store(vector.load(vtype, tile_smem, [row, col]), dst_tile, [row, col])
 
     return mgpu_lab.kernel(tiled_copy, grid=(n // tn, m // tm), block=block, in_shapes=sd, out_shapes=sd,

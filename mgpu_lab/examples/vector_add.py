@@ -6,7 +6,7 @@ import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
-from mgpu_lab.dsl import arith, c, ir, vector
+from mgpu_lab.dsl import ir, vector
 
 
 def make_vector_add(n: int = 1 << 20, dtype: str = "float32", block: int = 256, **options) -> mgpu_lab.Kernel:
@@ -20,14 +20,12 @@ def make_vector_add(n: int = 1 << 20, dtype: str = "float32", block: int = 256, 
     sd = mgpu_lab.ShapeDtype((n,), dtype)
 
     def vector_add(ctx, a, b, out, smem):
-        i = arith.muli(arith.addi(arith.muli(dsl.block_idx(), c(block)), dsl.thread_idx()), c(vec))
-        in_bounds = arith.cmpi(arith.CmpIPredicate.ult, i, c(n))
-        with dsl.when(in_bounds):
+        i = (dsl.block_idx() * block + dsl.thread_idx()) * vec
+        with dsl.when(i < n):
             vtype = ir.VectorType.get([vec], ir.MemRefType(a.type).element_type)
             x = vector.load(vtype, a, [i])
             y = vector.load(vtype, b, [i])
-            total = arith.addf(x, y) if dtype.startswith("float") else arith.addi(x, y)
-            vector.store(total, out, [i])
+            vector.store(x + y, out, [i])
 
     return mgpu_lab.kernel(vector_add, grid=grid, block=block, in_shapes=(sd, sd), out_shapes=sd, **options)
 

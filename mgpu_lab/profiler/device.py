@@ -10,7 +10,7 @@ all threads (coalesced). With profiling off, `named_region` emits nothing at all
 from __future__ import annotations
 
 from .._mlir import arith, gpu, ir, memref, nvvm
-from ..builder.constants import c
+from ..builder.values import c
 from ..builder.control import for_range, when
 from ..builder.threads import WARP_SIZE, WARPGROUP_SIZE, linear_thread_idx
 from ..compiler.compiled_kernel import ProfilerSpec, SmemBuffer

@@ -49,7 +49,7 @@ def __getattr__(name: str) -> Any:
 def show(obj: Any, what: str = "all", **kwargs: Any) -> Any:
     """The viewer for a `Trace` (a Timeline) or a `CompiledKernel`.
 
-    For a kernel, `what` is "sass", "smem", "ir", or "all" (an ipywidgets Tab of the three).
+    For a kernel, `what` is "sass", "smem", "ir", or "all" (`ViewerTabs`: an ipywidgets Tab of the three).
     Extra keyword arguments go to the widget's constructor. Returns the widget; the notebook
     displays it when it is the cell's last value.
     """
@@ -58,12 +58,9 @@ def show(obj: Any, what: str = "all", **kwargs: Any) -> Any:
     if not (hasattr(obj, "sass") and hasattr(obj, "smem_layout")):
         raise TypeError(f"show() takes a Trace or a CompiledKernel, not {type(obj).__name__}")
     if what == "all":
-        import ipywidgets
+        from mgpu_lab.widgets.tabs import ViewerTabs
 
-        names = list(KERNEL_VIEWS)
-        tab = ipywidgets.Tab(children=[__getattr__(KERNEL_VIEWS[n])(obj, **kwargs) for n in names])
-        tab.titles = tuple(names)
-        return tab
+        return ViewerTabs({n: __getattr__(KERNEL_VIEWS[n])(obj, **kwargs) for n in KERNEL_VIEWS})
     if what not in KERNEL_VIEWS:
         raise ValueError(f"what must be one of {['all', *KERNEL_VIEWS]}, not {what!r}")
     return __getattr__(KERNEL_VIEWS[what])(obj, **kwargs)

@@ -1,22 +1,58 @@
-"""The static side every viewer widget has: an HTML fallback in its mime bundle, and `save`.
+"""How a viewer reaches the notebook: a static output first, the live widget beside it.
 
-A widget view needs a live kernel (or saved widget state) and a frontend with the widget
-manager; nbconvert, GitHub and plain IPython have neither. Putting a self-contained
-text/html rendering next to the widget view in the mime bundle lets those show the static
-version, while JupyterLab, Notebook 7 and VS Code pick the widget (they rank it first).
+A widget output needs its model, which lives in the kernel: after a restart, on another
+machine, in nbconvert or on GitHub it is gone. JupyterLab then shows "Error displaying
+widget: model not found" and never falls back to a text/html alternative in the same bundle,
+and nbconvert's HTML shows a placeholder that needs the widget manager from a CDN. So a
+viewer is displayed as two outputs:
+
+1. the static rendering alone (`text/html`, inline styles, images as data URLs), small and
+   quick to build, tagged `data-mgl-static="<id>"`;
+2. the widget (`application/vnd.jupyter.widget-view+json`, empty `text/plain`).
+
+Live, the widget's view hides output 1 (`hideStaticTwin` in common.js). Saved, output 1 is
+what every reader shows; a `<style>` in it hides output 2 where it cannot render (JupyterLab
+and nbconvert read it when the notebook is trusted; untrusted, JupyterLab shows output 2's
+empty text/plain instead of the widget).
 """
 
 from __future__ import annotations
 
 import html
+import uuid
 from pathlib import Path
 from typing import Any
 
+import traitlets
 
-class StaticFallback:
+# The rules only ever match next to a static rendering of ours. The first hides it once the
+# live view beside it has rendered; the others hide a widget output that has not rendered
+# (no kernel or no widget manager: JupyterLab's "Error displaying widget" or "Loading
+# widget...", which carry no data-mime-type, and nbconvert's placeholder, which does).
+_NEXT_WIDGET = ".jp-OutputArea-child:has([data-mgl-static]) + .jp-OutputArea-child:not(:has(.mgl))"
+STATIC_STYLE = (
+    "<style>"
+    ".jp-OutputArea-child:has([data-mgl-static]):has(+ .jp-OutputArea-child .mgl){display:none}"
+    f"{_NEXT_WIDGET}:not(:has([data-mime-type])){{display:none}}"
+    f"{_NEXT_WIDGET}:has(.jupyter-widgets){{display:none}}"
+    f"{_NEXT_WIDGET}:has([data-mime-type='application/vnd.jupyter.widget-view+json']){{display:none}}"
+    "</style>"
+)
+
+# Upper bound on the static rendering of one view, in characters (the goal is <= 1 MB per
+# output; renderers budget their parts below this).
+STATIC_BUDGET = 900_000
+
+
+class StaticFallback(traitlets.HasTraits):
     """Mixin for an `anywidget.AnyWidget`: subclasses implement `to_html` and `to_figure`."""
 
     static_title = "mgpu_lab view"
+    _static_id = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("_static_id", uuid.uuid4().hex[:16])
+        super().__init__(*args, **kwargs)
 
     def to_html(self) -> str:
         """A self-contained HTML fragment (inline styles, images as data URLs)."""
@@ -26,12 +62,29 @@ class StaticFallback:
         """A `matplotlib.figure.Figure` of the same content."""
         raise NotImplementedError
 
+    def static_bundle(self) -> dict[str, str]:
+        """The mime bundle of output 1: the static rendering, and a line of plain text."""
+        body = (
+            f'<div class="mgl-static" data-mgl-static="{self._static_id}">{STATIC_STYLE}{self.to_html()}</div>'
+        )
+        return {"text/html": body, "text/plain": f"<{self.static_title}>"}
+
+    def widget_bundle(self) -> dict[str, Any]:
+        """The mime bundle of output 2: the widget view, with no text a reader would show."""
+        bundle = super()._repr_mimebundle_()  # type: ignore[misc]
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        return {**data, "text/plain": ""}
+
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        bundle = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
-        if bundle is None:
-            return None
-        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        return {**data, "text/html": self.to_html()}, metadata
+        # Only reached when something bypasses `_ipython_display_` (IPython always prefers
+        # it): the widget alone, never a bundle in which the widget hides the static view.
+        return self.widget_bundle()
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.static_bundle(), raw=True)
+        display(self.widget_bundle(), raw=True)
 
     def save(self, path: str | Path, dpi: int = 150) -> Path:
         """Write the static rendering: `.html`/`.htm` as a page, anything else via matplotlib

@@ -1,17 +1,6 @@
 // IR view (anywidget ESM): the pass list on the left; on the right the module after the
 // selected pass or its diff against the previous pass, whichever Python sends as `content`.
 
-function h(tag, attrs = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "text") node.textContent = v;
-    else if (k === "class") node.className = v;
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) node.append(c);
-  return node;
-}
-
 const DIFF_CLASS = { add: "mgl-diff-add", del: "mgl-diff-del", hunk: "mgl-diff-hunk", ctx: "", text: "" };
 const DIFF_MARK = { add: "+", del: "-", hunk: "", ctx: " ", text: "" };
 
@@ -82,7 +71,9 @@ function render({ model, el }) {
   model.on("change:content", renderContent);
   model.on("change:mode", renderContent);
   model.on("change:selected", renderContent);
+  const showStatic = hideStaticTwin(model);
   return () => {
+    showStatic();
     model.off("change:content", renderContent);
     model.off("change:mode", renderContent);
     model.off("change:selected", renderContent);

@@ -13,6 +13,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from mgpu_lab.widgets.esm import view_module
 from mgpu_lab.widgets.fallback import StaticFallback
 from mgpu_lab.widgets.ir_diff import diff_text, pass_diff, pass_stats
 from mgpu_lab.widgets.static_ir import ir_figure, ir_html
@@ -28,7 +29,7 @@ class IrView(StaticFallback, anywidget.AnyWidget):
     shown, as [kind, text] pairs (kind "text", or for diffs "hunk", "add", "del", "ctx").
     """
 
-    _esm = HERE / "ir_view.js"
+    _esm = view_module("ir_view")
     _css = HERE / "widgets.css"
 
     title = traitlets.Unicode("").tag(sync=True)

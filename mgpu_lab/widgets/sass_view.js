@@ -2,24 +2,6 @@
 // instruction mix and resource report. Tokens and cross references arrive precomputed from
 // Python; this file only builds DOM and moves highlight classes around.
 
-function h(tag, attrs = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "text") node.textContent = v;
-    else if (k === "class") node.className = v;
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) node.append(c);
-  return node;
-}
-
-// Scroll `container` (not the page) so that `child` is in the middle of it.
-function scrollWithin(container, child) {
-  if (!child) return;
-  const top = child.offsetTop - container.clientHeight / 2 + child.clientHeight / 2;
-  container.scrollTop = Math.max(top, 0);
-}
-
 function baseName(path) {
   return path.replace(/\\/g, "/").split("/").pop();
 }
@@ -231,7 +213,9 @@ function render({ model, el }) {
   const onSelection = () => applySelection(true);
   model.on("change:selected_sass", onSelection);
   model.on("change:selected_source", onSelection);
+  const showStatic = hideStaticTwin(model);
   return () => {
+    showStatic();
     clearTimeout(searchTimer);
     model.off("change:selected_sass", onSelection);
     model.off("change:selected_source", onSelection);

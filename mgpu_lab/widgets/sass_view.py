@@ -14,6 +14,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from mgpu_lab.widgets.esm import view_module
 from mgpu_lab.widgets.fallback import StaticFallback
 from mgpu_lab.widgets.sass_listing import SassListing, build_listing
 from mgpu_lab.widgets.static_sass import sass_figure, sass_html
@@ -29,7 +30,7 @@ class SassView(StaticFallback, anywidget.AnyWidget):
     selects a 1-based line of the kernel's (first) source file from Python.
     """
 
-    _esm = HERE / "sass_view.js"
+    _esm = view_module("sass_view")
     _css = HERE / "widgets.css"
 
     title = traitlets.Unicode("").tag(sync=True)

@@ -2,17 +2,6 @@
 // with the bank conflicts of the chosen warp access. Python computes the grid (bank_model);
 // this file draws it and sends the user's choices back.
 
-function h(tag, attrs = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "text") node.textContent = v;
-    else if (k === "class") node.className = v;
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) node.append(c);
-  return node;
-}
-
 function bytes(n) {
   return n < 1024 ? `${n} B` : `${(n / 1024).toFixed(n % 1024 ? 2 : 0)} KiB`;
 }
@@ -199,7 +188,9 @@ function render({ model, el }) {
   renderGrid();
   model.on("change:grid", renderGrid);
   model.on("change:buffer", renderGrid);
+  const showStatic = hideStaticTwin(model);
   return () => {
+    showStatic();
     model.off("change:grid", renderGrid);
     model.off("change:buffer", renderGrid);
   };

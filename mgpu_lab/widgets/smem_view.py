@@ -23,6 +23,7 @@ from mgpu_lab.widgets.bank_grid import (
     vector_choices,
 )
 from mgpu_lab.widgets.bank_model import ACCESS_PATTERNS
+from mgpu_lab.widgets.esm import view_module
 from mgpu_lab.widgets.fallback import StaticFallback
 from mgpu_lab.widgets.palette import CHUNK_COLORS, KIND_COLORS, conflict_color
 from mgpu_lab.widgets.smem_map import address_map, total_bytes
@@ -40,7 +41,7 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
     resulting bank grid and `conflict_summary` its one-line verdict.
     """
 
-    _esm = HERE / "smem_view.js"
+    _esm = view_module("smem_view")
     _css = HERE / "widgets.css"
 
     title = traitlets.Unicode("").tag(sync=True)

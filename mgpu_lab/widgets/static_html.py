@@ -6,9 +6,7 @@ GitHub's notebook view drop external files and `<style>` blocks are stripped by 
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -56,14 +54,6 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], numeric_from: i
     )
     cap = f'<caption style="text-align:left; font-weight:600; padding:4px 0">{esc(caption)}</caption>' if caption else ""
     return f'<table style="border-collapse: collapse; {FONT}">{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def figure_img(figure: Any, dpi: int = 100, alt: str = "") -> str:
-    """A matplotlib Figure as an inline PNG `<img>`."""
-    buf = io.BytesIO()
-    figure.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return f'<img alt="{esc(alt)}" style="max-width:100%" src="data:image/png;base64,{data}"/>'
 
 
 def tokens_html(tokens: Iterable[tuple[str, str]]) -> str:

@@ -24,17 +24,6 @@ function typed(value, Type) {
   return new Type(0);
 }
 
-function h(tag, attrs = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "text") node.textContent = v;
-    else if (k === "class") node.className = v;
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) node.append(c);
-  return node;
-}
-
 // First index in [lo, hi) with arr[i] >= x (arr sorted ascending there).
 function lowerBound(arr, x, lo, hi) {
   while (lo < hi) {
@@ -43,14 +32,6 @@ function lowerBound(arr, x, lo, hi) {
     else hi = mid;
   }
   return lo;
-}
-
-function formatNs(ns) {
-  const a = Math.abs(ns);
-  if (a < 1e3) return `${ns.toFixed(0)} ns`;
-  if (a < 1e6) return `${(ns / 1e3).toFixed(a < 1e4 ? 3 : 1)} µs`;
-  if (a < 1e9) return `${(ns / 1e6).toFixed(3)} ms`;
-  return `${(ns / 1e9).toFixed(3)} s`;
 }
 
 // Tick step (1, 2 or 5 times a power of ten) giving about `target` ticks over `span`.
@@ -516,7 +497,9 @@ function render({ model, el }) {
   layoutSize();
   draw();
 
+  const showStatic = hideStaticTwin(model);
   return () => {
+    showStatic();
     resize.disconnect();
     theme.disconnect();
     clearInterval(pingTimer);

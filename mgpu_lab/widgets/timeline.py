@@ -21,6 +21,7 @@ import anywidget
 import numpy as np
 import traitlets
 
+from mgpu_lab.widgets.esm import view_module
 from mgpu_lab.widgets.fallback import StaticFallback
 from mgpu_lab.widgets.palette import categorical
 from mgpu_lab.widgets.static_timeline import (
@@ -30,6 +31,7 @@ from mgpu_lab.widgets.static_timeline import (
     timeline_html,
 )
 from mgpu_lab.widgets.timeline_layout import layout_trace, unit_abbreviation
+from mgpu_lab.widgets.timeline_stats import event_span_ns, recorded_shares
 
 HERE = Path(__file__).parent
 
@@ -43,11 +45,12 @@ class Timeline(StaticFallback, anywidget.AnyWidget):
     """Zoomable timeline of a `mgpu_lab.profiler.trace.Trace`.
 
     `Timeline(trace)`; `view_range` ([t0, t1] ns, synced both ways) is the visible time
-    range, `hidden_regions` the region names filtered out. `save("t.png")` / `save("t.html")`
+    range (it opens on the span that has events), `hidden_regions` the region names filtered
+    out. Shares in the table are over the units that recorded (`timeline_stats`). `save("t.png")` / `save("t.html")`
     write the static rendering of the current view, `save_perfetto(path)` a Perfetto trace.
     """
 
-    _esm = HERE / "timeline.js"
+    _esm = view_module("timeline")
     _css = HERE / "widgets.css"
 
     title = traitlets.Unicode("").tag(sync=True)
@@ -67,6 +70,7 @@ class Timeline(StaticFallback, anywidget.AnyWidget):
 
     # Binary columns; see TimelineLayout for what each holds.
     _row_levels = traitlets.Bytes(b"").tag(sync=True)
+    _row_sm = traitlets.Bytes(b"").tag(sync=True)
     _lane_row = traitlets.Bytes(b"").tag(sync=True)
     _lane_level = traitlets.Bytes(b"").tag(sync=True)
     _lane_offsets = traitlets.Bytes(b"").tag(sync=True)
@@ -88,6 +92,8 @@ class Timeline(StaticFallback, anywidget.AnyWidget):
         max_region = int(lay.region.max()) + 1 if len(lay.region) else 0
         names = [trace.region_name(i) for i in range(max(len(trace.region_names), max_region))]
         self._summary = trace.summary()
+        self._shares = recorded_shares(self._summary, trace)
+        self._initial_view = event_span_ns(trace)
         notes = []
         if getattr(trace, "dropped", 0):
             notes.append(f"{trace.dropped} events were dropped: the profiler buffer was full")
@@ -103,11 +109,12 @@ class Timeline(StaticFallback, anywidget.AnyWidget):
             units_per_block=lay.units_per_block,
             duration_ns=lay.duration_ns,
             height=height,
-            view_range=[0.0, max(lay.duration_ns, 1.0)],
-            summary_rows=summary_table_rows(self._summary),
-            summary_shares=[float(row["share"]) for row in self._summary.rows],
+            view_range=list(self._initial_view),
+            summary_rows=summary_table_rows(self._summary, self._shares),
+            summary_shares=self._shares,
             notes=notes,
             _row_levels=_column(lay.row_levels, "u4"),
+            _row_sm=_column(lay.row_sm, "u4"),
             _lane_row=_column(lay.lane_row, "u4"),
             _lane_level=_column(lay.lane_level, "u4"),
             _lane_offsets=_column(lay.lane_offsets, "u4"),
@@ -169,5 +176,5 @@ class Timeline(StaticFallback, anywidget.AnyWidget):
         return timeline_figure(self.lanes, self.region_names, self.title, self._hidden_ids(), (t0, t1))
 
     def to_html(self) -> str:
-        """Whole-kernel image and the region summary, self-contained HTML."""
-        return timeline_html(self.lanes, self.region_names, self._summary, self.title)
+        """The rows with events over the span with events, and the region summary."""
+        return timeline_html(self.lanes, self.region_names, self._summary, self.title, self._initial_view, self._shares)

@@ -1,0 +1,157 @@
+"""Tune the GEMM's tile sizes for every sweep problem on this GPU; write gemm_configs.json.
+
+For each problem of the bf16 and FP8 sweeps (gemm_sweep.py) every (tile_m, tile_n) the kernel
+supports, one-tile blocks and (where the tiles take more than one wave) persistent, is compiled in parallel on the CPU (`mgpu_lab.autotune.compile_candidates`, the
+tuner's compile step, one process pool for all problems), checked against a float32 matmul,
+and timed with the sweep's blocking-kernel timer. (`mgpu_lab.tune`'s own CUDA-event timing
+includes the Python launch path, which is as long as a decode GEMM: it would pick at random
+among the small shapes' candidates.) The fastest correct configuration of each problem goes
+into mgpu_lab/examples/gemm_configs.json under this device's name, merged with what is
+there; `gemm_config` reads it, so make_gemm and the sweep use it from then on. A copy goes to
+$OUT when set (commit it from there).
+
+Run on a GPU machine:  python benchmarks/tune_gemm_configs.py [--quick]   (~2-3 minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime
+import functools
+import json
+import multiprocessing
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+from common import table
+from gemm_sweep import Problem, bf16_problems, blocking_timer, cupy_view, fp8_problems, iterations, operand_sets
+
+from mgpu_lab.autotune import compile_candidates
+from mgpu_lab.builder.dtypes import numpy_dtype
+from mgpu_lab.builder.kernel import Kernel
+from mgpu_lab.examples.gemm import make_gemm
+from mgpu_lab.examples.gemm_configs import CONFIG_FILE, SMS, device_name, shape_key
+from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
+
+TILES = [(128, 256), (128, 128), (256, 128), (128, 64), (256, 64), (64, 256), (64, 128), (64, 64), (64, 32)]
+TOLERANCE = {"bfloat16": 1e-2, "float8_e4m3fn": 2e-2}
+
+
+def space(p: Problem) -> dict:
+    """(tile_m, tile_n, persistent) as one axis: 256-row tiles only where M has the rows, the
+    persistent kernel only where the tiles take more than one wave of blocks."""
+    choices = []
+    for tile_m, tile_n in TILES:
+        if tile_m > max(64, p.m):
+            continue
+        choices.append((tile_m, tile_n, False))
+        if -(-p.m // tile_m) * -(-p.n // tile_n) > SMS:
+            choices.append((tile_m, tile_n, True))
+    return {"choice": choices}
+
+
+def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, choice: tuple[int, int, bool]):
+    """make_gemm / make_fp8_gemm with one (tile_m, tile_n, persistent) (picklable for the process pool)."""
+    tile_m, tile_n, persistent = choice
+    if dtype == "float8_e4m3fn":
+        return make_fp8_gemm(m, n, k, tile_m=tile_m, tile_n=tile_n, persistent=persistent)
+    return make_gemm(m, n, k, transpose_b=transpose_b, tile_m=tile_m, tile_n=tile_n, persistent=persistent)
+
+
+def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tuple[float, tuple, float]]:
+    """(median ms, (tile_m, tile_n, persistent), relative error) of every candidate that built and
+    is correct, fastest first."""
+    import cupy
+
+    fp8 = dtype == "float8_e4m3fn"
+    sets = operand_sets(p, torch, torch.float8_e4m3fn if fp8 else torch.bfloat16, seed=p.k)
+    view_dtype = np.uint8 if fp8 else numpy_dtype("bfloat16")
+    views = [(cupy_view(a, view_dtype), cupy_view(b, view_dtype)) for a, b in sets]
+    scales = (cupy.asarray([1.0], np.float32), cupy.asarray([1.0], np.float32)) if fp8 else ()
+    out = torch.empty((p.m, p.n), dtype=torch.bfloat16, device="cuda")
+    out_view = cupy_view(out, numpy_dtype("bfloat16"))
+    a0, b0 = sets[0]
+    want = a0.float() @ (b0.float().T if p.transpose_b else b0.float())
+    results = []
+    for cand in candidates:
+        if cand.status != "built":
+            continue
+        kern = Kernel(cand.compiled)
+        out.fill_(float("nan"))
+        kern(*views[0], *scales, out=out_view)
+        err = float((out.float() - want).norm() / want.norm())
+        if not err <= TOLERANCE[dtype]:
+            print(f"  {p.key} {cand.config}: relative error {err:.3g}, skipped")
+            continue
+        n = len(views)
+        runs = blocking_timer(max(3, iterations(p, 1 if fp8 else 2) // 2))(
+            lambda i, kern=kern: kern.launch_unchecked(*views[i % n], *scales, out_view)).runs_ms
+        results.append((statistics.median(runs), cand.config["choice"], err))
+    del sets, views, want
+    torch.cuda.empty_cache()
+    return sorted(results)
+
+
+def describe(choice: tuple[int, int, bool]) -> str:
+    tile_m, tile_n, persistent = choice
+    return f"{tile_m}x{tile_n}{' persistent' if persistent else ''}"
+
+
+def save(data: dict) -> None:
+    """Write the table into the package, and a copy to $OUT when set."""
+    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+    CONFIG_FILE.write_text(text)
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], CONFIG_FILE.name).write_text(text)
+
+
+def main() -> None:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the quick sweep's problems only")
+    args = parser.parse_args()
+    device = device_name()
+    work = [("bfloat16", p) for p in bf16_problems(args.quick)] + \
+        [("float8_e4m3fn", p) for p in fp8_problems(args.quick)]
+    t0 = time.perf_counter()
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=os.cpu_count() or 1,
+                                                  mp_context=multiprocessing.get_context("spawn"))
+    try:
+        compiled = {(dtype, p): compile_candidates(functools.partial(build, dtype, p.m, p.n, p.k, p.transpose_b),
+                                                   space(p), pool) for dtype, p in work}
+    finally:
+        pool.shutdown()
+    print(f"compiled {sum(len(c) for c in compiled.values())} candidates in {time.perf_counter() - t0:.0f} s")
+    data = json.loads(CONFIG_FILE.read_text()) if CONFIG_FILE.exists() else {}
+    table_for_device = data.setdefault("devices", {}).setdefault(device, {})
+    data["note"] = ("GEMM tile sizes picked per device and problem by benchmarks/tune_gemm_configs.py "
+                    "(fastest correct candidate, blocking-kernel CUDA-event timing); read by gemm_configs.py")
+    rows = [("dtype", "problem", "best", "ms", "runner-up", "ms", "best one-tile ms", "best persistent ms", "tried")]
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    for dtype, p in work:
+        results = time_candidates(p, dtype, compiled[(dtype, p)], torch)
+        if not results:
+            rows.append((dtype, p.key, "none correct", "", "", "", "", "", "0"))
+            continue
+        (best_ms, (tile_m, tile_n, persistent), _), *rest = results
+        table_for_device[shape_key(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)] = {
+            "tile_m": tile_m, "tile_n": tile_n, "group_m": 8, "persistent": persistent,
+            "median_ms": round(best_ms, 5), "candidates": len(results), "tuned_utc": stamp}
+        runner = rest[0] if rest else None
+        by_scheme = [min((ms for ms, choice, _ in results if choice[2] == scheme), default=None) for scheme in (False, True)]
+        rows.append((dtype, p.key, describe(results[0][1]), f"{best_ms:.4f}", describe(runner[1]) if runner else "",
+                     f"{runner[0]:.4f}" if runner else "", *(f"{ms:.4f}" if ms else "-" for ms in by_scheme),
+                     str(len(results))))
+        save(data)  # after every problem: a run cut short keeps what it found
+        print("  ".join(rows[-1]), flush=True)
+    print(f"tuned {len(work)} problems in {time.perf_counter() - t0:.0f} s; wrote {CONFIG_FILE}")
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

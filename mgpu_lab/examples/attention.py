@@ -1,0 +1,439 @@
+"""Flash attention forward on Hopper (the FlashAttention-3 structure), from the public DSL.
+
+    out[b, h, i, :] = sum_j softmax_j(scale * q[b, h, i] . k[b, hk, j]) v[b, hk, j, :]
+    lse[b, h, i]    = log sum_j exp(scale * q[b, h, i] . k[b, hk, j])     (natural log, float32)
+
+Arrays are [batch, heads, seq, head_dim], row-major, bf16 or f16: q (batch, heads, seq_q, d),
+k and v (batch, kv_heads, seq_kv, d); out like q, lse (batch, heads, seq_q) float32. Grouped-
+query attention: head h reads kv head h // (heads // kv_heads). Causal masking is top-left
+aligned, as torch's `is_causal`: query i sees keys j <= i.
+
+One block per (128 query rows, head, batch), 3 warpgroups:
+
+- warpgroup 0 is the producer (setmaxnreg 24): one thread loads the block's Q tile once, then
+  streams K and V tiles (block_kv rows) into a ring of `stages` slots with TMA (128-byte
+  swizzle, head_dim split in 64-column chunks). K and V have their own full/empty barriers,
+  so S = Q K^T can start while V is still landing. Rows past seq_kv arrive as zeros (TMA
+  fills out-of-bounds boxes), and are masked to -inf in the scores.
+- warpgroups 1 and 2 are consumers (setmaxnreg 240), 64 query rows each. Per K/V tile i:
+  issue S_i = Q K_i^T (WGMMA from smem), issue O += P_{i-1} V_{i-1} (WGMMA with P in
+  registers: the accumulator layout is the A-operand layout), wait for S_i only, and run the
+  online softmax of S_i (exp2 with the scale folded into one FMA) while the PV GEMM runs on
+  the tensor cores; then wait for it and rescale O. Tiles that need no mask (interior tiles;
+  below the diagonal when causal) run a loop without any masking code; the diagonal and the
+  ragged tail run a masked loop; tiles above the diagonal are never loaded.
+- epilogue: O / l is rounded to the input type, written (swizzled) over the consumer's own
+  rows of the Q tile and TMA-stored (rows past seq_q are clipped by TMA); lse is stored by
+  the one lane of each row's four that owns it, rows past seq_q skipped.
+
+Causal blocks run heaviest first (the grid's x order is reversed) so the tail of the launch
+is short blocks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import mgpu_lab
+from mgpu_lab import dsl
+from mgpu_lab.dsl import FragmentedArray, WGMMAAccumulator, arith, c
+
+TILE_Q = 128  # query rows per block: 64 per consumer warpgroup
+CHUNK = 64  # head_dim columns per TMA box / K-major wgmma operand (one 128-byte swizzle span of 16-bit)
+SWIZZLE = 128
+WARPGROUP = 128
+CONSUMERS = 2
+PRODUCER_REGS, CONSUMER_REGS = 24, 240  # 24 * 128 + 2 * 240 * 128 = 168 * 384 (the launch's registers)
+SMEM_LIMIT = 227 * 1024
+HEAD_DIMS = (64, 128, 256)
+DTYPES = ("bfloat16", "float16")
+_LOG2E = 1.4426950408889634
+_PINGPONG_BARRIER = 4  # + consumer index: named barrier "your turn to issue GEMMs" (1-3: warpgroup barriers)
+_DEFAULT_BLOCK_KV = {64: 128, 128: 128, 256: 64}  # 256: the O accumulator alone is 128 registers
+_MAX_BLOCK_KV = {64: 192, 128: 176, 256: 80}  # beyond these ptxas spills (measured on the SASS)
+
+
+def attention_smem_bytes(head_dim: int, block_kv: int, stages: int) -> int:
+    """Q tile + `stages` K and V slots + barriers."""
+    tile_bytes = 2 * head_dim
+    return TILE_Q * tile_bytes + 2 * stages * block_kv * tile_bytes + 8 * (1 + 4 * stages)
+
+
+def default_stages(head_dim: int, block_kv: int) -> int:
+    """As many K/V slots as fit, at most 4."""
+    return max([s for s in range(2, 5) if attention_smem_bytes(head_dim, block_kv, s) <= SMEM_LIMIT], default=2)
+
+
+def _check(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, kv_heads: int, scale: float,
+           dtype: str, block_kv: int, stages: int) -> None:
+    for name, value in (("batch", batch), ("heads", heads), ("seq_q", seq_q), ("seq_kv", seq_kv),
+                        ("kv_heads", kv_heads)):
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"attention: {name} must be a positive int, got {value!r}")
+    if head_dim not in HEAD_DIMS:
+        raise ValueError(f"attention: head_dim must be one of {HEAD_DIMS}, got {head_dim!r}")
+    if heads % kv_heads:
+        raise ValueError(f"attention: kv_heads must divide heads (grouped-query attention), got heads={heads} "
+                         f"and kv_heads={kv_heads}")
+    if heads > 65535 or batch > 65535:
+        raise ValueError(f"attention: heads and batch index the grid's y and z (at most 65535), got heads={heads}, "
+                         f"batch={batch}")
+    if dtype not in DTYPES:
+        raise ValueError(f"attention: dtype must be 'bfloat16' or 'float16', got {dtype!r}")
+    if not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"attention: scale must be a positive finite number, got {scale!r}")
+    if not isinstance(block_kv, int) or block_kv % 16 or not 64 <= block_kv <= 256:
+        raise ValueError(f"attention: block_kv must be a multiple of 16 in [64, 256], got {block_kv!r}")
+    if block_kv > _MAX_BLOCK_KV[head_dim]:
+        raise ValueError(f"attention: head_dim {head_dim} allows block_kv up to {_MAX_BLOCK_KV[head_dim]} (O, S and P "
+                         f"must fit in the 240 registers a consumer thread has), got block_kv={block_kv}")
+    if not isinstance(stages, int) or stages < 2:
+        raise ValueError(f"attention: stages must be an int >= 2, got {stages!r}")
+    need = attention_smem_bytes(head_dim, block_kv, stages)
+    if need > SMEM_LIMIT:
+        raise ValueError(f"attention: {stages} K/V stages of {block_kv} x {head_dim} need {need} bytes of smem, more "
+                         f"than the {SMEM_LIMIT} a Hopper block can have; use fewer stages")
+
+
+def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, *, causal: bool = False,
+                   kv_heads: int | None = None, scale: float | None = None, dtype: str = "bfloat16",
+                   block_kv: int | None = None, stages: int | None = None, pingpong: bool = True,
+                   **options) -> mgpu_lab.Kernel:
+    """Flash attention forward: `kernel(q, k, v)` returns (out, lse); shapes in the module doc.
+
+    scale defaults to 1 / sqrt(head_dim); kv_heads to heads. block_kv (64 or 128) and stages
+    (K/V ring slots) default per head_dim. pingpong: the two consumers take turns issuing their
+    GEMMs. Other keywords go to `mgpu_lab.kernel` (profile=...)."""
+    definition = attention_definition(batch, heads, seq_q, seq_kv, head_dim, causal=causal, kv_heads=kv_heads,
+                                      scale=scale, dtype=dtype, block_kv=block_kv, stages=stages,
+                                      pingpong=pingpong)
+    capacity = definition.pop("profile_capacity")
+    if options.get("profile"):
+        options.setdefault("profile_capacity", capacity)
+    return mgpu_lab.kernel(**definition, **options)
+
+
+def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, *, causal: bool = False,
+                         kv_heads: int | None = None, scale: float | None = None, dtype: str = "bfloat16",
+                         block_kv: int | None = None, stages: int | None = None, pingpong: bool = True) -> dict:
+    """The attention kernel as `mgpu_lab.kernel` arguments (body, grid, block, shapes, smem,
+    name) plus the profile_capacity its named regions need."""
+    kv_heads = heads if kv_heads is None else kv_heads
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    block_kv = _DEFAULT_BLOCK_KV.get(head_dim, 64) if block_kv is None else block_kv
+    stages = default_stages(head_dim, block_kv) if stages is None and head_dim in HEAD_DIMS else stages
+    _check(batch, heads, seq_q, seq_kv, head_dim, kv_heads, scale, dtype, block_kv, stages)
+
+    chunks = head_dim // CHUNK
+    q_blocks = -(-seq_q // TILE_Q)
+    kv_tiles = -(-seq_kv // block_kv)
+    group = heads // kv_heads
+    scale_log2 = float(scale) * _LOG2E
+    kv_bytes = block_kv * head_dim * 2  # one K (or V) tile; out-of-bounds rows count too (zero-filled)
+
+    q_sd = mgpu_lab.ShapeDtype((batch, heads, seq_q, head_dim), dtype)
+    kv_sd = mgpu_lab.ShapeDtype((batch, kv_heads, seq_kv, head_dim), dtype)
+    lse_sd = mgpu_lab.ShapeDtype((batch, heads, seq_q), "float32")
+    smem = (mgpu_lab.ShapeDtype((chunks, TILE_Q, CHUNK), dtype),  # Q, then the output tile
+            mgpu_lab.ShapeDtype((stages, chunks, block_kv, CHUNK), dtype),  # K ring
+            mgpu_lab.ShapeDtype((stages, chunks, block_kv, CHUNK), dtype),  # V ring
+            mgpu_lab.Barriers(1),  # Q landed
+            mgpu_lab.Barriers(stages), mgpu_lab.Barriers(stages),  # K full, K empty
+            mgpu_lab.Barriers(stages), mgpu_lab.Barriers(stages))  # V full, V empty
+
+    def block_coords():
+        """(first query row, head, kv head, batch) of this block; causal blocks heaviest first."""
+        qb = dsl.block_idx("x")
+        if causal:
+            qb = arith.subi(c(q_blocks - 1), qb)
+        head = dsl.block_idx("y")
+        return arith.muli(qb, c(TILE_Q)), head, arith.divui(head, c(group)), dsl.block_idx("z")
+
+    def tile_counts(q0):
+        """(K/V tiles this block visits, how many of the first ones need no mask)."""
+        if not causal:
+            return _opaque(c(kv_tiles)), _opaque(c(seq_kv // block_kv))
+        visible = arith.divui(arith.addi(q0, c(TILE_Q + block_kv - 1)), c(block_kv))  # tiles starting <= last row
+        below = arith.divui(arith.addi(q0, c(1)), c(block_kv))  # tiles entirely at or left of the first row
+        return arith.minui(visible, c(kv_tiles)), arith.minui(below, c(seq_kv // block_kv))
+
+    def producer(ctx, q, k, v, q_smem, k_smem, v_smem, q_full, k_full, k_empty, v_full, v_empty):
+        dsl.setmaxnreg(PRODUCER_REGS)
+        q0, head, kv_head, b = block_coords()
+        n_tiles, _ = tile_counts(q0)
+        with dsl.single_thread("warpgroup"):
+            copy = {"arrive": False, "swizzle": SWIZZLE, "uniform": False}
+            with ctx.named_region("load Q"):
+                q_full[0].arrive_expect_tx(TILE_Q * head_dim * 2)
+                for j in range(chunks):
+                    ctx.async_copy(src_ref=q, dst_ref=dsl.memref_slice(q_smem, j), barrier=q_full[0],
+                                   gmem_slice=(b, head, dsl.ds(q0, TILE_Q), dsl.ds(j * CHUNK, CHUNK)), **copy)
+
+            def load(src, ring, full, empty, i):
+                empty.wait_for_iteration(i, flip=True)  # a fresh slot passes at once
+                bar, _ = full.for_iteration(i)
+                bar.arrive_expect_tx(kv_bytes)
+                slot = arith.remui(i, c(stages))
+                row = arith.muli(i, c(block_kv))
+                for j in range(chunks):
+                    ctx.async_copy(src_ref=src, dst_ref=dsl.memref_slice(ring, (slot, j)), barrier=bar,
+                                   gmem_slice=(b, kv_head, dsl.ds(row, block_kv), dsl.ds(j * CHUNK, CHUNK)), **copy)
+
+            @dsl.for_range(0, n_tiles)
+            def _(i):
+                with ctx.named_region("load K"):
+                    load(k, k_smem, k_full, k_empty, i)
+                with ctx.named_region("load V"):
+                    load(v, v_smem, v_full, v_empty, i)
+
+    def consumer(ctx, out, lse, q_smem, k_smem, v_smem, q_full, k_full, k_empty, v_full, v_empty, wg):
+        dsl.setmaxnreg(CONSUMER_REGS)
+        q0, head, _, b = block_coords()
+        n_tiles, n_unmasked = tile_counts(q0)
+        row0 = arith.addi(q0, arith.muli(wg, c(64)))  # this warpgroup's first query row
+        lane0 = arith.cmpi(arith.CmpIPredicate.eq, dsl.lane_idx(), c(0))
+        q_tiles = [dsl.memref_slice(q_smem, (j, dsl.ds(arith.muli(wg, c(64)), 64))) for j in range(chunks)]
+        s_layout = dsl.WGMMAFragLayout(block_kv)
+        with ctx.named_region("wait Q"):
+            q_full[0].wait(0)
+
+        def release(empty, i):
+            with dsl.when(lane0):  # one arrival per warp
+                empty.for_iteration(i)[0].arrive()
+
+        def my_turn():
+            """Pingpong: wait until the other consumer has issued its GEMMs (FA3's warp scheduler
+            barrier), so one warpgroup's GEMMs run while the other does its softmax."""
+            if pingpong:
+                with ctx.named_region("wait turn"):
+                    dsl.named_barrier(arith.addi(wg, c(_PINGPONG_BARRIER)), CONSUMERS * WARPGROUP)
+
+        def their_turn():
+            if pingpong:
+                dsl.named_barrier(arith.subi(c(_PINGPONG_BARRIER + 1), wg), CONSUMERS * WARPGROUP, arrive=True)
+
+        def issue_qk(i):
+            """S_i = Q K_i^T, committed as one group (K_i has landed)."""
+            with ctx.named_region("S GEMM"):
+                slot = arith.remui(i, c(stages))
+                s = dsl.wgmma_fence(WGMMAAccumulator.zeros(block_kv))
+                for j in range(chunks):
+                    s = dsl.wgmma(s, q_tiles[j], dsl.memref_slice(k_smem, (slot, j)), b_major="k",
+                                  swizzle=SWIZZLE, accumulate=j > 0, fence=False)
+                dsl.wgmma_commit_group()
+            return s
+
+        def issue_pv(i, o, p):
+            """O += P_i V_i (P from registers), committed as one group."""
+            with ctx.named_region("PV GEMM"):
+                v_full.wait_for_iteration(i)
+                slot = arith.remui(i, c(stages))
+                o, p = dsl.wgmma_fence(o, p)  # O's rescale and P's conversion stay above the fence
+                o = dsl.wgmma(o, p, dsl.memref_slice(v_smem, slot), b_major="mn", swizzle=SWIZZLE, fence=False)
+                dsl.wgmma_commit_group()
+            return o
+
+        def mask(s, i):
+            """Scores of keys a row may not see (past seq_kv; right of the diagonal) -> -inf."""
+            i32 = _i32()
+            kv0 = arith.index_cast(i32, arith.muli(i, c(block_kv)))
+            indices = s_layout.indices()
+            limits = []
+            for h in range(2):  # the thread's two rows (+0, +8)
+                limit = arith.subi(c(seq_kv, i32), kv0)
+                if causal:
+                    row = arith.index_cast(i32, arith.addi(row0, indices[h][0]))
+                    limit = arith.minsi(limit, arith.subi(arith.addi(row, c(1, i32)), kv0))
+                limits.append(limit)
+            bits = []
+            for r, (_, col) in enumerate(indices):
+                left = arith.subi(limits[r % 2], arith.index_cast(i32, col))  # visible columns from this one on
+                bits.append(dsl.vector.from_elements(dsl.ir.VectorType.get([2], dsl.ir.IntegerType.get_signless(1)),
+                                                     [arith.cmpi(arith.CmpIPredicate.sgt, left, c(e, i32))
+                                                      for e in range(2)]))
+            visible = FragmentedArray(bits, s_layout, signed=False)
+            return dsl.where(visible, s, float("-inf"))
+
+        def exp2_shifted(s, m_scaled):
+            """exp2(s * scale_log2 - m_scaled) with one FMA per element."""
+            shift = (-m_scaled).broadcast((64, block_kv))
+            factor = dsl.vector.broadcast(s.registers[0].type, c(scale_log2, "float32"))
+            regs = [dsl.math.fma(r, factor, sh) for r, sh in zip(s.registers, shift.registers)]
+            return FragmentedArray(regs, s.layout).exp2()
+
+        def softmax(s_acc, i, state, masked):
+            """Online softmax of S_i: (P_i in f32, m, l, alpha) from (m, l) before. P stays f32 here:
+            converting it now would rewrite P_{i-1}'s registers while the PV GEMM still reads them
+            (ptxas then serializes every wgmma); the conversion waits for the GEMM."""
+            with ctx.named_region("softmax"):
+                s = FragmentedArray.from_accumulator(s_acc)
+                if masked:
+                    s = mask(s, i)
+                m_tile = s.reduce_max(axis=1)
+                if state is None:
+                    m_new = m_tile
+                    # a row with every key masked would make -inf - -inf; it never happens (top-left
+                    # causal and the ragged tail leave key 0 of the first tile visible), but keep it finite
+                    m_scaled = dsl.where(m_new == float("-inf"), 0.0, m_new * scale_log2)
+                else:
+                    m_old, l_old = state
+                    m_new = m_old.max(m_tile)
+                    m_scaled = m_new * scale_log2
+                p = exp2_shifted(s, m_scaled)
+                row_sum = p.reduce_sum(axis=1)
+                if state is None:
+                    return p, m_new, row_sum, FragmentedArray.splat(1.0, row_sum.layout, "float32")
+                alpha = (m_old * scale_log2 - m_scaled).exp2()
+                return p, m_new, l_old * alpha + row_sum, alpha
+
+        def rescale(o, alpha):
+            with ctx.named_region("rescale O"):
+                frag = FragmentedArray.from_accumulator(o) * alpha.broadcast((64, head_dim))
+                return frag.to_accumulator()
+
+        if pingpong:  # consumer 0 issues first
+            with dsl.when(arith.cmpi(arith.CmpIPredicate.eq, wg, c(1))):
+                their_turn()
+
+        # Tile 0: S_0 and its softmax, nothing to overlap with yet.
+        k_full.wait_for_iteration(c(0))
+        my_turn()
+        s = issue_qk(c(0))
+        their_turn()
+        s = dsl.wgmma_wait_group(0, s)
+        release(k_empty, c(0))
+        p, m, l, alpha = softmax(s, c(0), None, masked=True)
+        o = WGMMAAccumulator.zeros(head_dim)
+
+        def step(masked):
+            def body(i, state):
+                o, p, m, l, alpha = state.values
+                k_full.wait_for_iteration(i)
+                my_turn()
+                s = issue_qk(i)
+                o = rescale(o, alpha)  # by the softmax of tile i - 1, while S_i runs
+                o = issue_pv(arith.subi(i, c(1)), o, p)
+                their_turn()
+                s = dsl.wgmma_wait_group(1, s)  # S_i is done; P_{i-1} V_{i-1} may still run
+                release(k_empty, i)
+                p, m, l, alpha = softmax(s, i, (m, l), masked)
+                o = dsl.wgmma_wait_group(0, o)
+                release(v_empty, arith.subi(i, c(1)))
+                return _LoopState(o, p.astype(dtype), m, l, alpha)
+            return body
+
+        split = arith.maxui(n_unmasked, c(1))
+        state = _LoopState(o, p.astype(dtype), m, l, alpha)
+        state = dsl.for_range(c(1), split, carry=state)(step(masked=False))
+        state = dsl.for_range(split, n_tiles, carry=state)(step(masked=True))
+        o, p, m, l, alpha = state.values
+        last = arith.subi(n_tiles, c(1))
+        my_turn()
+        o = issue_pv(last, rescale(o, alpha), p)
+        if pingpong:  # consumer 1's last turn; consumer 0 has no turn left to be given
+            with dsl.when(arith.cmpi(arith.CmpIPredicate.eq, wg, c(0))):
+                their_turn()
+        o = dsl.wgmma_wait_group(0, o)
+        release(v_empty, last)
+
+        with ctx.named_region("epilogue"):
+            inv_l = 1.0 / l
+            result = (FragmentedArray.from_accumulator(o) * inv_l.broadcast((64, head_dim))).astype(dtype)
+            own_rows = dsl.memref_slice(q_smem, (slice(None), dsl.ds(arith.muli(wg, c(64)), 64)))
+            result.store_tiled(own_rows, SWIZZLE)  # this warpgroup's S GEMMs are done with its Q rows
+            dsl.fence_async_shared()
+            dsl.warpgroup_barrier()
+            with dsl.single_thread("warpgroup"):
+                for j in range(chunks):
+                    ctx.async_copy(src_ref=q_tiles[j], dst_ref=out, swizzle=SWIZZLE, uniform=False,
+                                   gmem_slice=(b, head, dsl.ds(row0, 64), dsl.ds(j * CHUNK, CHUNK)))
+            # lse = m * scale + ln(l), by the lane of each row's four that owns it, rows < seq_q only
+            row_lse = m * float(scale) + l.log()
+            owner = row_lse.layout.owner()
+            for reg, (row,) in zip(row_lse.registers, row_lse.layout.indices()):
+                abs_row = arith.addi(row0, row)
+                inside = arith.cmpi(arith.CmpIPredicate.ult, abs_row, c(seq_q))
+                with dsl.when(arith.andi(owner, inside)):
+                    dsl.vector.store(reg, lse, [b, head, abs_row])
+            ctx.await_async_copy(0, await_read_only=True)
+
+    def attention(ctx, q, k, v, out, lse, smem):
+        q_smem, k_smem, v_smem, q_full, k_full, k_empty, v_full, v_empty = smem
+        q_full.init(1, sync=False)
+        k_full.init(1, sync=False)
+        v_full.init(1, sync=False)
+        k_empty.init(CONSUMERS * WARPGROUP // 32, sync=False)
+        v_empty.init(CONSUMERS * WARPGROUP // 32)  # (this one synchronizes the block)
+        barriers = (q_full, k_full, k_empty, v_full, v_empty)
+        wg = dsl.warpgroup_idx()
+        is_producer = arith.cmpi(arith.CmpIPredicate.eq, wg, c(0))
+        dsl.if_else(is_producer,
+                    lambda: producer(ctx, q, k, v, q_smem, k_smem, v_smem, *barriers),
+                    lambda: consumer(ctx, out, lse, q_smem, k_smem, v_smem, *barriers, arith.subi(wg, c(1))))
+
+    kind = "causal" if causal else "full"
+    gqa = f"_g{group}" if group > 1 else ""
+    name = f"attention_{kind}_d{head_dim}_{batch}x{heads}x{seq_q}x{seq_kv}{gqa}{'' if pingpong else '_nopp'}"
+    # Regions: the producer 2 per tile; each consumer about 5 per tile plus its prologue/epilogue.
+    return dict(body=attention, grid=(q_blocks, heads, batch), block=(CONSUMERS + 1) * WARPGROUP,
+                in_shapes=(q_sd, kv_sd, kv_sd), out_shapes=(q_sd, lse_sd), smem=smem, name=name,
+                profile_capacity=6 * kv_tiles + 16)
+
+
+def _opaque(value):
+    """`value`, hidden from LLVM: loops over constant bounds get unrolled and rescheduled into more
+    live registers than a consumer has."""
+    i32 = _i32()
+    word = dsl.llvm.inline_asm(i32, [arith.index_cast(i32, value)], "mov.u32 $0, $1;", "=r,r",
+                               has_side_effects=True)
+    return arith.index_cast(dsl.ir.IndexType.get(), word)
+
+
+def _i32():
+    return dsl.ir.IntegerType.get_signless(32)
+
+
+class _LoopState:
+    """The consumer loop's carry: O accumulator, P_{i-1}, running row max m and row sum l, and
+    alpha, the factor O still owes the last softmax."""
+
+    def __init__(self, *values: WGMMAAccumulator | FragmentedArray):
+        self.values = values
+
+    def _flatten_values(self):
+        flat, rebuilds, sizes = [], [], []
+        for part in self.values:
+            values, rebuild = part._flatten_values()
+            flat += values
+            rebuilds.append(rebuild)
+            sizes.append(len(values))
+
+        def rebuild_all(vals):
+            parts, at = [], 0
+            for rebuild, size in zip(rebuilds, sizes):
+                parts.append(rebuild(list(vals[at:at + size])))
+                at += size
+            return _LoopState(*parts)
+
+        return flat, rebuild_all
+
+
+def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: bool = False,
+                        scale: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """float64 (out, lse) of make_attention's kernel on host arrays [batch, heads, seq, d]."""
+    q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
+    heads, kv_heads = q64.shape[1], k64.shape[1]
+    k64 = np.repeat(k64, heads // kv_heads, axis=1)
+    v64 = np.repeat(v64, heads // kv_heads, axis=1)
+    scale = 1.0 / math.sqrt(q64.shape[-1]) if scale is None else scale
+    s = np.einsum("bhid,bhjd->bhij", q64, k64, optimize=True) * scale
+    if causal:
+        seq_q, seq_kv = s.shape[-2:]
+        s = np.where(np.arange(seq_kv)[None, :] <= np.arange(seq_q)[:, None], s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    e = np.exp(s - m)
+    total = e.sum(axis=-1, keepdims=True)
+    out = np.einsum("bhij,bhjd->bhid", e / total, v64, optimize=True)
+    return out, (m + np.log(total))[..., 0]

@@ -1,0 +1,389 @@
+"""The reusable pieces of the warp-specialized Hopper GEMM (examples/gemm.py, gemm_fp8.py).
+
+A GEMM kernel body is three pieces around one `GemmTiling` (the shapes and tile sizes):
+
+- `load_operands` (the producer warpgroup): one elected thread streams (tile_m x tile_k) tiles
+  of A and (tile_k x tile_n) tiles of B into a ring of `stages` smem slots with TMA. The TMA
+  descriptors carry the true global sizes, so boxes that hang over an edge (ragged M, N or a
+  K tail) read zeros there: no shape needs to be a multiple of a tile.
+- `multiply` (each consumer warpgroup): wgmma over the ring, one group in flight, releasing a
+  slot when its group is done; returns the f32 accumulator of the consumer's rows as a
+  `FragmentedArray` (WGMMA layout, rows x tile_n).
+- `store_tile`: round a register tile to the output type, write it swizzled into smem and
+  TMA-store it (the store clips at the array's edges).
+
+Between `multiply` and `store_tile` an epilogue callable may rewrite the tile:
+`epilogue(acc, tile, *extra_refs) -> FragmentedArray`, `tile` an `EpilogueTile` that loads
+bias vectors, residual tiles and scalars at this tile's coordinates (see gemm_epilogues.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mgpu_lab import dsl
+from mgpu_lab.compiler.compiled_kernel import dtype_itemsize
+from mgpu_lab.dsl import arith, c, ir, memref, vector
+
+WARPGROUP = 128
+WGMMA_ROWS = 64  # rows of one wgmma instruction (one warpgroup)
+SWIZZLE = 128  # bytes: A and K-major B rows are one 128-byte swizzle span of k
+PRODUCER_REGS, CONSUMER_REGS = 40, 232
+CONSUMER_BARRIER = 1  # named barrier of all consumer threads
+WG_BARRIER = 2  # + consumer index: named barrier of one consumer warpgroup
+
+
+@dataclass(frozen=True)
+class GemmTiling:
+    """C (m, n) = A (m, k) @ B: B (k, n), or (n, k) with transpose_b. A block computes a
+    (tile_m x tile_n) tile of C with `consumers` warpgroups of tile_m / consumers rows each."""
+
+    m: int
+    n: int
+    k: int
+    tile_m: int = 128
+    tile_n: int = 256
+    stages: int = 4
+    group_m: int = 8
+    transpose_b: bool = False
+    dtype: str = "bfloat16"
+    out_dtype: str = "bfloat16"
+    persistent: bool = False  # one block per SM looping over tiles (its own epilogue buffer)
+    sms: int = 132  # blocks of a persistent grid
+
+    @property
+    def itemsize(self) -> int:
+        return dtype_itemsize(self.dtype)
+
+    @property
+    def tile_k(self) -> int:
+        """k per pipeline slot: one 128-byte swizzle span (64 bf16, 128 fp8)."""
+        return SWIZZLE // self.itemsize
+
+    @property
+    def consumers(self) -> int:
+        return 1 if self.tile_m == WGMMA_ROWS else 2
+
+    @property
+    def consumer_rows(self) -> int:
+        return self.tile_m // self.consumers
+
+    @property
+    def tiles_m(self) -> int:
+        return -(-self.m // self.tile_m)
+
+    @property
+    def tiles_n(self) -> int:
+        return -(-self.n // self.tile_n)
+
+    @property
+    def k_tiles(self) -> int:
+        return -(-self.k // self.tile_k)
+
+    @property
+    def b_chunk(self) -> int:
+        """Columns per B box of A @ B (MN-major B): one swizzle span, or the whole tile."""
+        return min(SWIZZLE // self.itemsize, self.tile_n)
+
+    @property
+    def out_width(self) -> int:
+        """Columns per TMA-store box: one 128-byte swizzle span, or the whole tile."""
+        return min(SWIZZLE // dtype_itemsize(self.out_dtype), self.tile_n)
+
+    @property
+    def stage_bytes(self) -> int:
+        return (self.tile_m + self.tile_n) * self.tile_k * self.itemsize
+
+    @property
+    def pipeline_bytes(self) -> int:
+        return self.stages * self.stage_bytes
+
+    @property
+    def epilogue_bytes(self) -> int:
+        return self.tile_m * self.tile_n * dtype_itemsize(self.out_dtype)
+
+    @property
+    def smem_bytes(self) -> int:
+        if self.persistent:  # the ring keeps loading the next tile while the epilogue writes
+            return self.pipeline_bytes + self.epilogue_bytes + 2 * self.stages * 8
+        return max(self.pipeline_bytes, self.epilogue_bytes) + 2 * self.stages * 8
+
+    @property
+    def threads(self) -> int:
+        return (self.consumers + 1) * WARPGROUP
+
+    @property
+    def tiles(self) -> int:
+        return self.tiles_m * self.tiles_n
+
+    @property
+    def grid(self) -> int:
+        return min(self.tiles, self.sms) if self.persistent else self.tiles
+
+    def smem(self) -> tuple:
+        """The smem tree: ((pipeline ring, epilogue tiles), full barriers, empty barriers). A
+        one-tile block's epilogue reuses the ring (a Union: the consumers pass a named barrier
+        before writing it); a persistent block's has its own buffer."""
+        sd = dsl.ShapeDtype
+        if self.transpose_b:
+            b_slot = (self.stages, self.tile_n, self.tile_k)
+        else:
+            b_slot = (self.stages, self.tile_n // self.b_chunk, self.tile_k, self.b_chunk)
+        ring = (sd((self.stages, self.tile_m, self.tile_k), self.dtype), sd(b_slot, self.dtype))
+        epilogue = sd((self.consumers, self.tile_n // self.out_width, self.consumer_rows, self.out_width),
+                      self.out_dtype)
+        both = (ring, epilogue) if self.persistent else dsl.Union([ring, epilogue])
+        return (both, dsl.Barriers(self.stages), dsl.Barriers(self.stages))
+
+
+def tile_origin(t: GemmTiling, tile: ir.Value | None = None) -> tuple[ir.Value, ir.Value]:
+    """(row, column) in C of tile number `tile` (default: this block's). Tiles are numbered
+    down groups of `group_m` tile rows, column by column, so tiles running together share
+    tiles of A and B in L2."""
+    group_m = max(1, min(t.group_m, t.tiles_m))
+    pid = dsl.block_idx("x") if tile is None else tile
+    per_group = group_m * t.tiles_n
+    group = arith.divui(pid, c(per_group))
+    first_m = arith.muli(group, c(group_m))
+    if t.tiles_m % group_m:  # the last group is shorter
+        size = arith.minui(arith.subi(c(t.tiles_m), first_m), c(group_m))
+    else:
+        size = c(group_m)
+    in_group = arith.remui(pid, c(per_group))
+    tile_m = arith.addi(first_m, arith.remui(in_group, size))
+    tile_n = arith.divui(in_group, size)
+    return arith.muli(tile_m, c(t.tile_m)), arith.muli(tile_n, c(t.tile_n))
+
+
+def producer_registers(t: GemmTiling) -> None:
+    """The producer gives registers up for the consumers (with one consumer, 256 threads have
+    255 registers each without reallocation: nothing to do)."""
+    if t.consumers > 1:
+        dsl.setmaxnreg(PRODUCER_REGS)
+
+
+def consumer_registers(t: GemmTiling) -> None:
+    if t.consumers > 1:
+        dsl.setmaxnreg(CONSUMER_REGS)
+
+
+def load_operands(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, full: Any, empty: Any,
+                  row0: ir.Value, col0: ir.Value) -> None:
+    """The producer warpgroup of a one-tile block: give up registers, then one thread issues the
+    TMA loads of every k-step of the tile (`load_tile`)."""
+    producer_registers(t)
+    with dsl.single_thread("warpgroup"):
+        load_tile(ctx, t, a, b, ring, full, empty, row0, col0)
+
+
+def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, full: Any, empty: Any,
+              row0: ir.Value, col0: ir.Value, first: ir.Value | int = 0) -> None:
+    """(One thread.) TMA-load the A and B tiles of every k-step of the C tile at (row0, col0).
+    Pipeline iteration `first + kt` uses slot (first + kt) % stages once the consumers have
+    released it; the boxes hang over the arrays' edges where the shape is ragged (zero fill)."""
+    a_smem, b_smem = ring
+
+    @dsl.for_range(0, t.k_tiles)
+    def _(kt):
+        it = arith.addi(dsl.as_index(first), kt)
+        with ctx.named_region("load"):
+            empty.wait_for_iteration(it, flip=True)  # passes at once on the first round
+            bar, _ = full.for_iteration(it)
+            bar.arrive_expect_tx(t.stage_bytes)  # out-of-bounds parts count too (zero filled)
+            slot = arith.remui(it, c(t.stages))
+            k0 = arith.muli(kt, c(t.tile_k))
+            copy = {"barrier": bar, "arrive": False, "swizzle": SWIZZLE, "uniform": False}
+            ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, slot),
+                           gmem_slice=(dsl.ds(row0, t.tile_m), dsl.ds(k0, t.tile_k)), **copy)
+            if t.transpose_b:
+                ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, slot),
+                               gmem_slice=(dsl.ds(col0, t.tile_n), dsl.ds(k0, t.tile_k)), **copy)
+                return
+            copy["swizzle"] = t.b_chunk * t.itemsize
+            for j in range(t.tile_n // t.b_chunk):
+                ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, j)),
+                               gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(arith.addi(col0, c(t.b_chunk * j)),
+                                                                        t.b_chunk)), **copy)
+
+
+def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir.Value,
+             first: ir.Value | int = 0, release_last: bool = False) -> dsl.FragmentedArray:
+    """Consumer warpgroup `wg` (0-based): its rows of the tile times B over every k-step
+    (pipeline iterations first .. first + k_tiles - 1).
+
+    Returns the f32 accumulator, (consumer_rows, tile_n) in the WGMMA layout. Each slot is
+    released once the wgmma group after it is done; the last one only with release_last
+    (a persistent block reuses it; a one-tile block must keep it until the epilogue, which
+    writes over the ring)."""
+    a_smem, b_smem = ring
+    lane0 = arith.cmpi(arith.CmpIPredicate.eq, dsl.lane_idx(), c(0))
+    parts = t.consumer_rows // WGMMA_ROWS  # wgmma row tiles per consumer
+    b_major = "k" if t.transpose_b else "mn"
+    b_swizzle = SWIZZLE if t.transpose_b else t.b_chunk * t.itemsize
+    zeros = dsl.WGMMAAccumulator.zeros(t.tile_n)
+    width = len(zeros.values)
+    first = dsl.as_index(first)
+
+    def split(values: Sequence[ir.Value]) -> list[dsl.WGMMAAccumulator]:
+        return [dsl.WGMMAAccumulator(list(values[i * width:(i + 1) * width]), t.tile_n) for i in range(parts)]
+
+    def release(it: ir.Value, condition: ir.Value) -> None:
+        with dsl.when(arith.andi(lane0, condition)):  # one arrival per warp
+            empty.for_iteration(it)[0].arrive()
+
+    @dsl.for_range(0, t.k_tiles, carry=tuple(zeros.values) * parts)
+    def accs(kt, values):
+        accs = split(values)
+        it = arith.addi(first, kt)
+        with ctx.named_region("wait_data"):
+            full.wait_for_iteration(it)
+        with ctx.named_region("mma"):
+            slot = arith.remui(it, c(t.stages))
+            b_tile = dsl.memref_slice(b_smem, slot)
+            for i in range(parts):
+                row = arith.addi(arith.muli(wg, c(t.consumer_rows)), c(WGMMA_ROWS * i))
+                a_tile = dsl.memref_slice(a_smem, (slot, dsl.ds(row, WGMMA_ROWS)))
+                accs[i] = dsl.wgmma(accs[i], a_tile, b_tile, b_major=b_major, swizzle=SWIZZLE, b_swizzle=b_swizzle)
+            dsl.wgmma_commit_group()
+            accs = [dsl.wgmma_wait_group(1, acc) for acc in accs]  # the previous k-step is done with its slot
+        release(arith.subi(it, c(1)), arith.cmpi(arith.CmpIPredicate.ugt, kt, c(0)))
+        return tuple(v for acc in accs for v in acc.values)
+
+    accs = [dsl.wgmma_wait_group(0, acc) for acc in split(accs)]
+    if release_last:
+        release(arith.addi(first, c(t.k_tiles - 1)), c(1, ir.IntegerType.get_signless(1)))
+    frags = [dsl.FragmentedArray.from_accumulator(acc) for acc in accs]
+    # Row tiles stacked: WGMMAFragLayout orders registers (row tile, column group, half).
+    return dsl.FragmentedArray([r for f in frags for r in f.registers],
+                               dsl.WGMMAFragLayout(t.tile_n, t.consumer_rows))
+
+
+def store_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem: ir.Value, c_ref: ir.Value,
+               row0: ir.Value, col0: ir.Value, wg: ir.Value) -> None:
+    """Write consumer `wg`'s (consumer_rows, tile_n) tile of C at (row0 + its rows, col0): round
+    to C's type, store swizzled to smem, TMA-store. All consumers meet at a named barrier first:
+    the ring under a one-tile block's epilogue buffer is then free, and the previous tile's TMA
+    store (persistent blocks) has read the buffer (its issuing thread waited before the barrier)."""
+    width = t.out_width
+    swizzle = width * dtype_itemsize(t.out_dtype)
+    tile = tile.astype(t.out_dtype)
+    dsl.named_barrier(CONSUMER_BARRIER, t.consumers * WARPGROUP)  # every consumer is done with the ring
+    mine = dsl.memref_slice(epilogue_smem, wg)
+    tile.store_tiled(mine, swizzle)
+    dsl.fence_async_shared()
+    dsl.named_barrier(arith.addi(wg, c(WG_BARRIER)), WARPGROUP)
+    with dsl.single_thread("warpgroup"):
+        row = arith.addi(row0, arith.muli(wg, c(t.consumer_rows)))
+        for j in range(t.tile_n // width):
+            ctx.async_copy(src_ref=dsl.memref_slice(mine, j), dst_ref=c_ref, swizzle=swizzle, uniform=False,
+                           gmem_slice=(dsl.ds(row, t.consumer_rows), dsl.ds(arith.addi(col0, c(j * width)), width)))
+    ctx.await_async_copy(0, await_read_only=True)
+
+
+class EpilogueTile:
+    """What an epilogue callable gets beside the accumulator: where its tile sits in C and
+    loaders of matching register tiles. Loads clamp indices to the arrays, so tiles that hang
+    over C's edges read valid memory (those values are never stored)."""
+
+    def __init__(self, t: GemmTiling, row0: ir.Value, col0: ir.Value):
+        self.tiling = t
+        self.shape = (t.consumer_rows, t.tile_n)
+        self.row0 = row0  # first row of this consumer's tile in C
+        self.col0 = col0
+
+    def _thread_rows(self) -> list[ir.Value]:
+        """C rows of this thread's registers, per (row tile, half), clamped to m - 1."""
+        base, _ = _thread_base()
+        top = arith.addi(self.row0, base)
+        return [arith.minui(arith.addi(top, c(WGMMA_ROWS * i + 8 * h)), c(self.tiling.m - 1))
+                for i in range(self.shape[0] // WGMMA_ROWS) for h in range(2)]
+
+    def _thread_cols(self, n: int) -> list[ir.Value]:
+        """First C column of each of this thread's column pairs, clamped so the pair is inside [0, n)."""
+        _, base = _thread_base()
+        left = arith.addi(self.col0, base)
+        return [arith.minui(arith.addi(left, c(8 * j)), c(max(n - 2, 0))) for j in range(self.shape[1] // 8)]
+
+    def columns(self, ref: ir.Value) -> dsl.FragmentedArray:
+        """A (n,) vector (e.g. a bias) at this tile's columns, broadcast over its rows, as f32."""
+        n = _shape(ref, 1, "EpilogueTile.columns")[0]
+        pair = ir.VectorType.get([2], ir.MemRefType(ref.type).element_type)
+        regs = [vector.load(pair, ref, [col]) for col in self._thread_cols(n)]
+        vec = dsl.FragmentedArray(regs, dsl.WGMMAColLayout(self.shape[1])).astype("float32")
+        return vec.broadcast(self.shape)
+
+    def rows(self, ref: ir.Value) -> dsl.FragmentedArray:
+        """A (m,) vector (e.g. per-row scales) at this tile's rows, broadcast over its columns, as f32."""
+        _shape(ref, 1, "EpilogueTile.rows")
+        one = ir.VectorType.get([1], ir.MemRefType(ref.type).element_type)
+        regs = [vector.load(one, ref, [row]) for row in self._thread_rows()]
+        vec = dsl.FragmentedArray(regs, dsl.WGMMARowLayout(self.shape[0])).astype("float32")
+        return vec.broadcast(self.shape)
+
+    def load(self, ref: ir.Value) -> dsl.FragmentedArray:
+        """This tile of an (m, n) array (e.g. a residual), as f32 in the accumulator's layout."""
+        n = _shape(ref, 2, "EpilogueTile.load")[1]
+        pair = ir.VectorType.get([2], ir.MemRefType(ref.type).element_type)
+        rows, cols = self._thread_rows(), self._thread_cols(n)
+        per_tile = len(cols) * 2
+        regs = []
+        for i in range(self.shape[0] // WGMMA_ROWS):  # register order: (row tile, column group, half)
+            for col in cols:
+                for h in range(2):
+                    regs.append(vector.load(pair, ref, [rows[2 * i + h], col]))
+        assert len(regs) == per_tile * (self.shape[0] // WGMMA_ROWS)
+        return dsl.FragmentedArray(regs, dsl.WGMMAFragLayout(self.shape[1], self.shape[0])).astype("float32")
+
+    def scalar(self, ref: ir.Value, index: int = 0) -> dsl.FragmentedArray:
+        """Element `index` of a 1-d array (e.g. an output scale) splat over the tile, as f32."""
+        _shape(ref, 1, "EpilogueTile.scalar")
+        value = memref.load(ref, [c(index)])
+        f32 = ir.F32Type.get()
+        if value.type != f32:
+            value = arith.extf(f32, value) if _bits(value.type) < 32 else arith.truncf(f32, value)
+        return dsl.FragmentedArray.splat(value, dsl.WGMMAFragLayout(self.shape[1], self.shape[0]))
+
+
+def _bits(t: ir.Type) -> int:
+    return ir.FloatType(t).width
+
+
+def _thread_base() -> tuple[ir.Value, ir.Value]:
+    """(row, column) of the calling thread's first element in a 64-row WGMMA tile."""
+    warp = arith.divui(dsl.thread_in_warpgroup(), c(32))
+    lane = dsl.lane_idx()
+    return arith.addi(arith.muli(warp, c(16)), arith.divui(lane, c(4))), arith.muli(arith.remui(lane, c(4)), c(2))
+
+
+def _shape(ref: ir.Value, rank: int, what: str) -> tuple[int, ...]:
+    shape = tuple(ir.MemRefType(ref.type).shape)
+    if len(shape) != rank:
+        raise ValueError(f"{what}: expected a rank-{rank} array, got shape {shape}")
+    return shape
+
+
+Epilogue = Callable[..., dsl.FragmentedArray]
+
+
+def run_epilogue(epilogue: Epilogue | None, acc: dsl.FragmentedArray, tile: EpilogueTile,
+                 extras: Sequence[ir.Value]) -> dsl.FragmentedArray:
+    """Apply the user's epilogue and check it kept the tile's shape and layout."""
+    if epilogue is None:
+        return acc
+    out = epilogue(acc, tile, *extras)
+    if not isinstance(out, dsl.FragmentedArray) or out.layout != acc.layout:
+        got = out.layout if isinstance(out, dsl.FragmentedArray) else type(out).__name__
+        raise ValueError(f"gemm epilogue: must return a FragmentedArray in the accumulator's layout {acc.layout}, "
+                         f"got {got}")
+    return out
+
+
+def rows_aligned(cols: int, itemsize: int) -> bool:
+    """TMA needs row strides that are multiples of 16 bytes."""
+    return (cols * itemsize) % 16 == 0
+
+
+def round_up(x: int, multiple: int) -> int:
+    return -(-x // multiple) * multiple

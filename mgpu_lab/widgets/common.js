@@ -1,0 +1,47 @@
+// Shared by every view (prepended to each view's module by esm.py: anywidget modules are one
+// file each, and a URL import would break offline use).
+
+function h(tag, attrs = {}, children = []) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "text") node.textContent = v;
+    else if (k === "class") node.className = v;
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c);
+  return node;
+}
+
+function formatNs(ns) {
+  const a = Math.abs(ns);
+  if (a < 1e3) return `${ns.toFixed(0)} ns`;
+  if (a < 1e6) return `${(ns / 1e3).toFixed(a < 1e4 ? 3 : 1)} µs`;
+  if (a < 1e9) return `${(ns / 1e6).toFixed(3)} ms`;
+  return `${(ns / 1e9).toFixed(3)} s`;
+}
+
+// Scroll `container` (not the page) so that `child` is in the middle of it.
+function scrollWithin(container, child) {
+  if (!child) return;
+  const top = child.offsetTop - container.clientHeight / 2 + child.clientHeight / 2;
+  container.scrollTop = Math.max(top, 0);
+}
+
+// The static rendering of this view was displayed as its own output just before the widget
+// (so a saved notebook shows it without a kernel). While the live view is up, hide it: the
+// whole output in JupyterLab / Notebook 7, the rendering itself elsewhere. Returns the undo.
+function hideStaticTwin(model) {
+  const id = model.get("_static_id");
+  const hidden = [];
+  if (id) {
+    for (const node of document.querySelectorAll(`[data-mgl-static="${id}"]`)) {
+      const box = node.closest(".jp-OutputArea-child") || node;
+      if (box.style.display !== "none") { box.style.display = "none"; hidden.push(box); }
+    }
+  }
+  return () => { for (const box of hidden) box.style.display = ""; };
+}
+
+// Views of one kernel talk through window events (a timeline slice selects its region's
+// source lines in the SASS view of the same kernel).
+const MGL_REGION_EVENT = "mgl-region-select";

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Every GPU test on the GPU machine, in groups, each under its own time limit so that one hanging
+# group cannot eat the whole call; each group is recorded (gpu_tests_<group>_*.json under $OUT or
+# benchmarks/results/). From the repo root after `source .device/activate.sh`:
+#   bash scripts/gpu_tests.sh [group ...]      # groups: core isolation gemm attention torch (default: all)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# A wrong barrier protocol traps after 10 s instead of hanging the group.
+export MGPU_LAB_MBARRIER_TIMEOUT_S="${MGPU_LAB_MBARRIER_TIMEOUT_S:-10}"
+LOGS="${OUT:-/tmp}"
+declare -A FILES=(
+  [core]="tests --ignore=tests/test_isolation_gpu.py --ignore=tests/test_gemm_gpu.py --ignore=tests/test_gemm_epilogues_gpu.py --ignore=tests/test_gemm_fp8_gpu.py --ignore=tests/test_attention_gpu.py --ignore=tests/test_torch_op_gpu.py --ignore=tests/browser"
+  [isolation]="tests/test_isolation_gpu.py"
+  [gemm]="tests/test_gemm_gpu.py tests/test_gemm_epilogues_gpu.py tests/test_gemm_fp8_gpu.py"
+  [attention]="tests/test_attention_gpu.py"
+  [torch]="tests/test_torch_op_gpu.py"
+)
+declare -A LIMIT=([core]=200 [isolation]=120 [gemm]=100 [attention]=100 [torch]=60)
+groups=("$@"); [ ${#groups[@]} -eq 0 ] && groups=(core isolation gemm attention torch)
+status=0
+summary=()
+for g in "${groups[@]}"; do
+  echo "== $g"
+  # shellcheck disable=SC2086
+  MGPU_LAB_RECORD_NAME="gpu_tests_$g" timeout "${LIMIT[$g]}" python benchmarks/record_gpu_tests.py \
+      ${FILES[$g]} --continue-on-collection-errors -rfE > "$LOGS/gpu_tests_$g.log" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  summary+=("$g rc=$rc $(grep -E '^[0-9]+ (passed|failed)|passed|failed' "$LOGS/gpu_tests_$g.log" | tail -n 1)")
+  grep -E '^(FAILED|ERROR)' "$LOGS/gpu_tests_$g.log" | head -n 15
+done
+printf '%s\n' "${summary[@]}"
+exit $status

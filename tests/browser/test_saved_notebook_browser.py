@@ -1,0 +1,130 @@
+"""A saved notebook shows its viewers without their kernel: after a restart, and elsewhere.
+
+Run, save, shut the kernel down, open the notebook again (JupyterLab 4 and Notebook 7): each
+viewer shows its static rendering and no widget error. A copy that this server never signed
+(what another machine sees: an untrusted notebook) shows the static renderings as well.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Any
+
+import pytest
+from conftest import ARTIFACTS
+
+from test_widgets_browser import RENDER_TIMEOUT_MS, STEP_TIMEOUT_MS, _open_and_run_all
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOK = "widgets_notebook.ipynb"
+# What each static rendering must show, by viewer.
+STATIC_TEXT = ("Regions", "HGMMA.64x8x16.F32.BF16", "8-way bank conflict", "gpu.module(convert-gpu-to-nvvm")
+
+
+def _api(url: str, method: str = "GET", body: dict | None = None) -> Any:
+    request = urllib.request.Request(
+        url, method=method, data=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        text = response.read()
+    return json.loads(text) if text else None
+
+
+def _copy(jupyter_url: str, name: str) -> None:
+    content = _api(f"{jupyter_url}api/contents/{NOTEBOOK}?content=1")["content"]
+    _api(f"{jupyter_url}api/contents/{name}", "PUT", {"type": "notebook", "format": "json", "content": content})
+
+
+def _shut_down_kernels_of(jupyter_url: str, path: str) -> None:
+    for session in _api(f"{jupyter_url}api/sessions"):
+        if session["path"] == path:
+            _api(f"{jupyter_url}api/sessions/{session['id']}", "DELETE")
+
+
+def _assert_static_views_readable(page: Any, shot: str) -> None:
+    # By class: JupyterLab's sanitizer keeps classes but drops data-* attributes (untrusted).
+    try:
+        page.wait_for_selector(".mgl-static", timeout=RENDER_TIMEOUT_MS)
+        page.wait_for_timeout(3000)  # let the widget manager give up on the models it cannot find
+    finally:
+        page.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
+    statics = page.locator(".mgl-static")
+    assert statics.count() == 4
+    text = " ".join(statics.all_inner_texts())
+    for expected in STATIC_TEXT:
+        assert expected in text
+    for i in range(4):
+        assert statics.nth(i).is_visible()
+    image = page.locator(".mgl-static img").first
+    assert image.evaluate("img => img.complete && img.naturalWidth > 100")
+    errors = page.locator(".jp-OutputArea-output:has-text('Error displaying widget')")
+    assert all(not errors.nth(i).is_visible() for i in range(errors.count()))
+    assert page.locator(".mgl-tl canvas").count() == 0  # no live view without its kernel
+
+
+@pytest.mark.parametrize("ui", ["lab/tree", "notebooks"])
+def test_saved_notebook_shows_static_views_after_restart(jupyter_url: str, browser: Any, ui: str) -> None:
+    name = f"saved_{ui.split('/')[0]}.ipynb"
+    _copy(jupyter_url, name)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        _open_and_run_all(page, f"{jupyter_url}{ui}/{name}{'?reset' if ui.startswith('lab') else ''}")
+        # Live: the widgets render and hide their static twins.
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('[data-mgl-static]')].every((n) => n.offsetParent === null)",
+            timeout=STEP_TIMEOUT_MS,
+        )
+        page.keyboard.press("Control+s")
+        page.wait_for_function(
+            f"""async () => {{
+              const r = await fetch('{jupyter_url}api/contents/{name}?content=1');
+              const nb = (await r.json()).content;
+              return nb.cells.some((c) => (c.outputs || []).some((o) => JSON.stringify(o).includes('data-mgl-static')));
+            }}""",
+            timeout=STEP_TIMEOUT_MS,
+        )
+        page.close()
+        _shut_down_kernels_of(jupyter_url, name)
+        page = context.new_page()
+        page.goto(f"{jupyter_url}{ui}/{name}", wait_until="domcontentloaded")
+        _assert_static_views_readable(page, f"saved-{ui.split('/')[0]}-reopened")
+    finally:
+        context.close()
+        _shut_down_kernels_of(jupyter_url, name)
+
+
+def test_notebook_from_another_machine_shows_static_views(jupyter_url: str, browser: Any) -> None:
+    """Executed elsewhere (this server never signed it): untrusted, yet readable."""
+    from nbclient import NotebookClient  # noqa: F401 - skip early when the executor is missing
+
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from conftest import REPO
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "elsewhere.ipynb"
+        env = {**os.environ, "PYTHONPATH": str(REPO), "MGPU_LAB_WIDGET_FIXTURES": str(REPO / "tests/fixtures/widgets"),
+               "MPLBACKEND": "Agg"}
+        subprocess.run(
+            [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+             str(Path(__file__).parent / NOTEBOOK), "--output", str(out)],
+            check=True, env=env, capture_output=True, timeout=300,
+        )
+        content = json.loads(out.read_text())
+    _api(f"{jupyter_url}api/contents/elsewhere.ipynb", "PUT", {"type": "notebook", "format": "json", "content": content})
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        page.goto(f"{jupyter_url}lab/tree/elsewhere.ipynb?reset", wait_until="domcontentloaded")
+        _assert_static_views_readable(page, "elsewhere-untrusted")
+    finally:
+        context.close()
+        _shut_down_kernels_of(jupyter_url, "elsewhere.ipynb")

@@ -1,0 +1,105 @@
+"""CPU tests of the flash attention forward: every configuration builds and compiles to SASS with
+tensor-core (HGMMA) and TMA (UTMALDG/UTMASTG) instructions, no local memory, no spills, and no
+wgmma serialization in the ptxas log; bad arguments are refused with errors naming them."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from mgpu_lab.examples.attention import attention_smem_bytes, make_attention, reference_attention
+
+
+def opcodes(sass: str) -> list[str]:
+    return re.findall(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", sass)
+
+
+CONFIGS = [
+    dict(head_dim=64),
+    dict(head_dim=128),
+    dict(head_dim=256),
+    dict(head_dim=64, causal=True),
+    dict(head_dim=128, causal=True),
+    dict(head_dim=256, causal=True),
+    dict(head_dim=128, seq_q=1000, seq_kv=1000),  # ragged tail
+    dict(head_dim=128, seq_q=1000, seq_kv=1000, causal=True),
+    dict(head_dim=128, heads=8, kv_heads=2, dtype="float16"),  # GQA
+    dict(head_dim=256, seq_q=384, seq_kv=700, dtype="float16"),
+    dict(head_dim=128, causal=True, pingpong=False),
+    dict(head_dim=128, block_kv=64, stages=4),
+    dict(head_dim=64, block_kv=192, seq_q=1000, seq_kv=1000, causal=True),
+    dict(head_dim=128, block_kv=176, stages=2, seq_q=1000, seq_kv=1000),
+    dict(head_dim=256, block_kv=80, stages=2, seq_q=1000, seq_kv=1000, causal=True),
+]
+
+
+def _ids(cfg: dict) -> str:
+    return "-".join(f"{k}={v}" for k, v in cfg.items())
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_ids)
+def test_attention_sass(cfg):
+    shape = dict(batch=1, heads=2, seq_q=512, seq_kv=512)
+    shape.update({k: v for k, v in cfg.items() if k in shape})
+    options = {k: v for k, v in cfg.items() if k not in shape}
+    kern = make_attention(shape["batch"], shape["heads"], shape["seq_q"], shape["seq_kv"], **options)
+    compiled = kern.compiled
+    ops = opcodes(compiled.sass)
+    d = cfg["head_dim"]
+    in_type = "" if cfg.get("dtype") == "float16" else r"\.BF16"  # f16 is HGMMA's default: no suffix
+    # S = Q K^T: n = block_kv; O += P V: n = head_dim, A from registers (R operand)
+    assert re.search(rf"HGMMA\.64x{d}x16\.F32{in_type} R\d+, R\d+, gdesc", compiled.sass), "no register-A PV GEMM"
+    assert re.search(rf"HGMMA\.64x\d+x16\.F32{in_type} R\d+, gdesc", compiled.sass), "no smem S GEMM"
+    assert any(op.startswith("UTMALDG") for op in ops) and any(op.startswith("UTMASTG") for op in ops)
+    assert not any(op.startswith(("LDL", "STL")) for op in ops), "local memory in the attention kernel"
+    assert "USETMAXREG.DEALLOC.CTAPOOL" in ops and "USETMAXREG.TRY_ALLOC.CTAPOOL" in ops
+    r = compiled.resources
+    assert r.spill_stores_bytes == r.spill_loads_bytes == r.stack_frame_bytes == 0
+    assert "serialized" not in compiled.ptxas_log, compiled.ptxas_log
+    assert compiled.block == (384, 1, 1)
+    assert compiled.grid == (-(-shape["seq_q"] // 128), shape["heads"], shape["batch"])
+    # the consumer overlaps softmax with the PV GEMM: it waits for 1 pending group somewhere
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in re.sub(r"\s+", " ", compiled.sass)
+    # pingpong: each consumer waits for its turn (bar.sync) and hands the turn over (bar.arrive)
+    assert any(op.startswith("BAR.ARV") for op in ops) == cfg.get("pingpong", True)
+
+
+def test_attention_outputs_and_names():
+    kern = make_attention(2, 8, 300, 200, 64, kv_heads=4, causal=True)
+    assert [tuple(s.shape) for s in kern.compiled.outputs] == [(2, 8, 300, 64), (2, 8, 300)]
+    assert [s.dtype for s in kern.compiled.outputs] == ["bfloat16", "float32"]
+    assert [tuple(s.shape) for s in kern.compiled.inputs] == [(2, 8, 300, 64), (2, 4, 200, 64), (2, 4, 200, 64)]
+    assert kern.compiled.grid == (3, 8, 2)
+    assert attention_smem_bytes(128, 128, 3) <= 227 * 1024 < attention_smem_bytes(128, 128, 4)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(head_dim=96), r"head_dim must be one of \(64, 128, 256\), got 96"),
+    (dict(kv_heads=3), r"kv_heads must divide heads .* heads=4 and kv_heads=3"),
+    (dict(dtype="float32"), r"dtype must be 'bfloat16' or 'float16', got 'float32'"),
+    (dict(scale=-1.0), r"scale must be a positive finite number, got -1.0"),
+    (dict(block_kv=72), r"block_kv must be a multiple of 16 in \[64, 256\], got 72"),
+    (dict(head_dim=256, block_kv=128), r"head_dim 256 allows block_kv up to 80"),
+    (dict(stages=1), r"stages must be an int >= 2, got 1"),
+    (dict(stages=4), r"4 K/V stages of 128 x 128 need \d+ bytes of smem"),
+    (dict(seq_q=0), r"seq_q must be a positive int, got 0"),
+])
+def test_attention_rejects_bad_arguments(kwargs, message):
+    args = dict(batch=1, heads=4, seq_q=256, seq_kv=256, head_dim=128)
+    args.update(kwargs)
+    shape = [args.pop(k) for k in ("batch", "heads", "seq_q", "seq_kv", "head_dim")]
+    with pytest.raises(ValueError, match=message):
+        make_attention(*shape, **args)
+
+
+def test_reference_attention_matches_a_direct_softmax():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((1, 2, n, 8)) for n in (5, 7, 7))
+    out, lse = reference_attention(q, k, v, causal=True, scale=0.5)
+    s = np.einsum("hid,hjd->hij", q[0], k[0]) * 0.5
+    s[:, np.arange(7)[None, :] > np.arange(5)[:, None]] = -np.inf  # top-left causal: key j <= query i
+    w = np.exp(s) / np.exp(s).sum(-1, keepdims=True)
+    np.testing.assert_allclose(out[0], w @ v[0], rtol=1e-12)
+    np.testing.assert_allclose(lse[0], np.log(np.exp(s).sum(-1)), rtol=1e-12)

@@ -1,0 +1,153 @@
+"""GPU tests of the flash attention forward against a float64 reference (numpy on the host):
+fresh random inputs every run, both outputs poisoned with NaN first.
+
+With MGPU_ATTENTION_DEBUG=1 (and on any failure) each case prints its worst errors per
+(batch, head, 64-row block): which consumer warpgroup, which tile, NaN counts, so a failed run on
+the device says where the kernel is wrong."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from test_hopper import host_f32, poison
+
+from mgpu_lab.builder.dtypes import numpy_dtype
+from mgpu_lab.examples.attention import make_attention, reference_attention
+
+pytestmark = pytest.mark.gpu
+
+# Elementwise |out - ref| <= atol * magnitude + rtol * |ref| (out is rounded to the input type and P is
+# multiplied in it, so errors scale with |v|), and ||out - ref|| / ||ref|| <= norm (catches a systematic
+# error too small for the elementwise bound, e.g. a dropped tile; lse catches those as well).
+_OUT_TOL = {"bfloat16": (6e-3, 2e-2, 8e-3), "float16": (1.5e-3, 5e-3, 2e-3)}
+_LSE_TOL = (2e-3, 1e-4)  # f32 with ex2.approx
+
+
+def _block_report(name: str, got: np.ndarray, ref: np.ndarray, rows: int = 64, limit: int = 12) -> str:
+    """The worst (batch, head, row block) errors of got vs ref, NaN counts included."""
+    batch, heads, seq = ref.shape[:3]
+    err = np.abs(got.astype(np.float64) - ref)
+    err = np.where(np.isnan(got), np.inf, err)
+    lines = []
+    for b in range(batch):
+        for h in range(heads):
+            for r0 in range(0, seq, rows):
+                blk = err[b, h, r0:r0 + rows]
+                nan = int(np.isnan(got[b, h, r0:r0 + rows]).sum())
+                worst = float(blk.max())
+                where = np.unravel_index(int(np.argmax(blk)), blk.shape)
+                lines.append((worst, f"  {name} b={b} h={h} rows {r0}-{min(r0 + rows, seq) - 1} (consumer "
+                                     f"{(r0 // 64) % 2}): max err {worst:.3g} at row {r0 + where[0]}"
+                                     f"{', col ' + str(where[1]) if blk.ndim == 2 else ''}, NaN {nan}"))
+    lines.sort(key=lambda x: -x[0])
+    # the pattern over blocks (every other block: one consumer; the last: the tail) and, for out,
+    # over 64-column chunks (a TMA box / swizzle span of head_dim)
+    pattern = []
+    for h in range(min(heads, 2)):
+        per_block = [float(err[0, h, r0:r0 + rows].max()) for r0 in range(0, seq, rows)]
+        pattern.append(f"  {name} b=0 h={h} max err per {rows}-row block: " + " ".join(f"{x:.0e}" for x in per_block))
+        if err.ndim == 4:
+            per_chunk = [float(err[0, h, :, c0:c0 + 64].max()) for c0 in range(0, err.shape[-1], 64)]
+            pattern.append(f"  {name} b=0 h={h} max err per 64-column chunk: " + " ".join(f"{x:.0e}" for x in per_chunk))
+    return "\n".join([text for _, text in lines[:limit]] + pattern)
+
+
+def _check(batch, heads, seq_q, seq_kv, head_dim, rng, *, causal=False, kv_heads=None, dtype="bfloat16",
+           magnitude=1.0, runs=2, **options):
+    import cupy
+
+    kv_heads = kv_heads or heads
+    kern = make_attention(batch, heads, seq_q, seq_kv, head_dim, causal=causal, kv_heads=kv_heads, dtype=dtype,
+                          **options)
+    debug = bool(os.environ.get("MGPU_ATTENTION_DEBUG"))
+    atol, rtol, norm_tol = _OUT_TOL[dtype]
+    atol *= magnitude
+    worst = (0.0, 0.0)
+    for run in range(runs):
+        host = [(rng.standard_normal((batch, h, n, head_dim), dtype=np.float32) * magnitude).astype(numpy_dtype(dtype))
+                for h, n in ((heads, seq_q), (kv_heads, seq_kv), (kv_heads, seq_kv))]
+        out, lse = poison(cupy, (batch, heads, seq_q, head_dim), dtype), poison(cupy, (batch, heads, seq_q), "float32")
+        kern(*(cupy.asarray(x) for x in host), out=(out, lse))
+        got_out, got_lse = host_f32(out), lse.get()
+        ref_out, ref_lse = reference_attention(*host, causal=causal, scale=options.get("scale"))
+        out_bad = ~(np.abs(got_out - ref_out) <= atol + rtol * np.abs(ref_out))  # NaN counts as bad
+        lse_bad = ~(np.abs(got_lse - ref_lse) <= _LSE_TOL[0] + _LSE_TOL[1] * np.abs(ref_lse))
+        worst = (max(worst[0], float(np.nanmax(np.abs(got_out - ref_out)))),
+                 max(worst[1], float(np.nanmax(np.abs(got_lse - ref_lse)))))
+        rel_norm = float(np.linalg.norm(np.nan_to_num(got_out, nan=1e30) - ref_out) / np.linalg.norm(ref_out))
+        failed = out_bad.any() or lse_bad.any() or not rel_norm <= norm_tol
+        if debug or failed:
+            print(f"{kern.name} run {run}: relative norm error {rel_norm:.2e}, "
+                  f"{int(out_bad.sum())} bad out elements, {int(lse_bad.sum())} bad lse rows, "
+                  f"NaN out {int(np.isnan(got_out).sum())}, NaN lse {int(np.isnan(got_lse).sum())}")
+            print(_block_report("out", got_out, ref_out))
+            print(_block_report("lse", got_lse, ref_lse, limit=6))
+        assert not failed, f"{kern.name}: out or lse outside tolerance (see the block report above)"
+    print(f"{kern.name}: max |out err| {worst[0]:.3g}, max |lse err| {worst[1]:.3g}")
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_attention_head_dims(head_dim, rng):
+    _check(2, 2, 512, 512, head_dim, rng)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_attention_causal(head_dim, rng):
+    _check(1, 2, 1000, 1000, head_dim, rng, causal=True)
+
+
+@pytest.mark.parametrize("seq_q, seq_kv", [(1000, 1000), (384, 700), (700, 384), (64, 80)])
+def test_attention_ragged(seq_q, seq_kv, rng):
+    _check(1, 2, seq_q, seq_kv, 128, rng)
+
+
+def test_attention_causal_ragged_rectangular(rng):
+    _check(1, 2, 300, 520, 64, rng, causal=True)
+
+
+def test_attention_gqa(rng):
+    _check(2, 8, 512, 640, 128, rng, kv_heads=2)
+
+
+def test_attention_gqa_causal_float16(rng):
+    _check(1, 8, 768, 768, 128, rng, kv_heads=4, causal=True, dtype="float16")
+
+
+@pytest.mark.parametrize("head_dim, causal", [(64, False), (128, True), (256, False)])
+def test_attention_large_logits(head_dim, causal, rng):
+    """Inputs scaled by 6: logits 36x larger, softmax rows close to one-hot; the running max
+    changes a lot between tiles (alpha far from 1)."""
+    _check(1, 2, 1000, 1000, head_dim, rng, causal=causal, magnitude=6.0)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_attention_float16(head_dim, rng):
+    _check(1, 2, 640, 640, head_dim, rng, dtype="float16")
+
+
+@pytest.mark.parametrize("stages, block_kv", [(2, 64), (3, 128), (4, 64)])
+def test_attention_pipeline_options(stages, block_kv, rng):
+    _check(1, 2, 1000, 1000, 128, rng, causal=True, stages=stages, block_kv=block_kv)
+
+
+@pytest.mark.parametrize("head_dim, block_kv, stages", [(64, 192, 3), (128, 176, 2), (256, 80, 2)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_wide_kv_tiles(head_dim, block_kv, stages, causal, rng):
+    """K/V tiles that are not powers of two (FA3's shapes: 128 x 176 for d 128, 128 x 80 for d 256)."""
+    _check(1, 2, 1000, 1000, head_dim, rng, causal=causal, block_kv=block_kv, stages=stages)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_without_pingpong(causal, rng):
+    _check(1, 4, 1000, 1000, 128, rng, causal=causal, pingpong=False)
+
+
+def test_attention_scale(rng):
+    _check(1, 2, 256, 256, 64, rng, scale=0.05)
+
+
+def test_attention_single_row(rng):
+    """One query, one key: TMA boxes of 128 rows over an extent of 1 (the rest zero-filled / clipped)."""
+    _check(1, 2, 1, 1, 128, rng)

@@ -1,0 +1,273 @@
+"""Errors from user input are short and point at the user: no library frames, the user's line,
+checks that used to pass silently, warnings that used to hide in logs."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import subprocess
+import sys
+import textwrap
+import traceback
+import warnings
+
+import pytest
+
+import mgpu_lab
+from mgpu_lab import dsl
+from mgpu_lab.dsl import c, gpu, memref
+from mgpu_lab.errors import KernelBuildError, PerformanceWarning, ResourceLimitError
+from mgpu_lab.user_errors import is_library_file
+from test_errors_build import build
+
+THIS_FILE = __file__
+
+
+def _frames(error: BaseException) -> list[str]:
+    return [f.filename for f in traceback.extract_tb(error.__traceback__)]
+
+
+def test_bad_argument_traceback_has_only_user_frames():
+    with pytest.raises(ResourceLimitError) as e:
+        build(block=2048)
+    frames = _frames(e.value)
+    assert frames and all(not is_library_file(f) for f in frames), frames
+    assert frames[-1].endswith("test_errors_build.py")  # the build() helper is the innermost user frame
+
+
+def test_trace_failure_shows_the_body_line_and_no_library_frames():
+    def body(ctx, a, out, smem):
+        if memref.load(a, [c(0)]) > 0:  # a traced value has no truth value: dsl.when/if_else
+            pass
+
+    with pytest.raises(KernelBuildError) as e:
+        build(body)
+    assert all(not is_library_file(f) for f in _frames(e.value))
+    cause = e.value.__cause__
+    assert cause is not None and [f for f in _frames(cause)] == [THIS_FILE]  # just the body's line
+
+
+def test_a_bug_inside_mgpu_lab_keeps_its_whole_traceback(monkeypatch):
+    from mgpu_lab.compiler import compile as compile_mod
+
+    def broken(*a, **kw):
+        raise RuntimeError("internal bug")
+
+    monkeypatch.setattr(compile_mod, "verify", broken)
+    with pytest.raises(RuntimeError, match="internal bug") as e:
+        build()
+    assert any(is_library_file(f) for f in _frames(e.value))
+
+
+def test_full_traceback_switch(monkeypatch):
+    monkeypatch.setenv("MGPU_LAB_FULL_TRACEBACK", "1")
+    with pytest.raises(ResourceLimitError) as e:
+        build(block=2048)
+    assert any(is_library_file(f) for f in _frames(e.value))
+
+
+def test_script_error_output_is_short(tmp_path):
+    script = tmp_path / "user_script.py"
+    script.write_text(textwrap.dedent("""
+        import mgpu_lab
+        sd = mgpu_lab.ShapeDtype((128,), "float32")
+        def body(ctx, a, out, smem):
+            pass
+        mgpu_lab.kernel(body, grid=1, block=(32, 32, 2), in_shapes=sd, out_shapes=sd)
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert "mgpu_lab/" not in out.stderr, out.stderr
+    assert lines[-1] == ("mgpu_lab.errors.ResourceLimitError: block: at most 1024 threads per block, "
+                         "got (32, 32, 2) = 2048")
+    assert len(lines) <= 5, out.stderr
+
+
+def test_smem_over_the_targets_limit_fails_at_build_time_without_a_gpu(monkeypatch):
+    import mgpu_lab.runtime.device as device
+
+    monkeypatch.setattr(device, "max_dynamic_smem_bytes", lambda dev=None: None)  # as on a machine without GPU
+    with pytest.raises(ResourceLimitError) as e:
+        build(smem=mgpu_lab.ShapeDtype((240 * 1024,), "uint8"), target="sm_90a")
+    assert ("smem: the kernel needs 245760 bytes of shared memory (245760 B of buffers) but sm_90a allows "
+            "at most 232448 bytes (227 KiB) per block") in str(e.value)
+    build(smem=mgpu_lab.ShapeDtype((227 * 1024,), "uint8"), target="sm_90a")  # exactly the limit builds
+    with pytest.raises(ResourceLimitError, match="sm_89 allows at most 101376 bytes"):
+        build(smem=mgpu_lab.ShapeDtype((100 * 1024,), "uint8"), target="sm_89")
+
+
+@pytest.mark.parametrize("block", [96, (32, 5)])
+def test_setmaxnreg_needs_whole_warpgroups(block):
+    def body(ctx, a, out, smem):
+        dsl.setmaxnreg(232)
+
+    with pytest.raises(KernelBuildError) as e:
+        build(body, block=block)
+    msg = str(e.value)
+    assert "setmaxnreg: the block must be whole warpgroups (a multiple of 128 threads)" in msg
+    assert "dsl.setmaxnreg(232)" in msg  # the user's line
+    build(body, block=256)
+
+
+def test_wgmma_serialized_by_ptxas_warns_at_the_users_line():
+    from mgpu_lab.builder.wgmma import WGMMAAccumulator, wgmma, wgmma_commit_group, wgmma_wait_group
+
+    a_sd, b_sd = mgpu_lab.ShapeDtype((64, 64), "bfloat16"), mgpu_lab.ShapeDtype((64, 64), "bfloat16")
+
+    def serialized(ctx, a, b, out, smem):
+        a_s, b_s, bars = smem
+        bars.init(2)
+        ctx.async_copy(src_ref=a, dst_ref=a_s, barrier=bars[0], swizzle=128)
+        ctx.async_copy(src_ref=b, dst_ref=b_s, barrier=bars[0], swizzle=128)
+        bars[0].wait(0)
+        acc = wgmma(WGMMAAccumulator.zeros(64), a_s, b_s)
+        gpu.printf("a call between two wgmmas\n")  # ptxas must serialize around it
+        acc = wgmma(acc, a_s, b_s)
+        wgmma_commit_group()
+        wgmma_wait_group(0, acc)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mgpu_lab.kernel(serialized, grid=1, block=128, in_shapes=(a_sd, b_sd),
+                        out_shapes=mgpu_lab.ShapeDtype((64, 64), "float32"),
+                        smem=(a_sd, b_sd, mgpu_lab.Barriers(1)), use_cache=False)
+    [w] = [w for w in caught if issubclass(w.category, PerformanceWarning)]
+    msg = str(w.message)
+    assert "ptxas serialized the wgmma instructions of kernel 'serialized'" in msg
+    assert f'File "{THIS_FILE}", line' in msg and "gpu.printf(" in msg and "(C75" in msg
+    assert w.filename == THIS_FILE  # attributed to the user's call, not to mgpu_lab
+
+
+def test_a_failing_tune_candidate_is_reported_and_the_tune_goes_on():
+    from mgpu_lab.autotune import compile_candidates
+    from mgpu_lab.examples.vector_add import make_vector_add
+
+    def make_kernel(block):
+        if block == 64:
+            raise RuntimeError("no kernel for 64")
+        if block == 128:
+            return {"block": 128}["missing"]  # KeyError
+        return make_vector_add(1 << 12, block=block, use_cache=False)
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        cands = compile_candidates(make_kernel, {"block": [64, 128, 256]}, executor=pool)
+    assert [c.status for c in cands] == ["failed-build", "failed-build", "built"]
+    assert cands[0].reason.startswith("RuntimeError: no kernel for 64 (raised by make_kernel at ")
+    assert cands[1].reason.startswith("KeyError: 'missing'") and THIS_FILE in cands[1].reason
+
+
+def test_corrupt_tuning_cache_file_is_a_miss(tmp_path):
+    from mgpu_lab.autotune import _cached_best_config
+
+    path = tmp_path / "t.json"
+    for junk in ("{ not json", '{"median_ms": 1}', '{"best_config": [1, 2]}'):
+        path.write_text(junk)
+        with pytest.warns(UserWarning, match="ignoring the corrupt tuning cache file"):
+            assert _cached_best_config(path) is None
+        assert not path.exists()
+    path.write_text('{"best_config": {"block": 128}, "median_ms": 0.1}')
+    assert _cached_best_config(path) == {"block": 128}
+
+
+@pytest.mark.gpu
+def test_tune_with_a_corrupt_cache_file_tunes_again(tmp_path, monkeypatch):
+    import cupy
+    import numpy as np
+
+    from mgpu_lab import autotune
+    from mgpu_lab.examples.vector_add import make_vector_add
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    n = 1 << 16
+    x = cupy.asarray(np.random.default_rng().standard_normal(n).astype(np.float32))
+    make = autotune.functools_partial = __import__("functools").partial(make_vector_add, n)
+    space = {"block": [128, 256]}
+    path = autotune._cache_path(make, space, (x, x))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{ truncated")
+    with pytest.warns(UserWarning, match="corrupt tuning cache file"):
+        result = mgpu_lab.tune(make, space, args=(x, x), reference=lambda a, b: a + b,
+                               executor=concurrent.futures.ThreadPoolExecutor(2))
+    assert result.best is not None and not result.from_cache
+    assert mgpu_lab.tune(make, space, args=(x, x)).from_cache
+
+
+KERNELS = textwrap.dedent("""
+    from mgpu_lab.examples.vector_add import make_vector_add
+
+    def small():
+        return make_vector_add(1 << 12)
+
+    def broken_body():
+        import mgpu_lab
+        sd = mgpu_lab.ShapeDtype((4,), "float32")
+        def body(ctx, a, out, smem):
+            undefined_name
+        return mgpu_lab.kernel(body, grid=1, block=32, in_shapes=sd, out_shapes=sd)
+
+    def raises():
+        return {}["nope"]
+""")
+
+
+def _cli(args, cwd):
+    # With no PYTHONPATH set this leaves a trailing empty entry, which Python reads as the working
+    # folder: the CLI must hold up against that too.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(THIS_FILE)),
+                                                       os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "mgpu_lab.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300)
+
+
+@pytest.mark.parametrize("target, message", [
+    ("kernels.py:broken_body", "mgpu-lab compile: KernelBuildError: tracing kernel 'body' failed at"),
+    ("kernels.py:raises", "mgpu-lab compile: KERNEL: kernels.py:raises() failed at kernels.py, line 15: KeyError: 'nope'"),
+    ("syntax.py:x", "mgpu-lab compile: KERNEL: importing syntax.py failed at syntax.py, line 1: SyntaxError"),
+    ("imports.py:x", "mgpu-lab compile: KERNEL: importing imports.py failed at imports.py, line 2: "
+                     "ModuleNotFoundError: No module named 'no_such_module'"),
+])
+def test_cli_user_errors_exit_2_without_a_traceback(tmp_path, target, message):
+    (tmp_path / "kernels.py").write_text(KERNELS)
+    (tmp_path / "syntax.py").write_text("def x(:\n")
+    (tmp_path / "imports.py").write_text("x = 1\nimport no_such_module\n")
+    out = _cli(["compile", target], tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    assert out.stderr.startswith(message), out.stderr
+
+
+def test_a_json_py_in_the_working_folder_does_not_break_the_cli(tmp_path):
+    (tmp_path / "json.py").write_text("raise RuntimeError('the user json.py was imported')\n")
+    (tmp_path / "kernels.py").write_text(KERNELS)
+    out = _cli(["compile", "kernels.py:small", "--resources"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "vector_add sm_90a:" in out.stdout
+
+
+def test_a_kernel_file_named_like_a_stdlib_module(tmp_path):
+    (tmp_path / "json.py").write_text(KERNELS)
+    out = _cli(["compile", "json.py:small", "--resources"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "vector_add sm_90a:" in out.stdout
+
+
+def test_mosaic_cell_errors_say_cell_in_n(tmp_path):
+    IPython = pytest.importorskip("IPython")  # noqa: N806
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    try:
+        ip.run_line_magic("load_ext", "mgpu_lab")
+        ip.run_cell("import mgpu_lab\nsd = mgpu_lab.ShapeDtype((128,), 'float32')", store_history=True)
+        count = ip.execution_count
+        result = ip.run_cell("%%mosaic k --grid 1 --block 128 --in a=sd --out o=sd\nx = 1\ny = undefined_name\n",
+                             store_history=True)
+        error = result.error_in_exec
+        assert isinstance(error, KernelBuildError)
+        assert f"Cell In[{count}], line 2, in k" in str(error)
+        assert "y = undefined_name" in str(error)
+        assert all(not is_library_file(f) for f in _frames(error))
+    finally:
+        InteractiveShell.clear_instance()
+    assert IPython is not None

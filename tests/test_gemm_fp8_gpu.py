@@ -1,0 +1,60 @@
+"""GPU tests of the FP8 e4m3 GEMM with per-tensor scales against a float32 matmul of the
+decoded fp8 inputs times the scales. Fresh random inputs, outputs poisoned with NaN."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_gemm_gpu import relative_error
+from test_hopper import host_f32, poison
+
+from mgpu_lab.builder.dtypes import numpy_dtype
+from mgpu_lab.examples.gemm_epilogues import fused, reference_fused
+from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
+from mgpu_lab.runtime.arrays import to_device
+
+pytestmark = pytest.mark.gpu
+E4M3 = numpy_dtype("float8_e4m3fn")
+
+
+def _run(m, n, k, rng, *, out_dtype="bfloat16", tiles=None, epilogue=None):
+    import cupy
+
+    a = (rng.standard_normal((m, k), dtype=np.float32) * 2).astype(E4M3)
+    b = (rng.standard_normal((n, k), dtype=np.float32) * 2).astype(E4M3)
+    sa, sb = np.float32(rng.uniform(0.01, 0.1)), np.float32(rng.uniform(0.01, 0.1))
+    extras, host = [], {}
+    if epilogue is not None:
+        e = fused(m, n, **epilogue)
+        host["bias"] = rng.standard_normal(n, dtype=np.float32).astype(numpy_dtype("bfloat16"))
+        extras = [to_device(host["bias"])]
+        kern = make_fp8_gemm(m, n, k, out_dtype=out_dtype, epilogue=e.fn, epilogue_inputs=e.inputs, **(tiles or {}))
+    else:
+        kern = make_fp8_gemm(m, n, k, out_dtype=out_dtype, **(tiles or {}))
+    out = poison(cupy, (m, n), out_dtype)
+    kern(to_device(a), to_device(b), cupy.asarray([sa]), cupy.asarray([sb]), *extras, out=out)
+    product = (cupy.asarray(a.astype(np.float32)) @ cupy.asarray(b.astype(np.float32)).T).get() * (sa * sb)
+    want = reference_fused(product, bias=host.get("bias"), activation=(epilogue or {}).get("activation"))
+    err = relative_error(host_f32(out), want)
+    print(f"fp8 {m}x{n}x{k} {tiles} {epilogue}: relative error {err:.2e}")
+    return err
+
+
+@pytest.mark.parametrize("m, n, k", [(256, 256, 128), (1024, 1024, 1024), (4096, 4096, 4096), (16, 4096, 4096),
+                                     (1000, 1000, 1000), (129, 257, 72), (4000, 4000, 4000)])
+def test_fp8_gemm(m, n, k, rng):
+    assert _run(m, n, k, rng) <= 2e-2  # fp8 wgmma accumulates with ~14-bit sums (no promotion)
+
+
+@pytest.mark.parametrize("tiles", [{"tile_m": 128, "tile_n": 256}, {"tile_m": 256, "tile_n": 128},
+                                   {"tile_m": 64, "tile_n": 64}])
+def test_fp8_gemm_tiles(tiles, rng):
+    assert _run(700, 712, 512, rng, tiles=tiles) <= 2e-2
+
+
+def test_fp8_gemm_float32_output_and_epilogue(rng):
+    assert _run(512, 1024, 768, rng, out_dtype="float32", epilogue={"bias": "bfloat16", "activation": "gelu"}) <= 1e-2
+
+
+def test_fp8_gemm_persistent(rng):
+    assert _run(4000, 4000, 4096, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": True}) <= 2e-2

@@ -1,0 +1,100 @@
+"""CPU tests of the launcher's argument checks that need no GPU: what is not a device array,
+and outputs overlapping inputs (the GPU tests in test_errors_launch_gpu.py call real kernels)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("cupy")
+
+from mgpu_lab.runtime.launcher import alias_pairs  # noqa: E402
+from mgpu_lab.runtime.portable import PortableLauncher, PortableLaunchError  # noqa: E402
+
+EXPECTED = r"expected a device array \(CuPy/torch/__cuda_array_interface__/DLPack\)"
+
+
+def _launcher(may_alias=None, outputs=1):
+    spec = {"name": "k", "grid": [1, 1, 1], "block": [128, 1, 1], "cluster": [1, 1, 1], "dynamic_smem": 0,
+            "inputs": [([16], "float32"), ([16], "float32")], "outputs": [([16], "float32")] * outputs,
+            "params": [("array", i) for i in range(2 + outputs)], "cubin": b"", "profile_words": None,
+            "may_alias": may_alias or []}
+    launcher = PortableLauncher(spec)
+    launcher._get_device = lambda: 0  # no CUDA call before the argument checks
+    return launcher
+
+
+@pytest.mark.parametrize("value, shown", [([1.0] * 16, "list"), ((1.0,) * 16, "tuple"), (3.0, "float"),
+                                          ("x", "str"), (None, "NoneType")])
+def test_what_is_not_an_array_is_named(value, shown):
+    with pytest.raises(PortableLaunchError, match=rf"^input 0 of k: {EXPECTED}, got {shown}$"):
+        _launcher()(value, value)
+
+
+def test_a_host_numpy_array_is_told_to_move():
+    with pytest.raises(PortableLaunchError, match=rf"input 1 of k: {EXPECTED}, got a host numpy.ndarray; move it"):
+        launcher = _launcher()
+        launcher._as_device_array(np.ones(16, np.float32), 1, "input", launcher.in_specs[1])
+
+
+def test_a_host_dlpack_tensor_is_told_to_move():
+    class HostTensor:
+        def __dlpack__(self, stream=None):
+            raise AssertionError("must not be converted")
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    with pytest.raises(PortableLaunchError, match=rf"input 0 of k: {EXPECTED}, got a .*HostTensor in host memory \(cpu\)"):
+        _launcher()(HostTensor(), HostTensor())
+
+
+def test_an_output_overlapping_an_input_is_refused_naming_both():
+    launcher = _launcher()
+    launcher._check_aliasing([0x1000, 0x2000, 0x3000])  # apart: fine
+    launcher._check_aliasing([0x1000, 0x2000, 0x1040])  # adjacent to input 0's end: fine
+    with pytest.raises(PortableLaunchError, match=r"^output 0 of k overlaps input 0 in memory: .*may_alias=\{0: 0\}"):
+        launcher._check_aliasing([0x1000, 0x2000, 0x1000])
+    with pytest.raises(PortableLaunchError, match=r"^output 0 of k overlaps input 1 in memory"):
+        launcher._check_aliasing([0x1000, 0x2000, 0x1ff0])  # its last 16 bytes overlap input 1
+
+
+def test_declared_aliases_are_allowed_and_only_those():
+    launcher = _launcher(may_alias=[[0, 1]])
+    launcher._check_aliasing([0x1000, 0x2000, 0x2000])
+    with pytest.raises(PortableLaunchError, match="output 0 of k overlaps input 0"):
+        launcher._check_aliasing([0x1000, 0x2000, 0x1000])
+    _launcher(may_alias=True)._check_aliasing([0x1000, 0x1000, 0x1000])
+
+
+def test_two_outputs_overlapping_are_refused():
+    with pytest.raises(PortableLaunchError, match="output 0 of k overlaps output 1 in memory: two outputs must not share"):
+        _launcher(outputs=2, may_alias=True)._check_aliasing([0x1000, 0x2000, 0x3000, 0x3020])
+
+
+def test_may_alias_declarations_are_validated():
+    assert alias_pairs({0: [1, 0]}, 2, 1) == [[0, 0], [0, 1]]
+    assert alias_pairs([(0, 1)], 2, 1) == [[0, 1]]
+    assert alias_pairs(None, 2, 1) == [] and alias_pairs(True, 2, 1) is True
+    with pytest.raises(ValueError, match=r"may_alias: \(1, 0\) is not an \(output index < 1, input index < 2\) pair"):
+        alias_pairs({1: 0}, 2, 1)
+    with pytest.raises(TypeError, match="may_alias: expected True"):
+        alias_pairs("out", 2, 1)
+
+
+def test_an_array_interface_that_raises_on_access_is_not_fatal():
+    """torch computes __cuda_array_interface__ on access and raises KeyError for bfloat16."""
+
+    class Bf16Tensor:
+        @property
+        def __cuda_array_interface__(self):
+            raise KeyError("bfloat16")
+
+        def __dlpack__(self, stream=None):
+            raise BufferError("bfloat16 has no DLPack route into CuPy")
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    with pytest.raises(PortableLaunchError, match=rf"input 0 of k: {EXPECTED}, got .*Bf16Tensor \("):
+        _launcher()(Bf16Tensor(), Bf16Tensor())
