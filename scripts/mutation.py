@@ -9,9 +9,12 @@ through benchmarks/common.py, with every survivor's diff and the reason it survi
 from scripts/mutation_reasons.json (keyed by the diff, so renumbered mutants keep their reason).
 
 Modules with more than --max-mutants mutants are sampled (seeded, recorded as such).
+`--recheck RECORD` re-runs only the survivors of an earlier record (for modules whose file is
+unchanged since, so the mutants are the same) after tests were added, and records the total.
 
     nice python scripts/mutation.py                      # every module (an hour or more on 2 cores)
     nice python scripts/mutation.py --modules profiler.decode,compiler.cache --max-mutants 60
+    nice python scripts/mutation.py --recheck benchmarks/results/mutation_<time>_<commit>.json
 
 Needs the [mutation] extra (mutmut). Runs in a temporary copy of the tree; the tree is not touched.
 """
@@ -125,8 +128,12 @@ def _reason_key(module: str, function: str, diff: str) -> str:
     return f"{module}::{function}::" + hashlib.sha256(diff.encode()).hexdigest()[:16]
 
 
-def run_module(module: str, target: Target, max_mutants: int, seed: int, reasons: dict) -> dict:
-    """Mutate one module and return its record entry (score, counts, survivors with reasons)."""
+def run_module(module: str, target: Target, max_mutants: int, seed: int, reasons: dict,
+               previous: dict | None = None) -> dict:
+    """Mutate one module and return its record entry (score, counts, survivors with reasons).
+
+    With `previous` (this module's entry of an earlier record, same file), only its survivors
+    run again; its detected mutants are carried over."""
     t0 = time.time()
     workdir = _workdir(target)
     try:
@@ -142,13 +149,18 @@ def run_module(module: str, target: Target, max_mutants: int, seed: int, reasons
         total = len(names)
         sampled = total > max_mutants
         chosen = sorted(random.Random(seed).sample(names, max_mutants)) if sampled else names
+        carried = Counter()
+        if previous is not None:
+            chosen = [s["mutant"] for s in previous["survivors"] if s["mutant"] in names]
+            sampled = previous["sampled"]
+            carried = Counter({k: v for k, v in previous["counts"].items() if k in DETECTED})
         if chosen:
             second = _mutmut(workdir, *chosen, timeout=4 * 3600)
             if second.returncode not in (0, 1):
                 print(second.stdout[-2000:], second.stderr[-2000:], file=sys.stderr)
         codes = _meta(workdir, target)["exit_code_by_key"]
         statuses = {n: STATUS.get(codes.get(n), "suspicious") for n in chosen}
-        counts = Counter(statuses.values())
+        counts = Counter(statuses.values()) + carried
         survivors = []
         for name, status in sorted(statuses.items()):
             if status in DETECTED:
@@ -158,12 +170,14 @@ def run_module(module: str, target: Target, max_mutants: int, seed: int, reasons
             key = _reason_key(module, function, diff)
             survivors.append({"mutant": name, "status": status, "function": function, "diff": diff,
                               "reason_key": key, "reason": reasons.get(key, "unexplained")})
+            print(f"  survived: {name} [{key}]\n    " + diff.replace("\n", "\n    "), flush=True)
         run = sum(v for k, v in counts.items() if k not in ("skipped", "not checked"))
         detected = sum(counts[k] for k in DETECTED)
         return {
             "file": target.path, "file_sha256": hashlib.sha256((ROOT / target.path).read_bytes()).hexdigest(),
             "tests": list(target.tests), "functions": list(target.functions) or "all",
             "mutants_total": total, "mutants_run": run, "sampled": sampled, "sample_seed": seed if sampled else None,
+            "rechecked_survivors_only": previous is not None,
             "counts": dict(counts), "killed": detected, "score": detected / run if run else None,
             "survivors": survivors, "seconds": round(time.time() - t0),
         }
@@ -177,7 +191,9 @@ def main() -> None:
     parser.add_argument("--max-mutants", type=int, default=150, help="sample modules with more mutants")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out-dir", default=None, help="default: benchmarks/results (or $OUT)")
+    parser.add_argument("--recheck", default=None, help="an earlier mutation record: re-run its survivors only")
     args = parser.parse_args()
+    earlier = json.loads(Path(args.recheck).read_text())["notes"]["modules"] if args.recheck else {}
     chosen = [m.strip() for m in args.modules.split(",") if m.strip()]
     unknown = [m for m in chosen if m not in MODULES]
     if unknown:
@@ -187,13 +203,18 @@ def main() -> None:
     results: dict[str, dict] = {}
     for module in chosen:
         print(f"mutating {module} ...", flush=True)
-        results[module] = run_module(module, MODULES[module], args.max_mutants, args.seed, reasons)
+        previous = earlier.get(module)
+        if previous and previous["file_sha256"] != hashlib.sha256((ROOT / MODULES[module].path).read_bytes()).hexdigest():
+            print(f"  {module} changed since {args.recheck}: mutating it afresh", flush=True)
+            previous = None
+        results[module] = run_module(module, MODULES[module], args.max_mutants, args.seed, reasons, previous)
         r = results[module]
         print(f"  {r['killed']}/{r['mutants_run']} killed ({r['mutants_total']} mutants"
               f"{', sampled' if r['sampled'] else ''}) in {r['seconds']} s", flush=True)
     figures = {f"mutation_score_{m}": r["score"] for m, r in results.items()}
     notes = {"tool": "mutmut " + _mutmut_version(), "commit_measured": measured, "goal": ">= 0.80 per module",
-             "max_mutants": args.max_mutants, "modules": results}
+             "max_mutants": args.max_mutants, "rechecked_from": Path(args.recheck).name if args.recheck else None,
+             "modules": results}
     path = write_record("mutation", figures, notes, out_dir=args.out_dir)
     rows = [("module", "killed", "run", "total", "score", "unexplained survivors")]
     for m, r in results.items():
