@@ -115,35 +115,53 @@ def fake_cupy() -> types.ModuleType:
 
 @dataclass
 class Launch:
-    """One recorded launch: the pointer-only path's arguments, or the parameter slots' bytes."""
+    """One recorded launch: the 128-byte parameter slots the kernel would receive."""
 
     grid: tuple
     block: tuple
-    args: list | None = None  # CuPy Function path: the arrays
-    params: list[bytes] = field(default_factory=list)  # slot path: 128 bytes per parameter
+    smem: int
+    params: list[bytes] = field(default_factory=list)
     stream: int | None = None
+
+    @property
+    def pointers(self) -> list[int]:
+        """The first 8 bytes of each slot: an array parameter's device pointer."""
+        return [int(np.frombuffer(p[:8], np.uint64)[0]) for p in self.params]
 
 
 class RecordingFunction:
-    """Replaces LoadedFunction: records the launch instead of loading a cubin on a device."""
+    """Replaces LoadedFunction: records each launch's parameter slots instead of loading a cubin.
+
+    Offers what the launcher calls: `launch_kernel(handle, gx, gy, gz, bx, by, bz, smem, stream,
+    argv, extra)` (cuLaunchKernel's signature) and `launch(stream, argv)` for cluster launches."""
 
     launches: list[Launch] = []
-    force_slots = False  # True: take the parameter-slot path even for pointer-only kernels
 
     def __init__(self, spec: dict, device: int, resource_error):
         self.grid, self.block = tuple(spec["grid"]), tuple(spec["block"])
         self.smem = spec["dynamic_smem"]
         self.param_count = len(spec["params"])
-        pointer_only = all(kind != "tma" for kind, _ in spec["params"]) and tuple(spec["cluster"]) == (1, 1, 1)
-        self.cupy_function = self._record_args if pointer_only and not self.force_slots else None
+        self.config = None if tuple(spec["cluster"]) == (1, 1, 1) else tuple(spec["cluster"])
+        self.handle_pointer = ctypes.c_void_p(0x1000)
+        self.dims = (*self.grid, *self.block, self.smem)
+        self.cupy_function = None
 
-    def _record_args(self, grid, block, params, shared_mem=0, stream=None):
-        self.launches.append(Launch(tuple(grid), tuple(block), args=list(params)))
+    def launch_kernel(self, handle, gx, gy, gz, bx, by, bz, smem, stream, argv, extra) -> int:
+        self._record((gx, gy, gz), (bx, by, bz), smem, stream, argv)
+        return 0
 
-    def launch(self, stream: int, argv_address: int) -> None:
-        argv = (ctypes.c_uint64 * self.param_count).from_address(argv_address)
-        params = [ctypes.string_at(argv[i], 128) for i in range(self.param_count)]
-        self.launches.append(Launch(self.grid, self.block, params=params, stream=stream))
+    def launch(self, stream, argv) -> None:
+        self._record(self.grid, self.block, self.smem, stream, argv)
+
+    def recover(self, err, stream, argv) -> None:
+        raise AssertionError(f"the recorder never fails, got error {err}")
+
+    def _record(self, grid, block, smem, stream, argv) -> None:
+        address = argv.value if isinstance(argv, ctypes.c_void_p) else int(argv)
+        slots = (ctypes.c_uint64 * self.param_count).from_address(address)
+        params = [ctypes.string_at(slots[i], 128) for i in range(self.param_count)]
+        stream = stream.value if isinstance(stream, ctypes.c_void_p) else stream
+        self.launches.append(Launch(tuple(grid), tuple(block), smem, params=params, stream=stream or 0))
 
 
 def install(monkeypatch, portable_module=None) -> type[RecordingFunction]:

@@ -55,13 +55,11 @@ def _exported(kernel, tmp_path, monkeypatch, name):
     return importlib.import_module(name)
 
 
-def _launch_both(kernel, tmp_path, monkeypatch, name, args, out, force_slots=False):
+def _launch_both(kernel, tmp_path, monkeypatch, name, args, out):
     ours = install(monkeypatch)
-    ours.force_slots = force_slots
     mgpu_lab.Kernel(kernel.compiled)(*args, out=out)
     module = _exported(kernel, tmp_path, monkeypatch, name)
     theirs = install(monkeypatch, portable_module=module)
-    theirs.force_slots = force_slots
     getattr(module, kernel.compiled.name)(*args, out=out)
     [a], [b] = ours.launches, theirs.launches
     return a, b
@@ -97,10 +95,8 @@ def test_pointer_kernels_pass_the_same_pointers(tmp_path, monkeypatch):
     k = make_vector_add(1 << 10)
     a, b, out = (DeviceArray((1 << 10,), "float32") for _ in range(3))
     ours, theirs = _launch_both(k, tmp_path, monkeypatch, "vadd_export_ptrs", (a, b), out)
-    assert [x.data.ptr for x in ours.args] == [x.data.ptr for x in theirs.args] == [a.ptr, b.ptr, out.ptr]
-    ours, theirs = _launch_both(k, tmp_path, monkeypatch, "vadd_export_slots", (a, b), out, force_slots=True)
-    assert ours.params == theirs.params
-    assert [int(np.frombuffer(p, np.uint64)[0]) for p in ours.params] == [a.ptr, b.ptr, out.ptr]
+    assert ours.params == theirs.params and ours.pointers == [a.ptr, b.ptr, out.ptr]
+    assert (ours.grid, ours.block, ours.smem) == (theirs.grid, theirs.block, theirs.smem)
 
 
 def test_exported_argument_errors_match_the_package(tmp_path, monkeypatch):

@@ -40,7 +40,7 @@ def test_a_valid_call_launches_on_the_arrays_in_order(kernel):
     a, b, out = good(), good(), good()
     result = kernel(a, b, out=out)
     [launch] = kernel.recorder.launches
-    assert [x.data.ptr for x in launch.args] == [a.ptr, b.ptr, out.ptr]
+    assert launch.pointers == [a.ptr, b.ptr, out.ptr]
     assert result.data.ptr == out.ptr
     assert launch.grid == tuple(kernel.compiled.grid) and launch.block == tuple(kernel.compiled.block)
 
@@ -49,7 +49,7 @@ def test_outputs_are_allocated_with_the_declared_shape_and_dtype(kernel):
     result = kernel(good(), good())
     assert result.shape == (N,) and result.dtype == np.float32
     [launch] = kernel.recorder.launches
-    assert launch.args[2].data.ptr == result.data.ptr
+    assert launch.pointers[2] == result.data.ptr
 
 
 @pytest.mark.parametrize("args, out, words", [
@@ -134,7 +134,31 @@ def test_the_error_class_is_injectable(monkeypatch):
 
 
 def test_launch_unchecked_skips_every_check(kernel):
-    a = good((3,), "float64", strides=(16,))
+    import sys
+
+    a = sys.modules["cupy"].empty((3,), "float64")  # the wrong shape and dtype: not checked
     kernel.launch_unchecked(a, a, a)
     [launch] = kernel.recorder.launches
-    assert launch.args == [a, a, a]
+    assert launch.pointers == [a.data.ptr] * 3
+
+
+def test_an_output_overlapping_an_input_is_refused_naming_both(kernel):
+    a = good()
+    with pytest.raises(LaunchArgumentError, match="output 0 of vector_add overlaps input 0"):
+        kernel(a, good(), out=good(ptr=a.ptr + 16))  # shares all but the first 16 bytes
+    assert not kernel.recorder.launches
+    out = good(ptr=a.ptr + 4 * N)  # right after a: no overlap
+    assert kernel(a, good(), out=out).data.ptr == out.ptr
+
+
+def test_may_alias_allows_in_place_and_outputs_never_share(monkeypatch):
+    recorder = install(monkeypatch)
+    spec = _spec([([64], "float32")], [([64], "float32"), ([64], "float32")])
+    x = good((64,))
+    o = good((64,))
+    with pytest.raises(PortableLaunchError, match="output 0 of k overlaps output 1 in memory: two outputs"):
+        PortableLauncher(spec)(x, out=(o, good((64,), ptr=o.ptr)))
+    with pytest.raises(PortableLaunchError, match=r"may_alias=\{0: 0\}"):
+        PortableLauncher(spec)(x, out=(x, good((64,))))
+    PortableLauncher({**spec, "may_alias": [(0, 0)]})(x, out=(x, good((64,))))
+    assert recorder.launches[-1].pointers[:2] == [x.ptr, x.ptr]
