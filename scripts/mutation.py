@@ -22,6 +22,7 @@ Needs the [mutation] extra (mutmut). Runs in a temporary copy of the tree; the t
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import hashlib
 import json
 import random
@@ -48,20 +49,22 @@ class Target:
     path: str
     tests: tuple[str, ...]
     functions: tuple[str, ...] = ()  # mutate only these (names as mutmut spells them); () = all
+    # Modules whose tests compile kernels cost seconds per mutant: sample fewer (recorded).
+    max_mutants: int | None = None
 
 
 MODULES: dict[str, Target] = {
     "builder.layouts": Target("mgpu_lab/builder/layouts.py",
                               ("tests/test_fragmented_ops.py", "tests/test_hopper_wgmma_variants.py",
-                               "tests/test_cpu_swizzled_stores.py")),
+                               "tests/test_cpu_swizzled_stores.py"), max_mutants=40),
     "builder.transforms": Target("mgpu_lab/builder/transforms.py",
-                                 ("tests/test_builder.py", "tests/test_tma.py")),
+                                 ("tests/test_builder.py", "tests/test_tma.py"), max_mutants=40),
     "builder.memref_ops": Target("mgpu_lab/builder/memref_ops.py",
-                                 ("tests/test_builder.py", "tests/test_tma.py")),
+                                 ("tests/test_builder.py", "tests/test_tma.py"), max_mutants=40),
     "runtime.portable": Target("mgpu_lab/runtime/portable.py",
                                ("tests/test_cpu_launch_arguments.py", "tests/test_cpu_export_launch.py")),
     "compiler.cache": Target("mgpu_lab/compiler/cache.py",
-                             ("tests/test_cache.py", "tests/test_cpu_cache_key.py")),
+                             ("tests/test_cache.py", "tests/test_cpu_cache_key.py"), max_mutants=40),
     "compiler.disassemble.line_map": Target("mgpu_lab/compiler/disassemble.py",
                                             ("tests/test_compile.py", "tests/test_cpu_line_map.py"),
                                             ("ptx_line_sources", "sass_line_sources", "build_line_map")),
@@ -71,8 +74,8 @@ MODULES: dict[str, Target] = {
                                        ("tests/test_profiler_export.py", "tests/test_cpu_profiler_flags.py")),
     "profiler.chrome_export": Target("mgpu_lab/profiler/chrome_export.py",
                                      ("tests/test_profiler_export.py", "tests/test_cpu_profiler_flags.py")),
-    "exporter": Target("mgpu_lab/exporter.py", ("tests/test_export.py", "tests/test_cpu_export_launch.py")),
-    "magics": Target("mgpu_lab/magics.py", ("tests/test_magics.py", "tests/test_cpu_magics.py")),
+    "exporter": Target("mgpu_lab/exporter.py", ("tests/test_export.py", "tests/test_cpu_export_launch.py"), max_mutants=40),
+    "magics": Target("mgpu_lab/magics.py", ("tests/test_magics.py", "tests/test_cpu_magics.py"), max_mutants=40),
 }
 
 STATUS = {1: "killed", 3: "killed", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",
@@ -128,6 +131,14 @@ def _reason_key(module: str, function: str, diff: str) -> str:
     return f"{module}::{function}::" + hashlib.sha256(diff.encode()).hexdigest()[:16]
 
 
+def _reason(reasons: dict, key: str) -> str:
+    """The reason recorded for a survivor: its exact key, else the first glob pattern matching it
+    (e.g. `runtime.portable::LoadedFunction.*` for code that needs a GPU)."""
+    if key in reasons:
+        return reasons[key]
+    return next((why for pattern, why in reasons.items() if fnmatch.fnmatchcase(key, pattern)), "unexplained")
+
+
 def run_module(module: str, target: Target, max_mutants: int, seed: int, reasons: dict,
                previous: dict | None = None) -> dict:
     """Mutate one module and return its record entry (score, counts, survivors with reasons).
@@ -147,6 +158,7 @@ def run_module(module: str, target: Target, max_mutants: int, seed: int, reasons
         if target.functions:
             names = [n for n in names if _function_of(n) in target.functions]
         total = len(names)
+        max_mutants = min(max_mutants, target.max_mutants or max_mutants)
         sampled = total > max_mutants
         chosen = sorted(random.Random(seed).sample(names, max_mutants)) if sampled else names
         carried = Counter()
@@ -169,7 +181,7 @@ def run_module(module: str, target: Target, max_mutants: int, seed: int, reasons
             diff = _diff(workdir, name)
             key = _reason_key(module, function, diff)
             survivors.append({"mutant": name, "status": status, "function": function, "diff": diff,
-                              "reason_key": key, "reason": reasons.get(key, "unexplained")})
+                              "reason_key": key, "reason": _reason(reasons, key)})
             print(f"  survived: {name} [{key}]\n    " + diff.replace("\n", "\n    "), flush=True)
         run = sum(v for k, v in counts.items() if k not in ("skipped", "not checked"))
         detected = sum(counts[k] for k in DETECTED)
@@ -177,6 +189,7 @@ def run_module(module: str, target: Target, max_mutants: int, seed: int, reasons
             "file": target.path, "file_sha256": hashlib.sha256((ROOT / target.path).read_bytes()).hexdigest(),
             "tests": list(target.tests), "functions": list(target.functions) or "all",
             "mutants_total": total, "mutants_run": run, "sampled": sampled, "sample_seed": seed if sampled else None,
+            "sample_size": max_mutants if sampled else None,
             "rechecked_survivors_only": previous is not None,
             "counts": dict(counts), "killed": detected, "score": detected / run if run else None,
             "survivors": survivors, "seconds": round(time.time() - t0),
