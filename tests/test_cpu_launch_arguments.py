@@ -162,3 +162,37 @@ def test_may_alias_allows_in_place_and_outputs_never_share(monkeypatch):
         PortableLauncher(spec)(x, out=(x, good((64,))))
     PortableLauncher({**spec, "may_alias": [(0, 0)]})(x, out=(x, good((64,))))
     assert recorder.launches[-1].pointers[:2] == [x.ptr, x.ptr]
+
+
+def test_cuda_check_unpacks_successful_results():
+    from cuda.bindings import driver
+
+    from mgpu_lab.runtime.portable import cuda_check
+
+    ok = driver.CUresult.CUDA_SUCCESS
+    assert cuda_check((ok,), "x") is None
+    assert cuda_check((ok, 5), "x") == 5
+    assert cuda_check((ok, 1, 2), "x") == (1, 2)
+
+
+def test_tma_slots_are_64_byte_aligned_and_argv_points_at_each_slot(monkeypatch):
+    """Byval TMA descriptors need 64-byte aligned 128-byte parameters: every slot, every thread."""
+    import ctypes
+    import threading
+
+    from mgpu_lab.runtime.portable import _ParamStorage
+
+    def check(storage, count):
+        assert storage.words.ctypes.data % 64 == 0 and storage.words.size == max(count, 1) * 16
+        assert list(storage.argv) == [storage.words.ctypes.data + 128 * i for i in range(count)] or count == 0
+        assert storage.argv_pointer.value == storage.argv.ctypes.data
+        assert ctypes.addressof(storage.slots) == storage.words.ctypes.data
+
+    for count in (0, 1, 3, 7):
+        check(_ParamStorage(count), count)
+    storage = _ParamStorage(2)
+    other: list = []
+    thread = threading.Thread(target=lambda: other.append((storage.words.ctypes.data, check(storage, 2))))
+    thread.start()
+    thread.join()
+    assert other[0][0] != storage.words.ctypes.data  # each thread writes its own slots
