@@ -57,3 +57,92 @@ def test_events_keep_nanosecond_resolution_at_absolute_globaltimer_values() -> N
     trace = decode_quietly(write_buffer(spec, [a, b]), spec)
     np.testing.assert_allclose(trace.block_start_ns, [2.0, 0.0])
     assert (trace.start_ns[0], trace.end_ns[0]) == pytest.approx((3.0, 4.0))
+
+
+def _blocks(n, units=1):
+    return [Block(sm=i, block_id=i, timer_start=T0, timer_end=T0 + 1000, clock_start=0, clock_end=1000,
+                  units=[[] for _ in range(units)]) for i in range(n)]
+
+
+def test_bad_magic_message_counts_blocks_not_words() -> None:
+    import re
+
+    from mgpu_lab.profiler import format as fmt
+    from mgpu_lab.profiler.decode import decode_buffer
+
+    spec = make_spec(units=1)
+    buffer = write_buffer(spec, _blocks(5))
+    buffer[3, 0] = 0x12345678
+    expected = (f"profiler buffer block 3: expected MAGIC 0x{fmt.MAGIC:08X}, found 0x12345678; "
+                f"1 of 5 blocks have a bad MAGIC")
+    with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
+        decode_buffer(buffer, spec)
+
+
+def test_a_device_array_is_copied_to_the_host_with_get() -> None:
+    spec = make_spec(units=1)
+    buffer = write_buffer(spec, _blocks(2))
+
+    class OnDevice:  # what a CuPy array offers
+        def get(self):
+            return buffer
+
+    trace = decode_quietly(OnDevice(), spec)
+    np.testing.assert_array_equal(trace.block_sm, [0, 1])
+
+
+def _malformed_with_open_regions(overflowed: bool):
+    spec = make_spec(units=1, capacity=5)
+    blk = Block(sm=0, block_id=0, timer_start=T0, timer_end=T0 + 1000, clock_start=0, clock_end=1000)
+    # A stray end makes the unit malformed (the stack decoder); two regions stay open.
+    blk.units = [[(end(2), 5), (begin(0), 10), (begin(2), 15), (end(2), 18), (begin(1), 20)]]
+    blk.attempted = [12] if overflowed else None
+    return spec, write_buffer(spec, [blk])
+
+
+@pytest.mark.parametrize("overflowed", [False, True])
+def test_open_regions_of_a_repaired_unit_close_at_the_block_end(overflowed) -> None:
+    import warnings
+
+    from mgpu_lab.profiler.decode import decode_buffer
+    from mgpu_lab.profiler.trace import FLAG_CLOSED_AT_BLOCK_END, FLAG_END_DROPPED
+
+    spec, buffer = _malformed_with_open_regions(overflowed)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        trace = decode_buffer(buffer, spec)
+    np.testing.assert_allclose(trace.start_ns, [10.0, 15.0, 20.0])
+    np.testing.assert_allclose(trace.end_ns, [1000.0, 18.0, 1000.0])
+    np.testing.assert_array_equal(trace.depth, [0, 1, 1])
+    flag = FLAG_CLOSED_AT_BLOCK_END | (FLAG_END_DROPPED if overflowed else 0)
+    np.testing.assert_array_equal(trace.flags, [flag, 0, flag])
+    assert trace.anomalies["stray_end"] == 1
+    assert trace.anomalies["end_dropped" if overflowed else "unclosed"] == 2
+    assert trace.anomalies["unclosed" if overflowed else "end_dropped"] == 0
+
+
+def test_warning_messages_in_full_and_pointing_at_the_caller() -> None:
+    import warnings
+
+    from mgpu_lab.profiler.decode import ProfilerAnomalyWarning, ProfilerOverflowWarning, decode_buffer
+
+    spec, buffer = _malformed_with_open_regions(overflowed=False)
+    buffer[0, 2] = 0  # block id stays 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        decode_buffer(buffer, spec)
+    [anomaly] = caught
+    assert anomaly.category is ProfilerAnomalyWarning and anomaly.filename == __file__
+    assert str(anomaly.message) == (
+        "profiler trace has unbalanced regions: 2 unclosed, 1 stray end. Unclosed regions end at their "
+        "block's end, stray ends were dropped; see Trace.anomalies and Trace.flags.")
+    spec, buffer = _malformed_with_open_regions(overflowed=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        decode_buffer(buffer, spec)
+    overflow = [w for w in caught if w.category is ProfilerOverflowWarning]
+    assert [w.filename for w in caught] == [__file__] * len(caught) and len(overflow) == 1
+    assert str(overflow[0].message) == (
+        "profiler buffer overflow: 7 events were dropped in 1 of 1 warpgroups (capacity 5 events per warpgroup; "
+        "a capacity of 12 would have held them all). Regions whose end was dropped are closed at their "
+        "block's end and flagged.")
