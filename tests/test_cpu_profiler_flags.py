@@ -56,3 +56,39 @@ def test_chrome_json_marks_every_inferred_end_and_nothing_else():
 def test_flag_bits_are_distinct():
     bits = [FLAG_CLOSED_AT_BLOCK_END, FLAG_END_DROPPED, FLAG_IMPLICITLY_CLOSED]
     assert all(b and not b & (b - 1) for b in bits) and len(set(bits)) == 3
+
+
+def test_chrome_json_in_full():
+    """Every event and field of a small trace, including an unknown region id (== len(names))."""
+    import json
+
+    trace = Trace(
+        sm=[3, 1], block=[0, 1], unit=[1, 0], region=[0, 2], start_ns=[1000.0, 250.0], end_ns=[3000.0, 500.0],
+        depth=[0, 2], flags=[0, FLAG_CLOSED_AT_BLOCK_END], region_names=("load", "mma"), unit_kind="warp",
+        units_per_block=2, block_ids=[0, 1], block_sm=[3, 1], block_start_ns=[0.0, 0.0],
+        block_end_ns=[4000.0, 500.0], kernel_name="kern", dropped_per_unit=[[0, 2], [0, 0]],
+        anomalies={"unclosed": 1},
+    )
+    meta = [
+        {"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "SM 1"}},
+        {"name": "process_sort_index", "ph": "M", "pid": 1, "tid": 0, "args": {"sort_index": 1}},
+        {"name": "process_name", "ph": "M", "pid": 3, "tid": 0, "args": {"name": "SM 3"}},
+        {"name": "process_sort_index", "ph": "M", "pid": 3, "tid": 0, "args": {"sort_index": 3}},
+    ]
+    for block, sm in ((0, 3), (1, 1)):
+        for unit in (0, 1):
+            tid = 2 * block + unit
+            meta += [{"name": "thread_name", "ph": "M", "pid": sm, "tid": tid,
+                      "args": {"name": f"block {block} / warp {unit}"}},
+                     {"name": "thread_sort_index", "ph": "M", "pid": sm, "tid": tid, "args": {"sort_index": tid}}]
+    slices = [
+        {"name": "load", "ph": "X", "ts": 1.0, "dur": 2.0, "pid": 3, "tid": 1, "args": {"depth": 0}},
+        {"name": trace.region_name(2), "ph": "X", "ts": 0.25, "dur": 0.25, "pid": 1, "tid": 2,
+         "args": {"depth": 2, "unbalanced_flags": FLAG_CLOSED_AT_BLOCK_END}},
+    ]
+    expected = {"traceEvents": meta + slices, "displayTimeUnit": "ns",
+                "otherData": {"kernel": "kern", "unit_kind": "warp", "dropped_events": 2,
+                              "anomalies": dict(trace.anomalies)}}
+    assert to_chrome_json(trace) == expected
+    assert trace.region_name(2) == "<region 2>"
+    assert json.loads(json.dumps(expected)) == expected
