@@ -63,3 +63,32 @@ def test_spans_are_sorted_zero_based_and_join_ptx_and_sass(tmp_path):
     spans, sources = build_line_map(ptx, sass)
     assert spans == (SourceSpan(str(source), 1, (10,), (3, 9)), SourceSpan("Cell In[5]", 3, (13, 15), (5, 6)))
     assert sources == {str(source): "line 1\nline 2\n"}  # the cell has no file to read
+
+
+PTX_EDGES = """\
+\t.file\t1 /src/unquoted.py
+.visible .entry k()
+{
+\t.loc\t1 1 0
+\t.reg .pred \t%p<2>;
+\t{
+\tmov.u32 \t%r1, 1;
+\t}
+\t.loc\t1 9 0
+\tret;
+}
+\tmov.u32 \t%r9, 9;
+"""
+
+
+def test_unquoted_files_line_one_and_lines_that_are_not_instructions():
+    # .reg and braces are not instructions; line 1 counts; after the function's "}" nothing maps.
+    assert ptx_line_sources(PTX_EDGES) == {6: ("/src/unquoted.py", 1), 9: ("/src/unquoted.py", 9)}
+
+
+def test_lines_with_only_ptx_or_only_sass_still_get_a_span():
+    sass = '\t//## File "/src/unquoted.py", line 1\n        /*0000*/  MOV R1, R2 ;\n'
+    spans, _ = build_line_map(PTX_EDGES, sass)
+    assert spans == (SourceSpan("/src/unquoted.py", 0, (6,), (1,)), SourceSpan("/src/unquoted.py", 8, (9,), ()))
+    spans, _ = build_line_map("", sass)
+    assert spans == (SourceSpan("/src/unquoted.py", 0, (), (1,)),)
