@@ -185,6 +185,8 @@ def run_module(module: str, target: Target, max_mutants: int, seed: int, reasons
             print(f"  survived: {name} [{key}]\n    " + diff.replace("\n", "\n    "), flush=True)
         run = sum(v for k, v in counts.items() if k not in ("skipped", "not checked"))
         detected = sum(counts[k] for k in DETECTED)
+        gpu_only = sum(s["reason"].startswith("GPU-only") for s in survivors)
+        equivalent = sum(s["reason"].startswith("equivalent") for s in survivors)
         return {
             "file": target.path, "file_sha256": hashlib.sha256((ROOT / target.path).read_bytes()).hexdigest(),
             "tests": list(target.tests), "functions": list(target.functions) or "all",
@@ -192,6 +194,10 @@ def run_module(module: str, target: Target, max_mutants: int, seed: int, reasons
             "sample_size": max_mutants if sampled else None,
             "rechecked_survivors_only": previous is not None,
             "counts": dict(counts), "killed": detected, "score": detected / run if run else None,
+            # Of the mutants a CPU test can see: GPU-only survivors (each naming its GPU test)
+            # and equivalent ones (no test can tell them apart) left out of the denominator.
+            "score_cpu_reachable": detected / (run - gpu_only - equivalent) if run - gpu_only - equivalent else None,
+            "survivors_gpu_only": gpu_only, "survivors_equivalent": equivalent,
             "survivors": survivors, "seconds": round(time.time() - t0),
         }
     finally:
@@ -225,15 +231,19 @@ def main() -> None:
         print(f"  {r['killed']}/{r['mutants_run']} killed ({r['mutants_total']} mutants"
               f"{', sampled' if r['sampled'] else ''}) in {r['seconds']} s", flush=True)
     figures = {f"mutation_score_{m}": r["score"] for m, r in results.items()}
+    figures.update({f"mutation_score_cpu_reachable_{m}": r["score_cpu_reachable"] for m, r in results.items()})
     notes = {"tool": "mutmut " + _mutmut_version(), "commit_measured": measured, "goal": ">= 0.80 per module",
              "max_mutants": args.max_mutants, "rechecked_from": Path(args.recheck).name if args.recheck else None,
              "modules": results}
     path = write_record("mutation", figures, notes, out_dir=args.out_dir)
-    rows = [("module", "killed", "run", "total", "score", "unexplained survivors")]
+    rows = [("module", "killed", "run", "total", "score", "CPU-reachable score", "GPU-only", "equivalent",
+             "unexplained")]
     for m, r in results.items():
         unexplained = sum(s["reason"] == "unexplained" for s in r["survivors"])
         score = "-" if r["score"] is None else f"{r['score']:.2f}"
-        rows.append((m, r["killed"], r["mutants_run"], r["mutants_total"], score, unexplained))
+        reachable = "-" if r["score_cpu_reachable"] is None else f"{r['score_cpu_reachable']:.2f}"
+        rows.append((m, r["killed"], r["mutants_run"], r["mutants_total"], score, reachable,
+                     r["survivors_gpu_only"], r["survivors_equivalent"], unexplained))
     print(table(rows))
     print(f"record: {path}")
 

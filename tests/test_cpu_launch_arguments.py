@@ -63,7 +63,9 @@ def test_outputs_are_allocated_with_the_declared_shape_and_dtype(kernel):
     ((good(), good(ptr=(1 << 32) + 4)), None, ["input 1", "16-byte aligned", "0x100000004"]),
     ((good(), good(ptr=DEVICE_1_BASE)), None, ["input 1", "current device 0", "device 1"]),
     ((np.zeros(N, np.float32), good()), None, ["input 0", "host numpy.ndarray", "cupy.asarray"]),
-    ((good(), 7), None, ["input 1", "device array", "int"]),
+    ((good(), 7), None, ["input 1", "device array", "got int"]),
+    ((good(), [1.0] * 8), None, ["input 1", "device array", "got list"]),
+    ((good(), np.float32(1)), None, ["input 1", "got numpy.float32"]),
     ((good(), good()), (good(), good()), ["out", "1 output", "got 2"]),
     ((good(), good()), good((N // 2,)), ["output 0", "shape", f"({N // 2},)"]),
     ((good(), good()), good(dtype="float16"), ["output 0", "dtype", "float16"]),
@@ -196,3 +198,71 @@ def test_tma_slots_are_64_byte_aligned_and_argv_points_at_each_slot(monkeypatch)
     thread.start()
     thread.join()
     assert other[0][0] != storage.words.ctypes.data  # each thread writes its own slots
+
+
+def test_float8_note_names_the_output_s_own_declaration(monkeypatch):
+    install(monkeypatch)
+    spec = _spec([([8], "float8_e4m3fn"), ([8], "float32")], [([8], "float32"), ([8], "float8_e5m2")])
+    launcher = PortableLauncher(spec)
+    with pytest.raises(PortableLaunchError, match=r"output 1 of k: expected dtype uint8 \(the bytes of float8_e5m2"):
+        launcher(good((8,), "uint8"), good((8,)), out=(good((8,)), good((8,), "float16")))
+    with pytest.raises(PortableLaunchError, match=r"output 0 of k: expected dtype float32, got float16$"):
+        launcher(good((8,), "uint8"), good((8,)), out=(good((8,), "float16"), good((8,), "uint8")))
+
+
+class _HostDLPack:
+    """A DLPack producer whose memory is on the host (a CPU torch tensor, a numpy-like array)."""
+
+    def __dlpack__(self, stream=None):
+        raise AssertionError("must not be converted")
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+class _BrokenInterface:
+    """Claims __cuda_array_interface__ but describes nothing usable."""
+
+    __cuda_array_interface__ = {"version": 3}
+
+
+def test_host_dlpack_and_unconvertible_objects_get_clear_errors(kernel):
+    with pytest.raises(LaunchArgumentError, match=r"input 0 of vector_add: expected a device array .*got a "
+                                                  r"test_cpu_launch_arguments\._HostDLPack in host memory \(cpu\)"):
+        kernel(_HostDLPack(), good())
+    with pytest.raises(LaunchArgumentError, match=r"input 1 of vector_add: expected a device array .*got "
+                                                  r"test_cpu_launch_arguments\._BrokenInterface \(.+\)"):
+        kernel(good(), _BrokenInterface())
+
+
+def test_profiled_kernels_pass_a_fresh_profile_buffer(monkeypatch):
+    recorder = install(monkeypatch)
+    spec = {**_spec([([64], "float32")], [([64], "float32")], [("array", 0), ("array", 1), ("profile", 0)]),
+            "profile_words": 10}
+    launcher = PortableLauncher(spec)
+    x, out = good((64,)), good((64,))
+    launcher(x, out=out)
+    first = launcher.last_profile
+    assert first.shape == (2, 10) and first.dtype == np.uint32
+    assert recorder.launches[-1].pointers == [x.ptr, out.ptr, first.data.ptr]
+    launcher(x, out=out)
+    assert launcher.last_profile.data.ptr != first.data.ptr
+    assert recorder.launches[-1].pointers[2] == launcher.last_profile.data.ptr
+
+
+@pytest.mark.parametrize("cluster", [(1, 1, 1), (2, 1, 1)])
+def test_the_stream_argument_reaches_the_launch(monkeypatch, cluster):
+    from types import SimpleNamespace
+
+    recorder = install(monkeypatch)
+    launcher = PortableLauncher({**_spec([([16], "float32")], [([16], "float32")]), "cluster": list(cluster)})
+    x, out = good((16,)), good((16,))
+    launcher(x, out=out)  # CuPy's current stream (the stand-in's is 0)
+    launcher(x, out=out, stream=SimpleNamespace(ptr=0x77))  # a CuPy stream
+    launcher(x, out=out, stream=SimpleNamespace(cuda_stream=0x88))  # a torch stream
+    launcher(x, out=out, stream=0x99)  # a raw handle
+    import sys
+
+    cupy = sys.modules["cupy"]
+    launcher.launch_unchecked(cupy.empty((16,), "float32"), cupy.empty((16,), "float32"), stream=0xAA)
+    assert [launch.stream for launch in recorder.launches] == [0, 0x77, 0x88, 0x99, 0xAA]
