@@ -92,3 +92,80 @@ def test_chrome_json_in_full():
     assert to_chrome_json(trace) == expected
     assert trace.region_name(2) == "<region 2>"
     assert json.loads(json.dumps(expected)) == expected
+
+
+# -- Perfetto: chunking, track ids, timestamps at the edges ---------------------------------------
+
+def _pb2():
+    return pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+
+
+def _slices(data: bytes):
+    """(tid, kind, ts) of every track event, tid from the track uuid."""
+    from mgpu_lab.profiler.perfetto_export import THREAD_UUID_BASE
+
+    pb2 = _pb2()
+    return [(p.track_event.track_uuid - THREAD_UUID_BASE, p.track_event.type, p.timestamp)
+            for p in pb2.Trace.FromString(data).packet if p.HasField("track_event")]
+
+
+def test_chunks_hold_exactly_the_packet_limit_and_join_to_the_whole_trace():
+    from mgpu_lab.profiler.perfetto_export import perfetto_chunks, to_perfetto_bytes
+
+    pb2 = _pb2()
+    trace = flagged_trace()
+    chunks = list(perfetto_chunks(trace, packets_per_chunk=3))
+    sizes = [len(pb2.Trace.FromString(c).packet) for c in chunks]
+    assert sizes[:-1] == [3] * (len(sizes) - 1) and 1 <= sizes[-1] <= 3 and len(sizes) > 3
+    whole = to_perfetto_bytes(trace)
+    assert pb2.Trace.FromString(whole) == pb2.Trace.FromString(b"".join(chunks))
+    assert whole == b"".join(perfetto_chunks(trace))
+
+
+def test_track_ids_are_shifted_by_one_and_name_the_real_numbers():
+    pb2 = _pb2()
+    from mgpu_lab.profiler.perfetto_export import to_perfetto_bytes
+
+    packets = pb2.Trace.FromString(to_perfetto_bytes(flagged_trace())).packet
+    threads = sorted((p.track_descriptor.thread.pid, p.track_descriptor.thread.tid,
+                      p.track_descriptor.thread.thread_name)
+                     for p in packets if p.track_descriptor.HasField("thread"))
+    assert threads == [(2, 1, "block 0 / warpgroup 0"), (2, 2, "block 0 / warpgroup 1")]
+
+
+def _two_slices(start_end_depth):
+    (s0, e0, d0), (s1, e1, d1) = start_end_depth
+    return Trace(sm=[0, 0], block=[0, 0], unit=[0, 0], region=[0, 1], start_ns=[s0, s1], end_ns=[e0, e1],
+                 depth=[d0, d1], region_names=("outer", "inner"), unit_kind="warpgroup", units_per_block=1,
+                 block_ids=[0], block_sm=[0], block_start_ns=[0.0], block_end_ns=[100.0])
+
+
+def test_a_slice_starting_where_a_shallower_one_ends_is_not_clamped_into_it():
+    from mgpu_lab.profiler.perfetto_export import to_perfetto_bytes
+
+    pb2 = _pb2()
+    begin, end = pb2.TrackEvent.TYPE_SLICE_BEGIN, pb2.TrackEvent.TYPE_SLICE_END
+    # Depth 1 was filtered out: depth 0 ends at 50 exactly where depth 2 starts.
+    got = _slices(to_perfetto_bytes(_two_slices([(0.0, 50.0, 0), (50.0, 80.0, 2)])))
+    assert got == [(0, begin, 0), (0, end, 50), (0, begin, 50), (0, end, 80)]
+
+
+def test_zero_length_slice_at_time_zero_ends_at_zero():
+    from mgpu_lab.profiler.perfetto_export import to_perfetto_bytes
+
+    pb2 = _pb2()
+    begin, end = pb2.TrackEvent.TYPE_SLICE_BEGIN, pb2.TrackEvent.TYPE_SLICE_END
+    got = _slices(to_perfetto_bytes(_two_slices([(0.0, 0.0, 0), (0.0, 0.0, 1)])))
+    assert got == [(0, begin, 0), (0, end, 0), (0, begin, 0), (0, end, 0)]  # a zero-length slice holds nothing
+
+
+def test_missing_perfetto_package_says_what_to_install(monkeypatch):
+    import sys
+
+    from mgpu_lab.profiler.perfetto_export import to_perfetto_bytes
+
+    monkeypatch.setitem(sys.modules, "perfetto.trace_builder.proto_builder", None)
+    with pytest.raises(ImportError) as e:
+        to_perfetto_bytes(flagged_trace())
+    assert str(e.value) == ("Perfetto export needs the `perfetto` package (with protobuf>=6.31.1): "
+                            "pip install 'mgpu_lab[notebook]' or pip install perfetto protobuf")
