@@ -111,3 +111,35 @@ def test_exported_argument_errors_match_the_package(tmp_path, monkeypatch):
         mgpu_lab.Kernel(k.compiled)(bad, bad)
     assert str(theirs.value) == str(ours.value)
     assert "input 0 of vector_add: expected dtype float32" in str(ours.value)
+
+
+def test_the_exported_module_docstring_describes_the_kernel():
+    import ast
+
+    from mgpu_lab import __version__
+    from mgpu_lab.exporter import export_source
+
+    compiled = make_vector_add(1 << 10).compiled
+    doc = ast.get_docstring(ast.parse(export_source(compiled, "my_vadd")), clean=False)
+    assert doc.splitlines()[:7] == [
+        f"vector_add: a Hopper kernel exported by mgpu_lab {__version__} ('sm_90a', grid (1, 1, 1), "
+        f"block (256, 1, 1)).",
+        "",
+        "    import my_vadd",
+        "    out = my_vadd.vector_add(*inputs)          # CuPy arrays (or DLPack / CUDA array interface)",
+        "",
+        "Inputs: (1024,) 'float32', (1024,) 'float32'",
+        "Outputs: (1024,) 'float32'",
+    ]
+
+
+@pytest.mark.parametrize("name", ["class", "two-words", "ünïcode"])
+def test_kernel_names_that_cannot_be_python_names_are_refused(name):
+    import dataclasses
+
+    from mgpu_lab.errors import ExportError
+    from mgpu_lab.exporter import export_source
+
+    compiled = dataclasses.replace(make_vector_add(1 << 10).compiled, name=name)
+    with pytest.raises(ExportError, match="kernel name: expected an ASCII identifier that is not a Python keyword"):
+        export_source(compiled, "mod")
