@@ -20,6 +20,9 @@ CHANGES_CODE = {
     "opt_level": 0,
     "line_info": False,
     "ptxas_args": ("--def-load-cache", "cg"),
+    "mbarrier_timeout_s": 1.0,
+    "max_registers": 64,
+    "min_blocks_per_sm": 2,
 }
 # Option -> a non-default value that only changes where artifacts go; the key must not move.
 DOES_NOT_CHANGE_CODE = {

@@ -182,3 +182,33 @@ def test_body_from_cell_signature_and_line_numbers():
     empty: dict = {}
     exec(body_from_cell("nothing", [], "", "<cell 8>"), {}, empty)
     assert empty["nothing"](None, None) is None
+
+
+def test_parse_defaults_and_every_bad_view_named():
+    args = parse_magic_line("k --grid 1 --block 1")
+    assert (args.profile_capacity, args.dump, args.cluster, args.smem, args.tune) == (256, None, None, None, None)
+    with pytest.raises(MagicArgumentError, match="; got flame, heat$"):
+        parse_magic_line("k --grid 1 --block 1 --show sass,flame,heat")
+
+
+def test_register_cell_maps_the_label_to_the_cell_number():
+    import linecache
+    from types import SimpleNamespace
+
+    from mgpu_lab.magics import register_cell
+
+    names: dict = {}
+    shell = SimpleNamespace(compile=SimpleNamespace(_filename_map=names), execution_count=7)
+    label = register_cell(shell, "x = 1\ny = 2\n")
+    assert names == {label: 7} and "7" in label
+    assert linecache.getlines(label) == ["x = 1\n", "y = 2\n"]
+    bare = SimpleNamespace(compile=SimpleNamespace(), execution_count=3)  # an IPython without the map
+    assert "3" in register_cell(bare, "z = 3\n")
+
+
+def test_show_prints_the_missing_trace_message_exactly(monkeypatch, capsys):
+    import mgpu_lab.magics as magics
+
+    monkeypatch.setattr(magics, "_widget_frontend", lambda: True)
+    magics.show(_stand_in_kernel(), ["timeline"])
+    assert capsys.readouterr().out == "timeline: no profiled call yet (build with --profile and call the kernel)\n"
