@@ -25,6 +25,7 @@ import argparse
 import fnmatch
 import hashlib
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -56,7 +57,7 @@ class Target:
 MODULES: dict[str, Target] = {
     "builder.layouts": Target("mgpu_lab/builder/layouts.py",
                               ("tests/test_fragmented_ops.py", "tests/test_hopper_wgmma_variants.py",
-                               "tests/test_cpu_swizzled_stores.py"), max_mutants=40),
+                               "tests/test_cpu_swizzled_stores.py", "tests/test_cpu_transforms.py"), max_mutants=40),
     "builder.transforms": Target("mgpu_lab/builder/transforms.py",
                                  ("tests/test_builder.py", "tests/test_tma.py", "tests/test_cpu_transforms.py"),
                                  max_mutants=40),
@@ -91,14 +92,22 @@ def _mutmut(workdir: Path, *args: str, timeout: float) -> subprocess.CompletedPr
                           text=True, timeout=timeout)
 
 
-def _workdir(target: Target) -> Path:
-    """A private copy of the package and the tests, with mutmut configured for this one file."""
-    workdir = Path(tempfile.mkdtemp(prefix="mgpu-mutation-"))
+def snapshot_tree() -> Path:
+    """One copy of the package and the tests for the whole run: every module is measured on
+    the same tree, whatever is edited meanwhile."""
+    snapshot = Path(tempfile.mkdtemp(prefix="mgpu-mutation-tree-"))
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "browser", "executed")
-    shutil.copytree(ROOT / "mgpu_lab", workdir / "mgpu_lab", ignore=ignore)
-    shutil.copytree(ROOT / "tests", workdir / "tests", ignore=ignore)
-    shutil.copy(ROOT / "pyproject.toml", workdir / "pyproject.toml")
-    tests = [t for t in target.tests if (ROOT / t).exists()]
+    shutil.copytree(ROOT / "mgpu_lab", snapshot / "mgpu_lab", ignore=ignore)
+    shutil.copytree(ROOT / "tests", snapshot / "tests", ignore=ignore)
+    shutil.copy(ROOT / "pyproject.toml", snapshot / "pyproject.toml")
+    return snapshot
+
+
+def _workdir(target: Target, tree: Path) -> Path:
+    """A private copy of the snapshot, with mutmut configured for this one file."""
+    workdir = Path(tempfile.mkdtemp(prefix="mgpu-mutation-"))
+    shutil.copytree(tree, workdir, dirs_exist_ok=True)
+    tests = [t for t in target.tests if (tree / t).exists()]
     lines = ["[mutmut]", "source_paths=mgpu_lab", f"only_mutate={target.path}",
              "pytest_add_cli_args_test_selection=", *[f"    {t}" for t in tests],
              "pytest_add_cli_args=", "    -p", "    no:cacheprovider", "    -q", "    -x",
@@ -141,14 +150,14 @@ def _reason(reasons: dict, key: str) -> str:
     return next((why for pattern, why in reasons.items() if fnmatch.fnmatchcase(key, pattern)), "unexplained")
 
 
-def run_module(module: str, target: Target, max_mutants: int, seed: int, reasons: dict,
+def run_module(module: str, target: Target, max_mutants: int, seed: int, reasons: dict, tree: Path,
                previous: dict | None = None) -> dict:
     """Mutate one module and return its record entry (score, counts, survivors with reasons).
 
     With `previous` (this module's entry of an earlier record, same file), only its survivors
     run again; its detected mutants are carried over."""
     t0 = time.time()
-    workdir = _workdir(target)
+    workdir = _workdir(target, tree)
     try:
         # Pass 1 generates every mutant and records which tests run which function; the
         # impossible name makes mutmut stop before testing any mutant.
@@ -190,7 +199,7 @@ def run_module(module: str, target: Target, max_mutants: int, seed: int, reasons
         gpu_only = sum(s["reason"].startswith("GPU-only") for s in survivors)
         equivalent = sum(s["reason"].startswith("equivalent") for s in survivors)
         return {
-            "file": target.path, "file_sha256": hashlib.sha256((ROOT / target.path).read_bytes()).hexdigest(),
+            "file": target.path, "file_sha256": hashlib.sha256((tree / target.path).read_bytes()).hexdigest(),
             "tests": list(target.tests), "functions": list(target.functions) or "all",
             "mutants_total": total, "mutants_run": run, "sampled": sampled, "sample_seed": seed if sampled else None,
             "sample_size": max_mutants if sampled else None,
@@ -221,6 +230,9 @@ def main() -> None:
         parser.error(f"--modules: unknown {unknown}; choose from {', '.join(MODULES)}")
     reasons = json.loads(REASONS.read_text()) if REASONS.exists() else {}
     measured = commit()
+    dirty = subprocess.run(["git", "status", "--porcelain", "mgpu_lab", "tests"], capture_output=True, text=True,
+                           cwd=ROOT).stdout.strip()
+    tree = snapshot_tree()
     results: dict[str, dict] = {}
     for module in chosen:
         print(f"mutating {module} ...", flush=True)
@@ -228,15 +240,18 @@ def main() -> None:
         if previous and previous["file_sha256"] != hashlib.sha256((ROOT / MODULES[module].path).read_bytes()).hexdigest():
             print(f"  {module} changed since {args.recheck}: mutating it afresh", flush=True)
             previous = None
-        results[module] = run_module(module, MODULES[module], args.max_mutants, args.seed, reasons, previous)
+        results[module] = run_module(module, MODULES[module], args.max_mutants, args.seed, reasons, tree, previous)
         r = results[module]
         print(f"  {r['killed']}/{r['mutants_run']} killed ({r['mutants_total']} mutants"
               f"{', sampled' if r['sampled'] else ''}) in {r['seconds']} s", flush=True)
     figures = {f"mutation_score_{m}": r["score"] for m, r in results.items()}
     figures.update({f"mutation_score_cpu_reachable_{m}": r["score_cpu_reachable"] for m, r in results.items()})
-    notes = {"tool": "mutmut " + _mutmut_version(), "commit_measured": measured, "goal": ">= 0.80 per module",
+    shutil.rmtree(tree, ignore_errors=True)
+    notes = {"tool": "mutmut " + _mutmut_version(), "commit_measured": measured,
+             "uncommitted_changes_measured": dirty or None, "goal": ">= 0.80 per module",
              "max_mutants": args.max_mutants, "rechecked_from": Path(args.recheck).name if args.recheck else None,
              "modules": results}
+    os.environ["MGPU_LAB_COMMIT"] = measured  # the record's name carries the commit measured
     path = write_record("mutation", figures, notes, out_dir=args.out_dir)
     rows = [("module", "killed", "run", "total", "score", "CPU-reachable score", "GPU-only", "equivalent",
              "unexplained")]

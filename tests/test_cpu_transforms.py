@@ -10,7 +10,8 @@ from mgpu_lab._mlir import ir
 from mgpu_lab.dsl import c
 
 _OPS = {"arith.divui": lambda a, b: a // b, "arith.remui": lambda a, b: a % b,
-        "arith.addi": lambda a, b: a + b, "arith.muli": lambda a, b: a * b}
+        "arith.addi": lambda a, b: a + b, "arith.muli": lambda a, b: a * b, "arith.xori": lambda a, b: a ^ b,
+        "arith.andi": lambda a, b: a & b}
 
 
 def evaluate(value) -> int:
@@ -59,3 +60,25 @@ def test_memref_view_errors_in_full(block):  # noqa: F811
         dsl.memref_unsqueeze(block, 3)
     with pytest.raises(IndexError, match=r"^memref_slice: 3 indices for a rank-2 memref$"):
         dsl.memref_slice(block, (0, 0, 0))
+
+
+def test_idx_folds_ints_and_emits_arith_in_operand_order(block):  # noqa: F811
+    from mgpu_lab.builder.layouts import Idx
+
+    assert (3 * Idx(4)).v == 12 and (5 ^ Idx(3)).v == 6 and (Idx(7) + 1).v == 8 and (2 + Idx(7)).v == 9
+    assert (Idx(13) // 4).v == 3 and (Idx(13) % 4).v == 1 and (Idx(6) & 3).v == 2 and (Idx(6) ^ 3).v == 5
+    x = Idx(c(10))
+    for result, expected in ((3 * x, 30), (x * 3, 30), (12 ^ x, 6), (x ^ 12, 6), (7 + x, 17), (x // 3, 3),
+                             (x % 3, 1), (x & 6, 2), (100 * (x + 1), 1100)):
+        assert evaluate(result.value()) == expected
+    product = (3 * x).value().owner  # the int operand stays on its side
+    assert product.name == "arith.muli" and evaluate(product.operands[0]) == 3
+
+
+def test_wgmma_row_and_column_layouts_have_one_index_per_register(block):  # noqa: F811
+    from mgpu_lab.builder.layouts import WGMMAColLayout, WGMMARowLayout
+
+    for n in (8, 16, 64, 256):
+        assert len(WGMMAColLayout(n).indices()) == WGMMAColLayout(n).registers == n // 8
+    for m in (64, 128):
+        assert len(WGMMARowLayout(m).indices()) == WGMMARowLayout(m).registers
