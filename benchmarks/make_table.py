@@ -130,6 +130,28 @@ def render(results: Path = RESULTS, last: int | None = None, commit: str | None 
     return "\n".join(lines)
 
 
+def render_mutation(results: Path = RESULTS) -> str:
+    """Per-module mutation scores of the newest mutation record (scripts/mutation.py)."""
+    records = load_records("mutation", results)
+    if not records:
+        return ""
+    record = records[-1]
+    notes = record["notes"]
+    lines = [f"Mutation testing of the CPU suite ({notes['tool']}, commit {notes['commit_measured'][:8]}, "
+             f"`results/{record['_file']}`): killed / run, and the score with GPU-only and equivalent survivors "
+             f"(each listed in the record with its reason) left out.", "",
+             "| module | killed / run (of all) | score | CPU-reachable score | GPU-only | equivalent | unexplained |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for module, r in notes["modules"].items():
+        unexplained = sum(s["reason"] == "unexplained" for s in r["survivors"])
+        sample = f" (sample of {r['mutants_total']})" if r["sampled"] else ""
+        score = "-" if r["score"] is None else f"{r['score']:.2f}"
+        reachable = "-" if r.get("score_cpu_reachable") is None else f"**{r['score_cpu_reachable']:.2f}**"
+        lines.append(f"| {module} | {r['killed']} / {r['mutants_run']}{sample} | {score} | {reachable} | "
+                     f"{r.get('survivors_gpu_only', '-')} | {r.get('survivors_equivalent', '-')} | {unexplained} |")
+    return "\n".join(lines)
+
+
 def write_readme(table_text: str, readme: Path = README) -> None:
     """Replace the text between the BEGIN and END markers of benchmarks/README.md."""
     text = readme.read_text()
@@ -147,6 +169,9 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="replace the table in benchmarks/README.md")
     args = parser.parse_args()
     text = render(last=args.last, commit=args.commit)
+    mutation = render_mutation()
+    if mutation:
+        text += "\n\n" + mutation
     print(text)
     if args.write:
         write_readme(text)

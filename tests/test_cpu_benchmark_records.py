@@ -99,3 +99,18 @@ def test_first_call_children_are_valid_python():
 
     for code in (bench_first_call.OURS, bench_first_call.JAX):
         ast.parse(code.format(size=256))
+
+
+def test_make_table_renders_the_newest_mutation_record(tmp_path):
+    import make_table
+
+    module = {"killed": 8, "mutants_run": 10, "mutants_total": 300, "sampled": True, "score": 0.8,
+              "score_cpu_reachable": 0.889, "survivors_gpu_only": 1, "survivors_equivalent": 0,
+              "survivors": [{"reason": "GPU-only: x"}, {"reason": "unexplained"}]}
+    (tmp_path / "mutation_2026-12-01T010000Z_abcdef12.json").write_text(json.dumps({
+        "benchmark": "mutation", "time_utc": "2026-12-01T01:00:00+00:00", "commit": "abcdef12" * 5,
+        "figures": {}, "notes": {"tool": "mutmut 3.8.1", "commit_measured": "abcdef12" * 5,
+                                 "modules": {"profiler.decode": module}}}))
+    text = make_table.render_mutation(tmp_path)
+    assert "| profiler.decode | 8 / 10 (sample of 300) | 0.80 | **0.89** | 1 | 0 | 1 |" in text
+    assert "commit abcdef12" in text and "mutation_2026-12-01T010000Z_abcdef12.json" in text
