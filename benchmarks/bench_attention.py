@@ -83,6 +83,24 @@ def _variant(head_dim: int, causal: bool, candidate: dict, baseline: dict) -> fl
     return timing.b_ms / timing.a_ms
 
 
+def profile(causal: bool) -> None:
+    """Run d 128, seq 4096 (16k tokens) once with the on-device profiler and print where each
+    warpgroup's time goes (2 K/V stages: the profile buffer needs smem too). Saves the Perfetto
+    trace under $OUT when set."""
+    import os
+
+    from mgpu_lab.profiler.perfetto_export import save_perfetto
+
+    batch, heads, seq = TOKENS // 4096, MODEL_WIDTH // 128, 4096
+    _, arrays = _tensors(batch, heads, heads, seq, 128)
+    kern = make_attention(batch, heads, seq, seq, 128, causal=causal, stages=2, profile=True)
+    kern(*arrays[:3], out=tuple(arrays[3:]))
+    trace = kern.last_trace
+    print(trace.summary())
+    if os.environ.get("OUT"):
+        print("trace:", save_perfetto(trace, os.path.join(os.environ["OUT"], f"{kern.name}.perfetto")))
+
+
 def main() -> None:
     import torch
     import torch.nn.functional as F
@@ -90,7 +108,12 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two shapes, fewer rounds")
+    parser.add_argument("--profile", action="store_true", help="only the profiled region summary (d 128, s 4096)")
     args = parser.parse_args()
+    if args.profile:
+        for causal in (False, True):
+            profile(causal)
+        return
     started = time.time()
     figures: dict = {}
     rows = [("shape", "ours TF/s", "cuDNN TF/s", "flash TF/s", "vs cuDNN", "vs flash", "err vs SDPA")]

@@ -31,7 +31,16 @@ import time
 
 import numpy as np
 from common import GpuSampler, interleaved_rounds, table, write_record
-from gemm_sweep import Problem, bf16_problems, blocking_timer, cupy_view, fp8_problems, geomean, iterations, operand_sets
+from gemm_sweep import (
+    Problem,
+    bf16_problems,
+    blocking_timer,
+    cupy_view,
+    fp8_problems,
+    geomean,
+    iterations,
+    operand_sets,
+)
 
 from mgpu_lab.builder.dtypes import numpy_dtype
 from mgpu_lab.examples.gemm import make_gemm
@@ -41,6 +50,7 @@ from mgpu_lab.examples.scaled_add import make_scaled_add
 from mgpu_lab.runtime.timing import time_cuda
 
 ROTATE = 3
+DEADLINE = [float("inf")]  # perf_counter() after which no new problem starts (--budget-s)
 TOLERANCE = {"bf16": 1e-2, "fp8": 2e-2}  # fp8 wgmma sums carry ~14 bits
 
 
@@ -57,9 +67,31 @@ def _config(p: Problem, dtype: str) -> dict:
         {"source": picked["source"]}
 
 
+def _sweep(problems: list[Problem], figures: dict, rows: list, kind: str, one) -> list[float]:
+    """`one(p)` for each problem while the time budget lasts (a cut run still writes its record);
+    a problem that raises is recorded and the sweep goes on. Returns the ratios measured."""
+    import torch
+
+    ratios = []
+    for p in problems:
+        if time.perf_counter() > DEADLINE[0]:
+            figures.setdefault("skipped_for_time", []).append(f"{kind} {p.key}")
+            continue
+        try:
+            ratio = one(p)
+        except Exception as e:  # noqa: BLE001 - one problem's failure is a figure, not the end of the sweep
+            figures.setdefault("errors", []).append(f"{kind} {p.key}: {type(e).__name__}: {e}")
+            rows.append((f"{kind} {p.key}", p.label, "ERROR", type(e).__name__, "", "", ""))
+            ratio = None
+        torch.cuda.empty_cache()
+        if ratio is not None:
+            ratios.append(ratio)
+    return ratios
+
+
 def _describe(config: dict) -> str:
-    return (f"{config['tile_m']}x{config['tile_n']}{' persistent' if config.get('persistent') else ''} "
-            f"{config['source']}")
+    scheme = {True: " persistent", "pingpong": " pingpong"}.get(config.get("persistent"), "")
+    return f"{config['tile_m']}x{config['tile_n']}{scheme} {config['source']}"
 
 
 def _relative_error(got, want) -> float:
@@ -71,125 +103,126 @@ def bf16_sweep(figures: dict, rows: list, problems: list[Problem], quick: bool,
     """Time each problem's configured kernel against cuBLAS; with compare_persistent, also the
     same tiles with the other block scheme (persistent or one tile per block) where the tiles
     take more than one wave (`<tag>_persistent_vs_cublas` / `<tag>_one_tile_vs_cublas`)."""
+    return _sweep(problems, figures, rows, "bf16",
+                  lambda p: _bf16_problem(p, figures, rows, quick, compare_persistent))
+
+
+def _bf16_problem(p: Problem, figures: dict, rows: list, quick: bool, compare_persistent: bool) -> float | None:
+    """One bf16 problem: build, check, time against cuBLAS; the ratio (None when wrong)."""
     import torch
 
     bf16 = numpy_dtype("bfloat16")
-    ratios = []
-    for p in problems:
-        config = _config(p, "bfloat16")
-        tag = f"gemm_bf16_{p.key}"
-        settings = {k: v for k, v in config.items() if k != "source"}
-        t0 = time.perf_counter()
-        kern = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b, **settings)
-        figures[f"{tag}_build_s"] = time.perf_counter() - t0
-        figures[f"{tag}_config"] = config
-        sets = operand_sets(p, torch, torch.bfloat16, seed=p.m + p.n + p.k)
-        views = [(cupy_view(a, bf16), cupy_view(b, bf16)) for a, b in sets]
-        ours_out = torch.empty((p.m, p.n), dtype=torch.bfloat16, device="cuda")
-        out_view = cupy_view(ours_out, bf16)
-        peer_out = torch.empty((p.m, p.n), dtype=torch.bfloat16, device="cuda")
-        a0, b0 = sets[0]
-        want = a0.float() @ (b0.float().T if p.transpose_b else b0.float())
-        n = len(sets)
+    config = _config(p, "bfloat16")
+    tag = f"gemm_bf16_{p.key}"
+    settings = {k: v for k, v in config.items() if k != "source"}
+    t0 = time.perf_counter()
+    kern = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b, **settings)
+    figures[f"{tag}_build_s"] = time.perf_counter() - t0
+    figures[f"{tag}_config"] = config
+    sets = operand_sets(p, torch, torch.bfloat16, seed=p.m + p.n + p.k)
+    views = [(cupy_view(a, bf16), cupy_view(b, bf16)) for a, b in sets]
+    ours_out = torch.empty((p.m, p.n), dtype=torch.bfloat16, device="cuda")
+    out_view = cupy_view(ours_out, bf16)
+    peer_out = torch.empty((p.m, p.n), dtype=torch.bfloat16, device="cuda")
+    a0, b0 = sets[0]
+    want = a0.float() @ (b0.float().T if p.transpose_b else b0.float())
+    n = len(sets)
 
-        def peer(i: int) -> None:
-            a, b = sets[i % n]
-            torch.matmul(a, b.T if p.transpose_b else b, out=peer_out)
+    def peer(i: int) -> None:
+        a, b = sets[i % n]
+        torch.matmul(a, b.T if p.transpose_b else b, out=peer_out)
 
-        def measure(kernel, name: str, label: str) -> float | None:
-            """peer time / our time, after checking the result (None when wrong)."""
-            ours_out.fill_(float("nan"))
-            kernel(*views[0], out=out_view)
-            err = _relative_error(ours_out, want)
-            figures[f"{name}_rel_error"] = err
-            if not err <= TOLERANCE["bf16"]:
-                figures[f"{name}_error"] = f"relative error {err:.3g}: not timed"
-                rows.append((f"bf16 {p.key}", p.label, "WRONG", f"rel err {err:.2g}", "", label, ""))
-                return None
-            launch = getattr(kernel, "launch_unchecked", None)
-
-            def ours(i: int) -> None:
-                a, b = views[i % n]
-                launch(a, b, out_view) if launch else kernel(a, b, out=out_view)
-
-            result = interleaved_rounds(ours, peer, _rounds(p, quick), timer=blocking_timer(iterations(p)))
-            ratio = result.b_ms / result.a_ms
-            figures[f"{name}_vs_cublas"] = ratio
-            figures[f"{name}_ours_tflops"] = p.flops / result.a_ms / 1e9
-            figures[f"{name}_cublas_tflops"] = p.flops / result.b_ms / 1e9
-            rows.append((f"bf16 {p.key}", p.label, f"{p.flops / result.a_ms / 1e9:.0f}",
-                         f"{p.flops / result.b_ms / 1e9:.0f}", f"{ratio:.3f}", label, f"{err:.1e}"))
-            return ratio
-
-        ratio = measure(kern, tag, _describe(config))
-        if ratio is not None:
-            ratios.append(ratio)
-            if p.m == p.n == p.k and p.m in (4096, 8192):  # the keys make_table.py reads
-                layout = "nt" if p.transpose_b else "nn"
-                figures[f"gemm_tflops_{layout}_{p.m}"] = figures[f"{tag}_ours_tflops"]
-                figures[f"gemm_tflops_torch_{layout}_{p.m}"] = figures[f"{tag}_cublas_tflops"]
-                figures[f"gemm_ours_vs_torch_{layout}_{p.m}"] = ratio
-        tiles = -(-p.m // config["tile_m"]) * -(-p.n // config["tile_n"])
-        if compare_persistent and tiles > SMS:
-            other = not config.get("persistent", False)
-            alternative = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b, **{**settings, "persistent": other,
-                                                                                 "stages": None})
-            measure(alternative, f"{tag}_{'persistent' if other else 'one_tile'}",
-                    f"{config['tile_m']}x{config['tile_n']} {'persistent' if other else 'one tile'} (compare)")
-        del sets, views, want
-        torch.cuda.empty_cache()
-    return ratios
-
-
-def fp8_sweep(figures: dict, rows: list, problems: list[Problem], quick: bool) -> list[float]:
-    import cupy
-    import torch
-
-    ratios = []
-    for p in problems:
-        config = _config(p, "float8_e4m3fn")
-        tag = f"gemm_fp8_{p.key}"
-        kern = make_fp8_gemm(p.m, p.n, p.k, **{k: v for k, v in config.items() if k != "source"})
-        sets = operand_sets(p, torch, torch.float8_e4m3fn, seed=p.k)
-        views = [(cupy_view(a, np.uint8), cupy_view(b, np.uint8)) for a, b in sets]
-        scale_a, scale_b = torch.tensor(0.05, device="cuda"), torch.tensor(0.02, device="cuda")
-        ours_scales = (cupy.asarray([0.05], np.float32), cupy.asarray([0.02], np.float32))
-        ours_out = torch.full((p.m, p.n), float("nan"), dtype=torch.bfloat16, device="cuda")
-        out_view = cupy_view(ours_out, numpy_dtype("bfloat16"))
-        kern(*views[0], *ours_scales, out=out_view)
-        a0, b0 = sets[0]
-        want = (a0.float() @ b0.float().T) * (0.05 * 0.02)
+    def measure(kernel, name: str, label: str) -> float | None:
+        """peer time / our time, after checking the result (None when wrong)."""
+        ours_out.fill_(float("nan"))
+        kernel(*views[0], out=out_view)
         err = _relative_error(ours_out, want)
-        del want
-        figures[f"{tag}_rel_error"] = err
-        figures[f"{tag}_config"] = config
-        if not err <= TOLERANCE["fp8"]:
-            figures[f"{tag}_error"] = f"relative error {err:.3g}: not timed"
-            rows.append((f"fp8 {p.key}", p.label, "WRONG", f"rel err {err:.2g}", "", "", ""))
-            continue
-        n = len(sets)
+        figures[f"{name}_rel_error"] = err
+        if not err <= TOLERANCE["bf16"]:
+            figures[f"{name}_error"] = f"relative error {err:.3g}: not timed"
+            rows.append((f"bf16 {p.key}", p.label, "WRONG", f"rel err {err:.2g}", "", label, ""))
+            return None
+        launch = getattr(kernel, "launch_unchecked", None)
 
         def ours(i: int) -> None:
             a, b = views[i % n]
-            kern.launch_unchecked(a, b, *ours_scales, out_view)
+            launch(a, b, out_view) if launch else kernel(a, b, out=out_view)
 
-        def peer(i: int) -> None:
-            a, b = sets[i % n]
-            torch._scaled_mm(a, b.t(), scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16,
-                             use_fast_accum=True)
-
-        result = interleaved_rounds(ours, peer, _rounds(p, quick), timer=blocking_timer(iterations(p, 1)))
+        result = interleaved_rounds(ours, peer, _rounds(p, quick), timer=blocking_timer(iterations(p)))
         ratio = result.b_ms / result.a_ms
-        ratios.append(ratio)
-        figures[f"{tag}_vs_scaled_mm"] = ratio
-        figures[f"{tag}_ours_tflops"] = p.flops / result.a_ms / 1e9
-        figures[f"{tag}_scaled_mm_tflops"] = p.flops / result.b_ms / 1e9
-        rows.append((f"fp8 {p.key}", p.label, f"{p.flops / result.a_ms / 1e9:.0f}",
-                     f"{p.flops / result.b_ms / 1e9:.0f}", f"{ratio:.3f}",
-                     _describe(config), f"{err:.1e}"))
-        del sets, views
-        torch.cuda.empty_cache()
-    return ratios
+        figures[f"{name}_vs_cublas"] = ratio
+        figures[f"{name}_ours_tflops"] = p.flops / result.a_ms / 1e9
+        figures[f"{name}_cublas_tflops"] = p.flops / result.b_ms / 1e9
+        rows.append((f"bf16 {p.key}", p.label, f"{p.flops / result.a_ms / 1e9:.0f}",
+                     f"{p.flops / result.b_ms / 1e9:.0f}", f"{ratio:.3f}", label, f"{err:.1e}"))
+        return ratio
+
+    ratio = measure(kern, tag, _describe(config))
+    if ratio is not None and p.m == p.n == p.k and p.m in (4096, 8192):  # the keys make_table.py reads
+        layout = "nt" if p.transpose_b else "nn"
+        figures[f"gemm_tflops_{layout}_{p.m}"] = figures[f"{tag}_ours_tflops"]
+        figures[f"gemm_tflops_torch_{layout}_{p.m}"] = figures[f"{tag}_cublas_tflops"]
+        figures[f"gemm_ours_vs_torch_{layout}_{p.m}"] = ratio
+    tiles = -(-p.m // config["tile_m"]) * -(-p.n // config["tile_n"])
+    if compare_persistent and tiles > SMS:
+        other = not config.get("persistent", False)
+        alternative = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b, **{**settings, "persistent": other,
+                                                                             "stages": None})
+        measure(alternative, f"{tag}_{'persistent' if other else 'one_tile'}",
+                f"{config['tile_m']}x{config['tile_n']} {'persistent' if other else 'one tile'} (compare)")
+    return ratio
+
+
+def fp8_sweep(figures: dict, rows: list, problems: list[Problem], quick: bool) -> list[float]:
+    """Time each problem's FP8 kernel against torch._scaled_mm."""
+    return _sweep(problems, figures, rows, "fp8", lambda p: _fp8_problem(p, figures, rows, quick))
+
+
+def _fp8_problem(p: Problem, figures: dict, rows: list, quick: bool) -> float | None:
+    """One FP8 problem: build, check, time against _scaled_mm; the ratio (None when wrong)."""
+    import cupy
+    import torch
+
+    config = _config(p, "float8_e4m3fn")
+    tag = f"gemm_fp8_{p.key}"
+    kern = make_fp8_gemm(p.m, p.n, p.k, **{k: v for k, v in config.items() if k != "source"})
+    sets = operand_sets(p, torch, torch.float8_e4m3fn, seed=p.k)
+    views = [(cupy_view(a, np.uint8), cupy_view(b, np.uint8)) for a, b in sets]
+    scale_a, scale_b = torch.tensor(0.05, device="cuda"), torch.tensor(0.02, device="cuda")
+    ours_scales = (cupy.asarray([0.05], np.float32), cupy.asarray([0.02], np.float32))
+    ours_out = torch.full((p.m, p.n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    out_view = cupy_view(ours_out, numpy_dtype("bfloat16"))
+    kern(*views[0], *ours_scales, out=out_view)
+    a0, b0 = sets[0]
+    want = (a0.float() @ b0.float().T) * (0.05 * 0.02)
+    err = _relative_error(ours_out, want)
+    del want
+    figures[f"{tag}_rel_error"] = err
+    figures[f"{tag}_config"] = config
+    if not err <= TOLERANCE["fp8"]:
+        figures[f"{tag}_error"] = f"relative error {err:.3g}: not timed"
+        rows.append((f"fp8 {p.key}", p.label, "WRONG", f"rel err {err:.2g}", "", "", ""))
+        return None
+    n = len(sets)
+
+    def ours(i: int) -> None:
+        a, b = views[i % n]
+        kern.launch_unchecked(a, b, *ours_scales, out_view)
+
+    def peer(i: int) -> None:
+        a, b = sets[i % n]
+        torch._scaled_mm(a, b.t(), scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16,
+                         use_fast_accum=True)
+
+    result = interleaved_rounds(ours, peer, _rounds(p, quick), timer=blocking_timer(iterations(p, 1)))
+    ratio = result.b_ms / result.a_ms
+    figures[f"{tag}_vs_scaled_mm"] = ratio
+    figures[f"{tag}_ours_tflops"] = p.flops / result.a_ms / 1e9
+    figures[f"{tag}_scaled_mm_tflops"] = p.flops / result.b_ms / 1e9
+    rows.append((f"fp8 {p.key}", p.label, f"{p.flops / result.a_ms / 1e9:.0f}",
+                 f"{p.flops / result.b_ms / 1e9:.0f}", f"{ratio:.3f}",
+                 _describe(config), f"{err:.1e}"))
+    return ratio
 
 
 def pallas_peer(figures: dict, rows: list, size: int) -> None:
@@ -262,26 +295,6 @@ def scaled_add(figures: dict, rows: list, iters: int) -> None:
     gbs_ours, gbs_copy = moved / t_ours / 1e6, moved / t_copy / 1e6
     figures.update({"scaled_add_8192_GBps": gbs_ours, "device_copy_8192_GBps": gbs_copy,
                     "scaled_add_8192_vs_device_copy": gbs_ours / gbs_copy})
-    rows.append(("scaled_add 8192^2 f32 (TMA)", f"ours {gbs_ours:.0f} GB/s", f"copy {gbs_copy:.0f} GB/s",
-                 f"ratio {gbs_ours / gbs_copy:.3f}", ""))
-
-
-def scaled_add(figures: dict, rows: list, iters: int) -> None:
-    import cupy
-
-    m = n = 8192
-    kern = make_scaled_add(m, n, a=2.0, b=1.0)
-    rng = np.random.default_rng(0)
-    xs = [cupy.asarray(rng.standard_normal((m, n), dtype=np.float32)) for _ in range(ROTATE)]
-    out, dst = cupy.full((m, n), np.nan, np.float32), cupy.empty((m, n), np.float32)
-    kern(xs[0], out=out)
-    assert bool(cupy.allclose(out, 2 * xs[0] + 1)), "scaled_add is wrong"
-    moved = 2 * xs[0].nbytes  # read + write
-    t_ours = time_cuda(lambda i: kern(xs[i % ROTATE], out=out), warmup=10, iters=iters).median_ms
-    t_copy = time_cuda(lambda i: cupy.copyto(dst, xs[i % ROTATE]), warmup=10, iters=iters).median_ms
-    gbs_ours, gbs_copy = moved / t_ours / 1e6, moved / t_copy / 1e6
-    figures.update({"scaled_add_8192_GBps": gbs_ours, "device_copy_8192_GBps": gbs_copy,
-                    "scaled_add_8192_vs_device_copy": gbs_ours / gbs_copy})
     rows.append(("scaled_add 8192^2", "f32 (TMA) vs device copy", f"{gbs_ours:.0f} GB/s", f"{gbs_copy:.0f} GB/s",
                  f"{gbs_ours / gbs_copy:.3f}", "", ""))
 
@@ -300,6 +313,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="6 bf16 and 3 fp8 problems, 2 rounds")
     parser.add_argument("--no-fp8", action="store_true", help="skip the FP8 sweep")
     parser.add_argument("--extras", action="store_true", help="also scaled_add and Pallas Mosaic GPU at 4096/8192")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="start no new problem after this many seconds (the record is written either way)")
     parser.add_argument("--compare-persistent", action="store_true",
                         help="also time the other block scheme (persistent / one tile) where tiles take > 1 wave")
     args = parser.parse_args()
@@ -316,6 +331,8 @@ def main() -> None:
         steps += [("scaled_add", lambda: scaled_add(figures, rows, 50)),
                   *((f"pallas {s}", lambda s=s: pallas_peer(figures, rows, s)) for s in (4096, 8192))]
     t0 = time.perf_counter()
+    if args.budget_s is not None:
+        DEADLINE[0] = t0 + args.budget_s
     with GpuSampler() as gpu:
         for name, step in steps:
             try:

@@ -9,7 +9,8 @@
    faulting kernel never received (sentinels, allocated first, never freed) are bit-identical,
    and that the next isolated launch gives the right answer. `isolation_faults_survived`
    counts faults after which all three hold; `isolation_recovery_s` is the median time from
-   the faulting call's return to the next correct launch. Arrays the worker has mapped for
+   the faulting call's return to the next correct launch (the checks in between included:
+   a few tens of milliseconds). Arrays the worker has mapped for
    other launches are exposed to stray stores (a near OOB write can land in one instead of
    faulting): `isolation_worker_mapped_arrays_hit` counts that, and they are restored.
 
@@ -31,8 +32,8 @@ import numpy as np
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
-from bench_launch import gpu_state  # noqa: E402
-from common import table, write_record  # noqa: E402
+sys.path.insert(1, str(HERE.parent))  # this checkout's mgpu_lab, also when run without PYTHONPATH
+from common import GpuSampler, table, write_record  # noqa: E402
 from fault_kernels import FAULTS, N  # noqa: E402
 
 import mgpu_lab  # noqa: E402
@@ -97,7 +98,7 @@ def inject(faults: int, budget_s: float, timeout_s: float) -> tuple[dict, dict]:
     restarts0 = worker_for(device).restarts
 
     per_kind = collections.defaultdict(collections.Counter)
-    recovery, failures = [], []
+    recovery, failures, fault_calls = [], [], []
     worker_arrays_hit = 0  # the good kernel's inputs, mapped in the worker, written by a stray store
     t_start = time.perf_counter()
     injected = 0
@@ -109,6 +110,7 @@ def inject(faults: int, budget_s: float, timeout_s: float) -> tuple[dict, dict]:
             k, takes_x = kernels[name]
             injected += 1
             raised = False
+            t_call = time.perf_counter()
             try:
                 k(*((x,) if takes_x else ()), out=y)
             except KernelFaultError as e:
@@ -131,6 +133,7 @@ def inject(faults: int, budget_s: float, timeout_s: float) -> tuple[dict, dict]:
                 failures.append(f"{i} {name}: {type(e).__name__}: {e}"[:300])
             if raised:
                 recovery.append(time.perf_counter() - t_fault)
+                fault_calls.append(t_fault - t_call)
             if healthy and intact and next_ok:
                 per_kind[name]["survived"] += 1
             elif len(failures) < 20:
@@ -142,6 +145,7 @@ def inject(faults: int, budget_s: float, timeout_s: float) -> tuple[dict, dict]:
         "isolation_faults_raised": sum(c["raised"] for c in per_kind.values()),
         "isolation_recovery_s": statistics.median(recovery) if recovery else None,
         "isolation_recovery_s_max": max(recovery) if recovery else None,
+        "isolation_fault_call_s": statistics.median(fault_calls) if fault_calls else None,
         "isolation_worker_restarts": worker_for(device).restarts - restarts0,
         "isolation_worker_mapped_arrays_hit": worker_arrays_hit,
         "isolation_fault_phase_s": time.perf_counter() - t_start,
@@ -158,14 +162,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300)
     opts = parser.parse_args()
 
-    state_before = gpu_state()
-    over = overhead(opts.rounds, opts.calls)
-    runs = over.pop("_runs")
-    fault_figures, fault_notes = inject(opts.faults, opts.budget_s, opts.timeout_s)
-    state_after = gpu_state()
+    with GpuSampler() as gpu:
+        over = overhead(opts.rounds, opts.calls)
+        runs = over.pop("_runs")
+        fault_figures, fault_notes = inject(opts.faults, opts.budget_s, opts.timeout_s)
     figures = {**over, **fault_figures}
-    path = write_record("isolation", figures, notes={"overhead_runs_us": runs, **fault_notes,
-                                                     "gpu_before": state_before, "gpu_after": state_after})
+    path = write_record("isolation", figures, notes={"overhead_runs_us": runs, **fault_notes}, sampler=gpu)
     for line in fault_notes["failures"]:
         print("failure:", line)
     print("per kind:", fault_notes["per_kind"])

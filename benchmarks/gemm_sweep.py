@@ -101,35 +101,23 @@ def operand_sets(p: Problem, torch: Any, dtype: Any, seed: int = 0) -> list[tupl
              torch.randn(b_shape, device="cuda", generator=gen).to(dtype)) for _ in range(count)]
 
 
-@dataclass(frozen=True)
-class Runs:
-    runs_ms: tuple[float, ...]
-
-
 def iterations(p: Problem, itemsize: int = 2) -> int:
     return max(3, min(100, round(BLOCK_MS / p.estimate_ms(itemsize))))
 
 
 def blocking_timer(iters: int, warmup: int = 3):
-    """A `timer(fn) -> Runs` for common.interleaved_rounds: warm-up, a blocking kernel, then
-    `iters` launches each between CUDA events (all queued behind the blocking kernel)."""
-    import cupy
+    """A `timer(fn) -> Timing` for common.interleaved_rounds: warm-up, a blocking kernel, then
+    `iters` launches each between CUDA events (runtime.timing.time_cuda), all queued behind it."""
     import torch
 
-    def timer(fn) -> Runs:
+    from mgpu_lab.runtime.timing import time_cuda
+
+    def timer(fn):
         for i in range(warmup):
             fn(i)
-        stream = cupy.cuda.get_current_stream()
-        starts = [cupy.cuda.Event() for _ in range(iters)]
-        ends = [cupy.cuda.Event() for _ in range(iters)]
         # on the default stream, which CuPy's current stream is; long enough to enqueue the block behind it
         torch.cuda._sleep(max(SLEEP_CYCLES_MIN, iters * SLEEP_CYCLES_PER_LAUNCH))
-        for i in range(iters):
-            starts[i].record(stream)
-            fn(warmup + i)
-            ends[i].record(stream)
-        ends[-1].synchronize()
-        return Runs(tuple(cupy.cuda.get_elapsed_time(s, e) for s, e in zip(starts, ends)))
+        return time_cuda(lambda i: fn(warmup + i), warmup=0, iters=iters)
 
     return timer
 

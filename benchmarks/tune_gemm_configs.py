@@ -1,8 +1,9 @@
 """Tune the GEMM's tile sizes for every sweep problem on this GPU; write gemm_configs.json.
 
 For each problem of the bf16 and FP8 sweeps (gemm_sweep.py) every (tile_m, tile_n) the kernel
-supports, one-tile blocks and (where the tiles take more than one wave) persistent, is compiled in parallel on the CPU (`mgpu_lab.autotune.compile_candidates`, the
-tuner's compile step, one process pool for all problems), checked against a float32 matmul,
+supports, with one-tile blocks and (where the tiles take more than one wave) persistent, is
+compiled in parallel on the CPU (`mgpu_lab.autotune.compile_candidates`, the tuner's compile
+step, one process pool for all problems), checked against a float32 matmul,
 and timed with the sweep's blocking-kernel timer. (`mgpu_lab.tune`'s own CUDA-event timing
 includes the Python launch path, which is as long as a decode GEMM: it would pick at random
 among the small shapes' candidates.) The fastest correct configuration of each problem goes
@@ -10,7 +11,7 @@ into mgpu_lab/examples/gemm_configs.json under this device's name, merged with w
 there; `gemm_config` reads it, so make_gemm and the sweep use it from then on. A copy goes to
 $OUT when set (commit it from there).
 
-Run on a GPU machine:  python benchmarks/tune_gemm_configs.py [--quick]   (~2-3 minutes)
+Run on a GPU machine:  python benchmarks/tune_gemm_configs.py [--quick] [--no-persistent]   (~2 minutes)
 """
 
 from __future__ import annotations
@@ -41,20 +42,23 @@ TILES = [(128, 256), (128, 128), (256, 128), (128, 64), (256, 64), (64, 256), (6
 TOLERANCE = {"bfloat16": 1e-2, "float8_e4m3fn": 2e-2}
 
 
-def space(p: Problem) -> dict:
+def space(p: Problem, persistent: bool = True) -> dict:
     """(tile_m, tile_n, persistent) as one axis: 256-row tiles only where M has the rows, the
-    persistent kernel only where the tiles take more than one wave of blocks."""
+    persistent kernels (True, 'pingpong'; unless persistent=False) only where the tiles take
+    more than one wave."""
     choices = []
+    big = -(-p.m // 128) * -(-p.n // 256) >= SMS  # compute-bound: small tiles only lose
     for tile_m, tile_n in TILES:
-        if tile_m > max(64, p.m):
+        if tile_m > max(64, p.m) or big and tile_m * tile_n < 128 * 128:
             continue
         choices.append((tile_m, tile_n, False))
-        if -(-p.m // tile_m) * -(-p.n // tile_n) > SMS:
+        if persistent and -(-p.m // tile_m) * -(-p.n // tile_n) > SMS:
             choices.append((tile_m, tile_n, True))
+            choices.append((tile_m, tile_n, "pingpong"))  # builds only where a whole tile fits one consumer
     return {"choice": choices}
 
 
-def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, choice: tuple[int, int, bool]):
+def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, choice: tuple[int, int, bool | str]):
     """make_gemm / make_fp8_gemm with one (tile_m, tile_n, persistent) (picklable for the process pool)."""
     tile_m, tile_n, persistent = choice
     if dtype == "float8_e4m3fn":
@@ -96,9 +100,12 @@ def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tup
     return sorted(results)
 
 
-def describe(choice: tuple[int, int, bool]) -> str:
+SCHEMES = {False: "", True: " persistent", "pingpong": " pingpong"}
+
+
+def describe(choice: tuple[int, int, bool | str]) -> str:
     tile_m, tile_n, persistent = choice
-    return f"{tile_m}x{tile_n}{' persistent' if persistent else ''}"
+    return f"{tile_m}x{tile_n}{SCHEMES[persistent]}"
 
 
 def save(data: dict) -> None:
@@ -114,6 +121,9 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the quick sweep's problems only")
+    parser.add_argument("--no-persistent", action="store_true", help="one-tile blocks only")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="time no new problem after this many seconds (what is tuned by then is kept)")
     args = parser.parse_args()
     device = device_name()
     work = [("bfloat16", p) for p in bf16_problems(args.quick)] + \
@@ -123,7 +133,7 @@ def main() -> None:
                                                   mp_context=multiprocessing.get_context("spawn"))
     try:
         compiled = {(dtype, p): compile_candidates(functools.partial(build, dtype, p.m, p.n, p.k, p.transpose_b),
-                                                   space(p), pool) for dtype, p in work}
+                                                   space(p, not args.no_persistent), pool) for dtype, p in work}
     finally:
         pool.shutdown()
     print(f"compiled {sum(len(c) for c in compiled.values())} candidates in {time.perf_counter() - t0:.0f} s")
@@ -131,19 +141,24 @@ def main() -> None:
     table_for_device = data.setdefault("devices", {}).setdefault(device, {})
     data["note"] = ("GEMM tile sizes picked per device and problem by benchmarks/tune_gemm_configs.py "
                     "(fastest correct candidate, blocking-kernel CUDA-event timing); read by gemm_configs.py")
-    rows = [("dtype", "problem", "best", "ms", "runner-up", "ms", "best one-tile ms", "best persistent ms", "tried")]
+    rows = [("dtype", "problem", "best", "ms", "runner-up", "ms", "one-tile ms", "persistent ms", "pingpong ms",
+             "tried")]
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     for dtype, p in work:
+        if args.budget_s is not None and time.perf_counter() - t0 > args.budget_s:
+            rows.append((dtype, p.key, "skipped (time)", "", "", "", "", "", "", "0"))
+            continue
         results = time_candidates(p, dtype, compiled[(dtype, p)], torch)
         if not results:
-            rows.append((dtype, p.key, "none correct", "", "", "", "", "", "0"))
+            rows.append((dtype, p.key, "none correct", "", "", "", "", "", "", "0"))
             continue
         (best_ms, (tile_m, tile_n, persistent), _), *rest = results
         table_for_device[shape_key(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)] = {
             "tile_m": tile_m, "tile_n": tile_n, "group_m": 8, "persistent": persistent,
             "median_ms": round(best_ms, 5), "candidates": len(results), "tuned_utc": stamp}
         runner = rest[0] if rest else None
-        by_scheme = [min((ms for ms, choice, _ in results if choice[2] == scheme), default=None) for scheme in (False, True)]
+        by_scheme = [min((ms for ms, choice, _ in results if SCHEMES[choice[2]] == name), default=None)
+                     for name in SCHEMES.values()]
         rows.append((dtype, p.key, describe(results[0][1]), f"{best_ms:.4f}", describe(runner[1]) if runner else "",
                      f"{runner[0]:.4f}" if runner else "", *(f"{ms:.4f}" if ms else "-" for ms in by_scheme),
                      str(len(results))))

@@ -256,6 +256,7 @@ def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args:
     input_sets = [tuple(a) for a in args] if isinstance(args, list) else [tuple(args)]
     if not input_sets or not input_sets[0]:
         raise ValueError("args: expected the kernel's input arrays (a tuple) or a list of such tuples")
+    _configs(space)  # a malformed space fails here, before any GPU work
     cache_file = _cache_path(make_kernel, space, input_sets[0])
     config = _cached_best_config(cache_file) if use_cache else None
     if config is not None:

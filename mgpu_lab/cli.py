@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .atomic_files import atomic_path
+
 
 PRIVATE_MODULE_PREFIX = "_mgpu_lab_user_"
 
@@ -161,8 +163,11 @@ def _trace_summary(args: argparse.Namespace) -> int:
 def _trace_convert(args: argparse.Namespace) -> int:
     trace = _load_trace(args.file)
     fmt = args.to or ("chrome" if str(args.output).endswith(".json") else "perfetto")
-    path = trace.save_chrome_json(args.output) if fmt == "chrome" else trace.save_perfetto(args.output)
-    print(f"wrote {path} ({fmt})")
+    if not Path(args.output).parent.is_dir():
+        raise CliError(f"--output: the folder of {args.output!r} does not exist")
+    with atomic_path(args.output) as tmp:  # a failed conversion leaves no partial output
+        trace.save_chrome_json(tmp) if fmt == "chrome" else trace.save_perfetto(tmp)
+    print(f"wrote {args.output} ({fmt})")
     return 0
 
 
@@ -239,7 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one command. User errors print one line (no traceback) and exit 2; a failed check or
     a missing tool exits 1; a bug in mgpu_lab keeps its traceback."""
-    from .errors import MgpuLabError, ToolchainError
+    from .errors import ToolchainError
+    from .user_errors import is_user_input_error
 
     args = build_parser().parse_args(argv)
     where = f"mgpu-lab {args.command}"
@@ -251,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     except ToolchainError as e:
         print(f"{where}: {e}", file=sys.stderr)
         return 1
-    except MgpuLabError as e:
+    except Exception as e:
+        if not is_user_input_error(e):
+            raise  # a bug in mgpu_lab: keep the traceback for the report
         print(f"{where}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
 

@@ -86,7 +86,7 @@ def _strip_module_header(source: str) -> str:
     return source.replace("from __future__ import annotations\n", "")
 
 
-def export_source(compiled: CompiledKernel, module_name: str = "kernel") -> str:
+def export_source(compiled: CompiledKernel, module_name: str = "kernel", may_alias: Any = None) -> str:
     """The text of the exported module for `compiled`."""
     from . import __version__
     from .runtime import portable, torch_op
@@ -108,7 +108,7 @@ def export_source(compiled: CompiledKernel, module_name: str = "kernel") -> str:
     launcher += ["# ---- PyTorch custom op: mgpu_lab/runtime/torch_op.py, verbatim ----",
                  _strip_module_header(inspect.getsource(torch_op))]
     name = _exported_name(compiled, _OWN_NAMES | _top_level_names("\n".join(launcher)))
-    spec = launch_spec(compiled)
+    spec = launch_spec(compiled, may_alias)  # the kernel's declared output/input overlaps ship with it
     cubin, ptx = spec.pop("cubin"), spec.pop("ptx")
     # Every string below reaches generated code: the name and module name as checked
     # identifiers, everything else through repr() (pformat) or a docstring that cannot be closed.
@@ -163,7 +163,7 @@ def export(kernel: Any, path: str | Path, overwrite: bool = False) -> Path:
         raise ExportError(f"path: {str(path)!r} already exists; pass overwrite=True to replace it")
     if not path.parent.is_dir():
         raise ExportError(f"path: the folder {str(path.parent)!r} does not exist")
-    text = export_source(compiled, path.stem)
+    text = export_source(compiled, path.stem, getattr(kernel, "may_alias", None))
     compile(text, str(path), "exec")  # never leave a broken module behind
     write_atomically(path, text.encode())
     return path

@@ -103,3 +103,47 @@ def test_reference_attention_matches_a_direct_softmax():
     w = np.exp(s) / np.exp(s).sum(-1, keepdims=True)
     np.testing.assert_allclose(out[0], w @ v[0], rtol=1e-12)
     np.testing.assert_allclose(lse[0], np.log(np.exp(s).sum(-1)), rtol=1e-12)
+
+
+# -- the two DSL pieces the attention kernel added ------------------------------------------------
+
+def test_named_barrier_arrive_hands_a_turn_over():
+    """named_barrier(arrive=True) is `bar.arrive` (count and go on); the default waits (`bar.sync`)."""
+    import mgpu_lab
+    from mgpu_lab import dsl
+
+    sd = mgpu_lab.ShapeDtype((128,), "float32")
+
+    def body(ctx, x, y, smem):
+        first = dsl.arith.cmpi(dsl.arith.CmpIPredicate.eq, dsl.warpgroup_idx(), dsl.c(0))
+        dsl.if_else(first, lambda: dsl.named_barrier(5, 256, arrive=True), lambda: dsl.named_barrier(5, 256))
+
+    k = mgpu_lab.kernel(body, grid=1, block=256, in_shapes=sd, out_shapes=sd)
+    assert "bar.arrive 5, 256;" in k.compiled.ptx and "bar.sync 5, 256;" in k.compiled.ptx
+    assert "BAR.ARV" in " ".join(opcodes(k.compiled.sass))
+
+
+def test_wgmma_fence_threads_its_operands():
+    """wgmma_fence(acc, p) returns the operands rebuilt from the fence's outputs (same kinds,
+    layouts and types), so writes to them cannot sink below the fence."""
+    import mgpu_lab
+    from mgpu_lab import dsl
+
+    sd = mgpu_lab.ShapeDtype((128,), "float32")
+    checked = []
+
+    def body(ctx, x, y, smem):
+        acc = dsl.WGMMAAccumulator.zeros(64)
+        p = dsl.FragmentedArray.splat(1.0, dsl.WGMMAFragLayout(64), "bfloat16")
+        fenced_acc, fenced_p = dsl.wgmma_fence(acc, p)
+        # checked while tracing: MLIR values do not outlive the kernel's module
+        assert isinstance(fenced_acc, dsl.WGMMAAccumulator) and fenced_acc.n == 64 and len(fenced_acc.values) == 32
+        assert fenced_p.layout == dsl.WGMMAFragLayout(64) and str(fenced_p.element_type) == "bf16"
+        assert fenced_acc.values[0].owner.name != acc.values[0].owner.name  # the fence's output, not the zero
+        assert isinstance(dsl.wgmma_fence(acc), dsl.WGMMAAccumulator) and dsl.wgmma_fence() is None
+        with pytest.raises(TypeError, match="operands must be WGMMAAccumulator or FragmentedArray"):
+            dsl.wgmma_fence(x)
+        checked.append(True)
+
+    k = mgpu_lab.kernel(body, grid=1, block=128, in_shapes=sd, out_shapes=sd)
+    assert checked and k.compiled.ptx.count("wgmma.fence.sync.aligned;") == 3

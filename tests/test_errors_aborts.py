@@ -91,6 +91,8 @@ def test_mosaic_cell_with_non_ascii_name():
     ('target="sm_bogus"', "target: expected one of sm_80, sm_86"),
     ('target="sm_90a features=+ptx60"', "target: expected one of"),
     ('target="sm_100a", ptx_version="ptx80"', "ptx_version: sm_100a needs PTX ISA 8.6 or newer (ptx86), got 'ptx80'"),
+    ("min_blocks_per_sm=2**40", "min_blocks_per_sm: at most 32 blocks are resident on an SM"),
+    ("mbarrier_timeout_s=-1", "mbarrier_timeout_s: expected a positive number of seconds or None, got -1"),
     ('optlevel=2', "optlevel: not a compile option; the options are cache_dir,"),
 ])
 def test_bad_compile_options_raise_instead_of_aborting(option, message):
@@ -120,6 +122,12 @@ def test_options_are_checked_when_made():
     with pytest.raises(CompileOptionError, match="use_cache: expected True or False, got 'no'"):
         CompileOptions(use_cache="no")
     assert CompileOptions(target="sm_90a", ptx_version="ptx85").ptx_version == "ptx85"
+
+
+def test_bad_timeout_in_the_environment_is_named(monkeypatch):
+    monkeypatch.setenv("MGPU_LAB_MBARRIER_TIMEOUT_S", "ten")
+    with pytest.raises(CompileOptionError, match="MGPU_LAB_MBARRIER_TIMEOUT_S: expected a number of seconds, got 'ten'"):
+        CompileOptions.from_env()
 
 
 def test_unsupported_gpu_as_default_target_names_it(monkeypatch):

@@ -4,6 +4,7 @@ checks that used to pass silently, warnings that used to hide in logs."""
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import os
 import subprocess
 import sys
@@ -181,7 +182,7 @@ def test_tune_with_a_corrupt_cache_file_tunes_again(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     n = 1 << 16
     x = cupy.asarray(np.random.default_rng().standard_normal(n).astype(np.float32))
-    make = autotune.functools_partial = __import__("functools").partial(make_vector_add, n)
+    make = functools.partial(make_vector_add, n)
     space = {"block": [128, 256]}
     path = autotune._cache_path(make, space, (x, x))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -208,6 +209,9 @@ KERNELS = textwrap.dedent("""
 
     def raises():
         return {}["nope"]
+
+    def empty_space():
+        return dict(make_kernel=small, space={}, args=(1,))
 """)
 
 
@@ -235,6 +239,13 @@ def test_cli_user_errors_exit_2_without_a_traceback(tmp_path, target, message):
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr
     assert out.stderr.startswith(message), out.stderr
+
+
+def test_cli_tune_with_a_bad_space_exits_2(tmp_path):
+    (tmp_path / "kernels.py").write_text(KERNELS)
+    out = _cli(["tune", "kernels.py:empty_space"], tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.startswith("mgpu-lab tune: ValueError: space: expected a non-empty dict"), out.stderr
 
 
 def test_a_json_py_in_the_working_folder_does_not_break_the_cli(tmp_path):
@@ -271,3 +282,52 @@ def test_mosaic_cell_errors_say_cell_in_n(tmp_path):
     finally:
         InteractiveShell.clear_instance()
     assert IPython is not None
+
+
+@pytest.mark.gpu
+def test_launch_argument_errors_show_the_callers_line():
+    import cupy
+    import numpy as np
+
+    from mgpu_lab.errors import LaunchArgumentError
+    from mgpu_lab.examples.vector_add import make_vector_add
+
+    k = make_vector_add(1 << 12)
+    x = cupy.zeros(1 << 12, dtype=np.float64)  # the wrong dtype
+    with pytest.raises(LaunchArgumentError) as e:
+        k(x, x)
+    frames = _frames(e.value)
+    assert frames == [THIS_FILE], frames
+
+
+def test_barrier_count_must_be_an_int():
+    with pytest.raises(ValueError, match=r"Barriers.count: expected an int >= 1, got 2.5"):
+        mgpu_lab.Barriers(2.5)
+
+
+def test_failed_trace_conversion_leaves_no_output(tmp_path, monkeypatch):
+    from mgpu_lab.cli import main
+    from mgpu_lab.profiler.trace import Trace
+
+    def half_written(self, path):
+        with open(path, "w") as f:
+            f.write('{"traceEvents": [')
+        raise OSError(28, "No space left on device")
+
+    source = _saved_trace(tmp_path)
+    monkeypatch.setattr(Trace, "save_chrome_json", half_written)
+    out = tmp_path / "out" / "t.json"
+    out.parent.mkdir()
+    with pytest.raises(OSError, match="No space left"):
+        main(["trace", "convert", str(source), "-o", str(out)])
+    assert list(out.parent.iterdir()) == []
+
+
+def _saved_trace(tmp_path):
+    from mgpu_lab.profiler.decode import decode_buffer
+    from test_profiler_decode import T0, Block, begin, end, make_spec, write_buffer
+
+    spec = make_spec(units=1, capacity=8)
+    blk = Block(sm=0, block_id=0, timer_start=T0, timer_end=T0 + 1000, clock_start=0, clock_end=1000,
+                units=[[(begin(0), 100), (end(0), 900)]])
+    return decode_buffer(write_buffer(spec, [blk]), spec, kernel_name="k").save(tmp_path / "t.npz")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import os
 import subprocess
 import sys
 import textwrap
@@ -90,25 +89,15 @@ def test_export_into_a_missing_folder_is_a_clear_error(compiled, tmp_path):
 
 
 def test_failed_write_leaves_no_temp_file_and_no_empty_output(compiled, tmp_path, monkeypatch):
-    import mgpu_lab.atomic_files as atomic
+    import pathlib
 
-    real_fdopen = os.fdopen
+    real_write_bytes = pathlib.Path.write_bytes
 
-    class Full:
-        def __init__(self, f):
-            self.f = f
+    def disk_full(self, data):
+        real_write_bytes(self, data[:10])  # part of it lands, then the disk is full
+        raise OSError(28, "No space left on device")
 
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.f.close()
-
-        def write(self, data):
-            self.f.write(data[:10])
-            raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(atomic.os, "fdopen", lambda fd, mode: Full(real_fdopen(fd, mode)))
+    monkeypatch.setattr(pathlib.Path, "write_bytes", disk_full)
     with pytest.raises(OSError, match="No space left"):
         export(compiled, tmp_path / "k.py")
     assert list(tmp_path.iterdir()) == []

@@ -83,7 +83,8 @@ def test_unaligned_rows_go_through_padding():
     assert isinstance(k, PaddedGemm) and k.k_pad == 104
 
 
-@pytest.mark.parametrize("kwargs", [{"tile_n": 128}, {"out_dtype": "float32"}, {"dtype": "float16", "out_dtype": "float16"}])
+@pytest.mark.parametrize("kwargs", [{"tile_n": 128}, {"out_dtype": "float32"},
+                                    {"dtype": "float16", "out_dtype": "float16"}])
 def test_gemm_variants_compile_without_spills(kwargs):
     k = make_gemm(512, 512, 256, **kwargs)
     assert_clean(k, r"HGMMA\.64x\d+x16\.F32\b")
@@ -156,5 +157,27 @@ def test_persistent_gemm_compiles(tile_m, tile_n, transpose_b):
 def test_persistent_small_problem_has_one_block_per_tile():
     k = make_gemm(256, 512, 128, tile_m=128, tile_n=256, persistent=True)
     assert k.compiled.grid == (4, 1, 1)
-    with pytest.raises(ValueError, match="persistent must be True or False, got 'yes'"):
+    with pytest.raises(ValueError, match="persistent must be False, True or 'pingpong', got 'yes'"):
         make_gemm(256, 512, 128, tile_m=128, tile_n=256, persistent="yes")
+    with pytest.raises(ValueError, match="persistent must be False, True or 'pingpong', got 1"):
+        make_gemm(256, 512, 128, tile_m=128, tile_n=256, persistent=1)
+
+
+@pytest.mark.parametrize("tile_m, tile_n, transpose_b", [(128, 128, False), (128, 64, True), (64, 256, True)])
+def test_pingpong_gemm_compiles(tile_m, tile_n, transpose_b):
+    """Persistent, the two consumers computing alternate whole tiles: each consumer's
+    accumulator is the whole tile, each slot has one reader (4 warps arrive on 'empty')."""
+    k = make_gemm(4000, 4000, 4000, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, persistent="pingpong")
+    ops = assert_clean(k, rf"HGMMA\.64x{tile_n}x16")
+    assert k.compiled.grid == (132, 1, 1) and k.compiled.block == (384, 1, 1)
+    # each consumer issues tile_m / 64 wgmma row tiles per k-step
+    assert ops.count(f"HGMMA.64x{tile_n}x16.F32.BF16") % (tile_m // 64) == 0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"tile_m": 256, "tile_n": 128}, "tile_m must be 64 or 128, got 256"),
+    ({"tile_m": 128, "tile_n": 256}, r"keeps a 128 x tile_n f32 accumulator per consumer; tile_n must be at most 128"),
+])
+def test_pingpong_rejects_tiles_that_do_not_fit(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_gemm(1024, 1024, 1024, persistent="pingpong", **kwargs)

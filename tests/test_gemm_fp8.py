@@ -33,3 +33,25 @@ def test_fp8_gemm_errors():
         make_fp8_gemm(256, 256, 128, transpose_b=False)
     with pytest.raises(ValueError, match="dtype must be 'float8_e4m3fn', got 'bfloat16'"):
         make_fp8_gemm(256, 256, 128, dtype="bfloat16")
+
+
+@pytest.mark.parametrize("shape, tiles", [((4096, 4096, 4096), {}), ((4096, 4096, 4096), {"tile_m": 256, "tile_n": 64}),
+                                          ((1000, 1000, 1000), {"tile_m": 64}),
+                                          ((4000, 4000, 4096), {"persistent": True})])
+def test_fp8_block_scaled_gemm_compiles(shape, tiles):
+    from mgpu_lab.examples.gemm_fp8_block import make_fp8_block_scaled_gemm, scale_shapes
+
+    k = make_fp8_block_scaled_gemm(*shape, **tiles)
+    assert_clean(k, r"QGMMA\.64x\d+x32\.F32\.E4M3\.E4M3")
+    inner = getattr(k, "inner", k)
+    assert [tuple(x.shape) for x in inner.compiled.inputs[2:]] == list(scale_shapes(*shape))
+    assert "FFMA" in inner.compiled.sass or "FMUL" in inner.compiled.sass  # the promotion
+
+
+def test_fp8_block_scaled_gemm_errors():
+    from mgpu_lab.examples.gemm_fp8_block import make_fp8_block_scaled_gemm
+
+    with pytest.raises(ValueError, match=r"tile_n must be one of \(32, 64, 128\)"):
+        make_fp8_block_scaled_gemm(256, 256, 256, tile_n=256)
+    with pytest.raises(ValueError, match=r"B must be \(n, k\)"):
+        make_fp8_block_scaled_gemm(256, 256, 256, transpose_b=False)

@@ -94,15 +94,3 @@ def test_gemm_ragged_float32_output(rng):
 
 def test_gemm_8192_nt(rng):
     assert _run(8192, 8192, 8192, rng, transpose_b=True, runs=1) <= 1e-2
-
-
-@pytest.mark.parametrize("m, n, k, tiles", [
-    (4000, 4000, 4000, {"tile_m": 128, "tile_n": 256}),
-    (4096, 4096, 4096, {"tile_m": 128, "tile_n": 256}),
-    (2100, 3000, 1000, {"tile_m": 256, "tile_n": 128}),
-    (16, 14336, 4096, {"tile_m": 64, "tile_n": 32}),
-    (300, 200, 100, {"tile_m": 128, "tile_n": 128}),  # fewer tiles than SMs
-])
-@pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
-def test_persistent_gemm(m, n, k, tiles, transpose_b, rng):
-    assert _run(m, n, k, rng, transpose_b, runs=2, persistent=True, **tiles) <= 1e-2

@@ -396,3 +396,93 @@ def test_a_real_worker_that_cannot_start_reports_its_log():
         assert "Traceback" in e.value.log or "Error" in e.value.log, e.value.log
     finally:
         client.close()
+
+
+# -- the worker's request handling (CUDA faked) ---------------------------------------------------
+def _worker_state(monkeypatch, launch_error, poisoned):
+    from mgpu_lab.runtime import isolated_worker
+
+    class FakeLauncher:
+        last_profile = None
+
+        def launch_unchecked(self, *arrays):
+            raise launch_error
+
+    built = []
+    monkeypatch.setattr(isolated_worker, "build_launcher", lambda payload: built.append(payload) or FakeLauncher())
+    monkeypatch.setattr(isolated_worker, "as_cupy_array", lambda ptr, shape, dtype, device: ptr)
+    monkeypatch.setattr(isolated_worker, "context_poisoned", lambda: poisoned)
+    state = isolated_worker.WorkerState(0, OpenedAllocations(lambda h: 0x1000, lambda b: None))
+    return state, built
+
+
+def test_the_worker_answers_a_sticky_error_with_fault(monkeypatch):
+    error = RuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
+    state, built = _worker_state(monkeypatch, error, poisoned=True)
+    reply = state.handle(Launch("d", (ArrayHandle(HANDLE, 0xA000, 0, (4,), "float32"),), _payload()))
+    assert reply == Fault("cudaErrorIllegalAddress", "an illegal memory access was encountered")
+    assert len(built) == 1
+
+
+def test_the_worker_answers_a_non_sticky_error_with_failed_and_keeps_the_kernel(monkeypatch):
+    state, built = _worker_state(monkeypatch, RuntimeError("cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE"),
+                                 poisoned=False)
+    reply = state.handle(Launch("d", (), _payload()))
+    assert isinstance(reply, Failed) and "CUDA_ERROR_INVALID_VALUE" in reply.message
+    state.handle(Launch("d", (), None))  # loaded once, reused
+    assert len(built) == 1
+    assert state.handle(Launch("other", (), None)) == Failed(
+        "KeyError", "the worker has no kernel other and none was sent")
+
+
+def test_a_worker_that_died_between_requests_is_replaced_before_the_launch():
+    workers = FakeWorkers(lambda r: Done(0.001))
+    client = WorkerClient(0, spawn=workers)
+    client.ensure_started()
+    workers.spawned[0].kill()  # killed from outside while idle
+    assert isinstance(client.launch("d1", (), _payload, 5), Done)
+    assert client.restarts == 1 and len(workers.spawned) == 2
+
+
+def test_sanitizer_reports_with_signatures_and_access_lines_parse():
+    report = """\
+========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 8 bytes
+=========     at compress(const unsigned int *, const unsigned int *, uint2 *, int)+0x4bd0
+=========     by thread (16,0,0) in block (0,0,0)
+=========     Access at 0x0 is out of bounds
+=========     and is 140229602181120 bytes before the nearest allocation at 0x7f89bfa00000 of size 1020 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+"""
+    finding = fault_report.parse_sanitizer_report(report)
+    assert finding.pc == 0x4bd0 and finding.where is None
+    assert finding.details[:2] == ("by thread (16,0,0) in block (0,0,0)", "Access at 0x0 is out of bounds")
+
+
+def test_real_worker_processes_start_answer_fault_hang_crash_and_restart(monkeypatch):
+    """The process plumbing with a CUDA-free stand-in worker (tests/fake_isolated_worker.py)."""
+    import functools
+    import os
+    from pathlib import Path
+
+    from mgpu_lab.runtime.worker_client import spawn_worker_process
+
+    tests = str(Path(__file__).parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
+    client = WorkerClient(0, spawn=functools.partial(spawn_worker_process, module="fake_isolated_worker"))
+    try:
+        first = client.ensure_started()
+        array = ArrayHandle(HANDLE, 0xA000, 0x40, (2, 3), "float32")
+        reply = client.launch("ok", (array,), _payload, 10)
+        assert reply == Done(0.0, [(0x40, (2, 3))]), "the request must arrive whole in the other process"
+        assert isinstance(client.launch("fault", (), _payload, 10), Fault)
+        assert client.restarts == 1 and client.ensure_started() != first
+        with pytest.raises(WorkerGone) as hang:
+            client.launch("hang", (), _payload, 0.5)
+        assert hang.value.timed_out and client.restarts == 2
+        with pytest.raises(WorkerGone) as crash:
+            client.launch("crash", (), _payload, 10)
+        assert crash.value.exit_code == 139 and client.restarts == 3
+        assert isinstance(client.launch("ok", (), _payload, 10), Done)
+    finally:
+        client.close()

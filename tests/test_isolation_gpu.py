@@ -171,3 +171,31 @@ def test_isolated_torch_fault_spares_torch(rng):
     with pytest.raises(KernelFaultError):
         k(out=torch.zeros(N, device="cuda", dtype=torch.float32), isolate=True)
     assert float((keep * 2).sum()) == 2 * 1023 * 1024 / 2
+
+
+def test_isolated_tma_kernel_encodes_its_descriptors_in_the_worker(rng):
+    """TMA descriptors hold pointers: the worker must encode them for its own mapping."""
+    import cupy
+
+    from mgpu_lab.examples.scaled_add import make_scaled_add, reference_scaled_add
+
+    k = make_scaled_add(256, 512)
+    for _ in range(2):
+        x = rng.standard_normal((256, 512)).astype(np.float32)
+        out = poisoned(cupy, (256, 512), np.float32)
+        k(cupy.asarray(x), out=out, isolate=True)
+        np.testing.assert_allclose(out.get(), reference_scaled_add(x), rtol=1e-6)
+
+
+def test_isolated_profiled_kernel_brings_its_trace_back(rng):
+    import cupy
+
+    from mgpu_lab.examples.scaled_add import make_scaled_add
+
+    k = make_scaled_add(256, 512, profile=True)
+    x = cupy.asarray(rng.standard_normal((256, 512)).astype(np.float32))
+    k(x, isolate=True)
+    trace = k.last_trace
+    assert trace is not None and trace.num_events >= 0
+    k(x)  # and in this process
+    assert k.last_trace.num_events == trace.num_events

@@ -98,3 +98,53 @@ def test_an_array_interface_that_raises_on_access_is_not_fatal():
 
     with pytest.raises(PortableLaunchError, match=rf"input 0 of k: {EXPECTED}, got .*Bf16Tensor \("):
         _launcher()(Bf16Tensor(), Bf16Tensor())
+
+
+class _Memory:
+    def __init__(self, ptr, device_id=0):
+        self.ptr, self.device_id = ptr, device_id
+
+
+class _Array:
+    """Just the attributes the exact-match check reads from a CuPy array."""
+
+    def __init__(self, ptr, shape=(16,), dtype="float32", contiguous=True, device_id=0):
+        self.shape, self.dtype, self._c_contiguous = shape, np.dtype(dtype), contiguous
+        self.data = _Memory(ptr, device_id)
+
+
+def test_the_exact_match_check_accepts_only_the_exact_signature():
+    from mgpu_lab.runtime.portable import exact_match_checker
+
+    f32 = np.dtype("float32")
+    check = exact_match_checker(_Array, [((16,), f32), ((16,), f32), ((16,), f32)], [64, 64, 64], [(2, 0), (2, 1)])
+    assert check((_Array(0x1000), _Array(0x2000), _Array(0x3000)), 0) == [0x1000, 0x2000, 0x3000]
+    for bad in (_Array(0x3000, shape=(8,)), _Array(0x3000, dtype="float64"), _Array(0x3000, contiguous=False),
+                _Array(0x3008), _Array(0x3000, device_id=1), _Array(0x1020), "not an array"):
+        assert check((_Array(0x1000), _Array(0x2000), bad), 0) is None, vars(bad) if hasattr(bad, "data") else bad
+    assert check((_Array(0x1000), _Array(0x2000)), 0) is None
+    assert check((_Array(0x1000), _Array(0x1000), _Array(0x3000)), 0) == [0x1000, 0x1000, 0x3000], \
+        "inputs may share memory"
+    assert exact_match_checker(_Array, [])((), 0) == []
+    one = exact_match_checker(_Array, [((16,), f32)])
+    assert one((_Array(0x1000),), 0) == [0x1000]
+
+
+def test_may_alias_reaches_the_launcher_from_the_kernel_builder():
+    from mgpu_lab.examples.vector_add import make_vector_add
+
+    k = make_vector_add(1024, may_alias={0: 0})
+    assert k._new_launcher()._no_alias == [(2, 1)], "only output 0 against input 1 is still refused"
+    assert make_vector_add(1024)._new_launcher()._no_alias == [(2, 0), (2, 1)]
+    with pytest.raises(ValueError, match=r"may_alias: \(0, 5\) is not an \(output index < 1, input index < 2\) pair"):
+        make_vector_add(1024, may_alias={0: 5})
+
+
+def test_exported_module_keeps_the_kernels_declared_aliases(tmp_path):
+    from mgpu_lab.examples.vector_add import make_vector_add
+
+    namespace: dict = {}
+    path = make_vector_add(1024, may_alias={0: 0}).export(tmp_path / "in_place.py")
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    assert [tuple(pair) for pair in namespace["SPEC"]["may_alias"]] == [(0, 0)]
+    assert namespace["vector_add"]._no_alias == [(2, 1)], "the export must refuse only what the kernel refuses"

@@ -56,8 +56,8 @@ class Barriers:
     count: int = 1
 
     def __post_init__(self):
-        if self.count < 1:
-            raise ValueError(f"Barriers.count: expected >= 1, got {self.count}")
+        if type(self.count) is not int or self.count < 1:
+            raise ValueError(f"Barriers.count: expected an int >= 1, got {self.count!r}")
 
 
 def _check_addressable(sd: ShapeDtype) -> None:

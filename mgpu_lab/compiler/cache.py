@@ -168,6 +168,7 @@ class KernelCache:
         entry = self._entry(key)
         tmp = None
         try:
+            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)  # removed since first use: made again
             entry.parent.mkdir(exist_ok=True, mode=0o700)
             shard = os.lstat(entry.parent)
             if hasattr(os, "getuid") and not stat.S_ISLNK(shard.st_mode) and shard.st_uid == os.getuid():

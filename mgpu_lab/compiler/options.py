@@ -12,13 +12,17 @@ LLVM instead of raising. `CompileOptionError` names the field, what it accepts a
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import CompileOptionError
 from .target import parse_ptx_version, target_info
+
+
+MAX_BLOCKS_PER_SM = 32  # resident blocks per SM on sm_80..sm_120
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,20 @@ class CompileOptions:
         if isinstance(args, str) or not isinstance(args, (tuple, list)) or not all(isinstance(a, str) for a in args):
             raise CompileOptionError(f"ptxas_args: expected a tuple of str, got {args!r}")
         object.__setattr__(self, "ptxas_args", tuple(args))
+        self._check_launch_bounds()
+
+    def _check_launch_bounds(self) -> None:
+        regs, blocks, timeout = self.max_registers, self.min_blocks_per_sm, self.mbarrier_timeout_s
+        if regs is not None and (type(regs) is not int or not 24 <= regs <= 255):
+            raise CompileOptionError(f"max_registers: expected an int in [24, 255] (registers per thread), got {regs!r}")
+        if blocks is not None and (type(blocks) is not int or blocks < 1):
+            raise CompileOptionError(f"min_blocks_per_sm: expected an int >= 1, got {blocks!r}")
+        if blocks is not None and blocks > MAX_BLOCKS_PER_SM:
+            raise CompileOptionError(
+                f"min_blocks_per_sm: at most {MAX_BLOCKS_PER_SM} blocks are resident on an SM, got {blocks}")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not 0 < timeout < math.inf):
+            raise CompileOptionError(f"mbarrier_timeout_s: expected a positive number of seconds or None, got {timeout!r}")
 
     @classmethod
     def check_names(cls, names: Any) -> None:
@@ -84,7 +102,11 @@ class CompileOptions:
         if env.get("MGPU_LAB_NO_CACHE", "") not in ("", "0"):
             values["use_cache"] = False
         if env.get("MGPU_LAB_MBARRIER_TIMEOUT_S"):
-            values["mbarrier_timeout_s"] = float(env["MGPU_LAB_MBARRIER_TIMEOUT_S"])
+            try:
+                values["mbarrier_timeout_s"] = float(env["MGPU_LAB_MBARRIER_TIMEOUT_S"])
+            except ValueError:
+                raise CompileOptionError(f"MGPU_LAB_MBARRIER_TIMEOUT_S: expected a number of seconds, "
+                                         f"got {env['MGPU_LAB_MBARRIER_TIMEOUT_S']!r}") from None
         cls.check_names(overrides)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

@@ -16,10 +16,14 @@ One block per (128 query rows, head, batch), 3 warpgroups:
   so S = Q K^T can start while V is still landing. Rows past seq_kv arrive as zeros (TMA
   fills out-of-bounds boxes), and are masked to -inf in the scores.
 - warpgroups 1 and 2 are consumers (setmaxnreg 240), 64 query rows each. Per K/V tile i:
-  issue S_i = Q K_i^T (WGMMA from smem), issue O += P_{i-1} V_{i-1} (WGMMA with P in
-  registers: the accumulator layout is the A-operand layout), wait for S_i only, and run the
-  online softmax of S_i (exp2 with the scale folded into one FMA) while the PV GEMM runs on
-  the tensor cores; then wait for it and rescale O. Tiles that need no mask (interior tiles;
+  issue S_i = Q K_i^T (WGMMA from smem), rescale O by the last softmax's factor, issue
+  O += P_{i-1} V_{i-1} (WGMMA with P in registers: the accumulator layout is the A-operand
+  layout), wait for S_i only, and run the online softmax of S_i (exp2 with the scale folded
+  into one FMA) while the PV GEMM runs on the tensor cores; P_i becomes bf16/f16 only once
+  that GEMM is done (rewriting registers an in-flight wgmma reads makes ptxas serialize every
+  wgmma). Pingpong (default): the two consumers take turns issuing their GEMMs, handing the
+  turn over through two named barriers (FA3's warp scheduler barriers), so one's softmax
+  overlaps the other's GEMMs. Tiles that need no mask (interior tiles;
   below the diagonal when causal) run a loop without any masking code; the diagonal and the
   ragged tail run a masked loop; tiles above the diagonal are never loaded.
 - epilogue: O / l is rounded to the input type, written (swizzled) over the consumer's own
@@ -376,10 +380,11 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
     kind = "causal" if causal else "full"
     gqa = f"_g{group}" if group > 1 else ""
     name = f"attention_{kind}_d{head_dim}_{batch}x{heads}x{seq_q}x{seq_kv}{gqa}{'' if pingpong else '_nopp'}"
-    # Regions: the producer 2 per tile; each consumer about 5 per tile plus its prologue/epilogue.
+    # Profile events (2 per region): the producer 2 regions per tile, a consumer 5 per tile plus its
+    # prologue and epilogue.
     return dict(body=attention, grid=(q_blocks, heads, batch), block=(CONSUMERS + 1) * WARPGROUP,
                 in_shapes=(q_sd, kv_sd, kv_sd), out_shapes=(q_sd, lse_sd), smem=smem, name=name,
-                profile_capacity=6 * kv_tiles + 16)
+                profile_capacity=10 * kv_tiles + 32)
 
 
 def _opaque(value):

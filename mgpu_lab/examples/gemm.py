@@ -19,27 +19,29 @@ are multiples of 16 bytes (K and, for A @ B or C, N multiples of 8 bf16); shapes
 that are served by `PaddedGemm`, which copies the operands into padded buffers first.
 
 Blocks are rasterized in groups of `group_m` tile rows so blocks running together share tiles
-of A and B in L2. Without tile_m / tile_n / stages, the configuration comes from the tuned
-table (gemm_configs.json, per device and shape) or a heuristic (`gemm_config`).
+of A and B in L2. persistent=True launches one block per SM that loops over the tiles in that
+order, with an epilogue buffer of its own so the producer loads the next tile during the
+epilogue. Without tile_m / tile_n / stages, the configuration comes from the tuned table
+(gemm_configs.json, per device and shape) or a heuristic (`gemm_config`).
+
+FP8: gemm_fp8.py (per-tensor scales) and gemm_fp8_block.py (DeepGEMM-style block scales).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
-from mgpu_lab.compiler.compiled_kernel import dtype_itemsize
-from mgpu_lab.dsl import arith, c
+from mgpu_lab.profiler.format import words_per_block
 
 from .gemm_configs import gemm_config
 from .gemm_padding import PaddedGemm, aligned_shape
 from .gemm_pieces import (
-    SWIZZLE,
-    WGMMA_ROWS,
     Epilogue,
     EpilogueTile,
     GemmTiling,
@@ -57,6 +59,7 @@ TILE_MS = (64, 128, 256)
 TILE_NS = (32, 64, 128, 192, 256)
 SMEM_LIMIT = 227 * 1024
 MAX_STAGES = 8
+MAX_ACCUMULATOR = 128 * 128  # f32 accumulator elements per consumer warpgroup (128 registers a thread)
 _INPUT_DTYPES = ("bfloat16", "float16")
 _OUTPUT_DTYPES = ("bfloat16", "float16", "float32")
 
@@ -66,7 +69,7 @@ def gemm_smem_bytes(tile_n: int, stages: int, out_dtype: str = "bfloat16", tile_
     return GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, stages=stages, out_dtype=out_dtype).smem_bytes
 
 
-def default_stages(tile_n: int, tile_m: int = 128, dtype: str = "bfloat16", persistent: bool = False) -> int:
+def default_stages(tile_n: int, tile_m: int = 128, dtype: str = "bfloat16", persistent: bool | str = False) -> int:
     """The deepest ring (at most 8 slots) that fits in a block's shared memory."""
     fits = [s for s in range(2, MAX_STAGES + 1)
             if GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, stages=s, dtype=dtype,
@@ -84,17 +87,23 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: tile_m must be one of {TILE_MS}, got {t.tile_m!r}")
     if t.tile_n not in TILE_NS:
         raise ValueError(f"gemm: tile_n must be one of {TILE_NS}, got {t.tile_n!r}")
-    if t.tile_m == 256 and t.tile_n > 128:
-        raise ValueError(f"gemm: tile_m=256 keeps two 64 x tile_n accumulators per consumer; tile_n must be at "
-                         f"most 128 to fit in registers, got {t.tile_n}")
+
     if t.dtype not in input_dtypes:
         raise ValueError(f"gemm: dtype must be one of {', '.join(map(repr, input_dtypes))}, got {t.dtype!r}")
     if t.out_dtype not in _OUTPUT_DTYPES:
         raise ValueError(f"gemm: out_dtype must be 'bfloat16', 'float16' or 'float32', got {t.out_dtype!r}")
     if isinstance(t.stages, bool) or not isinstance(t.stages, int) or t.stages < 2:
         raise ValueError(f"gemm: stages must be an int >= 2, got {t.stages!r}")
-    if not isinstance(t.persistent, bool):
-        raise ValueError(f"gemm: persistent must be True or False, got {t.persistent!r}")
+    if t.persistent not in (False, True, "pingpong") or t.persistent in (0, 1) and not isinstance(t.persistent, bool):
+        raise ValueError(f"gemm: persistent must be False, True or 'pingpong', got {t.persistent!r}")
+    if t.pingpong and t.tile_m not in (64, 128):
+        raise ValueError(f"gemm: persistent='pingpong' gives each consumer whole tiles: tile_m must be 64 or 128, "
+                         f"got {t.tile_m}")
+    if t.consumer_rows * t.tile_n > MAX_ACCUMULATOR:
+        how = "persistent='pingpong' with " if t.pingpong else ""
+        raise ValueError(f"gemm: {how}tile_m={t.tile_m} keeps a {t.consumer_rows} x tile_n f32 accumulator per "
+                         f"consumer; tile_n must be at most {MAX_ACCUMULATOR // t.consumer_rows} to fit in "
+                         f"registers, got {t.tile_n}")
     if isinstance(t.group_m, bool) or not isinstance(t.group_m, int) or t.group_m < 1:
         raise ValueError(f"gemm: group_m must be an int >= 1, got {t.group_m!r}")
     if t.smem_bytes > SMEM_LIMIT:
@@ -104,7 +113,7 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
 
 def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
               out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
-              stages: int | None = None, group_m: int | None = None, persistent: bool | None = None,
+              stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
               epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
               **options) -> mgpu_lab.Kernel | PaddedGemm:
     """C (m, n) = epilogue(A (m, k) @ B), B of shape (k, n), or (n, k) with transpose_b=True.
@@ -112,24 +121,39 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     Call it as `kernel(a, b, *epilogue_arrays)`. epilogue: `f(acc, tile, *refs) -> FragmentedArray`
     on the f32 (rows, tile_n) register tile of each consumer (see gemm_pieces.EpilogueTile and
     gemm_epilogues.py); epilogue_inputs: the ShapeDtypes (or (shape, dtype)) of its arrays.
-    persistent: one block per SM loops over the tiles, loading the next tile during the epilogue.
+    persistent: True launches one block per SM that loops over the tiles, loading the next tile
+    during the epilogue; "pingpong" also gives the two consumers alternate whole tiles, so one's
+    epilogue overlaps the other's tensor-core work.
     Tile sizes left out come from `gemm_config` (tuned table, else a heuristic)."""
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         return PaddedGemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
                           epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
-    definition = gemm_definition(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
-                                 tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
-                                 epilogue=epilogue, epilogue_inputs=epilogue_inputs)
-    capacity = definition.pop("profile_capacity")
+    t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
+                       tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent)
+    return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=epilogue,
+                             epilogue_inputs=epilogue_inputs)
+
+
+def build_gemm_kernel(t: GemmTiling, options: dict[str, Any], *, stages_given: bool,
+                      **definition: Any) -> mgpu_lab.Kernel:
+    """`mgpu_lab.kernel` of a checked tiling. With profile=True the profiler's smem buffer
+    (sized for every region the kernel records) needs room: the ring gives up slots for it
+    unless the caller chose `stages`."""
     if options.get("profile"):
-        options.setdefault("profile_capacity", capacity)
-    return mgpu_lab.kernel(**definition, **options)
+        capacity = options.setdefault("profile_capacity", (4 * t.k_tiles + 8) * -(-t.tiles // t.grid))
+        units = t.threads // (32 if options.get("profile_unit") == "warp" else WARPGROUP)
+        room = SMEM_LIMIT - words_per_block(units, capacity) * 4 - 1024  # 1 KiB: the buffer's alignment
+        while not stages_given and t.stages > 2 and t.smem_bytes > room:
+            t = dataclasses.replace(t, stages=t.stages - 1)
+    kwargs = tiled_gemm_definition(t, **definition)
+    kwargs.pop("profile_capacity")
+    return mgpu_lab.kernel(**kwargs, **options)
 
 
 def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                    out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
-                   stages: int | None = None, group_m: int | None = None, persistent: bool | None = None,
+                   stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
                    input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
     """The checked GemmTiling: given tile sizes, the rest from `gemm_config`."""
     picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype) if tile_m is None or tile_n is None else {}
@@ -137,7 +161,7 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
     tile_n = picked["tile_n"] if tile_n is None else tile_n
     stages = picked.get("stages") if stages is None else stages
     group_m = picked.get("group_m", 8) if group_m is None else group_m
-    persistent = bool(picked.get("persistent", False)) if persistent is None else persistent
+    persistent = picked.get("persistent", False) if persistent is None else persistent
     if tile_m in TILE_MS and tile_n in TILE_NS and stages is None:
         stages = default_stages(tile_n, tile_m, dtype if dtype in input_dtypes else "bfloat16", persistent)
     t = GemmTiling(m, n, k, tile_m=tile_m, tile_n=tile_n, stages=stages if stages is not None else 2,
@@ -149,7 +173,7 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
 
 def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                     out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
-                    stages: int | None = None, group_m: int | None = None, persistent: bool | None = None,
+                    stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
                     epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = ()) -> dict:
     """The GEMM as `mgpu_lab.kernel` arguments: body, grid, block, in/out shapes, smem, name, and
     the profile_capacity its regions need. `%%mosaic` cells can call the body directly."""
@@ -162,8 +186,12 @@ def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
 
 
 def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
-                          name: str | None = None) -> dict:
-    """`mgpu_lab.kernel` arguments of the GEMM for a checked tiling (also used by gemm_fp8.py)."""
+                          name: str | None = None, mainloop: Mainloop | None = None) -> dict:
+    """`mgpu_lab.kernel` arguments of the GEMM for a checked tiling (also used by gemm_fp8*.py).
+
+    mainloop: a consumer mainloop other than `multiply`, called as
+    `mainloop(ctx, t, ring, full, empty, consumer, first, release_last, tile, extra_refs)` (tile: the
+    consumer's EpilogueTile) and returning its f32 accumulator."""
     if epilogue is not None and not callable(epilogue):
         raise TypeError(f"gemm: epilogue must be a callable f(acc, tile, *refs), got {type(epilogue).__name__}")
     extras = tuple(_shape_dtype(s, i) for i, s in enumerate(epilogue_inputs))
@@ -178,14 +206,19 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         ring, epilogue_smem = smem[0]  # one-tile blocks: a Union (the epilogue overlaps the ring)
         full, empty = smem[1], smem[2]
         full.init(1, sync=False)
-        empty.init(t.consumers * WARPGROUP_WARPS)  # one arrival per consumer warp
+        empty.init(t.slot_consumers * WARPGROUP_WARPS)  # one arrival per consumer warp
         wg = dsl.warpgroup_idx()
-        me = arith.subi(wg, c(1))  # consumer index
+        me = wg - 1  # consumer index
 
-        def finish(acc, row0, col0):
+        def compute(row0, col0, first=0, release_last=False):
+            """This consumer's tile at (row0, col0): the mainloop, the epilogue, the store."""
+            tile = EpilogueTile(t, row0 + t.row_offset(me), col0)
+            if mainloop is None:
+                acc = multiply(ctx, t, ring, full, empty, me, first, release_last)
+            else:
+                acc = mainloop(ctx, t, ring, full, empty, me, first, release_last, tile, extra_refs)
             with ctx.named_region("epilogue"):
-                rows0 = arith.addi(row0, arith.muli(me, c(t.consumer_rows)))
-                acc = run_epilogue(epilogue, acc, EpilogueTile(t, rows0, col0), extra_refs)
+                acc = run_epilogue(epilogue, acc, tile, extra_refs)
                 store_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me)
 
         if not t.persistent:
@@ -193,20 +226,20 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
 
             def consumer():
                 consumer_registers(t)
-                finish(multiply(ctx, t, ring, full, empty, me), row0, col0)
+                compute(row0, col0)
 
-            dsl.if_else(arith.cmpi(arith.CmpIPredicate.eq, wg, c(0)),
+            dsl.if_else(wg == 0,
                         lambda: load_operands(ctx, t, a, b, ring, full, empty, row0, col0), consumer)
             return
 
         block = dsl.block_idx("x")
 
-        def tiles(body):
-            """body(tile, first pipeline iteration) for each tile of this block."""
-            @dsl.for_range(block, t.tiles, t.grid)
+        def tiles(body, first_local=0, every=1):
+            """body(tile, first pipeline iteration) for the block's tiles first_local, first_local
+            + every, ... (a pingpong consumer takes every other one)."""
+            @dsl.for_range(block + first_local * t.grid, t.tiles, every * t.grid)
             def _(tile):
-                local = arith.divui(arith.subi(tile, block), c(t.grid))
-                body(tile, arith.muli(local, c(t.k_tiles)))
+                body(tile, (tile - block) // t.grid * t.k_tiles)
 
         def producer():
             producer_registers(t)
@@ -216,13 +249,10 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         def consumer():
             consumer_registers(t)
 
-            def one(tile, first):
-                row0, col0 = tile_origin(t, tile)
-                finish(multiply(ctx, t, ring, full, empty, me, first, release_last=True), row0, col0)
+            tiles(lambda tile, first: compute(*tile_origin(t, tile), first, release_last=True),
+                  *((me, 2) if t.pingpong else ()))
 
-            tiles(one)
-
-        dsl.if_else(arith.cmpi(arith.CmpIPredicate.eq, wg, c(0)), producer, consumer)
+        dsl.if_else(wg == 0, producer, consumer)
 
     layout = "nt" if t.transpose_b else "nn"
     # Regions per k-step: 2 events per producer step, 4 per consumer step, plus the epilogue.
@@ -231,7 +261,11 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                 profile_capacity=(4 * t.k_tiles + 8) * -(-t.tiles // t.grid))
 
 
+WARPGROUP = 128
+
+
 WARPGROUP_WARPS = 4
+Mainloop = Callable[..., dsl.FragmentedArray]
 
 
 def _shape_dtype(spec: Any, index: int) -> dsl.ShapeDtype:
@@ -251,6 +285,5 @@ def reference_gemm(a: np.ndarray, b: np.ndarray, transpose_b: bool = False) -> n
     return a32 @ (b32.T if transpose_b else b32)
 
 
-__all__ = ["SWIZZLE", "WGMMA_ROWS", "GemmTiling", "PaddedGemm", "default_stages", "dtype_itemsize",
-           "gemm_definition", "gemm_smem_bytes", "make_gemm", "reference_gemm", "resolve_tiling",
-           "tiled_gemm_definition"]
+__all__ = ["GemmTiling", "PaddedGemm", "build_gemm_kernel", "default_stages", "gemm_definition", "gemm_smem_bytes",
+           "make_gemm", "reference_gemm", "resolve_tiling", "tiled_gemm_definition"]

@@ -17,7 +17,7 @@ from typing import Any
 import mgpu_lab
 from mgpu_lab import dsl
 
-from .gemm import resolve_tiling, tiled_gemm_definition
+from .gemm import build_gemm_kernel, resolve_tiling
 from .gemm_padding import PaddedGemm, aligned_shape
 from .gemm_pieces import Epilogue, EpilogueTile
 
@@ -26,7 +26,7 @@ FP8 = "float8_e4m3fn"
 
 def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m: int | None = None,
                   tile_n: int | None = None, stages: int | None = None, group_m: int | None = None,
-                  persistent: bool | None = None, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
+                  persistent: bool | str | None = None, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
                   transpose_b: bool = True, dtype: str = FP8, **options) -> mgpu_lab.Kernel | PaddedGemm:
     """C (m, n) = epilogue(scale_a * scale_b * A (m, k) @ B (n, k).T); call it as
     `kernel(a, b, scale_a, scale_b, *epilogue_arrays)` with a, b e4m3 (uint8 bytes on the device)
@@ -48,9 +48,5 @@ def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m
         return acc if epilogue is None else epilogue(acc, tile, *refs)
 
     scales = (dsl.ShapeDtype((1,), "float32"), dsl.ShapeDtype((1,), "float32"))
-    definition = tiled_gemm_definition(t, epilogue=scaled, epilogue_inputs=(*scales, *epilogue_inputs),
-                                       name=f"gemm_fp8_nt_{m}x{n}x{k}")
-    capacity = definition.pop("profile_capacity")
-    if options.get("profile"):
-        options.setdefault("profile_capacity", capacity)
-    return mgpu_lab.kernel(**definition, **options)
+    return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=scaled,
+                             epilogue_inputs=(*scales, *epilogue_inputs), name=f"gemm_fp8_nt_{m}x{n}x{k}")

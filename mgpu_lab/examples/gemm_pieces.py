@@ -38,7 +38,9 @@ WG_BARRIER = 2  # + consumer index: named barrier of one consumer warpgroup
 @dataclass(frozen=True)
 class GemmTiling:
     """C (m, n) = A (m, k) @ B: B (k, n), or (n, k) with transpose_b. A block computes a
-    (tile_m x tile_n) tile of C with `consumers` warpgroups of tile_m / consumers rows each."""
+    (tile_m x tile_n) tile of C with `consumers` warpgroups of tile_m / consumers rows each; with
+    pingpong, each of the two consumers computes whole tiles, alternating, so one's epilogue runs
+    while the other multiplies."""
 
     m: int
     n: int
@@ -50,7 +52,9 @@ class GemmTiling:
     transpose_b: bool = False
     dtype: str = "bfloat16"
     out_dtype: str = "bfloat16"
-    persistent: bool = False  # one block per SM looping over tiles (its own epilogue buffer)
+    # True: one block per SM looping over tiles (its own epilogue buffer); "pingpong": that, with
+    # the two consumers taking alternate whole tiles
+    persistent: bool | str = False
     sms: int = 132  # blocks of a persistent grid
 
     @property
@@ -64,11 +68,24 @@ class GemmTiling:
 
     @property
     def consumers(self) -> int:
-        return 1 if self.tile_m == WGMMA_ROWS else 2
+        return 2 if self.pingpong or self.tile_m > WGMMA_ROWS else 1
 
     @property
     def consumer_rows(self) -> int:
-        return self.tile_m // self.consumers
+        return self.tile_m if self.pingpong else self.tile_m // self.consumers
+
+    @property
+    def pingpong(self) -> bool:
+        return self.persistent == "pingpong"
+
+    @property
+    def slot_consumers(self) -> int:
+        """Consumer warpgroups reading each ring slot (its 'empty' barrier waits for their warps)."""
+        return 1 if self.pingpong else self.consumers
+
+    def row_offset(self, wg: Any) -> Any:
+        """First row of consumer `wg`'s part of the tile."""
+        return 0 if self.pingpong else wg * self.consumer_rows
 
     @property
     def tiles_m(self) -> int:
@@ -102,7 +119,7 @@ class GemmTiling:
 
     @property
     def epilogue_bytes(self) -> int:
-        return self.tile_m * self.tile_n * dtype_itemsize(self.out_dtype)
+        return self.consumers * self.consumer_rows * self.tile_n * dtype_itemsize(self.out_dtype)
 
     @property
     def smem_bytes(self) -> int:
@@ -120,7 +137,10 @@ class GemmTiling:
 
     @property
     def grid(self) -> int:
-        return min(self.tiles, self.sms) if self.persistent else self.tiles
+        if not self.persistent:
+            return self.tiles
+        per_block = 2 if self.pingpong else 1  # a pingpong block keeps both consumers busy
+        return min(-(-self.tiles // per_block), self.sms)
 
     def smem(self) -> tuple:
         """The smem tree: ((pipeline ring, epilogue tiles), full barriers, empty barriers). A
@@ -145,16 +165,10 @@ def tile_origin(t: GemmTiling, tile: ir.Value | None = None) -> tuple[ir.Value, 
     group_m = max(1, min(t.group_m, t.tiles_m))
     pid = dsl.block_idx("x") if tile is None else tile
     per_group = group_m * t.tiles_n
-    group = arith.divui(pid, c(per_group))
-    first_m = arith.muli(group, c(group_m))
-    if t.tiles_m % group_m:  # the last group is shorter
-        size = arith.minui(arith.subi(c(t.tiles_m), first_m), c(group_m))
-    else:
-        size = c(group_m)
-    in_group = arith.remui(pid, c(per_group))
-    tile_m = arith.addi(first_m, arith.remui(in_group, size))
-    tile_n = arith.divui(in_group, size)
-    return arith.muli(tile_m, c(t.tile_m)), arith.muli(tile_n, c(t.tile_n))
+    first_m = pid // per_group * group_m
+    size = dsl.min(t.tiles_m - first_m, group_m) if t.tiles_m % group_m else group_m  # the last group is shorter
+    in_group = pid % per_group
+    return (first_m + in_group % size) * t.tile_m, in_group // size * t.tile_n
 
 
 def producer_registers(t: GemmTiling) -> None:
@@ -187,13 +201,13 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
 
     @dsl.for_range(0, t.k_tiles)
     def _(kt):
-        it = arith.addi(dsl.as_index(first), kt)
+        it = kt + first
         with ctx.named_region("load"):
             empty.wait_for_iteration(it, flip=True)  # passes at once on the first round
             bar, _ = full.for_iteration(it)
             bar.arrive_expect_tx(t.stage_bytes)  # out-of-bounds parts count too (zero filled)
-            slot = arith.remui(it, c(t.stages))
-            k0 = arith.muli(kt, c(t.tile_k))
+            slot = it % t.stages
+            k0 = kt * t.tile_k
             copy = {"barrier": bar, "arrive": False, "swizzle": SWIZZLE, "uniform": False}
             ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, slot),
                            gmem_slice=(dsl.ds(row0, t.tile_m), dsl.ds(k0, t.tile_k)), **copy)
@@ -204,8 +218,7 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
             copy["swizzle"] = t.b_chunk * t.itemsize
             for j in range(t.tile_n // t.b_chunk):
                 ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, j)),
-                               gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(arith.addi(col0, c(t.b_chunk * j)),
-                                                                        t.b_chunk)), **copy)
+                               gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(col0 + t.b_chunk * j, t.b_chunk)), **copy)
 
 
 def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir.Value,
@@ -218,42 +231,41 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
     (a persistent block reuses it; a one-tile block must keep it until the epilogue, which
     writes over the ring)."""
     a_smem, b_smem = ring
-    lane0 = arith.cmpi(arith.CmpIPredicate.eq, dsl.lane_idx(), c(0))
+    lane0 = dsl.lane_idx() == 0
     parts = t.consumer_rows // WGMMA_ROWS  # wgmma row tiles per consumer
     b_major = "k" if t.transpose_b else "mn"
     b_swizzle = SWIZZLE if t.transpose_b else t.b_chunk * t.itemsize
     zeros = dsl.WGMMAAccumulator.zeros(t.tile_n)
     width = len(zeros.values)
-    first = dsl.as_index(first)
 
     def split(values: Sequence[ir.Value]) -> list[dsl.WGMMAAccumulator]:
         return [dsl.WGMMAAccumulator(list(values[i * width:(i + 1) * width]), t.tile_n) for i in range(parts)]
 
-    def release(it: ir.Value, condition: ir.Value) -> None:
-        with dsl.when(arith.andi(lane0, condition)):  # one arrival per warp
+    def release(it: ir.Value, condition: ir.Value | None = None) -> None:
+        with dsl.when(lane0 if condition is None else lane0 & condition):  # one arrival per warp
             empty.for_iteration(it)[0].arrive()
 
     @dsl.for_range(0, t.k_tiles, carry=tuple(zeros.values) * parts)
     def accs(kt, values):
         accs = split(values)
-        it = arith.addi(first, kt)
+        it = kt + first
         with ctx.named_region("wait_data"):
             full.wait_for_iteration(it)
         with ctx.named_region("mma"):
-            slot = arith.remui(it, c(t.stages))
+            slot = it % t.stages
             b_tile = dsl.memref_slice(b_smem, slot)
             for i in range(parts):
-                row = arith.addi(arith.muli(wg, c(t.consumer_rows)), c(WGMMA_ROWS * i))
+                row = t.row_offset(wg) + WGMMA_ROWS * i
                 a_tile = dsl.memref_slice(a_smem, (slot, dsl.ds(row, WGMMA_ROWS)))
                 accs[i] = dsl.wgmma(accs[i], a_tile, b_tile, b_major=b_major, swizzle=SWIZZLE, b_swizzle=b_swizzle)
             dsl.wgmma_commit_group()
             accs = [dsl.wgmma_wait_group(1, acc) for acc in accs]  # the previous k-step is done with its slot
-        release(arith.subi(it, c(1)), arith.cmpi(arith.CmpIPredicate.ugt, kt, c(0)))
+        release(it - 1, kt > 0)
         return tuple(v for acc in accs for v in acc.values)
 
     accs = [dsl.wgmma_wait_group(0, acc) for acc in split(accs)]
     if release_last:
-        release(arith.addi(first, c(t.k_tiles - 1)), c(1, ir.IntegerType.get_signless(1)))
+        release(first + (t.k_tiles - 1))
     frags = [dsl.FragmentedArray.from_accumulator(acc) for acc in accs]
     # Row tiles stacked: WGMMAFragLayout orders registers (row tile, column group, half).
     return dsl.FragmentedArray([r for f in frags for r in f.registers],
@@ -263,22 +275,26 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
 def store_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem: ir.Value, c_ref: ir.Value,
                row0: ir.Value, col0: ir.Value, wg: ir.Value) -> None:
     """Write consumer `wg`'s (consumer_rows, tile_n) tile of C at (row0 + its rows, col0): round
-    to C's type, store swizzled to smem, TMA-store. All consumers meet at a named barrier first:
-    the ring under a one-tile block's epilogue buffer is then free, and the previous tile's TMA
-    store (persistent blocks) has read the buffer (its issuing thread waited before the barrier)."""
+    to C's type, store swizzled to smem, TMA-store. The consumers meet at a named barrier first
+    (pingpong: each warpgroup alone, the other is mid-tile): the ring under a one-tile block's
+    epilogue buffer is then free, and the previous tile's TMA store (persistent blocks) has read
+    the buffer (its issuing thread waited before the barrier)."""
     width = t.out_width
     swizzle = width * dtype_itemsize(t.out_dtype)
     tile = tile.astype(t.out_dtype)
-    dsl.named_barrier(CONSUMER_BARRIER, t.consumers * WARPGROUP)  # every consumer is done with the ring
+    if t.pingpong:
+        dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
+    else:
+        dsl.named_barrier(CONSUMER_BARRIER, t.consumers * WARPGROUP)  # every consumer is done with the ring
     mine = dsl.memref_slice(epilogue_smem, wg)
     tile.store_tiled(mine, swizzle)
     dsl.fence_async_shared()
-    dsl.named_barrier(arith.addi(wg, c(WG_BARRIER)), WARPGROUP)
+    dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
     with dsl.single_thread("warpgroup"):
-        row = arith.addi(row0, arith.muli(wg, c(t.consumer_rows)))
+        row = row0 + t.row_offset(wg)
         for j in range(t.tile_n // width):
             ctx.async_copy(src_ref=dsl.memref_slice(mine, j), dst_ref=c_ref, swizzle=swizzle, uniform=False,
-                           gmem_slice=(dsl.ds(row, t.consumer_rows), dsl.ds(arith.addi(col0, c(j * width)), width)))
+                           gmem_slice=(dsl.ds(row, t.consumer_rows), dsl.ds(col0 + j * width, width)))
     ctx.await_async_copy(0, await_read_only=True)
 
 
@@ -293,24 +309,24 @@ class EpilogueTile:
         self.row0 = row0  # first row of this consumer's tile in C
         self.col0 = col0
 
-    def _thread_rows(self) -> list[ir.Value]:
+    def thread_rows(self) -> list[ir.Value]:
         """C rows of this thread's registers, per (row tile, half), clamped to m - 1."""
         base, _ = _thread_base()
-        top = arith.addi(self.row0, base)
-        return [arith.minui(arith.addi(top, c(WGMMA_ROWS * i + 8 * h)), c(self.tiling.m - 1))
+        top = self.row0 + base
+        return [dsl.min(top + (WGMMA_ROWS * i + 8 * h), self.tiling.m - 1)
                 for i in range(self.shape[0] // WGMMA_ROWS) for h in range(2)]
 
-    def _thread_cols(self, n: int) -> list[ir.Value]:
+    def thread_cols(self, n: int) -> list[ir.Value]:
         """First C column of each of this thread's column pairs, clamped so the pair is inside [0, n)."""
         _, base = _thread_base()
-        left = arith.addi(self.col0, base)
-        return [arith.minui(arith.addi(left, c(8 * j)), c(max(n - 2, 0))) for j in range(self.shape[1] // 8)]
+        left = self.col0 + base
+        return [dsl.min(left + 8 * j, max(n - 2, 0)) for j in range(self.shape[1] // 8)]
 
     def columns(self, ref: ir.Value) -> dsl.FragmentedArray:
         """A (n,) vector (e.g. a bias) at this tile's columns, broadcast over its rows, as f32."""
         n = _shape(ref, 1, "EpilogueTile.columns")[0]
         pair = ir.VectorType.get([2], ir.MemRefType(ref.type).element_type)
-        regs = [vector.load(pair, ref, [col]) for col in self._thread_cols(n)]
+        regs = [vector.load(pair, ref, [col]) for col in self.thread_cols(n)]
         vec = dsl.FragmentedArray(regs, dsl.WGMMAColLayout(self.shape[1])).astype("float32")
         return vec.broadcast(self.shape)
 
@@ -318,7 +334,7 @@ class EpilogueTile:
         """A (m,) vector (e.g. per-row scales) at this tile's rows, broadcast over its columns, as f32."""
         _shape(ref, 1, "EpilogueTile.rows")
         one = ir.VectorType.get([1], ir.MemRefType(ref.type).element_type)
-        regs = [vector.load(one, ref, [row]) for row in self._thread_rows()]
+        regs = [vector.load(one, ref, [row]) for row in self.thread_rows()]
         vec = dsl.FragmentedArray(regs, dsl.WGMMARowLayout(self.shape[0])).astype("float32")
         return vec.broadcast(self.shape)
 
@@ -326,7 +342,7 @@ class EpilogueTile:
         """This tile of an (m, n) array (e.g. a residual), as f32 in the accumulator's layout."""
         n = _shape(ref, 2, "EpilogueTile.load")[1]
         pair = ir.VectorType.get([2], ir.MemRefType(ref.type).element_type)
-        rows, cols = self._thread_rows(), self._thread_cols(n)
+        rows, cols = self.thread_rows(), self.thread_cols(n)
         per_tile = len(cols) * 2
         regs = []
         for i in range(self.shape[0] // WGMMA_ROWS):  # register order: (row tile, column group, half)
@@ -352,9 +368,8 @@ def _bits(t: ir.Type) -> int:
 
 def _thread_base() -> tuple[ir.Value, ir.Value]:
     """(row, column) of the calling thread's first element in a 64-row WGMMA tile."""
-    warp = arith.divui(dsl.thread_in_warpgroup(), c(32))
-    lane = dsl.lane_idx()
-    return arith.addi(arith.muli(warp, c(16)), arith.divui(lane, c(4))), arith.muli(arith.remui(lane, c(4)), c(2))
+    warp, lane = dsl.thread_in_warpgroup() // 32, dsl.lane_idx()
+    return warp * 16 + lane // 4, lane % 4 * 2
 
 
 def _shape(ref: ir.Value, rank: int, what: str) -> tuple[int, ...]:

@@ -24,7 +24,8 @@ MAX_REPRO_BYTES = 1 << 30  # larger launches are not re-run (the host copies wou
 _REPORT_PREFIX = re.compile(r"^=+ ?")
 _ERROR_HEAD = re.compile(r"^(Invalid __\w+__ (?:read|write|atomic)\b.*|Misaligned .*|Out-of-range .*|"
                          r"Malformed .*|Hardware exception .*|Warp .*|Barrier error.*|.*(?:trap|Trap).*)$")
-_AT_PC = re.compile(r"\bat (?:(?P<func>[\w$.]+)\+)?(?P<pc>0x[0-9a-fA-F]+)(?: in (?P<where>\S+))?")
+# "at oob_write+0x90 in /u/k.py:42", "at compress(const unsigned int *, int)+0x4bd0", "at 0x90 in k.py:42"
+_AT_PC = re.compile(r"^at (?:(?P<func>.+?)\+)?(?P<pc>0x[0-9a-fA-F]+)(?: in (?P<where>\S+))?")
 _SASS_ADDRESS = re.compile(r"/\*([0-9a-fA-F]{4,})\*/")
 _FILE_LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+)(?::[\w$.]+)?$")
 

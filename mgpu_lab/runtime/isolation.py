@@ -155,7 +155,9 @@ def _fault_from_gone(launcher: Any, gone: WorkerGone, timeout_s: float) -> Kerne
     from .fault_report import fault_message
 
     if gone.timed_out:
-        error, detail = "timeout", f"no reply within {timeout_s:g} s: the kernel hangs (a barrier never completes?) or runs longer than timeout_s"
+        error = "timeout"
+        detail = (f"no reply within {timeout_s:g} s: the kernel hangs (a barrier never completes?) "
+                  "or runs longer than timeout_s")
         note = "the worker was killed"
     else:
         error = "worker died"

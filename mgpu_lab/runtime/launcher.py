@@ -25,7 +25,8 @@ def alias_pairs(may_alias: Any, n_in: int, n_out: int) -> Any:
             for i in (inputs if isinstance(inputs, (list, tuple, set, frozenset)) else (inputs,)):
                 pairs.add((o, i))
     except (TypeError, ValueError):
-        raise TypeError(f"may_alias: expected True, {{output: input}} or [(output, input)] pairs, got {may_alias!r}") from None
+        raise TypeError(f"may_alias: expected True, {{output: input}} or [(output, input)] pairs, "
+                        f"got {may_alias!r}") from None
     for o, i in sorted(pairs):
         if not (isinstance(o, int) and 0 <= o < n_out and isinstance(i, int) and 0 <= i < n_in):
             raise ValueError(f"may_alias: ({o!r}, {i!r}) is not an (output index < {n_out}, input index < {n_in}) pair")

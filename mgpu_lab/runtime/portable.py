@@ -217,6 +217,39 @@ def _pairs_that_may_not_alias(n_in: int, n_out: int, may_alias: Any) -> list[tup
     return pairs
 
 
+def exact_match_checker(ndarray: type, specs: list, nbytes: list[int] = (),
+                        no_alias: list[tuple[int, int]] = ()) -> Any:
+    """check(arrays, device) -> data pointers, or None unless every array is an `ndarray`
+    matching its (shape, dtype) spec exactly (C-contiguous, 16-byte aligned, on `device`) and
+    no pair in `no_alias` overlaps. The tests are unrolled for this many arrays: half the cost
+    of a loop, and this is most of what a checked call costs beyond the launch. Only indexes
+    enter the generated source; shapes and dtypes are bound as values."""
+    n = len(specs)
+    if n == 0:
+        return lambda arrays, device: [] if len(arrays) == 0 else None
+    lines = ["def check(arrays, device):", f"    if len(arrays) != {n}:", "        return None",
+             f"    {', '.join(f'x{i}' for i in range(n))}, = arrays"]
+    for i in range(n):
+        lines += [f"    if type(x{i}) is not nd or x{i}.shape != s{i} or not x{i}._c_contiguous:",
+                  "        return None",
+                  f"    t = x{i}.dtype",
+                  f"    if t is not d{i} and t != d{i}:",
+                  "        return None",
+                  f"    m = x{i}.data",
+                  f"    p{i} = m.ptr",
+                  f"    if p{i} & 15 or m.device_id != device:",
+                  "        return None"]
+    for a, b in no_alias:
+        if nbytes[a] and nbytes[b]:
+            lines += [f"    if p{a} < p{b} + {nbytes[b]} and p{b} < p{a} + {nbytes[a]}:", "        return None"]
+    lines.append(f"    return [{', '.join(f'p{i}' for i in range(n))}]")
+    namespace: dict[str, Any] = {"nd": ndarray}
+    for i, (shape, dtype) in enumerate(specs):
+        namespace[f"s{i}"], namespace[f"d{i}"] = tuple(shape), dtype
+    exec("\n".join(lines), namespace)  # noqa: S102 - generated from indexes and sizes only
+    return namespace["check"]
+
+
 class PortableLauncher:
     """Checks arguments and launches one kernel on CuPy's current stream.
 
@@ -247,6 +280,8 @@ class PortableLauncher:
         self._nbytes = [int(np.prod(shape, dtype=np.int64)) * dtype.itemsize for shape, dtype in self._all_specs]
         self._declared = [d for _, d in spec["inputs"]] + [d for _, d in spec["outputs"]]
         self._no_alias = _pairs_that_may_not_alias(self.n_in, len(self.out_specs), spec.get("may_alias"))
+        self._exact_inputs = exact_match_checker(self._ndarray, self.in_specs)
+        self._exact_all = exact_match_checker(self._ndarray, self._all_specs, self._nbytes, self._no_alias)
         self.param_kinds = [tuple(p) for p in spec["params"]]
         # Every parameter an array pointer in order: the call writes pointers and launches.
         self._pointer_only = self.param_kinds == [("array", i) for i in range(len(self._all_specs))]
@@ -317,27 +352,6 @@ class PortableLauncher:
         return arrays + [self._as_device_array(o, i, "output", spec)
                          for i, (o, spec) in enumerate(zip(outs, self.out_specs))]
 
-    def _exact_pointers(self, arrays: tuple, specs: list, device: int) -> list[int] | None:
-        """The data pointers when every array is a CuPy array matching its spec exactly (shape,
-        dtype, C-contiguous, 16-byte aligned, on `device`); None otherwise. The common case
-        costs a few attribute compares per array; anything else takes the explaining path."""
-        if len(arrays) != len(specs):
-            return None
-        ndarray = self._ndarray
-        pointers = []
-        for x, (shape, dtype) in zip(arrays, specs):
-            if type(x) is not ndarray or x.shape != shape or not x._c_contiguous:
-                return None
-            dt = x.dtype
-            if dt is not dtype and dt != dtype:
-                return None
-            data = x.data
-            ptr = data.ptr
-            if ptr & 15 or data.device_id != device:
-                return None
-            pointers.append(ptr)
-        return pointers
-
     def _check_aliasing(self, pointers: list[int]) -> None:
         nbytes = self._nbytes
         for a, b in self._no_alias:
@@ -381,19 +395,19 @@ class PortableLauncher:
         """(arrays, data pointers) of a call: inputs then outputs, every check passed, outputs
         allocated when `out` is None."""
         if out is None:
-            pointers = self._exact_pointers(args, self.in_specs, device)
+            pointers = self._exact_inputs(args, device)
             if pointers is None:
                 arrays = self._checked_arrays(args, None, device)
                 return arrays, [a.data.ptr for a in arrays]
             outs = [self._cupy.empty(shape, dtype) for shape, dtype in self.out_specs]
             return [*args, *outs], pointers + [o.data.ptr for o in outs]
         arrays = args + tuple(out) if isinstance(out, (tuple, list)) else (*args, out)
-        pointers = self._exact_pointers(arrays, self._all_specs, device)
-        if pointers is None:
+        pointers = self._exact_all(arrays, device)
+        if pointers is None:  # something differs: find it and say what
             arrays = self._checked_arrays(args, out, device)
             pointers = [a.data.ptr for a in arrays]
-        if self._no_alias:
-            self._check_aliasing(pointers)
+            if self._no_alias:
+                self._check_aliasing(pointers)
         return arrays, pointers
 
     def launch_unchecked(self, *arrays: Any, stream: Any = None) -> None:

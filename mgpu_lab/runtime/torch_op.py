@@ -124,7 +124,9 @@ def register_torch_op(launcher: Any, qualname: str) -> Any:
                   for i, t in enumerate(list(tensors) + outs)]
         with cupy.cuda.Device(device.index):
             stream = torch.cuda.current_stream(device).cuda_stream
-            launcher(*arrays[: len(inputs)], out=arrays[len(inputs):], stream=stream)
+            # Always in this process (never the isolated worker, which synchronizes): torch ops
+            # must stay capturable in CUDA graphs and asynchronous on torch's stream.
+            launcher.call(tuple(arrays[: len(inputs)]), arrays[len(inputs):], stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     library.impl(name, cuda, "CUDA")

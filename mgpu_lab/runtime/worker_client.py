@@ -61,8 +61,12 @@ def worker_env() -> dict:
     return env
 
 
-def spawn_worker_process(device: int) -> WorkerProcess:
-    """Start `python -m mgpu_lab.runtime.isolated_worker serve FD DEVICE` with this package first on its path."""
+WORKER_MODULE = "mgpu_lab.runtime.isolated_worker"
+
+
+def spawn_worker_process(device: int, module: str = WORKER_MODULE) -> WorkerProcess:
+    """Start `python -m MODULE serve FD DEVICE` (the isolated worker) with this package first on
+    its path; FD is the worker's end of a socket pair."""
     from multiprocessing.connection import Connection
 
     parent_end, child_end = socket.socketpair()
@@ -70,7 +74,7 @@ def spawn_worker_process(device: int) -> WorkerProcess:
     env = worker_env()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "mgpu_lab.runtime.isolated_worker", "serve", str(child_end.fileno()), str(device)],
+            [sys.executable, "-m", module, "serve", str(child_end.fileno()), str(device)],
             pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env)
     finally:
         child_end.close()
@@ -161,6 +165,8 @@ class WorkerClient:
         """Run one launch. A Fault reply (the worker exits after it) or a hang or a crash
         (WorkerGone) leaves a fresh worker starting behind."""
         with self._lock:
+            if self.pid is not None and self.worker.process.poll() is not None:
+                self._give_up()  # it died between requests (killed from outside): not this kernel's fault
             if self.pid is None:
                 self._wait_ready()
             request = Launch(digest, tuple(arrays), None if digest in self.loaded else payload())

@@ -1,0 +1,62 @@
+"""GPU tests of the persistent GEMMs (one block per SM looping over tiles; 'pingpong': the two
+consumers alternating whole tiles): bf16 on ragged, aligned, decode and small shapes, fused
+epilogues, FP8 and block-scaled FP8. A file of its own so that a fault
+here cannot take the other GEMM tests' CUDA context down with it (gpu_check_gemm.sh runs it
+in its own process and tunes without the persistent kernel when it fails)."""
+
+from __future__ import annotations
+
+import pytest
+from test_gemm_epilogues_gpu import _check
+from test_gemm_fp8_gpu import _run as _run_fp8
+from test_gemm_fp8_gpu import block_scaled_error
+from test_gemm_gpu import _run
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("m, n, k, tiles", [
+    (4000, 4000, 4000, {"tile_m": 128, "tile_n": 256}),
+    (4096, 4096, 4096, {"tile_m": 128, "tile_n": 256}),
+    (2100, 3000, 1000, {"tile_m": 256, "tile_n": 128}),
+    (16, 14336, 4096, {"tile_m": 64, "tile_n": 32}),
+    (300, 200, 100, {"tile_m": 128, "tile_n": 128}),  # fewer tiles than SMs
+])
+@pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
+def test_persistent_gemm(m, n, k, tiles, transpose_b, rng):
+    assert _run(m, n, k, rng, transpose_b, runs=1, persistent=True, **tiles) <= 1e-2
+
+
+@pytest.mark.parametrize("m, n, k, tiles", [
+    (4000, 4000, 4000, {"tile_m": 128, "tile_n": 128}),
+    (4096, 4096, 4096, {"tile_m": 128, "tile_n": 128}),
+    (2100, 3000, 1000, {"tile_m": 64, "tile_n": 256}),
+    (16, 14336, 4096, {"tile_m": 64, "tile_n": 64}),
+    (300, 200, 100, {"tile_m": 128, "tile_n": 64}),  # fewer tiles than SMs: one consumer may get none
+])
+@pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
+def test_pingpong_gemm(m, n, k, tiles, transpose_b, rng):
+    assert _run(m, n, k, rng, transpose_b, runs=1, persistent="pingpong", **tiles) <= 1e-2
+
+
+def test_fused_epilogue_pingpong(rng):
+    assert _check(3000, 4104, 1000, rng, tiles={"tile_m": 128, "tile_n": 128, "persistent": "pingpong"},
+                  bias="bfloat16", activation="silu", residual="bfloat16", scale=True) <= 1e-2
+
+
+def test_fp8_gemms_pingpong(rng):
+    assert _run_fp8(4000, 4000, 4096, rng, tiles={"tile_m": 128, "tile_n": 128, "persistent": "pingpong"}) <= 2e-2
+    assert block_scaled_error(4000, 4000, 4096, {"persistent": "pingpong"}, rng) <= 1e-2
+
+
+def test_fused_epilogue_persistent(rng):
+    assert _check(3000, 4104, 1000, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": True}, bias="bfloat16",
+                  activation="gelu", residual="bfloat16", scale=True) <= 1e-2
+
+
+def test_fp8_gemm_persistent(rng):
+    assert _run_fp8(4000, 4000, 4096, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": True}) <= 2e-2
+
+
+def test_fp8_block_scaled_gemm_persistent(rng):
+    assert block_scaled_error(4000, 4000, 4096, {"persistent": True}, rng) <= 1e-2
