@@ -114,3 +114,11 @@ def test_make_table_renders_the_newest_mutation_record(tmp_path):
     text = make_table.render_mutation(tmp_path)
     assert "| profiler.decode | 8 / 10 (sample of 300) | 0.80 | **0.89** | 1 | 0 | 1 |" in text
     assert "commit abcdef12" in text and "mutation_2026-12-01T010000Z_abcdef12.json" in text
+
+
+@pytest.mark.parametrize("script", sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "benchmarks").glob("*.py")))
+def test_every_benchmark_script_imports_without_a_gpu(script):
+    """A helper renamed in one script must not leave another's import broken until a GPU run."""
+    import importlib
+
+    importlib.import_module(script)
