@@ -197,23 +197,31 @@ def run_module(module: str, target: Target, max_mutants: int, seed: int, reasons
             print(f"  survived: {name} [{key}]\n    " + diff.replace("\n", "\n    "), flush=True)
         run = sum(v for k, v in counts.items() if k not in ("skipped", "not checked"))
         detected = sum(counts[k] for k in DETECTED)
-        gpu_only = sum(s["reason"].startswith("GPU-only") for s in survivors)
-        equivalent = sum(s["reason"].startswith("equivalent") for s in survivors)
-        return {
+        return _with_scores({
             "file": target.path, "file_sha256": hashlib.sha256((tree / target.path).read_bytes()).hexdigest(),
             "tests": list(target.tests), "functions": list(target.functions) or "all",
             "mutants_total": total, "mutants_run": run, "sampled": sampled, "sample_seed": seed if sampled else None,
             "sample_size": max_mutants if sampled else None,
             "rechecked_survivors_only": previous is not None,
             "counts": dict(counts), "killed": detected, "score": detected / run if run else None,
-            # Of the mutants a CPU test can see: GPU-only survivors (each naming its GPU test)
-            # and equivalent ones (no test can tell them apart) left out of the denominator.
-            "score_cpu_reachable": detected / (run - gpu_only - equivalent) if run - gpu_only - equivalent else None,
-            "survivors_gpu_only": gpu_only, "survivors_equivalent": equivalent,
             "survivors": survivors, "seconds": round(time.time() - t0),
-        }
+        })
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _with_scores(entry: dict, reasons: dict | None = None) -> dict:
+    """Add the CPU-reachable score: GPU-only survivors (each naming its GPU test) and equivalent
+    ones (no test can tell them apart) left out of the denominator. With `reasons`, the
+    survivors' reasons are looked up again first."""
+    if reasons is not None:
+        for s in entry["survivors"]:
+            s["reason"] = _reason(reasons, s["reason_key"])
+    gpu_only = sum(s["reason"].startswith("GPU-only") for s in entry["survivors"])
+    equivalent = sum(s["reason"].startswith("equivalent") for s in entry["survivors"])
+    reachable = entry["mutants_run"] - gpu_only - equivalent
+    return entry | {"score_cpu_reachable": entry["killed"] / reachable if reachable else None,
+                    "survivors_gpu_only": gpu_only, "survivors_equivalent": equivalent}
 
 
 def main() -> None:
@@ -223,7 +231,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out-dir", default=None, help="default: benchmarks/results (or $OUT)")
     parser.add_argument("--recheck", default=None, help="an earlier mutation record: re-run its survivors only")
+    parser.add_argument("--relabel", default=None,
+                        help="an earlier mutation record: apply the current reasons file to its survivors "
+                             "(no mutants run) and write the result as a new record")
     args = parser.parse_args()
+    if args.relabel:
+        relabel(Path(args.relabel), args.out_dir)
+        return
     earlier = json.loads(Path(args.recheck).read_text())["notes"]["modules"] if args.recheck else {}
     chosen = [m.strip() for m in args.modules.split(",") if m.strip()]
     unknown = [m for m in chosen if m not in MODULES]
@@ -245,15 +259,30 @@ def main() -> None:
         r = results[module]
         print(f"  {r['killed']}/{r['mutants_run']} killed ({r['mutants_total']} mutants"
               f"{', sampled' if r['sampled'] else ''}) in {r['seconds']} s", flush=True)
-    figures = {f"mutation_score_{m}": r["score"] for m, r in results.items()}
-    figures.update({f"mutation_score_cpu_reachable_{m}": r["score_cpu_reachable"] for m, r in results.items()})
     shutil.rmtree(tree, ignore_errors=True)
+    reasons = json.loads(REASONS.read_text()) if REASONS.exists() else {}  # reasons added during the run count
+    results = {m: _with_scores(r, reasons) for m, r in results.items()}
     notes = {"tool": "mutmut " + _mutmut_version(), "commit_measured": measured,
              "uncommitted_changes_measured": dirty or None, "goal": ">= 0.80 per module",
-             "max_mutants": args.max_mutants, "rechecked_from": Path(args.recheck).name if args.recheck else None,
-             "modules": results}
+             "max_mutants": args.max_mutants, "rechecked_from": Path(args.recheck).name if args.recheck else None}
+    _write(results, notes, measured, args.out_dir)
+
+
+def relabel(record_path: Path, out_dir: str | None) -> None:
+    """A new record from an earlier one with the survivors' reasons looked up again."""
+    record = json.loads(record_path.read_text())
+    reasons = json.loads(REASONS.read_text()) if REASONS.exists() else {}
+    notes = record["notes"] | {"relabelled_from": record_path.name}
+    results = {m: _with_scores(r, reasons) for m, r in notes["modules"].items()}
+    _write(results, notes, notes["commit_measured"], out_dir)
+
+
+def _write(results: dict, notes: dict, measured: str, out_dir: str | None) -> None:
+    notes = notes | {"modules": results}
+    figures = {f"mutation_score_{m}": r["score"] for m, r in results.items()}
+    figures.update({f"mutation_score_cpu_reachable_{m}": r["score_cpu_reachable"] for m, r in results.items()})
     os.environ["MGPU_LAB_COMMIT"] = measured  # the record's name carries the commit measured
-    path = write_record("mutation", figures, notes, out_dir=args.out_dir)
+    path = write_record("mutation", figures, notes, out_dir=out_dir)
     rows = [("module", "killed", "run", "total", "score", "CPU-reachable score", "GPU-only", "equivalent",
              "unexplained")]
     for m, r in results.items():
