@@ -5,8 +5,11 @@
 - launch overhead per call vs a CuPy RawKernel of an equivalent CUDA C vector add;
 - the tiled smem copy's bandwidth vs `cupy.copyto` of the same bytes.
 
+Ours and the peer are timed in alternating rounds (A B B A ...) and the SM clock and power
+are sampled throughout (benchmarks/common.py).
+
 Run on a GPU machine:  python benchmarks/bench_foundation.py
-Writes benchmarks/results/foundation_<date>.json (or $OUT/ when set) and prints a table.
+Writes benchmarks/results/foundation_<UTC time>_<commit>.json (or under $OUT) and prints a table.
 """
 
 from __future__ import annotations
@@ -17,13 +20,13 @@ import time
 
 import numpy as np
 
-from common import table, write_record
+from common import GpuSampler, interleaved_rounds, table, write_record
 
 import mgpu_lab.compiler.cache as cache_mod
 from mgpu_lab.examples.block_sum import make_block_sum
 from mgpu_lab.examples.tiled_copy import make_tiled_copy
 from mgpu_lab.examples.vector_add import make_vector_add
-from mgpu_lab.runtime.timing import time_cuda, time_host_calls
+from mgpu_lab.runtime.timing import time_host_calls
 
 RAW_VECTOR_ADD = r"""
 extern "C" __global__ void vadd(const float4* a, const float4* b, float4* out, unsigned n4) {
@@ -81,27 +84,35 @@ def launch_overhead(figures: dict, rows: list) -> None:
     ours(a, b, out=out)
     raw((grid,), (256,), (a, b, out_raw, n4))
     assert cupy.array_equal(out, out_raw), "the two kernels disagree"
-    t_ours = time_host_calls(lambda: ours(a, b, out=out)).median_ms * 1e3
-    t_alloc = time_host_calls(lambda: ours(a, b)).median_ms * 1e3
-    t_unchecked = time_host_calls(lambda: ours.launch_unchecked(a, b, out)).median_ms * 1e3
-    figures["launch_us_ours_unchecked"] = t_unchecked
-    figures["launch_unchecked_ours_vs_rawkernel"] = None  # filled below, once RawKernel is timed
+
+    def host_timer(fn):
+        return time_host_calls(lambda: fn(0))
+
+    rounds = 4
+    checked = interleaved_rounds(lambda i: ours(a, b, out=out), lambda i: raw((grid,), (256,), (a, b, out_raw, n4)),
+                                 rounds, timer=host_timer)
+    unchecked = interleaved_rounds(lambda i: ours.launch_unchecked(a, b, out),
+                                   lambda i: raw((grid,), (256,), (a, b, out_raw, n4)), rounds, timer=host_timer)
+    allocating = interleaved_rounds(lambda i: ours(a, b),
+                                    lambda i: raw((grid,), (256,), (a, b, cupy.empty_like(a), n4)), rounds,
+                                    timer=host_timer)
+    t_ours, t_raw = 1e3 * checked.a_ms, 1e3 * checked.b_ms
+    t_unchecked, t_alloc, t_raw_alloc = 1e3 * unchecked.a_ms, 1e3 * allocating.a_ms, 1e3 * allocating.b_ms
     launcher = ours._launcher
     device = cupy.cuda.runtime.getDevice()
-    t_checks = time_host_calls(lambda: launcher.checked((a, b), out, device)).median_ms * 1e3
-    figures["launch_us_ours_argument_checks_only"] = t_checks
-    t_raw = time_host_calls(lambda: raw((grid,), (256,), (a, b, out_raw, n4))).median_ms * 1e3
-    t_raw_alloc = time_host_calls(lambda: raw((grid,), (256,), (a, b, cupy.empty_like(a), n4))).median_ms * 1e3
-    figures["launch_unchecked_ours_vs_rawkernel"] = t_unchecked / t_raw
+    figures["launch_us_ours_argument_checks_only"] = 1e3 * time_host_calls(
+        lambda: launcher.checked((a, b), out, device)).median_ms
     figures.update({
         "launch_us_ours": t_ours, "launch_us_rawkernel": t_raw,
+        "launch_us_ours_unchecked": t_unchecked, "launch_us_rawkernel_unchecked_round": 1e3 * unchecked.b_ms,
         "launch_us_ours_allocating_output": t_alloc, "launch_us_rawkernel_allocating_output": t_raw_alloc,
-        "launch_ours_vs_rawkernel": t_ours / t_raw,
-        "launch_allocating_ours_vs_rawkernel": t_alloc / t_raw_alloc,
+        "launch_ours_vs_rawkernel": checked.ratio,
+        "launch_unchecked_ours_vs_rawkernel": unchecked.ratio,
+        "launch_allocating_ours_vs_rawkernel": allocating.ratio,
     })
     rows.append(("launch overhead", f"ours {t_ours:.2f} us", f"RawKernel {t_raw:.2f} us",
-                 f"ratio {t_ours / t_raw:.2f}", f"allocating: {t_alloc:.2f} vs {t_raw_alloc:.2f} us; "
-                 f"unchecked {t_unchecked:.2f} us"))
+                 f"ratio {checked.ratio:.2f}", f"allocating: {t_alloc:.2f} vs {t_raw_alloc:.2f} us; "
+                 f"unchecked {t_unchecked:.2f} us (ratio {unchecked.ratio:.2f})"))
 
 
 def copy_bandwidth(figures: dict, rows: list) -> None:
@@ -114,8 +125,9 @@ def copy_bandwidth(figures: dict, rows: list) -> None:
     k(src, out=dst)
     assert cupy.array_equal(dst, src), "tiled copy is wrong"
     moved = 2 * src.nbytes  # read + write
-    t_ours = time_cuda(lambda i: k(src, out=dst), warmup=5, iters=30).median_ms
-    t_copy = time_cuda(lambda i: cupy.copyto(dst_ref, src), warmup=5, iters=30).median_ms
+    result = interleaved_rounds(lambda i: k(src, out=dst), lambda i: cupy.copyto(dst_ref, src), 6,
+                                warmup=5, iters=10)
+    t_ours, t_copy = result.a_ms, result.b_ms
     gbs_ours, gbs_copy = moved / t_ours / 1e6, moved / t_copy / 1e6
     figures.update({"tiled_copy_8192_GBps": gbs_ours, "copyto_8192_GBps": gbs_copy,
                     "tiled_copy_8192_vs_copyto": gbs_ours / gbs_copy})
@@ -126,10 +138,11 @@ def copy_bandwidth(figures: dict, rows: list) -> None:
 def main() -> None:
     figures: dict = {}
     rows: list = [("benchmark", "ours", "peer", "ratio", "")]
-    compile_latency(figures, rows)
-    launch_overhead(figures, rows)
-    copy_bandwidth(figures, rows)
-    path = write_record("foundation", figures)
+    with GpuSampler() as gpu:
+        compile_latency(figures, rows)
+        launch_overhead(figures, rows)
+        copy_bandwidth(figures, rows)
+    path = write_record("foundation", figures, notes={"order": "A B B A ... (A = ours, B = the peer)"}, sampler=gpu)
     print(table(rows))
     print(f"record: {path}")
 

@@ -1,8 +1,8 @@
 """Profiler overhead on the warp-specialized bf16 GEMM, measured in one run.
 
 The same GEMM is built twice, with and without profiling (regions around each producer load,
-each consumer wait and MMA, and the epilogue); both are timed alternately with CUDA events
-(median after warm-up, rotated inputs). Key: profiler_overhead_ratio = profiled / plain.
+each consumer wait and MMA, and the epilogue); both are timed in alternating rounds (A B B A ...)
+with CUDA events (median after warm-up, rotated inputs), the SM clock and power sampled throughout. Key: profiler_overhead_ratio = profiled / plain.
 Also records the per-region summary and writes a sample of the trace (the first 8 blocks) as a
 Trace file next to the record (`mgpu-lab trace convert` turns it into Perfetto or Chrome JSON).
 
@@ -16,12 +16,13 @@ import os
 import warnings
 from pathlib import Path
 
-from bench_gemm import ROTATE, _cupy_view
-from common import table, write_record
+from common import GpuSampler, interleaved_rounds, table, write_record
+from gemm_sweep import cupy_view as _cupy_view
 
 from mgpu_lab.builder.dtypes import numpy_dtype
 from mgpu_lab.examples.gemm import make_gemm
-from mgpu_lab.runtime.timing import time_cuda
+
+ROTATE = 3  # input sets rotated between runs: 3 x 2 x 128 MiB at 8192^2 bf16 miss L2
 
 
 def main() -> None:
@@ -44,13 +45,11 @@ def main() -> None:
         return lambda i: kernel(a_sets[i % ROTATE], b_sets[i % ROTATE], out=out)
 
     # Alternate rounds so clock or thermal drift hits both alike.
-    plain_ms, prof_ms = [], []
-    for _ in range(5):
-        plain_ms += time_cuda(run(plain), warmup=5, iters=20).runs_ms
-        prof_ms += time_cuda(run(profiled), warmup=5, iters=20).runs_ms
+    with GpuSampler() as gpu:
+        result = interleaved_rounds(run(profiled), run(plain), 6, warmup=5, iters=20)
+    prof_ms, plain_ms, ratio = result.a_runs_ms, result.b_runs_ms, result.ratio
     from statistics import median
 
-    ratio = median(prof_ms) / median(plain_ms)
     flops = 2.0 * size ** 3
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -65,7 +64,8 @@ def main() -> None:
     }
     summary = str(trace.summary())
     figures["trace_summary"] = summary.splitlines()
-    path = write_record("profiler", figures)
+    path = write_record("profiler", figures, notes={"order": "A B B A ... (A = profiled, B = plain)"},
+                        sampler=gpu)
     # The first 8 blocks as a Trace file; `mgpu-lab trace convert` makes Perfetto/Chrome files of it.
     out_dir = Path(os.environ.get("OUT") or Path(__file__).parent / "results")
     trace.filter(block=list(range(8))).save(out_dir / f"gemm_{size}_trace_sample.npz")

@@ -1,14 +1,27 @@
-"""Render the human table of benchmarks/README.md from the newest records in results/.
+"""Render the human table of benchmarks/README.md from ALL the records in results/, not a chosen one.
 
-    python benchmarks/make_table.py        # prints the markdown table
+For each figure the table shows the median over the selected runs, and the range (min-max)
+and the number of runs beside it, with the record files it came from. The selection per
+benchmark: every run at the given commit (default: the commit of that benchmark's newest
+run), or, with --last N, the newest N runs whatever their commit.
+
+    python benchmarks/make_table.py                 # prints the markdown table
+    python benchmarks/make_table.py --last 5        # the newest 5 runs of each benchmark
+    python benchmarks/make_table.py --write         # also replaces the table in benchmarks/README.md
 """
 
 from __future__ import annotations
 
-import json
+import argparse
+import statistics
+import sys
 from pathlib import Path
 
-RESULTS = Path(__file__).parent / "results"
+sys.path.insert(0, str(Path(__file__).parent))
+from common import RESULTS, load_records  # noqa: E402
+
+README = Path(__file__).parent / "README.md"
+BEGIN, END = "<!-- make_table.py: begin -->", "<!-- make_table.py: end -->"
 
 ROWS = [  # (record, label, our figure, peer figure, ratio key, unit, goal)
     ("gemm", "bf16 GEMM 4096^3, C = A @ B", "gemm_tflops_nn_4096", "gemm_tflops_torch_nn_4096",
@@ -25,6 +38,9 @@ ROWS = [  # (record, label, our figure, peer figure, ratio key, unit, goal)
      "gemm_bf16_8192_ours_best_vs_pallas_mosaic", "TFLOP/s vs Pallas Mosaic GPU", "> 1"),
     ("gemm", "GEMM 4096^3 cold build + first call", "gemm_first_call_s_4096", "pallas_mosaic_first_call_s_4096",
      "gemm_first_call_4096_ours_vs_pallas_mosaic", "s vs JAX Pallas Mosaic GPU (lower is better)", "< 1"),
+    ("first_call", "GEMM 4096^3 first call, both cold in fresh processes", "ours_first_call_s_median",
+     "pallas_mosaic_first_call_s_median", "first_call_ours_vs_pallas_mosaic",
+     "s vs JAX Pallas Mosaic GPU (lower is better)", "< 1"),
     ("gemm", "scaled_add (TMA) 8192^2 f32", "scaled_add_8192_GBps", "device_copy_8192_GBps",
      "scaled_add_8192_vs_device_copy", "GB/s vs device copy", ">= 0.90"),
     ("foundation", "tiled smem copy 8192^2 f32", "tiled_copy_8192_GBps", "copyto_8192_GBps",
@@ -39,14 +55,21 @@ ROWS = [  # (record, label, our figure, peer figure, ratio key, unit, goal)
     ("profiler", "GEMM 8192^3 profiled / plain", "gemm_8192_profiled_ms", "gemm_8192_plain_ms",
      "profiler_overhead_ratio", "ms, same kernel with and without regions", "<= 1.03"),
 ]
+COMPILE_EXAMPLES = ("vector_add", "block_sum", "tiled_copy")
 
 
-def newest(name: str) -> dict | None:
-    files = sorted(RESULTS.glob(f"{name}_[0-9][0-9][0-9][0-9]-*.json"))  # {name}_<date>.json
-    return json.loads(files[-1].read_text()) if files else None
+def select_runs(name: str, results: Path, last: int | None, commit: str | None) -> list[dict]:
+    """The runs of benchmark `name` the table summarizes (see the module docstring)."""
+    records = load_records(name, results)
+    if not records:
+        return []
+    if last:
+        return records[-last:]
+    wanted = commit or records[-1]["commit"]
+    return [r for r in records if r["commit"].startswith(wanted)]
 
 
-def fmt(value) -> str:
+def fmt(value: float | None) -> str:
     if value is None:
         return "-"
     if abs(value) < 10:
@@ -54,24 +77,104 @@ def fmt(value) -> str:
     return f"{value:.1f}" if abs(value) < 100 else f"{value:.0f}"
 
 
-def main() -> None:
-    print("| benchmark | ours | peer | ratio | unit | goal | date, commit |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+def spread(runs: list[dict], key: str | None, scale: float = 1.0) -> tuple[float | None, str]:
+    """(median, "median (min-max, n runs)") of figure `key` over the runs that have it."""
+    values = [scale * r["figures"][key] for r in runs
+              if key and isinstance(r["figures"].get(key), (int, float))]
+    if not values:
+        return None, "-"
+    median = statistics.median(values)
+    if len(values) == 1:
+        return median, f"{fmt(median)} (1 run)"
+    return median, f"{fmt(median)} ({fmt(min(values))}-{fmt(max(values))}, {len(values)} runs)"
+
+
+def clocks(runs: list[dict]) -> str:
+    """Median SM clock and power over the runs that recorded them."""
+    mhz = [r["gpu"]["sm_clock_mhz"]["median"] for r in runs if (r.get("gpu") or {}).get("sm_clock_mhz")]
+    watts = [r["gpu"]["power_w"]["median"] for r in runs if (r.get("gpu") or {}).get("power_w")]
+    if not mhz:
+        return "not recorded"
+    return f"{statistics.median(mhz):.0f} MHz, {statistics.median(watts):.0f} W"
+
+
+def provenance(runs: list[dict]) -> str:
+    commits = sorted({r["commit"][:8] for r in runs})
+    files = ", ".join(f"`results/{r['_file']}`" for r in runs)
+    return f"{', '.join(commits)}: {files}"
+
+
+def render(results: Path = RESULTS, last: int | None = None, commit: str | None = None) -> str:
+    """The markdown table (one row per figure) over the selected runs of each benchmark."""
+    lines = ["| benchmark | ratio: median (range, runs) | ours | peer | unit | goal | SM clock, power | "
+             "commit: records |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    cache: dict[str, list[dict]] = {}
     for record_name, label, ours, peer, ratio, unit, goal in ROWS:
-        record = newest(record_name)
-        if record is None or ratio not in record["figures"]:
+        runs = cache.setdefault(record_name, select_runs(record_name, results, last, commit))
+        runs = [r for r in runs if ratio in r["figures"] and r["figures"][ratio] is not None]
+        if not runs:
             continue
-        f = record["figures"]
-        print(f"| {label} | {fmt(f.get(ours)) if ours else '-'} | {fmt(f.get(peer))} | **{f[ratio]:.3f}** | "
-              f"{unit} | {goal} | {record['date']}, {record['commit'][:8]} |")
-    compile_rec = newest("foundation")
-    if compile_rec:
-        f = compile_rec["figures"]
-        for name in ("vector_add", "block_sum", "tiled_copy"):
-            print(f"| compile {name}: cold / cold+SASS / cache (disk) | "
-                  f"{1e3 * f[f'compile_cold_s_{name}']:.0f} ms / {1e3 * f[f'compile_cold_with_sass_s_{name}']:.0f} ms"
-                  f" / {f[f'compile_cached_disk_ms_{name}']:.1f} ms | - | - | latency | <= 300 ms / - / <= 5 ms | "
-                  f"{compile_rec['date']}, {compile_rec['commit'][:8]} |")
+        _, ratio_text = spread(runs, ratio)
+        lines.append(f"| {label} | **{ratio_text}** | {spread(runs, ours)[1]} | {spread(runs, peer)[1]} | {unit} | "
+                     f"{goal} | {clocks(runs)} | {provenance(runs)} |")
+    runs = cache.setdefault("foundation", select_runs("foundation", results, last, commit))
+    for name in COMPILE_EXAMPLES:
+        have = [r for r in runs if f"compile_cold_s_{name}" in r["figures"]]
+        if not have:
+            continue
+        cold = spread(have, f"compile_cold_s_{name}", 1e3)[1]
+        sass = spread(have, f"compile_cold_with_sass_s_{name}", 1e3)[1]
+        disk = spread(have, f"compile_cached_disk_ms_{name}")[1]
+        lines.append(f"| compile {name}: cold / cold+SASS / cache (disk), ms | {cold} / {sass} / {disk} | - | - | "
+                     f"latency | <= 300 / - / <= 5 | {clocks(have)} | {provenance(have)} |")
+    return "\n".join(lines)
+
+
+def render_mutation(results: Path = RESULTS) -> str:
+    """Per-module mutation scores of the newest mutation record (scripts/mutation.py)."""
+    records = load_records("mutation", results)
+    if not records:
+        return ""
+    record = records[-1]
+    notes = record["notes"]
+    lines = [f"Mutation testing of the CPU suite ({notes['tool']}, commit {notes['commit_measured'][:8]}, "
+             f"`results/{record['_file']}`): killed / run, and the score with GPU-only and equivalent survivors "
+             f"(each listed in the record with its reason) left out.", "",
+             "| module | killed / run (of all) | score | CPU-reachable score | GPU-only | equivalent | unexplained |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for module, r in notes["modules"].items():
+        unexplained = sum(s["reason"] == "unexplained" for s in r["survivors"])
+        sample = f" (sample of {r['mutants_total']})" if r["sampled"] else ""
+        score = "-" if r["score"] is None else f"{r['score']:.2f}"
+        reachable = "-" if r.get("score_cpu_reachable") is None else f"**{r['score_cpu_reachable']:.2f}**"
+        lines.append(f"| {module} | {r['killed']} / {r['mutants_run']}{sample} | {score} | {reachable} | "
+                     f"{r.get('survivors_gpu_only', '-')} | {r.get('survivors_equivalent', '-')} | {unexplained} |")
+    return "\n".join(lines)
+
+
+def write_readme(table_text: str, readme: Path = README) -> None:
+    """Replace the text between the BEGIN and END markers of benchmarks/README.md."""
+    text = readme.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{readme}: add the markers {BEGIN!r} and {END!r} around the table first")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(f"{head}{BEGIN}\n{table_text}\n{END}{tail}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--last", type=int, default=None, help="the newest N runs of each benchmark")
+    parser.add_argument("--commit", default=None, help="runs at this commit (prefix); default: each newest run's")
+    parser.add_argument("--write", action="store_true", help="replace the table in benchmarks/README.md")
+    args = parser.parse_args()
+    text = render(last=args.last, commit=args.commit)
+    mutation = render_mutation()
+    if mutation:
+        text += "\n\n" + mutation
+    print(text)
+    if args.write:
+        write_readme(text)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 
     python benchmarks/record_gpu_tests.py [pytest args...]
 
-Writes benchmarks/results/gpu_tests_<date>.json (or under $OUT when set; the name from
-$MGPU_LAB_RECORD_NAME when set) and exits with
-pytest's exit code. The record lists every GPU test with its outcome.
+Writes a record benchmarks/results/gpu_tests_<UTC time>_<commit>.json (or under $OUT when set; the
+name from $MGPU_LAB_RECORD_NAME when set) naming device, driver and commit, and exits with pytest's
+exit code. The record lists every GPU test with its outcome. Notebook runs are recorded the same
+way: MGPU_LAB_MARKERS="gpu" MGPU_LAB_RECORD_NAME=gpu_notebooks python benchmarks/record_gpu_tests.py
+tests/test_notebooks.py
 """
 
 from __future__ import annotations

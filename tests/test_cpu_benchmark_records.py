@@ -58,3 +58,67 @@ def test_interleaved_rounds_alternates_a_b_b_a():
     assert result.a_ms == 1.0 and result.b_ms == 2.0 and result.ratio == 0.5
     with pytest.raises(ValueError, match="rounds"):
         common.interleaved_rounds(lambda i: 0, lambda i: 0, rounds=0, timer=timer)
+
+
+def test_make_table_shows_median_and_range_over_all_runs_at_the_commit(tmp_path, monkeypatch):
+    import make_table
+
+    def record(when, commit, ratio):
+        name = f"foundation_{when}_{commit[:8]}.json"
+        (tmp_path / name).write_text(json.dumps({
+            "benchmark": "foundation", "date": when[:10], "time_utc": when, "commit": commit,
+            "gpu": {"sm_clock_mhz": {"median": 1700.0}, "power_w": {"median": 500.0}},
+            "figures": {"tiled_copy_8192_vs_copyto": ratio, "tiled_copy_8192_GBps": 4000 * ratio,
+                        "copyto_8192_GBps": 4000.0}}))
+
+    record("2026-12-01T010000Z", "a" * 40, 0.90)
+    record("2026-12-01T020000Z", "b" * 40, 0.97)
+    record("2026-12-01T030000Z", "b" * 40, 0.99)
+    record("2026-12-01T040000Z", "b" * 40, 0.95)
+    text = make_table.render(tmp_path)
+    [row] = [line for line in text.splitlines() if "tiled smem copy" in line]
+    assert "**0.970 (0.950-0.990, 3 runs)**" in row and "0.900" not in row
+    assert "1700 MHz, 500 W" in row and "bbbbbbbb" in row and "aaaaaaaa" not in row
+    [row] = [line for line in make_table.render(tmp_path, last=4).splitlines() if "tiled smem copy" in line]
+    assert "(0.900-0.990, 4 runs)" in row and "aaaaaaaa, bbbbbbbb" in row
+
+
+def test_make_table_rewrites_only_between_the_markers(tmp_path):
+    import make_table
+
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{make_table.BEGIN}\nold table\n{make_table.END}\nnotes\n")
+    make_table.write_readme("| new |", readme)
+    assert readme.read_text() == f"intro\n{make_table.BEGIN}\n| new |\n{make_table.END}\nnotes\n"
+
+
+def test_first_call_children_are_valid_python():
+    import ast
+
+    import bench_first_call
+
+    for code in (bench_first_call.OURS, bench_first_call.JAX):
+        ast.parse(code.format(size=256))
+
+
+def test_make_table_renders_the_newest_mutation_record(tmp_path):
+    import make_table
+
+    module = {"killed": 8, "mutants_run": 10, "mutants_total": 300, "sampled": True, "score": 0.8,
+              "score_cpu_reachable": 0.889, "survivors_gpu_only": 1, "survivors_equivalent": 0,
+              "survivors": [{"reason": "GPU-only: x"}, {"reason": "unexplained"}]}
+    (tmp_path / "mutation_2026-12-01T010000Z_abcdef12.json").write_text(json.dumps({
+        "benchmark": "mutation", "time_utc": "2026-12-01T01:00:00+00:00", "commit": "abcdef12" * 5,
+        "figures": {}, "notes": {"tool": "mutmut 3.8.1", "commit_measured": "abcdef12" * 5,
+                                 "modules": {"profiler.decode": module}}}))
+    text = make_table.render_mutation(tmp_path)
+    assert "| profiler.decode | 8 / 10 (sample of 300) | 0.80 | **0.89** | 1 | 0 | 1 |" in text
+    assert "commit abcdef12" in text and "mutation_2026-12-01T010000Z_abcdef12.json" in text
+
+
+@pytest.mark.parametrize("script", sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "benchmarks").glob("*.py")))
+def test_every_benchmark_script_imports_without_a_gpu(script):
+    """A helper renamed in one script must not leave another's import broken until a GPU run."""
+    import importlib
+
+    importlib.import_module(script)

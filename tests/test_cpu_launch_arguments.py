@@ -1,0 +1,268 @@
+"""The launcher's argument checks on the CPU, with stand-in arrays exposing __cuda_array_interface__.
+
+Public behaviour only: which error is raised and what its message names (the argument, what
+was expected, what was given). The launch itself is recorded instead of run (tests/cupy_stand_in.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cupy_stand_in import DEVICE_1_BASE, DeviceArray, install, set_current_device
+
+from mgpu_lab.errors import LaunchArgumentError
+from mgpu_lab.examples.vector_add import make_vector_add
+from mgpu_lab.runtime.portable import PortableLaunchError, PortableLauncher
+
+N = 1 << 12
+
+
+@pytest.fixture(scope="module")
+def compiled_vector_add():
+    return make_vector_add(N).compiled
+
+
+@pytest.fixture
+def kernel(compiled_vector_add, monkeypatch):
+    import mgpu_lab
+
+    recorder = install(monkeypatch)
+    k = mgpu_lab.Kernel(compiled_vector_add)
+    k.recorder = recorder
+    return k
+
+
+def good(shape=(N,), dtype="float32", **kw):
+    return DeviceArray(shape, dtype, **kw)
+
+
+def test_a_valid_call_launches_on_the_arrays_in_order(kernel):
+    a, b, out = good(), good(), good()
+    result = kernel(a, b, out=out)
+    [launch] = kernel.recorder.launches
+    assert launch.pointers == [a.ptr, b.ptr, out.ptr]
+    assert result.data.ptr == out.ptr
+    assert launch.grid == tuple(kernel.compiled.grid) and launch.block == tuple(kernel.compiled.block)
+
+
+def test_outputs_are_allocated_with_the_declared_shape_and_dtype(kernel):
+    result = kernel(good(), good())
+    assert result.shape == (N,) and result.dtype == np.float32
+    [launch] = kernel.recorder.launches
+    assert launch.pointers[2] == result.data.ptr
+
+
+@pytest.mark.parametrize("args, out, words", [
+    ((good(),), None, ["takes 2 input", "got 1"]),
+    ((good(), good(), good()), None, ["takes 2 input", "got 3"]),
+    ((good((N - 1,)), good()), None, ["input 0", "shape", f"({N},)", f"({N - 1},)"]),
+    ((good(), good((2, N // 2))), None, ["input 1", "shape", f"(2, {N // 2})"]),
+    ((good(), good(dtype="float64")), None, ["input 1", "dtype", "float32", "float64"]),
+    ((good(dtype="int32"), good()), None, ["input 0", "dtype", "int32"]),
+    ((good(strides=(8,)), good()), None, ["input 0", "C-contiguous", "(8,)"]),
+    ((good(), good(ptr=(1 << 32) + 4)), None, ["input 1", "16-byte aligned", "0x100000004"]),
+    ((good(), good(ptr=DEVICE_1_BASE)), None, ["input 1", "current device 0", "device 1"]),
+    ((np.zeros(N, np.float32), good()), None, ["input 0", "host numpy.ndarray", "cupy.asarray"]),
+    ((good(), 7), None, ["input 1", "device array", "got int"]),
+    ((good(), [1.0] * 8), None, ["input 1", "device array", "got list"]),
+    ((good(), np.float32(1)), None, ["input 1", "got numpy.float32"]),
+    ((good(), good()), (good(), good()), ["out", "1 output", "got 2"]),
+    ((good(), good()), good((N // 2,)), ["output 0", "shape", f"({N // 2},)"]),
+    ((good(), good()), good(dtype="float16"), ["output 0", "dtype", "float16"]),
+    ((good(), good()), good(ptr=(1 << 32) + 8), ["output 0", "16-byte aligned"]),
+    ((good(), good()), good(strides=(8,)), ["output 0", "C-contiguous"]),
+])
+def test_bad_arguments_name_the_argument_the_expectation_and_the_value(kernel, args, out, words):
+    with pytest.raises(LaunchArgumentError) as e:
+        kernel(*args, out=out)
+    message = str(e.value)
+    assert "vector_add" in message
+    for word in words:
+        assert word in message, f"{word!r} missing from: {message}"
+    assert not kernel.recorder.launches, "a bad call must not launch"
+
+
+def test_a_list_of_outputs_is_accepted(kernel):
+    out = good()
+    assert kernel(good(), good(), out=[out]).data.ptr == out.ptr
+
+
+def test_the_current_device_decides(kernel):
+    set_current_device(1)
+    a = good(ptr=DEVICE_1_BASE + (1 << 20))
+    with pytest.raises(LaunchArgumentError, match="input 1 .*current device 1.*device 0"):
+        kernel(a, good())
+    b, out = good(ptr=DEVICE_1_BASE + (2 << 20)), good(ptr=DEVICE_1_BASE + (3 << 20))
+    assert kernel(a, b, out=out).data.ptr == out.ptr
+
+
+def _spec(inputs, outputs, params=None):
+    return {"name": "k", "grid": [2, 1, 1], "block": [128, 1, 1], "cluster": [1, 1, 1], "dynamic_smem": 0,
+            "static_smem": 0, "inputs": inputs, "outputs": outputs,
+            "params": params or [("array", i) for i in range(len(inputs) + len(outputs))],
+            "cubin": b"", "ptx": "", "profile_words": None}
+
+
+def test_float8_arrays_travel_as_bytes_and_the_error_says_so(monkeypatch):
+    install(monkeypatch)
+    launcher = PortableLauncher(_spec([([64], "float8_e4m3fn")], [([64], "float32")]))
+    with pytest.raises(PortableLaunchError, match=r"input 0 of k: expected dtype uint8 \(the bytes of float8_e4m3fn"):
+        launcher(good((64,), "float16"))
+    assert launcher(good((64,), "uint8")).shape == (64,)
+
+
+def test_bfloat16_inputs_need_bfloat16_arrays(monkeypatch):
+    install(monkeypatch)
+    launcher = PortableLauncher(_spec([([8, 8], "bfloat16")], [([8, 8], "bfloat16")]))
+    with pytest.raises(PortableLaunchError, match="expected dtype bfloat16, got float16"):
+        launcher(good((8, 8), "float16"))
+    import sys
+
+    import ml_dtypes
+
+    bf16 = sys.modules["cupy"].empty((8, 8), ml_dtypes.bfloat16)  # CuPy's own bfloat16 array (via DLPack)
+    assert launcher(bf16).dtype == ml_dtypes.bfloat16
+
+
+def test_the_error_class_is_injectable(monkeypatch):
+    install(monkeypatch)
+
+    class Mine(ValueError):
+        pass
+
+    launcher = PortableLauncher(_spec([([4], "float32")], [([4], "float32")]), error=Mine)
+    with pytest.raises(Mine, match="takes 1 input"):
+        launcher()
+
+
+def test_launch_unchecked_skips_every_check(kernel):
+    import sys
+
+    a = sys.modules["cupy"].empty((3,), "float64")  # the wrong shape and dtype: not checked
+    kernel.launch_unchecked(a, a, a)
+    [launch] = kernel.recorder.launches
+    assert launch.pointers == [a.data.ptr] * 3
+
+
+def test_an_output_overlapping_an_input_is_refused_naming_both(kernel):
+    a = good()
+    with pytest.raises(LaunchArgumentError, match="output 0 of vector_add overlaps input 0"):
+        kernel(a, good(), out=good(ptr=a.ptr + 16))  # shares all but the first 16 bytes
+    assert not kernel.recorder.launches
+    out = good(ptr=a.ptr + 4 * N)  # right after a: no overlap
+    assert kernel(a, good(), out=out).data.ptr == out.ptr
+
+
+def test_may_alias_allows_in_place_and_outputs_never_share(monkeypatch):
+    recorder = install(monkeypatch)
+    spec = _spec([([64], "float32")], [([64], "float32"), ([64], "float32")])
+    x = good((64,))
+    o = good((64,))
+    with pytest.raises(PortableLaunchError, match="output 0 of k overlaps output 1 in memory: two outputs"):
+        PortableLauncher(spec)(x, out=(o, good((64,), ptr=o.ptr)))
+    with pytest.raises(PortableLaunchError, match=r"may_alias=\{0: 0\}"):
+        PortableLauncher(spec)(x, out=(x, good((64,))))
+    PortableLauncher({**spec, "may_alias": [(0, 0)]})(x, out=(x, good((64,))))
+    assert recorder.launches[-1].pointers[:2] == [x.ptr, x.ptr]
+
+
+def test_cuda_check_unpacks_successful_results():
+    from cuda.bindings import driver
+
+    from mgpu_lab.runtime.portable import cuda_check
+
+    ok = driver.CUresult.CUDA_SUCCESS
+    assert cuda_check((ok,), "x") is None
+    assert cuda_check((ok, 5), "x") == 5
+    assert cuda_check((ok, 1, 2), "x") == (1, 2)
+
+
+def test_tma_slots_are_64_byte_aligned_and_argv_points_at_each_slot(monkeypatch):
+    """Byval TMA descriptors need 64-byte aligned 128-byte parameters: every slot, every thread."""
+    import ctypes
+    import threading
+
+    from mgpu_lab.runtime.portable import _ParamStorage
+
+    def check(storage, count):
+        assert storage.words.ctypes.data % 64 == 0 and storage.words.size == max(count, 1) * 16
+        assert list(storage.argv) == [storage.words.ctypes.data + 128 * i for i in range(count)] or count == 0
+        assert storage.argv_pointer.value == storage.argv.ctypes.data
+        assert ctypes.addressof(storage.slots) == storage.words.ctypes.data
+
+    for count in (0, 1, 3, 7):
+        check(_ParamStorage(count), count)
+    storage = _ParamStorage(2)
+    other: list = []
+    thread = threading.Thread(target=lambda: other.append((storage.words.ctypes.data, check(storage, 2))))
+    thread.start()
+    thread.join()
+    assert other[0][0] != storage.words.ctypes.data  # each thread writes its own slots
+
+
+def test_float8_note_names_the_output_s_own_declaration(monkeypatch):
+    install(monkeypatch)
+    spec = _spec([([8], "float8_e4m3fn"), ([8], "float32")], [([8], "float32"), ([8], "float8_e5m2")])
+    launcher = PortableLauncher(spec)
+    with pytest.raises(PortableLaunchError, match=r"output 1 of k: expected dtype uint8 \(the bytes of float8_e5m2"):
+        launcher(good((8,), "uint8"), good((8,)), out=(good((8,)), good((8,), "float16")))
+    with pytest.raises(PortableLaunchError, match=r"output 0 of k: expected dtype float32, got float16$"):
+        launcher(good((8,), "uint8"), good((8,)), out=(good((8,), "float16"), good((8,), "uint8")))
+
+
+class _HostDLPack:
+    """A DLPack producer whose memory is on the host (a CPU torch tensor, a numpy-like array)."""
+
+    def __dlpack__(self, stream=None):
+        raise AssertionError("must not be converted")
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+class _BrokenInterface:
+    """Claims __cuda_array_interface__ but describes nothing usable."""
+
+    __cuda_array_interface__ = {"version": 3}
+
+
+def test_host_dlpack_and_unconvertible_objects_get_clear_errors(kernel):
+    with pytest.raises(LaunchArgumentError, match=r"input 0 of vector_add: expected a device array .*got a "
+                                                  r"test_cpu_launch_arguments\._HostDLPack in host memory \(cpu\)"):
+        kernel(_HostDLPack(), good())
+    with pytest.raises(LaunchArgumentError, match=r"input 1 of vector_add: expected a device array .*got "
+                                                  r"test_cpu_launch_arguments\._BrokenInterface \(.+\)"):
+        kernel(good(), _BrokenInterface())
+
+
+def test_profiled_kernels_pass_a_fresh_profile_buffer(monkeypatch):
+    recorder = install(monkeypatch)
+    spec = {**_spec([([64], "float32")], [([64], "float32")], [("array", 0), ("array", 1), ("profile", 0)]),
+            "profile_words": 10}
+    launcher = PortableLauncher(spec)
+    x, out = good((64,)), good((64,))
+    launcher(x, out=out)
+    first = launcher.last_profile
+    assert first.shape == (2, 10) and first.dtype == np.uint32
+    assert recorder.launches[-1].pointers == [x.ptr, out.ptr, first.data.ptr]
+    launcher(x, out=out)
+    assert launcher.last_profile.data.ptr != first.data.ptr
+    assert recorder.launches[-1].pointers[2] == launcher.last_profile.data.ptr
+
+
+@pytest.mark.parametrize("cluster", [(1, 1, 1), (2, 1, 1)])
+def test_the_stream_argument_reaches_the_launch(monkeypatch, cluster):
+    from types import SimpleNamespace
+
+    recorder = install(monkeypatch)
+    launcher = PortableLauncher({**_spec([([16], "float32")], [([16], "float32")]), "cluster": list(cluster)})
+    x, out = good((16,)), good((16,))
+    launcher(x, out=out)  # CuPy's current stream (the stand-in's is 0)
+    launcher(x, out=out, stream=SimpleNamespace(ptr=0x77))  # a CuPy stream
+    launcher(x, out=out, stream=SimpleNamespace(cuda_stream=0x88))  # a torch stream
+    launcher(x, out=out, stream=0x99)  # a raw handle
+    import sys
+
+    cupy = sys.modules["cupy"]
+    launcher.launch_unchecked(cupy.empty((16,), "float32"), cupy.empty((16,), "float32"), stream=0xAA)
+    assert [launch.stream for launch in recorder.launches] == [0, 0x77, 0x88, 0x99, 0xAA]
