@@ -247,7 +247,8 @@ def _overlap_checks(no_alias: list[tuple[int, int]], nbytes: list[int], reject: 
     lines = []
     for a, b in no_alias:
         if nbytes[a] and nbytes[b]:
-            lines += [f"    if p{a} < p{b} + {nbytes[b]} and p{b} < p{a} + {nbytes[a]}:", f"        {reject}"]
+            # p_a < p_b + n_b and p_b < p_a + n_a, with one subtraction
+            lines += [f"    if {-nbytes[b]} < p{b} - p{a} < {nbytes[a]}:", f"        {reject}"]
     return lines
 
 
@@ -328,7 +329,7 @@ def call_source(n_in: int, n_out: int, nbytes: list[int], no_alias: list[tuple[i
     lines.append("    slots, argv = storage.parts")
     lines += [f"    slots[{i * _SLOT_WORDS}] = p{i}" for i in range(n_in + n_out)]
     dims = ", ".join(str(int(d)) for d in inline_launch)
-    lines += ["    s = current_stream().ptr if stream is None else stream_pointer(stream)",
+    lines += ["    s = current_stream(device).ptr if stream is None else stream_pointer(stream)",
               "    try:",
               f"        launch(handle, {dims}, s, argv, 0)",
               "    except launch_error as error:",
@@ -510,7 +511,7 @@ class PortableLauncher:
         if n:
             lines.append(f"    {', '.join(f'x{i}' for i in range(n))}, = arrays")
         lines += [f"    slots[{i * _SLOT_WORDS}] = x{i}.data.ptr" for i in range(n)]
-        lines += ["    s = current_stream().ptr if stream is None else stream_pointer(stream)",
+        lines += ["    s = current_stream(device).ptr if stream is None else stream_pointer(stream)",
                   "    try:",
                   f"        launch(handle, {', '.join(str(int(d)) for d in dims)}, s, argv, 0)",
                   "    except launch_error as error:",
@@ -575,6 +576,8 @@ class PortableLauncher:
         """`stream` (None: CuPy's current one; a CuPy or torch stream; a raw handle) as an int."""
         if stream is None:
             return self._current_stream().ptr
+        if type(stream) is int:
+            return stream
         if hasattr(stream, "ptr"):
             return stream.ptr
         return int(getattr(stream, "cuda_stream", stream))  # torch.cuda.Stream, or an int handle
