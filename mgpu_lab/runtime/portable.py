@@ -326,16 +326,21 @@ def call_source(n_in: int, n_out: int, nbytes: list[int], no_alias: list[tuple[i
         pointers = ", ".join(f"p{i}" for i in range(n_in + n_out))
         lines.append(f"    return launch_general({arrays}, [{pointers}], device, stream)")
         return lines
-    lines.append("    slots, argv = storage.parts")
-    lines += [f"    slots[{i * _SLOT_WORDS}] = p{i}" for i in range(n_in + n_out)]
-    dims = ", ".join(str(int(d)) for d in inline_launch)
-    lines += ["    s = current_stream(device).ptr if stream is None else stream_pointer(stream)",
-              "    try:",
-              f"        launch(handle, {dims}, s, argv, 0)",
-              "    except launch_error as error:",
-              "        recover(device, error, s, argv)",
-              f"    return {results}"]
+    lines += _launch_lines([f"p{i}" for i in range(n_in + n_out)], inline_launch)
+    lines.append(f"    return {results}")
     return lines
+
+
+def _launch_lines(pointers: list[str], dims: tuple[int, ...]) -> list[str]:
+    """Source lines writing the `pointers` expressions into this thread's parameter slots and
+    calling cuLaunchKernel on `handle` with the `dims` ints; a driver error goes to `recover`."""
+    lines = ["    slots, argv = storage.parts"]
+    lines += [f"    slots[{i * _SLOT_WORDS}] = {pointer}" for i, pointer in enumerate(pointers)]
+    return lines + ["    s = current_stream(device).ptr if stream is None else stream_pointer(stream)",
+                    "    try:",
+                    f"        launch(handle, {', '.join(str(int(d)) for d in dims)}, s, argv, 0)",
+                    "    except launch_error as error:",
+                    "        recover(device, error, s, argv)"]
 
 
 class PortableLauncher:
@@ -506,16 +511,10 @@ class PortableLauncher:
                  "    device = get_device()",
                  "    handle = handles.get(device)",
                  f"    if handle is None or len(arrays) != {n}:",
-                 "        return launch_general(arrays, [a.data.ptr for a in arrays], device, stream)",
-                 "    slots, argv = storage.parts"]
+                 "        return launch_general(arrays, [a.data.ptr for a in arrays], device, stream)"]
         if n:
             lines.append(f"    {', '.join(f'x{i}' for i in range(n))}, = arrays")
-        lines += [f"    slots[{i * _SLOT_WORDS}] = x{i}.data.ptr" for i in range(n)]
-        lines += ["    s = current_stream(device).ptr if stream is None else stream_pointer(stream)",
-                  "    try:",
-                  f"        launch(handle, {', '.join(str(int(d)) for d in dims)}, s, argv, 0)",
-                  "    except launch_error as error:",
-                  "        recover(device, error, s, argv)"]
+        lines += _launch_lines([f"x{i}.data.ptr" for i in range(n)], dims)
         return _compile(lines, self._generated_names(), "unchecked")
 
     def _recover(self, device: int, error: Exception, stream: int, argv: int) -> None:
