@@ -156,9 +156,9 @@ class _DriverError(Exception):
         self.status = status
 
 
-@pytest.fixture
-def fast_launcher(monkeypatch):
-    """A launcher whose module counts as loaded on device 0, with cuLaunchKernel recorded, not called."""
+def _with_recorded_driver(monkeypatch, launcher):
+    """`launcher` with its module counted as loaded on device 0 and cuLaunchKernel recorded, not
+    called: (launcher, launches, recoveries)."""
     from types import SimpleNamespace
 
     from mgpu_lab.runtime import portable
@@ -171,12 +171,16 @@ def fast_launcher(monkeypatch):
             raise _DriverError(201)
 
     monkeypatch.setattr(portable, "_driver_launch", lambda: (launch, _DriverError))
-    launcher = _launcher()
     launcher._current_stream = lambda device=-1: SimpleNamespace(ptr=7)
     loaded = SimpleNamespace(handle=0x1234, recover=lambda *a: recovered.append(a),
                              launch=lambda stream, argv: launches.append(("explaining path", stream, argv)))
     launcher._loaded(0, loaded)
     return launcher, launches, recovered
+
+
+@pytest.fixture
+def fast_launcher(monkeypatch):
+    return _with_recorded_driver(monkeypatch, _launcher())
 
 
 def _cupy_array(ptr, shape=(16,), dtype="float32", device_id=0, strides=None):
@@ -247,7 +251,8 @@ def test_a_failed_driver_launch_goes_to_recovery(fast_launcher):
     assert recovered == [(201, 666, argv)] * 2
 
 
-@pytest.mark.parametrize("n_in, n_out, inline", [(0, 1, True), (2, 0, True), (1, 2, True), (2, 2, False), (0, 0, False)])
+@pytest.mark.parametrize("n_in, n_out, inline",
+                         [(0, 1, True), (2, 0, True), (1, 2, True), (2, 2, False), (0, 0, False)])
 def test_generated_call_source_compiles_for_any_arity(n_in, n_out, inline):
     from mgpu_lab.runtime.portable import call_source
 
@@ -255,3 +260,15 @@ def test_generated_call_source_compiles_for_any_arity(n_in, n_out, inline):
     source = call_source(n_in, n_out, [64] * count, [(n_in, 0)] if n_in and n_out else [],
                          (1, 1, 1, 128, 1, 1, 0) if inline else None)
     compile("\n".join(source), "<generated call>", "exec")
+
+
+def test_two_outputs_come_back_as_a_tuple_from_the_generated_call(monkeypatch):
+    launcher, launches, _ = _with_recorded_driver(monkeypatch, _launcher(outputs=2))
+    a, b, o1, o2 = (_cupy_array(0x10000 * i) for i in range(1, 5))
+    assert launcher(a, b, out=(o1, o2)) == (o1, o2) and launches[-1][0] == 0x1234
+    assert _slot_words(launcher, 4) == [0x10000, 0x20000, 0x30000, 0x40000]
+    with pytest.raises(PortableLaunchError, match="output 0 of k overlaps output 1"):
+        launcher(a, b, out=(o1, o1))
+    with pytest.raises(PortableLaunchError, match="expected 2 output arrays, got 1"):
+        launcher(a, b, out=(o1,))
+    assert len(launches) == 1

@@ -230,8 +230,8 @@ def _array_checks(indexes: range, reject: str) -> list[str]:
     pointer, and run `reject` otherwise. One test per array, cheapest attributes first."""
     lines = []
     for i in indexes:
-        lines += [f"    if (type(x{i}) is not nd or not x{i}._c_contiguous or (x{i}.dtype is not d{i} and x{i}.dtype != d{i})",
-                  f"            or x{i}.shape != s{i}):",
+        lines += [f"    if (type(x{i}) is not nd or not x{i}._c_contiguous",
+                  f"            or (x{i}.dtype is not d{i} and x{i}.dtype != d{i}) or x{i}.shape != s{i}):",
                   f"        {reject}",
                   f"    m{i} = x{i}.data",
                   f"    p{i} = m{i}.ptr"]
