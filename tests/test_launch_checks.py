@@ -148,3 +148,127 @@ def test_exported_module_keeps_the_kernels_declared_aliases(tmp_path):
     exec(compile(path.read_text(), str(path), "exec"), namespace)
     assert [tuple(pair) for pair in namespace["SPEC"]["may_alias"]] == [(0, 0)]
     assert namespace["vector_add"]._no_alias == [(2, 1)], "the export must refuse only what the kernel refuses"
+
+
+# -- the generated call: checks, slot writes and the driver call in one function ------------------
+class _DriverError(Exception):
+    def __init__(self, status):
+        self.status = status
+
+
+def _with_recorded_driver(monkeypatch, launcher):
+    """`launcher` with its module counted as loaded on device 0 and cuLaunchKernel recorded, not
+    called: (launcher, launches, recoveries)."""
+    from types import SimpleNamespace
+
+    from mgpu_lab.runtime import portable
+
+    launches, recovered = [], []
+
+    def launch(*args):
+        launches.append(args)
+        if launches[-1][8] == 666:  # a stream the fake driver refuses
+            raise _DriverError(201)
+
+    monkeypatch.setattr(portable, "_driver_launch", lambda: (launch, _DriverError))
+    launcher._current_stream = lambda device=-1: SimpleNamespace(ptr=7)
+    loaded = SimpleNamespace(handle=0x1234, recover=lambda *a: recovered.append(a),
+                             launch=lambda stream, argv: launches.append(("explaining path", stream, argv)))
+    launcher._loaded(0, loaded)
+    return launcher, launches, recovered
+
+
+@pytest.fixture
+def fast_launcher(monkeypatch):
+    return _with_recorded_driver(monkeypatch, _launcher())
+
+
+def _cupy_array(ptr, shape=(16,), dtype="float32", device_id=0, strides=None):
+    import cupy
+
+    memory = cupy.cuda.UnownedMemory(ptr, 1 << 12, None, device_id=device_id)
+    return cupy.ndarray(shape, np.dtype(dtype), cupy.cuda.MemoryPointer(memory, 0), strides=strides)
+
+
+def _slot_words(launcher, count):
+    return [int(launcher._storage.words[i * 16]) for i in range(count)]
+
+
+def test_the_generated_call_writes_the_pointers_and_launches(fast_launcher):
+    launcher, launches, _ = fast_launcher
+    a, b, out = _cupy_array(0x10000), _cupy_array(0x20000), _cupy_array(0x30000)
+    assert launcher.call.__name__ == "call" and "call" in launcher.__dict__, "the generated call is installed"
+    assert launcher(a, b, out=out) is out
+    argv = launcher._storage.argv_address
+    assert launches == [(0x1234, 1, 1, 1, 128, 1, 1, 0, 7, argv, 0)]
+    assert _slot_words(launcher, 3) == [0x10000, 0x20000, 0x30000]
+    launcher(a, b, out=out, stream=99)  # a raw stream handle
+    launcher.call((a, b), out, SimpleStream(55))
+    assert [call[8] for call in launches[1:]] == [99, 55]
+    launcher(a, b, out=(out,), stream=3)  # out as a 1-tuple: accepted by the explaining path
+    assert launches[-1] == ("explaining path", 3, argv)
+    launcher.launch_unchecked(b, a, out, stream=5)
+    assert launches[-1][8] == 5 and _slot_words(launcher, 3) == [0x20000, 0x10000, 0x30000]
+
+
+class SimpleStream:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(shape=(8,)), "expected shape"), (dict(dtype="float64"), "expected dtype float32"),
+    (dict(ptr=0x30008), "expected a 16-byte aligned array"),
+    (dict(device_id=1), "expected an array on the current device 0"), (dict(ptr=0x10020), "overlaps input 0")])
+def test_the_generated_call_refuses_what_the_explaining_path_refuses(fast_launcher, bad, message):
+    launcher, launches, _ = fast_launcher
+    a, b = _cupy_array(0x10000), _cupy_array(0x20000)
+    out = _cupy_array(**{"ptr": 0x30000, **bad})
+    with pytest.raises(PortableLaunchError, match=message):
+        launcher(a, b, out=out)
+    if "overlaps" not in message:  # inputs may overlap each other
+        with pytest.raises(PortableLaunchError, match=f"input 0 of k: {message}"):
+            launcher(out, b, out=_cupy_array(0x30000))
+    assert launches == []
+
+
+def test_a_non_contiguous_array_is_refused_by_the_generated_call(fast_launcher):
+    launcher, launches, _ = fast_launcher
+    strided = _cupy_array(0x30000, shape=(16,), strides=(8,))
+    with pytest.raises(PortableLaunchError, match="expected a C-contiguous array"):
+        launcher(_cupy_array(0x10000), _cupy_array(0x20000), out=strided)
+    with pytest.raises(PortableLaunchError, match="takes 2 input array"):
+        launcher(_cupy_array(0x10000))
+    assert launches == []
+
+
+def test_a_failed_driver_launch_goes_to_recovery(fast_launcher):
+    launcher, launches, recovered = fast_launcher
+    a, b, out = _cupy_array(0x10000), _cupy_array(0x20000), _cupy_array(0x30000)
+    launcher(a, b, out=out, stream=666)
+    launcher.launch_unchecked(a, b, out, stream=666)
+    argv = launcher._storage.argv_address
+    assert recovered == [(201, 666, argv)] * 2
+
+
+@pytest.mark.parametrize("n_in, n_out, inline",
+                         [(0, 1, True), (2, 0, True), (1, 2, True), (2, 2, False), (0, 0, False)])
+def test_generated_call_source_compiles_for_any_arity(n_in, n_out, inline):
+    from mgpu_lab.runtime.portable import call_source
+
+    count = n_in + n_out
+    source = call_source(n_in, n_out, [64] * count, [(n_in, 0)] if n_in and n_out else [],
+                         (1, 1, 1, 128, 1, 1, 0) if inline else None)
+    compile("\n".join(source), "<generated call>", "exec")
+
+
+def test_two_outputs_come_back_as_a_tuple_from_the_generated_call(monkeypatch):
+    launcher, launches, _ = _with_recorded_driver(monkeypatch, _launcher(outputs=2))
+    a, b, o1, o2 = (_cupy_array(0x10000 * i) for i in range(1, 5))
+    assert launcher(a, b, out=(o1, o2)) == (o1, o2) and launches[-1][0] == 0x1234
+    assert _slot_words(launcher, 4) == [0x10000, 0x20000, 0x30000, 0x40000]
+    with pytest.raises(PortableLaunchError, match="output 0 of k overlaps output 1"):
+        launcher(a, b, out=(o1, o1))
+    with pytest.raises(PortableLaunchError, match="expected 2 output arrays, got 1"):
+        launcher(a, b, out=(o1,))
+    assert len(launches) == 1

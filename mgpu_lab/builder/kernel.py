@@ -119,7 +119,11 @@ class Kernel:
         Call the kernel normally once first; this is for hot loops where ~2 us of checks per
         launch matter. Wrong arguments here are undefined behaviour on the GPU."""
         launcher = self._launcher or self._new_launcher()
-        launcher.launch_unchecked(*arrays, stream=stream, isolate=self.isolate)
+        isolate = self.isolate
+        if isolate or (isolate is None and launcher.isolation.enabled):
+            launcher.launch_unchecked(*arrays, stream=stream, isolate=True)
+        else:
+            launcher.unchecked(arrays, stream)  # the arrays as one tuple: no repacking
 
     def as_torch_op(self, qualname: str) -> Any:
         """Register this kernel as the PyTorch custom op `qualname` ("namespace::name") and return it.

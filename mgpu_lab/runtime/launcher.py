@@ -87,7 +87,7 @@ class Launcher(PortableLauncher):
 
             launch_isolated(self, list(arrays), self._get_device(), stream)
             return
-        PortableLauncher.launch_unchecked(self, *arrays, stream=stream)
+        self.unchecked(arrays, stream)
 
     @property
     def last_trace(self) -> Any:

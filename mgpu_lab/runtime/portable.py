@@ -8,8 +8,11 @@ A kernel is described by a plain dict (see `PortableLauncher.__init__`). The cal
 modules load once per device; a call whose arrays are CuPy arrays matching the signature
 exactly is accepted by a few attribute compares per array (anything else goes through the
 full, explaining check); pointers go into preallocated parameter slots and `cuLaunchKernel`
-is called through ctypes without argument conversion (about 0.3 us, less than CuPy's own
-RawKernel argument handling). Kernels with clusters use `cuLaunchKernelEx`.
+is called through CuPy's Cython wrapper `cupy.cuda.driver.launchKernel`, which takes plain
+ints (0.2 us on the host; a ctypes call with 11 arguments costs 0.9 us). For the common case,
+a kernel whose parameters are its arrays' pointers, each signature gets one generated function
+(`call_source`) doing the checks, the parameter writes and the launch with no intermediate
+objects. Kernels with clusters use `cuLaunchKernelEx`.
 """
 
 from __future__ import annotations
@@ -66,13 +69,13 @@ def cuda_check(result: tuple, what: str) -> Any:
 
 
 @functools.cache
-def _cu_launch_kernel() -> Any:
-    """cuLaunchKernel without ctypes argtypes: callers pass c_void_p objects for the pointers
-    and small Python ints (grid, block, smem: C ints) so ctypes converts nothing (0.3 us
-    per call instead of 0.9 us with argtypes)."""
-    fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
-    fn.restype = ctypes.c_int
-    return fn
+def _driver_launch() -> tuple[Any, type[Exception]]:
+    """(launchKernel, its error class): CuPy's Cython cuLaunchKernel, which converts its 11 int
+    arguments in C; ctypes' conversion of the same arguments costs 4x as much."""
+    import cupy
+
+    driver = cupy.cuda.driver
+    return driver.launchKernel, driver.CUDADriverError
 
 
 def device_smem_limit(device: int) -> int:
@@ -94,7 +97,8 @@ class _ParamStorage(threading.local):
         base = self.words.ctypes.data
         self.slots = (ctypes.c_uint64 * (max(count, 1) * _SLOT_WORDS)).from_address(base)  # ctypes view of words
         self.argv = np.array([base + i * _SLOT_BYTES for i in range(count)] or [0], dtype=np.uint64)
-        self.argv_pointer = ctypes.c_void_p(int(self.argv.ctypes.data))
+        self.argv_address = int(self.argv.ctypes.data)
+        self.parts = (self.slots, self.argv_address)  # one thread-local read on the hot path
 
 
 class LoadedFunction:
@@ -121,9 +125,8 @@ class LoadedFunction:
             cuda_check(driver.cuFuncSetAttribute(self.function, attr, self.smem), "raising the dynamic smem limit")
         self.grid, self.block, cluster = tuple(spec["grid"]), tuple(spec["block"]), tuple(spec["cluster"])
         self.config = self._cluster_config(cluster) if cluster != (1, 1, 1) else None
-        self.handle_pointer = ctypes.c_void_p(self.handle)
         self.dims = (*self.grid, *self.block, self.smem)  # cuLaunchKernel's 7 ints, in order
-        self.launch_kernel = _cu_launch_kernel()
+        self.launch_kernel, self.launch_error = _driver_launch()
 
     def _load(self, spec: dict, driver: Any) -> Any:
         err, module = driver.cuModuleLoadData(spec["cubin"])
@@ -147,14 +150,14 @@ class LoadedFunction:
         config.numAttrs = 1
         return config
 
-    def launch(self, stream: ctypes.c_void_p, argv: ctypes.c_void_p) -> None:
-        """Launch on `stream` with `argv` (the kernelParams array), both as c_void_p.
-        (The launcher's hot path makes the cuLaunchKernel call itself and comes here on errors.)"""
+    def launch(self, stream: int, argv: int) -> None:
+        """Launch on `stream` with `argv` (the kernelParams array's address), both ints.
+        (The launcher's generated call makes the cuLaunchKernel call itself and comes here on errors.)"""
         err = self._launch_once(stream, argv)
         if err:
             self.recover(err, stream, argv)
 
-    def recover(self, err: int, stream: ctypes.c_void_p, argv: ctypes.c_void_p) -> None:
+    def recover(self, err: int, stream: int, argv: int) -> None:
         """After a failed launch: retry once if the thread had no current context, else raise."""
         if err == _CUDA_ERROR_INVALID_CONTEXT:
             # A thread that has made no CUDA runtime call yet has no current context.
@@ -165,11 +168,15 @@ class LoadedFunction:
         if err:
             cuda_check((self._driver.CUresult(int(err)),), "cuLaunchKernel")
 
-    def _launch_once(self, stream: ctypes.c_void_p, argv: ctypes.c_void_p) -> int:
+    def _launch_once(self, stream: int, argv: int) -> int:
         if self.config is None:
-            return self.launch_kernel(self.handle_pointer, *self.dims, stream, argv, None)
-        self.config.hStream = stream.value or 0
-        (err,) = self._driver.cuLaunchKernelEx(self.config, self.function, argv.value, 0)
+            try:
+                self.launch_kernel(self.handle, *self.dims, stream, argv, 0)
+            except self.launch_error as error:
+                return int(error.status)
+            return 0
+        self.config.hStream = stream
+        (err,) = self._driver.cuLaunchKernelEx(self.config, self.function, argv, 0)
         return int(err)
 
 
@@ -218,37 +225,123 @@ def _pairs_that_may_not_alias(n_in: int, n_out: int, may_alias: Any) -> list[tup
     return pairs
 
 
+def _array_checks(indexes: range, reject: str) -> list[str]:
+    """Source lines accepting arrays x<i> (i in `indexes`) only if each is an `nd` of shape
+    s<i>, dtype d<i>, C-contiguous, 16-byte aligned and on `device`; they bind p<i>, its
+    pointer, and run `reject` otherwise. One test per array, cheapest attributes first."""
+    lines = []
+    for i in indexes:
+        lines += [f"    if (type(x{i}) is not nd or not x{i}._c_contiguous",
+                  f"            or (x{i}.dtype is not d{i} and x{i}.dtype != d{i}) or x{i}.shape != s{i}):",
+                  f"        {reject}",
+                  f"    m{i} = x{i}.data",
+                  f"    p{i} = m{i}.ptr"]
+    if indexes:
+        lines += [f"    if ({' | '.join(f'p{i}' for i in indexes)}) & 15 or "
+                  + " or ".join(f"m{i}.device_id != device" for i in indexes) + ":",
+                  f"        {reject}"]
+    return lines
+
+
+def _overlap_checks(no_alias: list[tuple[int, int]], nbytes: list[int], reject: str) -> list[str]:
+    """Source lines running `reject` when a pair of pointers in `no_alias` overlaps."""
+    lines = []
+    for a, b in no_alias:
+        if nbytes[a] and nbytes[b]:
+            # p_a < p_b + n_b and p_b < p_a + n_a, with one subtraction
+            lines += [f"    if {-nbytes[b]} < p{b} - p{a} < {nbytes[a]}:", f"        {reject}"]
+    return lines
+
+
+def _compile(lines: list[str], namespace: dict, name: str) -> Any:
+    exec("\n".join(lines), namespace)  # noqa: S102 - generated from indexes and sizes only
+    return namespace[name]
+
+
+def _signature_values(ndarray: type, specs: list) -> dict[str, Any]:
+    """The generated code's free names: nd, and s<i>/d<i> per array (bound as values, never as source)."""
+    namespace: dict[str, Any] = {"nd": ndarray}
+    for i, (shape, dtype) in enumerate(specs):
+        namespace[f"s{i}"], namespace[f"d{i}"] = tuple(shape), dtype
+    return namespace
+
+
 def exact_match_checker(ndarray: type, specs: list, nbytes: list[int] = (),
                         no_alias: list[tuple[int, int]] = ()) -> Any:
     """check(arrays, device) -> data pointers, or None unless every array is an `ndarray`
     matching its (shape, dtype) spec exactly (C-contiguous, 16-byte aligned, on `device`) and
     no pair in `no_alias` overlaps. The tests are unrolled for this many arrays: half the cost
-    of a loop, and this is most of what a checked call costs beyond the launch. Only indexes
-    enter the generated source; shapes and dtypes are bound as values."""
+    of a loop. Only indexes and sizes enter the generated source; shapes and dtypes are bound
+    as values."""
     n = len(specs)
     if n == 0:
         return lambda arrays, device: [] if len(arrays) == 0 else None
     lines = ["def check(arrays, device):", f"    if len(arrays) != {n}:", "        return None",
              f"    {', '.join(f'x{i}' for i in range(n))}, = arrays"]
-    for i in range(n):
-        lines += [f"    if type(x{i}) is not nd or x{i}.shape != s{i} or not x{i}._c_contiguous:",
-                  "        return None",
-                  f"    t = x{i}.dtype",
-                  f"    if t is not d{i} and t != d{i}:",
-                  "        return None",
-                  f"    m = x{i}.data",
-                  f"    p{i} = m.ptr",
-                  f"    if p{i} & 15 or m.device_id != device:",
-                  "        return None"]
-    for a, b in no_alias:
-        if nbytes[a] and nbytes[b]:
-            lines += [f"    if p{a} < p{b} + {nbytes[b]} and p{b} < p{a} + {nbytes[a]}:", "        return None"]
+    lines += _array_checks(range(n), "return None") + _overlap_checks(no_alias, nbytes, "return None")
     lines.append(f"    return [{', '.join(f'p{i}' for i in range(n))}]")
-    namespace: dict[str, Any] = {"nd": ndarray}
-    for i, (shape, dtype) in enumerate(specs):
-        namespace[f"s{i}"], namespace[f"d{i}"] = tuple(shape), dtype
-    exec("\n".join(lines), namespace)  # noqa: S102 - generated from indexes and sizes only
-    return namespace["check"]
+    return _compile(lines, _signature_values(ndarray, specs), "check")
+
+
+def _tuple_source(names: Any) -> str:
+    return "(" + "".join(f"{name}, " for name in names) + ")"
+
+
+def call_source(n_in: int, n_out: int, nbytes: list[int], no_alias: list[tuple[int, int]],
+                inline_launch: tuple[int, ...] | None) -> list[str]:
+    """Source of `call(args, out=None, stream=None)` for one signature: the exact-match checks
+    of `exact_match_checker`, outputs allocated when `out` is None, then the launch. With
+    `inline_launch` (cuLaunchKernel's grid, block and smem ints; for kernels whose parameters
+    are exactly their arrays' pointers) it writes the pointer slots and calls the driver
+    itself; otherwise it hands the checked arrays to `launch_general`. Anything not matching
+    exactly, or a device the kernel is not loaded on yet, goes to `slow` (the explaining path).
+
+    Free names: nd, s<i>, d<i>, get_device, handles (device -> CUfunction int), slow, empty,
+    and storage, current_stream, stream_pointer, launch, launch_error, recover (inline) or
+    launch_general."""
+    slow = "return slow(args, out, stream)"
+    ins, outs = range(n_in), range(n_in, n_in + n_out)
+    lines = ["def call(args, out=None, stream=None):",
+             "    device = get_device()",
+             "    handle = handles.get(device)",
+             f"    if handle is None or len(args) != {n_in}:",
+             f"        {slow}"]
+    if n_in:
+        lines.append(f"    {', '.join(f'x{i}' for i in ins)}, = args")
+    lines += _array_checks(ins, slow)
+    if n_out == 0:
+        lines += ["    if out is not None:", f"        {slow}"]
+    else:
+        lines.append("    if out is None:")
+        lines += [line for i in outs for line in (f"        x{i} = empty(s{i}, d{i})", f"        p{i} = x{i}.data.ptr")]
+        lines.append("    else:")
+        if n_out == 1:
+            lines.append(f"        x{n_in} = out")
+        else:
+            lines += [f"        if type(out) is not tuple or len(out) != {n_out}:", f"            {slow}",
+                      f"        {', '.join(f'x{i}' for i in outs)}, = out"]
+        lines += ["    " + line for line in _array_checks(outs, slow) + _overlap_checks(no_alias, nbytes, slow)]
+    results = f"x{n_in}" if n_out == 1 else _tuple_source(f"x{i}" for i in outs)
+    if inline_launch is None:
+        arrays = _tuple_source(f"x{i}" for i in range(n_in + n_out))
+        pointers = ", ".join(f"p{i}" for i in range(n_in + n_out))
+        lines.append(f"    return launch_general({arrays}, [{pointers}], device, stream)")
+        return lines
+    lines += _launch_lines([f"p{i}" for i in range(n_in + n_out)], inline_launch)
+    lines.append(f"    return {results}")
+    return lines
+
+
+def _launch_lines(pointers: list[str], dims: tuple[int, ...]) -> list[str]:
+    """Source lines writing the `pointers` expressions into this thread's parameter slots and
+    calling cuLaunchKernel on `handle` with the `dims` ints; a driver error goes to `recover`."""
+    lines = ["    slots, argv = storage.parts"]
+    lines += [f"    slots[{i * _SLOT_WORDS}] = {pointer}" for i, pointer in enumerate(pointers)]
+    return lines + ["    s = current_stream(device).ptr if stream is None else stream_pointer(stream)",
+                    "    try:",
+                    f"        launch(handle, {', '.join(str(int(d)) for d in dims)}, s, argv, 0)",
+                    "    except launch_error as error:",
+                    "        recover(device, error, s, argv)"]
 
 
 class PortableLauncher:
@@ -290,7 +383,7 @@ class PortableLauncher:
         self.num_blocks = int(np.prod(spec["grid"]))
         self._storage = _ParamStorage(len(self.param_kinds))
         self._functions: dict[int, LoadedFunction] = {}
-        self._streams: dict[int, ctypes.c_void_p] = {}
+        self._handles: dict[int, int] = {}  # device -> CUfunction, read by the generated call
         self._tma = tma_encoder
         self._profile_buffer = None
         self.last_profile = None
@@ -377,14 +470,67 @@ class PortableLauncher:
         fn = self._functions.get(device)
         if fn is None:
             self._cupy.cuda.runtime.free(0)  # makes sure the primary context exists and is current
-            fn = self._functions[device] = LoadedFunction(self.spec, device, self._resource_error)
+            fn = LoadedFunction(self.spec, device, self._resource_error)
+            self._loaded(device, fn)
         return fn
+
+    def _loaded(self, device: int, fn: LoadedFunction) -> None:
+        """Launch on `device` through `fn`. The first load installs this signature's generated
+        `call` (and `unchecked`) on the instance; until then both take the explaining path."""
+        self._functions[device] = fn
+        self._handles[device] = fn.handle
+        if "call" not in self.__dict__:
+            self.call, self.unchecked = self._generated_call(), self._generated_unchecked()
+
+    def _inline_launch(self) -> tuple[int, ...] | None:
+        """cuLaunchKernel's grid, block and smem ints when the generated code may launch itself:
+        every parameter an array pointer and no cluster (else `_launch` fills the slots)."""
+        spec = self.spec
+        if not self._pointer_only or tuple(spec["cluster"]) != (1, 1, 1):
+            return None
+        return (*spec["grid"], *spec["block"], spec["dynamic_smem"])
+
+    def _generated_names(self) -> dict[str, Any]:
+        launch, launch_error = _driver_launch()
+        names = _signature_values(self._ndarray, self._all_specs)
+        names.update(get_device=self._get_device, handles=self._handles, slow=self._call_explaining,
+                     empty=self._cupy.empty, storage=self._storage, current_stream=self._current_stream,
+                     stream_pointer=self._stream_pointer, launch=launch, launch_error=launch_error,
+                     recover=self._recover, launch_general=self._launch)
+        return names
+
+    def _generated_call(self) -> Any:
+        lines = call_source(self.n_in, len(self.out_specs), self._nbytes, self._no_alias, self._inline_launch())
+        return _compile(lines, self._generated_names(), "call")
+
+    def _generated_unchecked(self) -> Any:
+        dims = self._inline_launch()
+        if dims is None:
+            return self._unchecked_general
+        n = len(self._all_specs)
+        lines = ["def unchecked(arrays, stream=None):",
+                 "    device = get_device()",
+                 "    handle = handles.get(device)",
+                 f"    if handle is None or len(arrays) != {n}:",
+                 "        return launch_general(arrays, [a.data.ptr for a in arrays], device, stream)"]
+        if n:
+            lines.append(f"    {', '.join(f'x{i}' for i in range(n))}, = arrays")
+        lines += _launch_lines([f"x{i}.data.ptr" for i in range(n)], dims)
+        return _compile(lines, self._generated_names(), "unchecked")
+
+    def _recover(self, device: int, error: Exception, stream: int, argv: int) -> None:
+        self._functions[device].recover(int(error.status), stream, argv)
 
     def __call__(self, *args: Any, out: Any = None, stream: Any = None) -> Any:
         return self.call(args, out, stream)
 
     def call(self, args: tuple, out: Any = None, stream: Any = None) -> Any:
-        """`self(*args, out=out, stream=stream)` with the inputs as one tuple (for wrappers)."""
+        """`self(*args, out=out, stream=stream)` with the inputs as one tuple (for wrappers).
+        Once the module is loaded, the instance's generated `call` stands in for this method."""
+        return self._call_explaining(args, out, stream)
+
+    def _call_explaining(self, args: tuple, out: Any, stream: Any) -> Any:
+        """The full path: every check with its message, module loading, any kind of parameter."""
         if len(args) != self.n_in:
             raise self._error(f"{self.name} takes {self.n_in} input array(s) "
                               f"{[f'{s}:{d.name}' for s, d in self.in_specs]}, got {len(args)}")
@@ -416,22 +562,25 @@ class PortableLauncher:
 
         For hot loops whose arguments were validated once by a normal call: a wrong shape,
         dtype, device or alignment here is undefined behaviour on the GPU, not an error."""
+        self.unchecked(arrays, stream)
+
+    def unchecked(self, arrays: tuple, stream: Any = None) -> None:
+        """`launch_unchecked(*arrays, stream=stream)` with the arrays as one tuple. Once the
+        module is loaded, the instance's generated `unchecked` stands in for this method."""
+        self._unchecked_general(arrays, stream)
+
+    def _unchecked_general(self, arrays: tuple, stream: Any = None) -> None:
         self._launch(arrays, [a.data.ptr for a in arrays], self._get_device(), stream)
 
-    def _stream_pointer(self, stream: Any) -> ctypes.c_void_p:
-        """`stream` (None: CuPy's current one; a CuPy or torch stream; a raw handle) as c_void_p."""
+    def _stream_pointer(self, stream: Any) -> int:
+        """`stream` (None: CuPy's current one; a CuPy or torch stream; a raw handle) as an int."""
         if stream is None:
-            ptr = self._current_stream().ptr
-        elif hasattr(stream, "ptr"):
-            ptr = stream.ptr
-        else:
-            ptr = getattr(stream, "cuda_stream", stream)  # torch.cuda.Stream, or an int handle
-        handle = self._streams.get(ptr)
-        if handle is None:
-            if len(self._streams) > 64:
-                self._streams.clear()
-            handle = self._streams[ptr] = ctypes.c_void_p(int(ptr))
-        return handle
+            return self._current_stream().ptr
+        if type(stream) is int:
+            return stream
+        if hasattr(stream, "ptr"):
+            return stream.ptr
+        return int(getattr(stream, "cuda_stream", stream))  # torch.cuda.Stream, or an int handle
 
     def _launch(self, arrays: Any, pointers: list[int], device: int, stream: Any) -> Any:
         fn = self._functions.get(device)
@@ -442,16 +591,7 @@ class PortableLauncher:
             storage.slots[self._pointer_slots] = pointers
         else:
             self._fill_slots(storage, arrays, pointers)
-        handle = self._streams.get(self._current_stream().ptr) if stream is None else None
-        if handle is None:
-            handle = self._stream_pointer(stream)
-        argv = storage.argv_pointer
-        if fn.config is None:
-            err = fn.launch_kernel(fn.handle_pointer, *fn.dims, handle, argv, None)
-            if err:
-                fn.recover(err, handle, argv)
-        else:
-            fn.launch(handle, argv)
+        fn.launch(self._stream_pointer(stream), storage.argv_address)
         if self._profiled:
             self.last_profile = self._profile_buffer
         n_in = self.n_in

@@ -126,7 +126,10 @@ def register_torch_op(launcher: Any, qualname: str) -> Any:
             stream = torch.cuda.current_stream(device).cuda_stream
             # Always in this process (never the isolated worker, which synchronizes): torch ops
             # must stay capturable in CUDA graphs and asynchronous on torch's stream.
-            launcher.call(tuple(arrays[: len(inputs)]), arrays[len(inputs):], stream)
+            # out as one array or a tuple: the launcher's generated call takes those without a detour
+            out_arrays = arrays[len(inputs):]
+            launcher.call(tuple(arrays[: len(inputs)]), out_arrays[0] if len(out_arrays) == 1 else tuple(out_arrays),
+                          stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     library.impl(name, cuda, "CUDA")
