@@ -44,6 +44,7 @@ from .gemm_padding import PaddedGemm, aligned_shape
 from .gemm_pieces import (
     Epilogue,
     EpilogueTile,
+    TURN_BARRIER,
     GemmTiling,
     consumer_registers,
     load_operands,
@@ -210,13 +211,15 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         wg = dsl.warpgroup_idx()
         me = wg - 1  # consumer index
 
-        def compute(row0, col0, first=0, release_last=False):
+        def compute(row0, col0, first=0, release_last=False, after_mainloop=None):
             """This consumer's tile at (row0, col0): the mainloop, the epilogue, the store."""
             tile = EpilogueTile(t, row0 + t.row_offset(me), col0)
             if mainloop is None:
                 acc = multiply(ctx, t, ring, full, empty, me, first, release_last)
             else:
                 acc = mainloop(ctx, t, ring, full, empty, me, first, release_last, tile, extra_refs)
+            if after_mainloop is not None:
+                after_mainloop()
             with ctx.named_region("epilogue"):
                 acc = run_epilogue(epilogue, acc, tile, extra_refs)
                 store_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me)
@@ -234,6 +237,18 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
 
         block = dsl.block_idx("x")
 
+        def wait_turn(tile, block, me):
+            """Pingpong: the block's first tile is consumer 0's at once; every later one waits
+            until the other consumer has finished the previous tile's mainloop."""
+            with dsl.when(tile >= block + t.grid):
+                dsl.named_barrier(me + TURN_BARRIER, 2 * WARPGROUP)
+
+        def pass_turn(tile, me):
+            """Pingpong: hand the ring to the other consumer, if the block has a next tile (every
+            bar.arrive has its bar.sync: no barrier is left half-passed when the block exits)."""
+            with dsl.when(tile + t.grid < t.tiles):
+                dsl.named_barrier(1 - me + TURN_BARRIER, 2 * WARPGROUP, arrive=True)
+
         def tiles(body, first_local=0, every=1):
             """body(tile, first pipeline iteration) for the block's tiles first_local, first_local
             + every, ... (a pingpong consumer takes every other one)."""
@@ -248,9 +263,18 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
 
         def consumer():
             consumer_registers(t)
+            if not t.pingpong:
+                tiles(lambda tile, first: compute(*tile_origin(t, tile), first, release_last=True))
+                return
 
-            tiles(lambda tile, first: compute(*tile_origin(t, tile), first, release_last=True),
-                  *((me, 2) if t.pingpong else ()))
+            def take_turn(tile, first):
+                # The consumers' mainloops must run in tile order: mbarrier waits only know a
+                # phase's parity, so a consumer waiting on the ring for a tile more than one ring
+                # round ahead of the producer would take an older phase for its own.
+                wait_turn(tile, block, me)
+                compute(*tile_origin(t, tile), first, release_last=True, after_mainloop=lambda: pass_turn(tile, me))
+
+            tiles(take_turn, me, 2)
 
         dsl.if_else(wg == 0, producer, consumer)
 

@@ -33,6 +33,7 @@ SWIZZLE = 128  # bytes: A and K-major B rows are one 128-byte swizzle span of k
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
 CONSUMER_BARRIER = 1  # named barrier of all consumer threads
 WG_BARRIER = 2  # + consumer index: named barrier of one consumer warpgroup
+TURN_BARRIER = 4  # + consumer index (pingpong): 'your mainloop may start', the other consumer arrives
 
 
 @dataclass(frozen=True)
