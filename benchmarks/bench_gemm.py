@@ -63,7 +63,8 @@ def _rounds(p: Problem, quick: bool) -> int:
 
 def _config(p: Problem, dtype: str) -> dict:
     picked = gemm_config(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)
-    return {key: picked[key] for key in ("tile_m", "tile_n", "stages", "group_m", "persistent") if key in picked} | \
+    keys = ("tile_m", "tile_n", "stages", "group_m", "persistent") + (("split_k",) if dtype == "bfloat16" else ())
+    return {key: picked[key] for key in keys if key in picked} | \
         {"source": picked["source"]}
 
 
@@ -91,6 +92,8 @@ def _sweep(problems: list[Problem], figures: dict, rows: list, kind: str, one) -
 
 def _describe(config: dict) -> str:
     scheme = {True: " persistent", "pingpong": " pingpong"}.get(config.get("persistent"), "")
+    if config.get("split_k", 1) > 1:
+        scheme += f" split_k={config['split_k']}"
     return f"{config['tile_m']}x{config['tile_n']}{scheme} {config['source']}"
 
 
@@ -167,7 +170,7 @@ def _bf16_problem(p: Problem, figures: dict, rows: list, quick: bool, compare_pe
     if compare_persistent and tiles > SMS:
         other = not config.get("persistent", False)
         alternative = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b, **{**settings, "persistent": other,
-                                                                             "stages": None})
+                                                                             "stages": None, "split_k": 1})
         measure(alternative, f"{tag}_{'persistent' if other else 'one_tile'}",
                 f"{config['tile_m']}x{config['tile_n']} {'persistent' if other else 'one tile'} (compare)")
     return ratio
