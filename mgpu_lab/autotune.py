@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import inspect
 import itertools
 import json
 import multiprocessing
@@ -210,8 +211,16 @@ def _cache_path(make_kernel: Callable[..., Any], space: dict, inputs: Sequence[A
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     who = f"{getattr(make_kernel, '__module__', '?')}.{getattr(make_kernel, '__qualname__', repr(make_kernel))}"
     shapes = [(tuple(x.shape), str(x.dtype)) for x in inputs]
-    key = hashlib.sha256(json.dumps([name, who, shapes, {k: list(map(repr, v)) for k, v in space.items()}],
-                                    sort_keys=True).encode()).hexdigest()[:24]
+    from .compiler.toolchain import versions
+
+    # The kernel's module source and the toolchain: an edited kernel or a new ptxas re-tunes.
+    fn = getattr(make_kernel, "func", make_kernel)
+    try:
+        source = inspect.getsource(inspect.getmodule(fn))
+    except (OSError, TypeError):  # no source file (a notebook cell): the function's own bytecode
+        source = getattr(getattr(fn, "__code__", None), "co_code", b"").hex() or repr(fn)
+    key = hashlib.sha256(json.dumps([name, who, shapes, {k: list(map(repr, v)) for k, v in space.items()},
+                                     source, versions()], sort_keys=True).encode()).hexdigest()[:24]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "mgpu_lab" / "tune" / f"{key}.json"
 

@@ -14,7 +14,7 @@ warpgroup MMA (`wgmma`, `WGMMAAccumulator`), warpgroup and cluster helpers.
 from ._mlir import arith, gpu, ir, llvm, math, memref, nvgpu, nvvm, scf, vector
 from .builder.barriers import BarrierArray, BarrierRef
 from .builder.dtypes import itemsize
-from .builder.control import for_range, if_else, when
+from .builder.control import flatten_values, for_range, if_else, when
 from .builder.fragmented import FragmentedArray, where
 from .builder.layouts import (
     WGMMAColLayout,
@@ -22,6 +22,8 @@ from .builder.layouts import (
     WGMMARowLayout,
     WGStridedLayout,
 )
+from .builder.layouts import swizzled_position
+from .builder.ptx import inline_ptx, smem_address
 from .builder.memref_ops import (
     DynamicSlice,
     ds,
@@ -30,6 +32,7 @@ from .builder.memref_ops import (
     memref_unfold,
     memref_unsqueeze,
 )
+from .builder.reductions import block_reduce, warp_reduce
 from .builder.shapes import Barriers, ShapeDtype, Union
 from .builder.threads import (
     block_dim,
@@ -115,6 +118,7 @@ __all__ = [
     "await_async_copy",
     "block_dim",
     "block_idx",
+    "block_reduce",
     "c",
     "cluster_arrive",
     "cluster_block_idx",
@@ -125,10 +129,12 @@ __all__ = [
     "ds",
     "elect_one",
     "fence_async_shared",
+    "flatten_values",
     "for_range",
     "gpu",
     "grid_dim",
     "if_else",
+    "inline_ptx",
     "itemsize",
     "ir",
     "lane_idx",
@@ -147,11 +153,14 @@ __all__ = [
     "scf",
     "setmaxnreg",
     "single_thread",
+    "smem_address",
+    "swizzled_position",
     "thread_idx",
     "thread_in_warpgroup",
     "vector",
     "warp_idx",
     "warpgroup_barrier",
+    "warp_reduce",
     "warpgroup_idx",
     "wgmma",
     "wgmma_commit_group",

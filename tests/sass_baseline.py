@@ -1,8 +1,11 @@
 """The kernels whose SASS the typed-value rewrite must leave unchanged, and their opcode counts.
 
 Each entry builds one kernel on the CPU (target sm_90a): every example, the GEMM at a small
-shape (with and without the profiler), the README's first kernel and notebook 01's kernel.
-`python tests/sass_baseline.py` rewrites the fixture (only when codegen is meant to change).
+shape (with and without the profiler), flash attention in the configurations whose code differs
+(head_dim 64/128/256, causal, GQA, ragged seq, pingpong off), the README's first kernel and
+notebook 01's kernel.
+`python tests/sass_baseline.py` rewrites the fixture (only when codegen is meant to change);
+`python tests/sass_baseline.py NAME...` records only those entries and keeps the others.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ def _notebook_kernel():
 
 def kernels() -> dict[str, Callable[[], object]]:
     """name -> a function building the kernel (sm_90a, no GPU needed)."""
+    from mgpu_lab.examples.attention import make_attention
     from mgpu_lab.examples.block_sum import make_block_sum
     from mgpu_lab.examples.gemm import make_gemm
     from mgpu_lab.examples.scaled_add import make_scaled_add
@@ -75,6 +79,14 @@ def kernels() -> dict[str, Callable[[], object]]:
         "gemm_nt_256x256x256": lambda: make_gemm(256, 256, 256, transpose_b=True, tile_m=128, tile_n=128, **t),
         "gemm_nn_256x256x256": lambda: make_gemm(256, 256, 256, tile_m=128, tile_n=128, **t),
         "gemm_nt_profiled": lambda: make_gemm(256, 256, 256, transpose_b=True, tile_m=128, tile_n=128, profile=True, **t),
+        "attention_d64": lambda: make_attention(1, 2, 512, 512, 64, **t),
+        "attention_d128": lambda: make_attention(1, 2, 512, 512, 128, **t),
+        "attention_d256": lambda: make_attention(1, 2, 512, 512, 256, **t),
+        "attention_d128_causal": lambda: make_attention(1, 2, 512, 512, 128, causal=True, **t),
+        "attention_d128_gqa_f16": lambda: make_attention(1, 8, 512, 512, 128, kv_heads=2, dtype="float16", **t),
+        "attention_d128_ragged_causal": lambda: make_attention(1, 2, 1000, 1000, 128, causal=True, **t),
+        "attention_d256_ragged": lambda: make_attention(1, 2, 384, 700, 256, dtype="float16", **t),
+        "attention_d128_causal_nopp": lambda: make_attention(1, 2, 512, 512, 128, causal=True, pingpong=False, **t),
         "readme_add": lambda: _readme_kernel(),
         "notebook01_vadd": lambda: _notebook_kernel(),
     }
@@ -85,5 +97,13 @@ def measure(name: str) -> dict[str, int]:
 
 
 if __name__ == "__main__":
-    FIXTURE.write_text(json.dumps({name: measure(name) for name in kernels()}, indent=1, sort_keys=True) + "\n")
+    import sys
+
+    only = sys.argv[1:]
+    unknown = sorted(set(only) - set(kernels()))
+    if unknown:
+        sys.exit(f"unknown kernel names {unknown}; known: {sorted(kernels())}")
+    counts = json.loads(FIXTURE.read_text()) if only else {}
+    counts.update({name: measure(name) for name in (only or kernels())})
+    FIXTURE.write_text(json.dumps(counts, indent=1, sort_keys=True) + "\n")
     print(f"wrote {FIXTURE}")

@@ -139,7 +139,8 @@ def test_wgmma_fence_threads_its_operands():
         # checked while tracing: MLIR values do not outlive the kernel's module
         assert isinstance(fenced_acc, dsl.WGMMAAccumulator) and fenced_acc.n == 64 and len(fenced_acc.values) == 32
         assert fenced_p.layout == dsl.WGMMAFragLayout(64) and str(fenced_p.element_type) == "bf16"
-        assert fenced_acc.values[0].owner.name != acc.values[0].owner.name  # the fence's output, not the zero
+        # the fence's output (its registers are built from the asm's results), not the zeros' splat
+        assert fenced_acc.value.registers[0].owner.name != acc.value.registers[0].owner.name
         assert isinstance(dsl.wgmma_fence(acc), dsl.WGMMAAccumulator) and dsl.wgmma_fence() is None
         with pytest.raises(TypeError, match="operands must be WGMMAAccumulator or FragmentedArray"):
             dsl.wgmma_fence(x)

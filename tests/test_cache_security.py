@@ -138,14 +138,14 @@ def test_stored_name_never_builds_a_path(cached, tmp_path):
     folder = tmp_path / "dump"
     first.compiled.save(folder)
     data = json.loads((folder / "kernel.json").read_text())
-    data["name"] = "../../x"
+    data["spec"]["name"] = "../../x"
     (folder / "kernel.json").write_text(json.dumps(data))
     with pytest.raises(KernelNameError, match=r"kernel.json: name: expected an ASCII identifier.*got '../../x'"):
         CompiledKernel.load(folder)
     # A cache entry whose stored name is hostile is a miss, even with a matching digest.
     entry = _entry(root)
     meta = json.loads((entry / "kernel.json").read_text())
-    meta["name"] = "../../x"
+    meta["spec"]["name"] = "../../x"
     blob = json.dumps(meta).encode()
     (entry / "kernel.json").write_bytes(blob)
     (entry / "digest").write_text(cache_mod.entry_digest(blob, (entry / "kernel.cubin").read_bytes()))

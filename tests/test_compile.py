@@ -85,7 +85,7 @@ def test_dump_dir_writes_every_artifact_and_loads_back(tmp_path):
     back = CompiledKernel.load(tmp_path)
     assert back.cubin == k.compiled.cubin and back.sass == k.compiled.sass
     assert back.resources == k.compiled.resources and back.line_map == k.compiled.line_map
-    assert json.loads((tmp_path / "kernel.json").read_text())["grid"] == [4, 1, 1]
+    assert json.loads((tmp_path / "kernel.json").read_text())["spec"]["grid"] == [4, 1, 1]
 
 
 def test_dump_dir_from_environment(tmp_path, monkeypatch):

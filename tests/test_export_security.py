@@ -42,7 +42,7 @@ def _payload(marker) -> str:
 ])
 def test_hostile_kernel_name_is_refused(compiled, tmp_path, hostile):
     marker = tmp_path / "pwned"
-    bad = dataclasses.replace(compiled, name=hostile.format(payload=_payload(marker)))
+    bad = compiled.renamed(hostile.format(payload=_payload(marker)))
     with pytest.raises(ExportError, match="kernel name: expected an ASCII identifier"):
         export(bad, tmp_path / "evil.py")
     assert not marker.exists() and not (tmp_path / "evil.py").exists()
@@ -51,16 +51,17 @@ def test_hostile_kernel_name_is_refused(compiled, tmp_path, hostile):
 @pytest.mark.parametrize("name", ["class", "PortableLauncher", "SPEC", "np"])
 def test_names_that_would_break_the_module_are_refused(compiled, tmp_path, name):
     with pytest.raises(ExportError, match="kernel name"):
-        export(dataclasses.replace(compiled, name=name), tmp_path / "k.py")
+        export(compiled.renamed(name), tmp_path / "k.py")
 
 
 def test_hostile_strings_in_other_fields_stay_data(compiled, tmp_path):
     """Target and dtype strings reach the module's docstring and SPEC: quoted, never code."""
     marker = tmp_path / "pwned"
     payload = _payload(marker)
-    bad = dataclasses.replace(
-        compiled, target=f'sm_90a"""\n{payload}\n"""',
-        inputs=(ArraySpec((4,), f'float32"""\n{payload}\n"""'),) + compiled.inputs[1:])
+    spec = dataclasses.replace(
+        compiled.spec, inputs=(ArraySpec((4,), f'float32"""\n{payload}\n"""'),) + compiled.inputs[1:])
+    bad = dataclasses.replace(compiled, target=f'sm_90a"""\n{payload}\n"""', spec=spec,
+                              disassembly=compiled.wait_disassembly())
     path = export(bad, tmp_path / "quoted.py")
     out = _import_in_child(tmp_path, "quoted")
     assert not marker.exists(), "code from a kernel field ran at import"

@@ -135,7 +135,7 @@ def _warp_instructions(layout, itemsize, swizzle, warp):
 
 
 def _byte_address(access, m, swizzle, itemsize):
-    chunk, row, col = (i.v for i in access.index)
+    chunk, row, col = access.index
     return chunk * m * swizzle + row * swizzle + col * itemsize
 
 
@@ -154,7 +154,7 @@ def test_tiled_accesses_are_conflict_free_and_land_where_tma_puts_them(itemsize,
             assert report.degree == 1.0, (warp, instruction[0][1], report.max_way)
             for lane, a in instruction:  # the element this access moves sits where TMA put it
                 dr, dc = offsets[a.register]
-                elements = [a.element.v] if a.element is not None else [0, 1]
+                elements = [a.element] if a.element is not None else [0, 1]
                 for k, e in enumerate(elements):
                     row, col = 16 * warp + lane // 4 + dr, 2 * (lane % 4) + dc + e
                     logical = (col // width) * m * swizzle + row * swizzle + (col % width) * itemsize

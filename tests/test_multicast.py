@@ -12,12 +12,8 @@ import pytest
 import mgpu_lab
 from mgpu_lab import dsl
 from mgpu_lab.builder.fragmented import FragmentedArray
-from mgpu_lab.builder.warpgroup import (
-    cluster_rank,
-    cluster_sync,
-    inline_ptx,
-    single_thread,
-)
+from mgpu_lab.builder.ptx import inline_ptx
+from mgpu_lab.builder.warpgroup import cluster_rank, cluster_sync, single_thread
 from mgpu_lab.errors import KernelBuildError
 
 TILE = (128, 64)  # bf16: 64 columns = one 128-byte swizzle span

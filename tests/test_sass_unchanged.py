@@ -2,6 +2,10 @@
 
 The fixture was recorded before kernel bodies moved from `arith.*` builder calls to Python
 operators on typed values; the operators emit the same ops, so the SASS must not move.
+Re-recorded once on purpose: the GEMM entries when `WGMMAAccumulator.store_swizzled` became
+`FragmentedArray.store_tiled` (one register tile type; 55 fewer integer instructions in the
+epilogue, same stores). Everything else is as first recorded. The attention entries were
+added (recorded before `examples/attention.py` moved to operators) without touching the others.
 """
 
 from __future__ import annotations

@@ -145,7 +145,8 @@ def test_sass_view_without_line_info_says_so() -> None:
     from mgpu_lab.widgets import SassView
 
     kernel = fixture_kernel()
-    kernel.sass = "\n".join(ln for ln in SASS.splitlines() if "//##" not in ln)
+    kernel.set_disassembly("\n".join(ln for ln in SASS.splitlines() if "//##" not in ln), kernel.line_map,
+                           kernel.sources)
     kernel.ptx = "\n".join(ln for ln in PTX.splitlines() if ".loc" not in ln)
     view = SassView(kernel)
     assert view.source_keys == [] and "no line info" in view.notes[0]

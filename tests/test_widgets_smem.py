@@ -105,6 +105,7 @@ def test_kernel_without_shared_memory() -> None:
 
     from mgpu_lab.widgets import SmemView
 
-    view = SmemView(replace(fixture_kernel(), smem_layout=(), dynamic_smem_bytes=0))
+    kernel = fixture_kernel()
+    view = SmemView(replace(kernel, spec=replace(kernel.spec, smem_layout=(), dynamic_smem_bytes=0)))
     assert view.grid == {} and view.conflict_summary == "no shared memory"
     assert "Shared memory" in view.to_html()

@@ -17,36 +17,13 @@ barriers, iteration i uses barrier i % count and waits for parity (i // count) &
 from __future__ import annotations
 
 from .._mlir import arith, gpu, ir
-from .values import as_index, c
+from .values import as_i32, as_index, c
 from .launch_context import active_options
 from .threads import linear_thread_idx
-from .warpgroup import (
-    cluster_sync,
-    fence_mbarrier_init,
-    i32,
-    inline_ptx,
-    map_to_peer,
-    smem_address,
-)
+from .ptx import i32, inline_ptx, smem_address
+from .warpgroup import cluster_sync, fence_mbarrier_init, map_to_peer
 
 BARRIER_BYTES = 8
-
-
-def _as_i32(value: int | ir.Value, what: str) -> ir.Value:
-    if isinstance(value, bool):
-        value = int(value)
-    if isinstance(value, int):
-        return c(value, i32())
-    if isinstance(value.type, ir.IndexType):
-        return arith.index_cast(i32(), value)
-    if isinstance(value.type, ir.IntegerType):
-        width = ir.IntegerType(value.type).width
-        if width == 32:
-            return value
-        if width < 32:
-            return arith.extui(i32(), value)
-        return arith.trunci(i32(), value)
-    raise TypeError(f"{what}: expected an int or an integer/index value, got {value.type}")
 
 
 class BarrierRef:
@@ -60,14 +37,14 @@ class BarrierRef:
         """The barrier's 32-bit shared-memory address."""
         base = smem_address(self.array.ref)
         if isinstance(self.index, int):
-            return arith.addi(base, c(self.index * BARRIER_BYTES, i32())) if self.index else base
-        return arith.addi(base, arith.muli(_as_i32(self.index, "barrier index"), c(BARRIER_BYTES, i32())))
+            return base + self.index * BARRIER_BYTES if self.index else base
+        return base + as_i32(self.index, "barrier index") * BARRIER_BYTES
 
     def init(self, arrival_count: int | ir.Value) -> None:
         """`mbarrier.init`: expect `arrival_count` arrivals per phase. Run it on one thread, then
         fence and synchronize (BarrierArray.init does all of this)."""
         inline_ptx("mbarrier.init.shared::cta.b64 [$0], $1;",
-                   [self.address(), _as_i32(arrival_count, "arrival_count")], ["r", "r"])
+                   [self.address(), as_i32(arrival_count, "arrival_count")], ["r", "r"])
 
     def arrive(self, cta: int | ir.Value | None = None) -> None:
         """Count one arrival of the calling thread on this barrier, or, with `cta` (a cluster
@@ -78,7 +55,7 @@ class BarrierRef:
             inline_ptx("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [$0];\n}",
                        [self.address()], ["r"])
             return
-        remote = map_to_peer(self.address(), _as_i32(cta, "cta"))
+        remote = map_to_peer(self.address(), as_i32(cta, "cta"))
         inline_ptx("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [$0];", [remote], ["r"])
 
     def arrive_cluster(self, ctas: int | list[int] | None = None, *, cluster_size: int | None = None) -> None:
@@ -100,20 +77,20 @@ class BarrierRef:
     def arrive_expect_tx(self, nbytes: int | ir.Value) -> None:
         """Arrive and add `nbytes` to the transaction bytes this phase waits for (TMA loads)."""
         inline_ptx("{\n.reg .b64 state;\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [$0], $1;\n}",
-                   [self.address(), _as_i32(nbytes, "nbytes")], ["r", "r"])
+                   [self.address(), as_i32(nbytes, "nbytes")], ["r", "r"])
 
     def expect_tx(self, nbytes: int | ir.Value) -> None:
         """Add `nbytes` expected transaction bytes without arriving."""
         inline_ptx("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [$0], $1;",
-                   [self.address(), _as_i32(nbytes, "nbytes")], ["r", "r"])
+                   [self.address(), as_i32(nbytes, "nbytes")], ["r", "r"])
 
     def try_wait(self, parity: int | ir.Value) -> ir.Value:
         """i1: has the phase of this parity completed? (one `try_wait.parity`, may time out)."""
         flag = inline_ptx(
             "{\n.reg .pred done;\nmbarrier.try_wait.parity.shared::cta.b64 done, [$1], $2;\n"
             "selp.b32 $0, 1, 0, done;\n}",
-            [self.address(), _as_i32(parity, "parity")], ["=r", "r", "r"], [i32()])
-        return arith.cmpi(arith.CmpIPredicate.ne, flag, c(0, i32()))
+            [self.address(), as_i32(parity, "parity")], ["=r", "r", "r"], [i32()])
+        return flag != 0
 
     def wait(self, parity: int | ir.Value) -> None:
         """Block until the phase with this parity (0 or 1, or an i1/i32/index value) completes.
@@ -122,7 +99,7 @@ class BarrierRef:
         kernel is built), a wait that lasts longer traps (the launch fails) instead of
         hanging: a debugging aid for barrier protocols."""
         timeout = active_options().mbarrier_timeout_s
-        operands = [self.address(), _as_i32(parity, "parity")]
+        operands = [self.address(), as_i32(parity, "parity")]
         if not timeout:
             inline_ptx(
                 "{\n.reg .pred done;\nmbarrier_wait_loop:\n"
@@ -172,7 +149,7 @@ class BarrierArray:
         call this from all threads and synchronize yourself before first use."""
         if sync not in (True, False, "cluster"):
             raise ValueError(f"Barriers.init: sync must be True, False or 'cluster', got {sync!r}")
-        is_first = arith.cmpi(arith.CmpIPredicate.eq, linear_thread_idx(), c(0))
+        is_first = linear_thread_idx() == 0
         from .control import when
 
         with when(is_first):
@@ -190,16 +167,15 @@ class BarrierArray:
         if isinstance(iteration, int):
             return self[iteration % self.count], c((iteration // self.count) & 1, i32())
         it = as_index(iteration)
-        slot = arith.remui(it, c(self.count))
-        parity = arith.andi(arith.divui(it, c(self.count)), c(1))
-        return self[slot], arith.index_cast(i32(), parity)
+        parity = it // self.count & 1
+        return self[it % self.count], arith.index_cast(i32(), parity)
 
     def wait_for_iteration(self, iteration: int | ir.Value, *, flip: bool = False) -> BarrierRef:
         """Wait on the barrier of `iteration` for its phase; return it. flip=True waits for the
         other parity: what a producer waits for on a fresh 'empty' barrier (passes at once)."""
         bar, parity = self.for_iteration(iteration)
         if flip:
-            parity = arith.xori(parity, c(1, i32()))
+            parity = as_i32(parity) ^ 1
         bar.wait(parity)
         return bar
 

@@ -1,4 +1,13 @@
-"""Dynamic loops and conditionals (scf.for / scf.if) for kernel bodies."""
+"""Dynamic loops and conditionals (scf.for / scf.if) for kernel bodies.
+
+Loop carries and branch results are trees: None, MLIR values, Python numbers/strings (static:
+passed through, not carried), tuples / lists / dicts of trees, and any object with the
+`flatten_values()` protocol (`FragmentedArray`, `WGMMAAccumulator`, your own classes):
+
+    def flatten_values(self) -> tuple[list[ir.Value], Callable[[Sequence[ir.Value]], Self]]
+
+returns the values to carry and a function rebuilding the object from new ones.
+"""
 
 from __future__ import annotations
 
@@ -10,18 +19,37 @@ from .._mlir import ir, scf
 from .values import as_index, c
 
 
-def _flatten(carry: Any) -> tuple[list[ir.Value], Callable[[Sequence[ir.Value]], Any]]:
-    """Carries are None, one value, or a tuple/list of values (kept as the same kind)."""
-    if carry is None:
-        return [], lambda vals: None
-    if isinstance(carry, ir.Value):
-        return [carry], lambda vals: vals[0]
-    if isinstance(carry, (tuple, list)):
-        kind = type(carry)
-        return list(carry), lambda vals: kind(vals)
-    if hasattr(carry, "_flatten_values"):
-        return carry._flatten_values()
-    raise TypeError(f"carry: expected None, an MLIR value or a tuple of them, got {type(carry).__name__}")
+def flatten_values(tree: Any) -> tuple[list[ir.Value], Callable[[Sequence[ir.Value]], Any]]:
+    """The MLIR values in a carry tree (see the module doc) and a function that rebuilds the
+    same tree from as many new values."""
+    if tree is None or isinstance(tree, (bool, int, float, str)):
+        return [], lambda vals: tree
+    if isinstance(tree, ir.Value):
+        return [tree], lambda vals: vals[0]
+    method = getattr(tree, "flatten_values", None) or getattr(tree, "_flatten_values", None)
+    if method is not None:
+        return method()
+    if isinstance(tree, dict):
+        keys = list(tree)
+        values, rebuild = flatten_values([tree[k] for k in keys])
+        return values, lambda vals: dict(zip(keys, rebuild(vals)))
+    if isinstance(tree, (tuple, list)):
+        parts = [flatten_values(part) for part in tree]
+        flat = [v for values, _ in parts for v in values]
+        sizes = [len(values) for values, _ in parts]
+        kind = type(tree)
+
+        def rebuild(vals: Sequence[ir.Value]) -> Any:
+            out, at = [], 0
+            for (_, rebuild_part), size in zip(parts, sizes):
+                out.append(rebuild_part(list(vals[at:at + size])))
+                at += size
+            return kind(out) if kind in (tuple, list) else kind(*out)  # namedtuples take fields
+
+        return flat, rebuild
+    raise TypeError(f"carry: expected None, MLIR values, numbers, tuples/lists/dicts of them or an object "
+                    f"with flatten_values(), got {type(tree).__name__}")
+
 
 
 def for_range(start: int | ir.Value, stop: int | ir.Value, step: int | ir.Value = 1, *,
@@ -44,7 +72,7 @@ def for_range(start: int | ir.Value, stop: int | ir.Value, step: int | ir.Value 
             for i in range(start, stop, step):
                 value = body(c(i), value) if carry is not None else body(c(i))
             return value
-        values, rebuild = _flatten(carry)
+        values, rebuild = flatten_values(carry)
         loop = scf.ForOp(as_index(start), as_index(stop), as_index(step), values)
         with ir.InsertionPoint(loop.body):
             iter_args = list(loop.inner_iter_args)
@@ -53,7 +81,7 @@ def for_range(start: int | ir.Value, stop: int | ir.Value, step: int | ir.Value 
                 scf.yield_([])
             else:
                 new = body(loop.induction_variable, rebuild(iter_args))
-                new_values, _ = _flatten(new)
+                new_values, _ = flatten_values(new)
                 if [v.type for v in new_values] != [v.type for v in values]:
                     raise TypeError(
                         "for_range: the body must return a carry of the same types as `carry`: "
@@ -80,7 +108,7 @@ def if_else(condition: ir.Value, then: Callable[[], Any], otherwise: Callable[[]
     # then move its ops into the real one.
     draft = scf.IfOp(condition, [], has_else=False)
     with ir.InsertionPoint(draft.then_block):
-        then_values, rebuild = _flatten(then())
+        then_values, rebuild = flatten_values(then())
         scf.yield_(then_values)
     types = [v.type for v in then_values]
     if_op = scf.IfOp(condition, types, has_else=True)
@@ -88,7 +116,7 @@ def if_else(condition: ir.Value, then: Callable[[], Any], otherwise: Callable[[]
         ir.InsertionPoint(if_op.then_block).insert(op.detach_from_parent())
     draft.operation.erase()
     with ir.InsertionPoint(if_op.else_block):
-        other, _ = _flatten(otherwise())
+        other, _ = flatten_values(otherwise())
         if [v.type for v in other] != types:
             raise TypeError(
                 f"if_else: branches return different types: {[str(t) for t in types]} "

@@ -1,4 +1,9 @@
-"""Element types: numpy/ML dtype names <-> MLIR types."""
+"""Element types: dtype names <-> MLIR types.
+
+One table: names and their numpy dtypes come from `runtime/portable.py` (which exports copy
+verbatim, so it keeps that table self-contained); this module adds the MLIR type of each name
+and the way back.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,7 @@ from typing import Any
 import numpy as np
 
 from .._mlir import ir
-
-# Names numpy does not know natively but ml_dtypes/CuPy do.
-_ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+from ..runtime.portable import ML_DTYPES, dtype_from_name
 _MLIR_FLOAT_CTORS = {
     "float64": ir.F64Type.get, "float32": ir.F32Type.get, "float16": ir.F16Type.get,
     "bfloat16": ir.BF16Type.get, "float8_e4m3fn": ir.Float8E4M3FNType.get,
@@ -25,7 +28,7 @@ def dtype_name(dtype: Any) -> str:
     name = getattr(dtype, "__name__", None) if isinstance(dtype, type) else None
     if name is None:
         name = str(getattr(dtype, "name", dtype))
-    if name in _ML_DTYPES:
+    if name in ML_DTYPES:
         return name
     try:
         name = np.dtype(dtype).name
@@ -57,13 +60,23 @@ def bitwidth(t: ir.Type) -> int:
 
 def itemsize(dtype: Any) -> int:
     """Bytes per element of a dtype (name, numpy dtype or ml_dtypes type)."""
-    return numpy_dtype(dtype_name(dtype)).itemsize
+    return dtype_from_name(dtype_name(dtype)).itemsize
 
 
 def numpy_dtype(name: str) -> np.dtype:
     """A numpy dtype for a canonical name, using ml_dtypes for bf16/fp8."""
-    if name in _ML_DTYPES:
-        import ml_dtypes
+    return dtype_from_name(name)
 
-        return np.dtype(getattr(ml_dtypes, name))
-    return np.dtype(name)
+
+def dtype_of_mlir(t: ir.Type, *, unsigned: bool = False) -> str:
+    """The dtype name of an MLIR element type (integers: intN, or uintN with `unsigned`)."""
+    for name, ctor in _MLIR_FLOAT_CTORS.items():
+        if t == ctor():
+            return name
+    if isinstance(t, ir.IntegerType):
+        width = ir.IntegerType(t).width
+        if width == 1:
+            return "bool"
+        if width in (8, 16, 32, 64):
+            return f"{'u' if unsigned else ''}int{width}"
+    raise ValueError(f"type: no dtype for the MLIR type {t}")

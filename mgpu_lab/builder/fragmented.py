@@ -24,13 +24,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._mlir import arith, ir, nvvm, vector
+from .._mlir import arith, ir, memref, nvvm, vector
 from .._mlir import math as mlir_math
-from .values import c
+from .values import as_index, c, select
 from .control import when
 from .dtypes import bitwidth, mlir_type
 from .layouts import (
-    Idx,
     Layout,
     WGMMAColLayout,
     WGMMAFragLayout,
@@ -39,9 +38,10 @@ from .layouts import (
     tiled_accesses,
     wgmma_thread_base,
 )
+from .reductions import combiner, shfl_xor, warp_reduce
 from .threads import thread_in_warpgroup
-from .warpgroup import i32, inline_ptx, warpgroup_barrier
-from .wgmma import WGMMAAccumulator
+from .ptx import i32, inline_ptx
+from .warpgroup import warpgroup_barrier
 
 __all__ = ["FragmentedArray", "Layout", "WGMMAColLayout", "WGMMAFragLayout", "WGMMARowLayout",
            "WGStridedLayout", "where"]
@@ -64,7 +64,7 @@ def _vtype(n: int, elem: ir.Type) -> ir.VectorType:
     return ir.VectorType.get([n], elem)
 
 
-def _elements(reg: ir.Value) -> list[ir.Value]:
+def elements(reg: ir.Value) -> list[ir.Value]:
     n = ir.VectorType(reg.type).shape[0]
     return [vector.extract(reg, [], [i]) for i in range(n)]
 
@@ -73,7 +73,7 @@ def _i16() -> ir.Type:
     return ir.IntegerType.get_signless(16)
 
 
-def _bits_of(reg: ir.Value, width: int) -> list[ir.Value]:
+def bits_of(reg: ir.Value, width: int) -> list[ir.Value]:
     """A register's bits as `width`-bit integers (e.g. a vector<2xf16> as one i32)."""
     vt = ir.VectorType(reg.type)
     elem_bits = bitwidth(vt.element_type)
@@ -81,10 +81,10 @@ def _bits_of(reg: ir.Value, width: int) -> list[ir.Value]:
     ints = reg if isinstance(vt.element_type, ir.IntegerType) else arith.bitcast(int_elems, reg)
     total = vt.shape[0] * elem_bits
     words = vector.bitcast(_vtype(total // width, ir.IntegerType.get_signless(width)), ints)
-    return _elements(words)
+    return elements(words)
 
 
-def _from_bits(words: Sequence[ir.Value], elem: ir.Type, count: int) -> ir.Value:
+def from_bits(words: Sequence[ir.Value], elem: ir.Type, count: int) -> ir.Value:
     """Integer words (all of one width) reinterpreted as a vector of `count` `elem`s."""
     width = ir.IntegerType(words[0].type).width
     packed = vector.from_elements(_vtype(len(words), words[0].type), list(words))
@@ -93,10 +93,6 @@ def _from_bits(words: Sequence[ir.Value], elem: ir.Type, count: int) -> ir.Value
     if len(words) * width // bits != count:
         ints = vector.extract_strided_slice(_vtype(count, ints.type.element_type), ints, [0], [count], [1])
     return ints if isinstance(elem, ir.IntegerType) else arith.bitcast(_vtype(count, elem), ints)
-
-
-def _shfl_xor(value: ir.Value, offset: int) -> ir.Value:
-    return nvvm.shfl_sync(value.type, c(-1, i32()), value, c(offset, i32()), c(0x1F, i32()), nvvm.ShflKind.bfly)
 
 
 class FragmentedArray:
@@ -142,26 +138,16 @@ class FragmentedArray:
         return cls([reg] * layout.registers, layout)
 
     @classmethod
-    def from_accumulator(cls, acc: WGMMAAccumulator) -> FragmentedArray:
-        """The accumulator's values in `WGMMAFragLayout(acc.n)` (float32, or float16 for an f16
-        accumulator)."""
-        if acc.dtype == "float16":
-            regs = [_from_bits([v], ir.F16Type.get(), 2) for v in acc.values]
-            return cls(regs, WGMMAFragLayout(acc.n))
-        vtype = _vtype(2, ir.F32Type.get())
-        regs = [vector.from_elements(vtype, [acc.values[2 * i], acc.values[2 * i + 1]]) for i in range(acc.n // 4)]
-        return cls(regs, WGMMAFragLayout(acc.n))
+    def from_accumulator(cls, acc: Any) -> FragmentedArray:
+        """The array a `WGMMAAccumulator` wraps (`acc.value`): WGMMAFragLayout(acc.n), f32 or f16."""
+        return acc.value
 
-    def to_accumulator(self) -> WGMMAAccumulator:
-        """A (64, n) f32 (or f16) WGMMA-layout array as a wgmma accumulator (e.g. a bias)."""
-        if not isinstance(self.layout, WGMMAFragLayout) or self.layout.m != 64:
-            raise ValueError(f"to_accumulator: needs a (64, n) array in WGMMAFragLayout, got {self.layout}")
-        name = str(self.element_type)
-        if name == "f32":
-            return WGMMAAccumulator([v for r in self.registers for v in _elements(r)], self.layout.n)
-        if name == "f16":
-            return WGMMAAccumulator([_bits_of(r, 32)[0] for r in self.registers], self.layout.n, dtype="float16")
-        raise ValueError(f"to_accumulator: accumulators are f32 or f16, the array is {name}; use astype")
+    def to_accumulator(self) -> Any:
+        """This (64, n) f32/f16 WGMMA-layout array as a wgmma accumulator (e.g. a bias);
+        the same as `WGMMAAccumulator.from_array(array)`."""
+        from .wgmma import WGMMAAccumulator  # wgmma builds on this module, not the reverse
+
+        return WGMMAAccumulator.from_array(self)
 
     # -- properties --------------------------------------------------------------------
     @property
@@ -172,10 +158,12 @@ class FragmentedArray:
     def element_type(self) -> ir.Type:
         return ir.VectorType(self.registers[0].type).element_type
 
-    def _flatten_values(self) -> tuple[list[ir.Value], Callable[[Sequence[ir.Value]], FragmentedArray]]:
+    def flatten_values(self) -> tuple[list[ir.Value], Callable[[Sequence[ir.Value]], FragmentedArray]]:
         """For `for_range(carry=...)` and `if_else`."""
         layout, signed = self.layout, self.signed
         return list(self.registers), lambda vals: FragmentedArray(list(vals), layout, signed=signed)
+
+    _flatten_values = flatten_values  # the older private name
 
     # -- elementwise ---------------------------------------------------------------------
     def _operand(self, other: Any, what: str = "FragmentedArray") -> list[ir.Value]:
@@ -257,6 +245,15 @@ class FragmentedArray:
     def exp(self) -> FragmentedArray:
         return self._unary_float("exp", mlir_math.exp)
 
+    def fma(self, b: Any, c: Any) -> FragmentedArray:
+        """self * b + c with one rounding (`math.fma`: FFMA / HFMA2), elementwise; b and c are
+        arrays of this layout and type or Python numbers. `x * b + c` leaves fusing to LLVM."""
+        if not _is_float(self.element_type) or _is_f8(self.element_type):
+            raise TypeError(f"FragmentedArray.fma: needs an f32/f16/bf16 array, got {self.element_type}")
+        bs, cs = self._operand(b, "FragmentedArray.fma"), self._operand(c, "FragmentedArray.fma")
+        regs = [mlir_math.fma(a, x, y) for a, x, y in zip(self.registers, bs, cs)]
+        return FragmentedArray(regs, self.layout, signed=self.signed)
+
     def exp2(self, ftz: bool = True) -> FragmentedArray:
         """2 ** x on the MUFU unit (`ex2.approx`, ~2 ulp). ftz=True (f32): one instruction;
         results below 2**-126 flush to zero. ftz=False keeps subnormal results (scales around it)."""
@@ -265,7 +262,7 @@ class FragmentedArray:
 
         def ex2(reg: ir.Value) -> ir.Value:
             vals = [inline_ptx("ex2.approx.ftz.f32 $0, $1;", [v], ["=f", "f"], [v.type], memory=False)
-                    for v in _elements(reg)]
+                    for v in elements(reg)]
             return vector.from_elements(reg.type, vals)
 
         return self._unary_float("exp2", ex2)
@@ -284,7 +281,7 @@ class FragmentedArray:
 
         def lg2(reg: ir.Value) -> ir.Value:
             vals = [inline_ptx("lg2.approx.f32 $0, $1;", [v], ["=f", "f"], [v.type], memory=False)
-                    for v in _elements(reg)]
+                    for v in elements(reg)]
             return vector.from_elements(reg.type, vals)
 
         return self._unary_float("log2", lg2)
@@ -363,10 +360,42 @@ class FragmentedArray:
         return self._reduce("min", axis, scratch)
 
     def _combiner(self, op: str) -> Callable[[ir.Value, ir.Value], ir.Value]:
-        floating = _is_float(self.element_type)
-        table = {"sum": (arith.addf, arith.addi), "max": (arith.maximumf, arith.maxsi if self.signed else arith.maxui),
-                 "min": (arith.minimumf, arith.minsi if self.signed else arith.minui)}
-        return table[op][0 if floating else 1]
+        return combiner(op, self.element_type, signed=self.signed)
+
+    def reduce(self, op: str, axis: int | None = None, *, scratch: ir.Value | None = None) -> Any:
+        """Reduce with `op` ("sum", "max", "min") in any layout without copies (strided, WGMMA).
+
+        axis=None: over the whole array, a scalar every thread of the warpgroup holds (the 4
+        warps combine through `scratch`, a (4,) smem ref of the element type).
+        axis=-1 on a WGStridedLayout (rows, cols) array: per row, as an array of the same layout
+        where every element holds its row's result (so `x - x.reduce("sum", -1) / cols` is
+        elementwise). A row's cols / vec threads must fit in a warp (a power of two <= 32).
+        The WGMMA-layout row/column reductions are `reduce_sum(axis=...)` and friends."""
+        what = f"FragmentedArray.reduce({op!r})"
+        if bitwidth(self.element_type) != 32 or _is_f8(self.element_type):
+            raise TypeError(f"{what}: reduces 32-bit elements (f32, i32), got {self.element_type}; "
+                            f"use astype('float32') first")
+        if isinstance(self.layout, (WGMMARowLayout, WGMMAColLayout)):
+            raise ValueError(f"{what}: {self.layout} holds copies of each value in several threads; reduce "
+                             f"the WGMMA-layout array it came from")
+        combine = self._combiner(op)
+        if axis is None:
+            mine = combine_all([v for r in self.registers for v in elements(r)], combine)
+            warp_total = warp_reduce(mine, op, signed=self.signed)
+            return _warpgroup_combine(warp_total, combine, scratch, what)
+        layout = self.layout
+        if not isinstance(layout, WGStridedLayout) or axis not in (-1, len(layout.shape) - 1):
+            raise ValueError(f"{what}: axis={axis!r} needs a WGStridedLayout array and its last axis; "
+                             f"got {layout}")
+        group = layout.shape[-1] // layout.vec
+        if layout.shape[-1] % layout.vec or group not in (1, 2, 4, 8, 16, 32):
+            raise ValueError(f"{what}: a row of {layout.shape[-1]} elements spans {layout.shape[-1] / layout.vec:g} "
+                             f"threads of {layout.vec}; per-row reductions need a power of two up to 32")
+        out = []
+        for reg in self.registers:
+            row_value = warp_reduce(combine_all(elements(reg), combine), op, lanes=group, signed=self.signed)
+            out.append(vector.broadcast(reg.type, row_value))
+        return FragmentedArray(out, layout, signed=self.signed)
 
     def _reduce(self, op: str, axis: int, scratch: ir.Value | None) -> FragmentedArray:
         layout = self.layout
@@ -386,9 +415,9 @@ class FragmentedArray:
             for i in range(tiles):
                 for h in range(2):
                     acc = _tree([self.registers[layout.index(i, j, h)] for j in range(groups)], combine)
-                    v = combine(*_elements(acc))
+                    v = combine(*elements(acc))
                     for offset in (1, 2):  # the 4 lanes of a row
-                        v = combine(v, _shfl_xor(v, offset))
+                        v = combine(v, shfl_xor(v, offset))
                     out.append(vector.from_elements(_vtype(1, v.type), [v]))
             return FragmentedArray(out, WGMMARowLayout(layout.m), signed=self.signed)
         if scratch is None:
@@ -401,20 +430,19 @@ class FragmentedArray:
         partial = []
         for j in range(groups):
             acc = _tree([self.registers[layout.index(i, j, h)] for i in range(tiles) for h in range(2)], combine)
-            elems = _elements(acc)
+            elems = elements(acc)
             for offset in (4, 8, 16):  # the 8 lane groups of a warp
-                elems = [combine(v, _shfl_xor(v, offset)) for v in elems]
+                elems = [combine(v, shfl_xor(v, offset)) for v in elems]
             partial.append(vector.from_elements(acc.type, elems))
-        warp = arith.divui(thread_in_warpgroup(), c(32))
+        warp = thread_in_warpgroup() // 32
         _, col = wgmma_thread_base()
-        first_group = arith.cmpi(arith.CmpIPredicate.ult, arith.remui(thread_in_warpgroup(), c(32)), c(4))
-        with when(first_group):
+        with when(thread_in_warpgroup() % 32 < 4):  # the first lane group holds the warp's sums
             for j, reg in enumerate(partial):
-                vector.store(reg, scratch, [warp, arith.addi(col, c(8 * j))])
+                vector.store(reg, scratch, [warp, col + 8 * j])
         warpgroup_barrier()
         out = []
         for j in range(groups):
-            regs = [vector.load(partial[j].type, scratch, [c(w), arith.addi(col, c(8 * j))]) for w in range(4)]
+            regs = [vector.load(partial[j].type, scratch, [c(w), col + 8 * j]) for w in range(4)]
             acc = regs[0]
             for r in regs[1:]:  # the same order in every thread: identical copies
                 acc = combine(acc, r)
@@ -478,8 +506,8 @@ class FragmentedArray:
         itemsize = bitwidth(elem) // 8
         row, col = wgmma_thread_base()
         parts: dict[int, list[Any]] = {}
-        for access in tiled_accesses(layout, itemsize, swizzle, Idx(row), Idx(col)):
-            index = [x.value() for x in access.index]
+        for access in tiled_accesses(layout, itemsize, swizzle, row, col):
+            index = [as_index(x) for x in access.index]
             if access.element is None:
                 parts[access.register] = [vector.load(_vtype(2, elem), ref3, index)]
             else:
@@ -492,9 +520,9 @@ class FragmentedArray:
                 regs.append(got[0])
                 continue
             (flip, first), (_, second) = got  # first holds element `flip`, second the other one
-            swapped = arith.cmpi(arith.CmpIPredicate.ne, flip.value(), c(0))
-            regs.append(vector.from_elements(_vtype(2, elem), [arith.select(swapped, second, first),
-                                                               arith.select(swapped, first, second)]))
+            swapped = flip != 0
+            regs.append(vector.from_elements(_vtype(2, elem), [select(swapped, second, first),
+                                                               select(swapped, first, second)]))
         return cls(regs, layout)
 
     def store_tiled(self, ref: ir.Value, swizzle: int = 128) -> None:
@@ -509,16 +537,41 @@ class FragmentedArray:
                              f"is {self.shape} of {self.element_type}")
         itemsize = bitwidth(elem) // 8
         row, col = wgmma_thread_base()
-        for access in tiled_accesses(self.layout, itemsize, swizzle, Idx(row), Idx(col)):
-            index = [x.value() for x in access.index]
+        for access in tiled_accesses(self.layout, itemsize, swizzle, row, col):
+            index = [as_index(x) for x in access.index]
             reg = self.registers[access.register]
             if access.element is None:
                 vector.store(reg, ref3, index)
                 continue
-            first, second = _elements(reg)
-            swapped = arith.cmpi(arith.CmpIPredicate.ne, access.element.value(), c(0))
-            value = arith.select(swapped, second, first)
+            first, second = elements(reg)
+            value = select(access.element != 0, second, first)
             vector.store(vector.from_elements(_vtype(1, elem), [value]), ref3, index)
+
+
+def combine_all(values: list[ir.Value], combine: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:
+    """Combine scalars pairwise as a tree (shorter dependency chains than a left fold)."""
+    return _tree(list(values), combine)
+
+
+def _warpgroup_combine(value: ir.Value, combine: Callable[[ir.Value, ir.Value], ir.Value],
+                       scratch: ir.Value | None, what: str) -> ir.Value:
+    """Each warp's (identical-in-its-lanes) value combined over the warpgroup's 4 warps."""
+    if scratch is None:
+        raise ValueError(f"{what}: the 4 warps combine through shared memory: pass scratch=, a (4,) smem ref "
+                         f"of {value.type}")
+    ref_type = ir.MemRefType(scratch.type)
+    if tuple(ref_type.shape) != (4,) or ref_type.element_type != value.type:
+        raise ValueError(f"{what}: scratch must be a (4,) smem ref of {value.type}, got "
+                         f"{tuple(ref_type.shape)} of {ref_type.element_type}")
+    warp = thread_in_warpgroup() // 32
+    with when(thread_in_warpgroup() % 32 == 0):
+        memref.store(value, scratch, [warp])
+    warpgroup_barrier()
+    total = memref.load(scratch, [c(0)])
+    for w in range(1, 4):  # the same order in every thread: identical results
+        total = combine(total, memref.load(scratch, [c(w)]))
+    warpgroup_barrier()  # every thread has read scratch
+    return total
 
 
 def _tree(values: list[ir.Value], combine: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:
@@ -590,8 +643,8 @@ def _pack_f32(vtype: ir.VectorType, reg: ir.Value) -> ir.Value:
     form into scalar cvts whenever the result has more than one use)."""
     kind = "bf16x2" if str(vtype.element_type) == "bf16" else "f16x2"
     words = [inline_ptx(f"cvt.rn.{kind}.f32 $0, $1, $2;", [hi, lo], ["=r", "f", "f"], [i32()], memory=False)
-             for lo, hi in _pairs(_elements(reg))]
-    return _from_bits(words, vtype.element_type, vtype.shape[0])
+             for lo, hi in _pairs(elements(reg))]
+    return from_bits(words, vtype.element_type, vtype.shape[0])
 
 
 def _to_f8(reg: ir.Value, new: ir.Type) -> ir.Value:
@@ -601,31 +654,31 @@ def _to_f8(reg: ir.Value, new: ir.Type) -> ir.Value:
     kind = _F8_PTX[str(new)]
     words = []
     if str(old) == "f16" and count % 2 == 0:
-        for word in _bits_of(reg, 32):
+        for word in bits_of(reg, 32):
             words.append(inline_ptx(f"cvt.rn.satfinite.{kind}x2.f16x2 $0, $1;", [word], ["=h", "r"], [_i16()],
                                     memory=False))
     else:
         if str(old) != "f32":
             reg = arith.extf(_vtype(count, ir.F32Type.get()), reg)
-        for lo, hi in _pairs(_elements(reg)):
+        for lo, hi in _pairs(elements(reg)):
             # the first source operand fills the upper byte
             words.append(inline_ptx(f"cvt.rn.satfinite.{kind}x2.f32 $0, $1, $2;", [hi, lo], ["=h", "f", "f"],
                                     [_i16()], memory=False))
-    return _from_bits(words, new, count)
+    return from_bits(words, new, count)
 
 
 def _f8_to_f16(reg: ir.Value) -> ir.Value:
     old = ir.VectorType(reg.type).element_type
     count = ir.VectorType(reg.type).shape[0]
     kind = _F8_PTX[str(old)]
-    elems = _elements(arith.bitcast(_vtype(count, ir.IntegerType.get_signless(8)), reg))
+    elems = elements(arith.bitcast(_vtype(count, ir.IntegerType.get_signless(8)), reg))
     words = []
     for lo, hi in _pairs(elems):
         pair = vector.bitcast(_vtype(1, _i16()), vector.from_elements(_vtype(2, lo.type), [lo, hi]))
         word = inline_ptx(f"cvt.rn.f16x2.{kind}x2 $0, $1;", [vector.extract(pair, [], [0])], ["=r", "h"], [i32()],
                           memory=False)
         words.append(word)
-    return _from_bits(words, ir.F16Type.get(), count)
+    return from_bits(words, ir.F16Type.get(), count)
 
 
 def _convert_f8(reg: ir.Value, new: ir.Type) -> ir.Value:

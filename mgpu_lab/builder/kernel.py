@@ -182,7 +182,7 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
     plan = plan_smem(smem)
     profiler = None
     if profile:
-        from ..profiler.device import DeviceProfiler
+        from .profiling import DeviceProfiler
 
         profiler = DeviceProfiler(block3, unit=profile_unit, capacity=profile_capacity,
                                   smem_offset=plan.total_bytes)

@@ -12,7 +12,7 @@ from .._mlir import gpu, ir
 from ..compiler.options import CompileOptions
 
 if TYPE_CHECKING:
-    from ..profiler.device import DeviceProfiler
+    from .profiling import DeviceProfiler
     from .barriers import BarrierRef
     from .transforms import MemRefTransform
 

@@ -23,20 +23,16 @@ bytes / element size, each chunk swizzled the way TMA writes it (16-byte unit u 
 lands in unit u ^ ((r * swizzle / 128) % (swizzle / 16)), on absolute addresses). That is
 what TMA boxes (m, w) of an (M, N) array give, and what TMA stores read.
 `tiled_accesses` lists a thread's smem accesses for a WGMMA-layout array; it computes on
-Python ints or MLIR index values alike (`Idx`), so the bank-conflict test checks the very
-arithmetic the kernel emits.
+Python ints or index values alike (typed values have the same operators), so the
+bank-conflict test checks the very arithmetic the kernel emits.
 """
 
 from __future__ import annotations
 
 import math
-import operator
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from .._mlir import arith, ir
-from .values import as_index, c
+from .._mlir import ir
 from .threads import WARPGROUP_SIZE, lane_idx, thread_in_warpgroup
 
 M_TILE = 64  # rows of one WGMMA tile (4 warps x 16)
@@ -64,11 +60,11 @@ class WGStridedLayout:
         tid = thread_in_warpgroup()
         out = []
         for i in range(self.registers):
-            flat = arith.muli(arith.addi(tid, c(i * WARPGROUP_SIZE)), c(self.vec))
+            flat = (tid + i * WARPGROUP_SIZE) * self.vec
             idx = []
             for extent in reversed(self.shape[1:]):
-                idx.insert(0, arith.remui(flat, c(extent)))
-                flat = arith.divui(flat, c(extent))
+                idx.insert(0, flat % extent)
+                flat = flat // extent
             idx.insert(0, flat)
             out.append(idx)
         return out
@@ -90,10 +86,9 @@ def _check_cols(n: int, what: str) -> None:
 def wgmma_thread_base() -> tuple[ir.Value, ir.Value]:
     """(row, column) of the calling thread's first element in a 64-row WGMMA tile:
     (16 * warp + lane // 4, 2 * (lane % 4))."""
-    warp = arith.divui(thread_in_warpgroup(), c(32))
+    warp = thread_in_warpgroup() // 32
     lane = lane_idx()
-    row = arith.addi(arith.muli(warp, c(16)), arith.divui(lane, c(4)))
-    return row, arith.muli(arith.remui(lane, c(4)), c(2))
+    return warp * 16 + lane // 4, lane % 4 * 2
 
 
 @dataclass(frozen=True)
@@ -131,7 +126,7 @@ class WGMMAFragLayout:
 
     def indices(self) -> list[list[ir.Value]]:
         row, col = wgmma_thread_base()
-        return [[arith.addi(row, c(dr)), arith.addi(col, c(dc))] for dr, dc in self.offsets()]
+        return [[row + dr, col + dc] for dr, dc in self.offsets()]
 
     def owner(self) -> ir.Value | None:
         return None
@@ -161,11 +156,11 @@ class WGMMARowLayout:
 
     def indices(self) -> list[list[ir.Value]]:
         row, _ = wgmma_thread_base()
-        return [[arith.addi(row, c(M_TILE * i + 8 * h))] for i in range(self.m // M_TILE) for h in range(2)]
+        return [[row + (M_TILE * i + 8 * h)] for i in range(self.m // M_TILE) for h in range(2)]
 
     def owner(self) -> ir.Value:
         """i1: this thread is the one of its row's 4 copies that stores (lane % 4 == 0)."""
-        return arith.cmpi(arith.CmpIPredicate.eq, arith.remui(lane_idx(), c(4)), c(0))
+        return lane_idx() % 4 == 0
 
 
 @dataclass(frozen=True)
@@ -192,48 +187,40 @@ class WGMMAColLayout:
 
     def indices(self) -> list[list[ir.Value]]:
         _, col = wgmma_thread_base()
-        return [[arith.addi(col, c(8 * j))] for j in range(self.n // 8)]
+        return [[col + 8 * j] for j in range(self.n // 8)]
 
     def owner(self) -> ir.Value:
         """i1: this thread's copy is the one stored (warp 0, lanes 0-3)."""
-        return arith.cmpi(arith.CmpIPredicate.ult, thread_in_warpgroup(), c(4))
+        return thread_in_warpgroup() < 4
 
 
 Layout = WGStridedLayout | WGMMAFragLayout | WGMMARowLayout | WGMMAColLayout
 
 
-# -- index arithmetic that runs on ints or emits MLIR -----------------------------------------
+def swizzled_position(row: int | ir.Value, col: int | ir.Value, *, swizzle: int,
+                      itemsize: int) -> tuple[int | ir.Value, int | ir.Value, int | ir.Value]:
+    """Where logical element (row, col) of an (m, n) array sits in its swizzled smem tile.
 
-class Idx:
-    """An index that is a Python int or an MLIR index value; `+ * // % ^ &` with ints or Idx
-    fold on ints and emit `arith` ops otherwise (unsigned division and remainder)."""
-
-    __slots__ = ("v",)
-
-    def __init__(self, v: int | ir.Value | Idx):
-        self.v = v.v if isinstance(v, Idx) else v
-
-    def _op(self, other: Any, py: Callable[[int, int], int], emit: Callable[..., ir.Value],
-            reverse: bool = False) -> Idx:
-        a, b = self.v, other.v if isinstance(other, Idx) else other
-        if reverse:
-            a, b = b, a
-        if isinstance(a, int) and isinstance(b, int):
-            return Idx(py(a, b))
-        return Idx(emit(as_index(a), as_index(b)))
-
-    def __add__(self, o): return self._op(o, operator.add, arith.addi)
-    def __radd__(self, o): return self._op(o, operator.add, arith.addi, True)
-    def __mul__(self, o): return self._op(o, operator.mul, arith.muli)
-    def __rmul__(self, o): return self._op(o, operator.mul, arith.muli, True)
-    def __floordiv__(self, o): return self._op(o, operator.floordiv, arith.divui)
-    def __mod__(self, o): return self._op(o, operator.mod, arith.remui)
-    def __xor__(self, o): return self._op(o, operator.xor, arith.xori)
-    def __rxor__(self, o): return self._op(o, operator.xor, arith.xori, True)
-    def __and__(self, o): return self._op(o, operator.and_, arith.andi)
-
-    def value(self) -> ir.Value:
-        return as_index(self.v)
+    The tile is what TMA copies of (m, w) boxes with `swizzle` (0, 32, 64 or 128 bytes) write:
+    `(n // w, m, w)` column chunks, w = swizzle / itemsize elements (one chunk, w = n, for no
+    swizzle). Returns (chunk, row, physical column) to index that memref with, e.g.
+    `memref.load(tile, [*map(dsl.as_index, swizzled_position(r, c, swizzle=128, itemsize=2))])`.
+    Works on Python ints and index values alike; the chunk must start at a 1024-byte-aligned
+    offset (the planner aligns swizzled buffers), as TMA's swizzle acts on absolute addresses.
+    """
+    if swizzle == 0:
+        return 0, row, col
+    if swizzle not in SWIZZLES:
+        raise ValueError(f"swizzle: expected 0, 32, 64 or 128 (bytes), got {swizzle!r}")
+    if itemsize not in (1, 2, 4, 8):
+        raise ValueError(f"itemsize: expected 1, 2, 4 or 8 (bytes), got {itemsize!r}")
+    width = swizzle // itemsize
+    chunk, inner = col // width, col % width
+    # 16-byte unit u of row r lands in unit u ^ ((r * swizzle / 128) % (swizzle / 16)).
+    units = (row // (128 // swizzle)) % (swizzle // 16)
+    byte = inner * itemsize
+    physical = ((byte // 16) ^ units) * 16 + byte % 16
+    return chunk, row, physical // itemsize
 
 
 @dataclass(frozen=True)
@@ -242,15 +229,15 @@ class TiledAccess:
     access moves one element, else the whole register) at index (chunk, row, column)."""
 
     register: int
-    element: Idx | None
-    index: tuple[Idx, Idx, Idx]
+    element: int | ir.Value | None
+    index: tuple[int | ir.Value, int | ir.Value, int | ir.Value]
 
 
 SWIZZLES = (32, 64, 128)
 
 
-def tiled_accesses(layout: WGMMAFragLayout, itemsize: int, swizzle: int, row_base: int | Idx,
-                   col_base: int | Idx) -> list[TiledAccess]:
+def tiled_accesses(layout: WGMMAFragLayout, itemsize: int, swizzle: int, row_base: int | ir.Value,
+                   col_base: int | ir.Value) -> list[TiledAccess]:
     """The smem accesses of the thread whose WGMMA base is (row_base, col_base), moving
     `layout`'s registers to/from a swizzled tile (n // w, m, w) of `itemsize`-byte elements.
 
@@ -267,14 +254,13 @@ def tiled_accesses(layout: WGMMAFragLayout, itemsize: int, swizzle: int, row_bas
     if width % 8:
         raise ValueError(f"a {swizzle}-byte swizzle holds {width} elements of {itemsize} bytes; "
                          f"the WGMMA layout needs a multiple of 8")
-    row_base, col_base = Idx(row_base), Idx(col_base)
     # Absolute-address swizzle: unit ^= (row * swizzle / 128) % (swizzle / 16). Rows of a thread
     # differ by multiples of 8, so the XOR is the same for all of them.
     units = (row_base // (128 // swizzle)) % (swizzle // 16)
     thread_bytes = (col_base * itemsize) ^ (units * 16)
     out = []
     for reg, (dr, dc) in enumerate(layout.offsets()):
-        chunk = Idx(dc // width)
+        chunk = dc // width
         static_bytes = (dc % width) * itemsize  # a multiple of 8 elements: no carry into it
         row = row_base + dr
         col = (thread_bytes ^ static_bytes) // itemsize

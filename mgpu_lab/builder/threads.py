@@ -38,7 +38,7 @@ def linear_thread_idx() -> ir.Value:
     """x + bx * (y + by * z) for the thread in its block, as index."""
     x, y, z = (thread_idx(d) for d in "xyz")
     bx, by = block_dim("x"), block_dim("y")
-    return arith.addi(x, arith.muli(bx, arith.addi(y, arith.muli(by, z))))
+    return x + bx * (y + by * z)
 
 
 def _uniform(value: ir.Value) -> ir.Value:
@@ -55,19 +55,19 @@ def _uniform(value: ir.Value) -> ir.Value:
 
 def lane_idx() -> ir.Value:
     """The thread's lane in its warp (0..31)."""
-    return arith.remui(linear_thread_idx(), c(WARP_SIZE))
+    return linear_thread_idx() % WARP_SIZE
 
 
 def warp_idx() -> ir.Value:
     """The warp's index in the block, warp-uniform."""
-    return _uniform(arith.divui(linear_thread_idx(), c(WARP_SIZE)))
+    return _uniform(linear_thread_idx() // WARP_SIZE)
 
 
 def warpgroup_idx() -> ir.Value:
     """The warpgroup's index in the block (128 consecutive threads), warp-uniform."""
-    return _uniform(arith.divui(linear_thread_idx(), c(WARPGROUP_SIZE)))
+    return _uniform(linear_thread_idx() // WARPGROUP_SIZE)
 
 
 def thread_in_warpgroup() -> ir.Value:
     """The thread's index inside its warpgroup (0..127)."""
-    return arith.remui(linear_thread_idx(), c(WARPGROUP_SIZE))
+    return linear_thread_idx() % WARPGROUP_SIZE

@@ -29,18 +29,12 @@ from .._mlir import arith, gpu, ir
 from ..compiler.compiled_kernel import TmaDescriptorSpec
 from ..compiler.grid_constant_params import DESCRIPTOR_ALIGN, TMA_PARAMS_ATTR
 from .barriers import BarrierRef
-from .values import c
-from .dtypes import bitwidth
+from .values import as_index, c
+from .dtypes import bitwidth, dtype_of_mlir
 from .memref_ops import DynamicSlice, memref_slice
 from .transforms import MemRefTransform
-from .warpgroup import (
-    cluster_rank,
-    i32,
-    inline_ptx,
-    single_thread,
-    smem_address,
-    warpgroup_barrier,
-)
+from .ptx import i32, inline_ptx, smem_address
+from .warpgroup import cluster_rank, single_thread, warpgroup_barrier
 
 if TYPE_CHECKING:
     from .launch_context import LaunchContext
@@ -118,12 +112,6 @@ def _parse_slice(gmem_slice: Any, shape: Sequence[int]) -> tuple[list[int | ir.V
             raise TypeError(f"gmem_slice: dimension {dim}: expected an int, index value, slice or ds(), "
                             f"got {type(idx).__name__}")
     return starts, sizes, squeezed
-
-
-def _as_index_value(x: int | ir.Value) -> ir.Value:
-    from .values import as_index
-
-    return as_index(x)
 
 
 def _contiguous_shape(ref_type: ir.MemRefType, what: str) -> tuple[int, ...]:
@@ -283,7 +271,7 @@ def async_copy(ctx: LaunchContext, *, src_ref: ir.Value, dst_ref: ir.Value, gmem
                              f"[0, {extent}) of {what}")
 
     transforms = gmem_transform if isinstance(gmem_transform, tuple) else (gmem_transform,)
-    view, indices, box = gmem_ref, [_as_index_value(s) for s in starts], tuple(slice_shape)
+    view, indices, box = gmem_ref, [as_index(s) for s in starts], tuple(slice_shape)
     for t in transforms:
         view = t.apply(view)
         indices = list(t.transform_index(indices))
@@ -324,8 +312,8 @@ def async_copy(ctx: LaunchContext, *, src_ref: ir.Value, dst_ref: ir.Value, gmem
             if dim is None:
                 raise ValueError("async_copy: collective= splits the box's first dimension; this box has none")
             part, index, mask = _collective_split(ctx, collective, smem_shape, itemsize, swizzle)
-            offset = arith.muli(index, c(part))
-            indices[dim] = arith.addi(indices[dim], offset)
+            offset = index * part
+            indices[dim] = indices[dim] + offset
             box = tuple(part if d == dim else b for d, b in enumerate(box))
             smem_ref = memref_slice(smem_ref, DynamicSlice(offset, part))
     check_tma_box(array=array, what=what, global_shape=view_type.shape, global_strides=strides, box=box,
@@ -411,10 +399,10 @@ def _collective_split(ctx: LaunchContext, collective: Any, smem_shape: Sequence[
     # This block's cluster coordinates from %cluster_ctarank and the static cluster shape (reading
     # %cluster_ctaid costs a runtime division when the PTX does not declare the cluster shape).
     rank = arith.index_cast(ir.IndexType.get(), cluster_rank())
-    coord = {a: arith.remui(arith.divui(rank, c(rank_stride[a])), c(sizes[a])) for a in _AXES if sizes[a] > 1}
+    coord = {a: rank // rank_stride[a] % sizes[a] for a in _AXES if sizes[a] > 1}
     index, stride = c(0), 1
     for a in axes:  # this block's position among the collective blocks, first axis fastest
-        index = arith.addi(index, arith.muli(coord[a], c(stride)))
+        index = index + coord[a] * stride
         stride *= sizes[a]
     pattern = 0
     for flat in range(count):  # ranks of the collective blocks that share this block's other coordinates
@@ -426,22 +414,19 @@ def _collective_split(ctx: LaunchContext, collective: Any, smem_shape: Sequence[
     base = c(0)
     for a in _AXES:
         if a not in axes and sizes[a] > 1:
-            base = arith.addi(base, arith.muli(coord[a], c(rank_stride[a])))
-    mask = arith.shli(c(pattern, i32()), arith.index_cast(i32(), base))
+            base = base + coord[a] * rank_stride[a]
+    mask = c(pattern, i32()) << arith.index_cast(i32(), base)
     return part, index, arith.trunci(ir.IntegerType.get_signless(16), mask)
 
 
-_DTYPES_BY_MLIR = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64",
-                   "f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2",
-                   "i8": "uint8", "i16": "uint16", "i32": "int32", "i64": "int64"}
-
-
 def _dtype_of(element_type: ir.Type) -> str:
-    """The dtype name the descriptor is encoded with (integers by width: TMA only moves bytes)."""
-    name = _DTYPES_BY_MLIR.get(str(element_type))
-    if name is None:
-        raise ValueError(f"async_copy: TMA does not support element type {element_type}")
-    return name
+    """The dtype name the descriptor is encoded with (integers by width: TMA only moves bytes;
+    8/16-bit ones as unsigned, the data types TMA encodes for them)."""
+    narrow = isinstance(element_type, ir.IntegerType) and ir.IntegerType(element_type).width in (8, 16)
+    try:
+        return dtype_of_mlir(element_type, unsigned=narrow)
+    except ValueError:
+        raise ValueError(f"async_copy: TMA does not support element type {element_type}") from None
 
 
 def await_async_copy(ctx: LaunchContext, allow_groups: int, await_read_only: bool = False,

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._mlir import arith, ir
-from .values import c
+from .values import as_index
 from .memref_ops import memref_transpose, memref_unfold
 
 
@@ -45,8 +45,8 @@ class TileTransform(MemRefTransform):
     def transform_index(self, idx: Sequence[ir.Value]) -> tuple[ir.Value, ...]:
         n = len(self.tiling)
         head, tail = list(idx[:-n]), list(idx[-n:])
-        outer = [arith.divui(i, c(t)) for i, t in zip(tail, self.tiling)]
-        inner = [arith.remui(i, c(t)) for i, t in zip(tail, self.tiling)]
+        outer = [as_index(i) // t for i, t in zip(tail, self.tiling)]
+        inner = [as_index(i) % t for i, t in zip(tail, self.tiling)]
         return tuple(head + outer + inner)
 
     def transform_shape(self, shape: Sequence[int]) -> tuple[int, ...]:

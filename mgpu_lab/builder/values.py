@@ -92,17 +92,26 @@ def as_index(x: int | ir.Value) -> ir.Value:
     raise TypeError(f"index: expected an int or an integer/index value, got {type(x).__name__}")
 
 
-def as_i32(x: int | ir.Value) -> ir.Value:
-    """Python ints, index and i32 values as i32."""
-    i32 = ir.IntegerType.get_signless(32)
-    if isinstance(x, int) and not isinstance(x, bool):
-        return c(x, i32)
+def i32_type() -> ir.Type:
+    return ir.IntegerType.get_signless(32)
+
+
+def as_i32(x: int | bool | ir.Value, what: str = "i32") -> ir.Value:
+    """Python ints (and bools), index and integer values as i32 (narrower ones zero-extended,
+    wider ones truncated). `what` names the argument in the error."""
+    i32 = i32_type()
+    if isinstance(x, int):
+        return c(int(x), i32)
     if isinstance(x, ir.Value):
         if isinstance(x.type, ir.IndexType):
             return arith.index_cast(i32, x)
-        if isinstance(x.type, ir.IntegerType) and ir.IntegerType(x.type).width == 32:
-            return x
-    raise TypeError(f"i32: expected an int, index or i32 value, got {getattr(x, 'type', type(x).__name__)}")
+        if isinstance(x.type, ir.IntegerType):
+            width = ir.IntegerType(x.type).width
+            if width == 32:
+                return x
+            return arith.extui(i32, x) if width < 32 else arith.trunci(i32, x)
+    raise TypeError(f"{what}: expected an int or an integer/index value, got "
+                    f"{getattr(x, 'type', type(x).__name__)}")
 
 
 def as_i1(x: bool | ir.Value) -> ir.Value:

@@ -1,9 +1,6 @@
 """Warpgroup and thread-level Hopper primitives: electing one thread, register reallocation
-(setmaxnreg), named barriers, proxy fences, and the two low-level helpers the other Hopper
-modules build on (`inline_ptx`, `smem_address`).
-
-Inline PTX is used where an upstream op's builder is awkward or hides what is emitted; every
-snippet here is a few lines and reads like the PTX manual.
+(setmaxnreg), named barriers, proxy fences and cluster synchronization. They are short PTX
+snippets (see `ptx.py`) that read like the PTX manual.
 """
 
 from __future__ import annotations
@@ -12,62 +9,14 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .._mlir import arith, ir, llvm, memref, nvvm, scf
-from .values import c
-from .dtypes import bitwidth
+from .._mlir import arith, ir, nvvm, scf
+from .ptx import i32, inline_ptx
+from .values import as_i1, as_i32, c
 from .threads import WARPGROUP_SIZE, thread_idx, warp_idx
 
 # Named barrier 0 is __syncthreads(); warpgroup barriers use 1 + warpgroup index.
 _FIRST_NAMED_BARRIER = 1
 MAX_NAMED_BARRIERS = 16
-
-
-def i32() -> ir.Type:
-    return ir.IntegerType.get_signless(32)
-
-
-def i64() -> ir.Type:
-    return ir.IntegerType.get_signless(64)
-
-
-def inline_ptx(asm: str, operands: Sequence[ir.Value] = (), constraints: Sequence[str] = (),
-               results: Sequence[ir.Type] = (), *, memory: bool = True) -> Any:
-    """Emit `asm` (PTX, operands as $0, $1, ...; outputs first) as a volatile inline asm.
-
-    results: the output types (constraints list outputs first, e.g. "=r", then inputs).
-    memory: add a memory clobber so the compiler keeps loads/stores on their side of it.
-    Returns None, one value, or a list of values.
-    """
-    cons = list(constraints)
-    if memory:
-        cons.append("~{memory}")
-    if not results:
-        llvm.inline_asm(None, list(operands), asm, ",".join(cons), has_side_effects=True)
-        return None
-    if len(results) == 1:
-        return llvm.inline_asm(results[0], list(operands), asm, ",".join(cons), has_side_effects=True)
-    struct = llvm.StructType.get_literal(list(results))
-    packed = llvm.inline_asm(struct, list(operands), asm, ",".join(cons), has_side_effects=True)
-    return [llvm.extractvalue(t, packed, [i]) for i, t in enumerate(results)]
-
-
-def smem_address(ref: ir.Value) -> ir.Value:
-    """The 32-bit shared-memory address (`.shared::cta` window) of a workgroup memref's first
-    element, including any static or dynamic view offset."""
-    ref_type = ir.MemRefType(ref.type)
-    if str(ref_type.memory_space) != "#gpu.address_space<workgroup>":
-        raise ValueError(f"smem_address: expected a shared-memory (workgroup) memref, got {ref_type}")
-    base = memref.extract_aligned_pointer_as_index(ref)
-    offset = memref.extract_strided_metadata(ref)[1]
-    nbytes = bitwidth(ref_type.element_type) // 8
-    address = arith.addi(base, arith.muli(offset, c(nbytes)))
-    return arith.index_cast(i32(), address)
-
-
-def _as_i1(value: Any) -> ir.Value:
-    if isinstance(value, bool):
-        return c(int(value), ir.IntegerType.get_signless(1))
-    return value
 
 
 def elect_one() -> ir.Value:
@@ -81,16 +30,16 @@ def single_thread_predicate(scope: str = "warpgroup") -> ir.Value:
         return elect_one()
     warp = warp_idx()
     if scope == "warpgroup":
-        warp = arith.remui(warp, c(WARPGROUP_SIZE // 32))
+        warp = warp % (WARPGROUP_SIZE // 32)
     elif scope != "block":
         raise ValueError(f"scope: expected 'warp', 'warpgroup' or 'block', got {scope!r}")
-    first_warp = arith.cmpi(arith.CmpIPredicate.eq, warp, c(0))
+    first_warp = warp == 0
     # Elect inside the first warp only: elect.sync needs the whole warp converged.
     if_op = scf.IfOp(first_warp, [ir.IntegerType.get_signless(1)], has_else=True)
     with ir.InsertionPoint(if_op.then_block):
         scf.yield_([elect_one()])
     with ir.InsertionPoint(if_op.else_block):
-        scf.yield_([_as_i1(False)])
+        scf.yield_([as_i1(False)])
     return if_op.results[0]
 
 
@@ -150,11 +99,11 @@ def warpgroup_barrier(warpgroup: int | ir.Value | None = None) -> None:
 
     `warpgroup` defaults to the calling thread's (computed from threadIdx)."""
     if warpgroup is None:
-        warpgroup = arith.divui(thread_idx(), c(WARPGROUP_SIZE))
+        warpgroup = thread_idx() // WARPGROUP_SIZE
     if isinstance(warpgroup, int):
         named_barrier(_FIRST_NAMED_BARRIER + warpgroup, WARPGROUP_SIZE)
     else:
-        named_barrier(arith.addi(warpgroup, c(_FIRST_NAMED_BARRIER)), WARPGROUP_SIZE)
+        named_barrier(warpgroup + _FIRST_NAMED_BARRIER, WARPGROUP_SIZE)
 
 
 def fence_async_shared() -> None:
@@ -207,7 +156,5 @@ def cluster_sync() -> None:
 def map_to_peer(address: ir.Value, rank: int | ir.Value) -> ir.Value:
     """`mapa`: the `.shared::cluster` address of the same smem location (an i32 `.shared::cta`
     address) in the block of cluster rank `rank`."""
-    from .values import as_i32
-
     return inline_ptx("mapa.shared::cluster.u32 $0, $1, $2;", [address, as_i32(rank)], ["=r", "r", "r"], [i32()],
                       memory=False)

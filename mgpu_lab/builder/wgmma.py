@@ -22,9 +22,9 @@ the accumulator layout). Shared-memory operands are what a TMA copy with the sam
   row-major (K, N) matrix), for A @ B.
 
 a and b may use different swizzles (`a_swizzle=`, `b_swizzle=`; default `swizzle`); their k
-extents must agree. The accumulator (`WGMMAAccumulator`) lives in registers in the wgmma
-fragment layout: value i of a thread in warp w, lane l is row 16w + l//4 + 8*((i%4)//2),
-column 8*(i//4) + 2*(l%4) + i%2 (f32: n/2 values; f16: n/4 i32 words of two columns each).
+extents must agree. The accumulator (`WGMMAAccumulator`) is a `FragmentedArray` in
+`WGMMAFragLayout(n)` (layouts.py has the coordinates); wgmma's PTX takes it as flat values
+(f32: n/2 per thread; f16: n/4 i32 words of two columns each).
 
 wgmma is asynchronous: issue `wgmma(...)` calls (they fence first), `wgmma_commit_group()`,
 and `acc = wgmma_wait_group(n, acc)` before reading acc or overwriting the operands.
@@ -38,10 +38,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._mlir import arith, ir, vector
-from .values import c
 from .dtypes import bitwidth
-from .threads import lane_idx, thread_in_warpgroup
-from .warpgroup import i32, i64, inline_ptx, smem_address
+from .fragmented import FragmentedArray, bits_of, elements, from_bits
+from .layouts import WGMMAFragLayout
+from .values import as_i32, c
+from .ptx import i32, i64, inline_ptx, smem_address
 
 M_TILE = 64
 K_STEP_BYTES = 32  # every wgmma instruction consumes 32 bytes of k (16 x 16-bit, 8 x tf32, 32 x f8)
@@ -56,114 +57,94 @@ def _f32() -> ir.Type:
 
 
 class WGMMAAccumulator:
-    """A 64 x n tile held by one warpgroup (see module doc): f32 (n/2 f32 values per thread)
-    or f16 (n/4 i32 values per thread, each two f16 columns)."""
+    """The 64 x n wgmma accumulator of one warpgroup: a thin wrapper over `value`, a
+    `FragmentedArray` in `WGMMAFragLayout(n)` (f32, or f16 for an f16 accumulator), which is
+    what the tensor cores write (as in Mosaic GPU). All math and stores go through `value`.
 
-    def __init__(self, values: Sequence[ir.Value], n: int, dtype: str = "float32"):
+    `values` is the flat per-thread view wgmma's inline PTX takes and loop carries use: f32
+    scalars (n/2), or for f16 i32 words of two columns each (n/4). `WGMMAAccumulator(values,
+    n, dtype)` rebuilds one from them; `WGMMAAccumulator.from_array(array)` wraps an array."""
+
+    def __init__(self, values: Sequence[ir.Value] | FragmentedArray, n: int | None = None,
+                 dtype: str = "float32"):
+        if isinstance(values, FragmentedArray):
+            self.value = _check_array(values)
+            return
         if dtype not in _ACC_TYPES:
             raise ValueError(f"WGMMAAccumulator: dtype must be 'float32' or 'float16', got {dtype!r}")
+        if not isinstance(n, int):
+            raise TypeError(f"WGMMAAccumulator: n (columns) must be an int, got {n!r}")
         per_value = 2 if dtype == "float32" else 4
         if len(values) != n // per_value:
             raise ValueError(f"WGMMAAccumulator: a 64 x {n} {dtype} tile needs {n // per_value} values per thread, "
                              f"got {len(values)}")
-        self.values = list(values)
-        self.n = n
-        self.dtype = dtype
+        values = list(values)
+        if dtype == "float16":
+            regs = [from_bits([v], ir.F16Type.get(), 2) for v in values]
+        else:
+            pair = ir.VectorType.get([2], _f32())
+            regs = [vector.from_elements(pair, values[2 * i: 2 * i + 2]) for i in range(n // 4)]
+        self.value = FragmentedArray(regs, WGMMAFragLayout(n))
+
+    @classmethod
+    def from_array(cls, array: FragmentedArray) -> WGMMAAccumulator:
+        """Wrap a (64, n) f32 or f16 array in WGMMAFragLayout (e.g. a bias to accumulate onto)."""
+        return cls(array)
 
     @classmethod
     def zeros(cls, n: int, dtype: str = "float32") -> WGMMAAccumulator:
         _check_n(n)
-        if dtype == "float16":
-            return cls([c(0, i32())] * (n // 4), n, dtype)
-        return cls([c(0.0, _f32())] * (n // 2), n, dtype)
+        if dtype not in _ACC_TYPES:
+            raise ValueError(f"WGMMAAccumulator: dtype must be 'float32' or 'float16', got {dtype!r}")
+        return cls(FragmentedArray.splat(0.0, WGMMAFragLayout(n), dtype))
 
-    def _flatten_values(self) -> tuple[list[ir.Value], Callable[[Sequence[ir.Value]], WGMMAAccumulator]]:
+    @property
+    def n(self) -> int:
+        return self.value.layout.n
+
+    @property
+    def dtype(self) -> str:
+        return "float16" if str(self.value.element_type) == "f16" else "float32"
+
+    @property
+    def values(self) -> list[ir.Value]:
+        """The flat per-thread values (see the class doc)."""
+        if self.dtype == "float16":
+            return [bits_of(r, 32)[0] for r in self.value.registers]
+        return [v for r in self.value.registers for v in elements(r)]
+
+    def flatten_values(self) -> tuple[list[ir.Value], Callable[[Sequence[ir.Value]], WGMMAAccumulator]]:
         """For `for_range(carry=acc)` and `if_else`: the accumulator as a flat list of values."""
         n, dtype = self.n, self.dtype
-        return list(self.values), lambda vals: WGMMAAccumulator(list(vals), n, dtype)
+        return self.values, lambda vals: WGMMAAccumulator(list(vals), n, dtype)
 
-    def fragment_coords(self) -> list[tuple[ir.Value, ir.Value]]:
-        """(row, column) in the 64 x n tile of each of this thread's f32 values, as index values."""
-        return [(r, col) for r, col in _coords(self.n)]
-
-    def _pairs(self) -> list[ir.Value]:
-        """The values as vector<2 x f32|f16> pairs of adjacent columns, in `_pair_coords` order."""
-        if self.dtype == "float16":
-            from .fragmented import FragmentedArray
-
-            return FragmentedArray.from_accumulator(self).registers
-        return [vector.from_elements(ir.VectorType.get([2], _f32()), [self.values[2 * i], self.values[2 * i + 1]])
-                for i in range(self.n // 4)]
+    _flatten_values = flatten_values  # the older private name
 
     def store(self, ref: ir.Value, dtype: Any = None) -> None:
         """Write the tile to a (64, n) memref (global or shared), converting to its element type
         (or `dtype`), two adjacent columns per store."""
-        elem = ir.MemRefType(ref.type).element_type if dtype is None else dtype
         shape = tuple(ir.MemRefType(ref.type).shape)
         if shape != (M_TILE, self.n):
             raise ValueError(f"WGMMAAccumulator.store: expected a ({M_TILE}, {self.n}) memref, got {shape}")
-        vtype = ir.VectorType.get([2], elem)
-        for pair, (row, col) in zip(self._pairs(), _pair_coords(self.n)):
-            vector.store(_convert_pair(pair, vtype), ref, [row, col])
+        self.value.astype(ir.MemRefType(ref.type).element_type if dtype is None else dtype).store(ref)
 
     def store_swizzled(self, ref: ir.Value, swizzle: int = 128) -> None:
         """Write the tile to smem laid out for a TMA store with `swizzle`: ref (n // w, 64, w), w
-        = swizzle bytes / element size, the logical (64, w) column chunks stored swizzled (for
-        f32 results `FragmentedArray.store_tiled` avoids the 2-way bank conflicts this has)."""
-        ref_type = ir.MemRefType(ref.type)
-        elem = ref_type.element_type
-        itemsize = bitwidth(elem) // 8
-        width = swizzle // itemsize
-        if tuple(ref_type.shape) != (self.n // width, M_TILE, width) or self.n % width:
-            raise ValueError(f"WGMMAAccumulator.store_swizzled: expected a ({self.n // width}, {M_TILE}, {width}) smem "
-                             f"ref for swizzle={swizzle} and {elem}, got {tuple(ref_type.shape)}")
-        vtype = ir.VectorType.get([2], elem)
-        for pair, (row, col) in zip(self._pairs(), _pair_coords(self.n)):
-            chunk = arith.divui(col, c(width))
-            byte = arith.muli(arith.remui(col, c(width)), c(itemsize))
-            # TMA's swizzle acts on absolute addresses: 16-byte unit ^= (row * swizzle / 128) % (swizzle / 16)
-            xor = arith.remui(arith.divui(row, c(128 // swizzle)), c(swizzle // 16))
-            unit = arith.xori(arith.divui(byte, c(16)), xor)
-            phys = arith.divui(arith.addi(arith.muli(unit, c(16)), arith.remui(byte, c(16))), c(itemsize))
-            vector.store(_convert_pair(pair, vtype), ref, [chunk, row, phys])
+        = swizzle bytes / element size, converting to the ref's element type. Bank-conflict
+        free (it is `value.astype(...).store_tiled(ref, swizzle)`)."""
+        elem = ir.MemRefType(ref.type).element_type
+        self.value.astype(elem).store_tiled(ref, swizzle)
 
 
-def _convert_pair(pair: ir.Value, vtype: ir.VectorType) -> ir.Value:
-    have = ir.VectorType(pair.type).element_type
-    want = vtype.element_type
-    if have == want:
-        return pair
-    if bitwidth(want) > bitwidth(have):
-        return arith.extf(vtype, pair)
-    return arith.truncf(vtype, pair)
-
-
-def _lane_parts() -> tuple[ir.Value, ir.Value]:
-    tid = thread_in_warpgroup()
-    warp = arith.divui(tid, c(32))
-    lane = lane_idx()
-    row = arith.addi(arith.muli(warp, c(16)), arith.divui(lane, c(4)))
-    col = arith.muli(arith.remui(lane, c(4)), c(2))
-    return row, col
-
-
-def _coords(n: int) -> list[tuple[ir.Value, ir.Value]]:
-    row, col = _lane_parts()
-    out = []
-    for i in range(n // 2):
-        r = arith.addi(row, c(8 * ((i % 4) // 2)))
-        out.append((r, arith.addi(col, c(8 * (i // 4) + i % 2))))
-    return out
-
-
-def _pair_coords(n: int) -> list[tuple[ir.Value, ir.Value]]:
-    """(row, first column) of value pairs (2i, 2i+1)."""
-    row, col = _lane_parts()
-    out = []
-    for j in range(n // 8):
-        for half in range(2):
-            out.append((arith.addi(row, c(8 * half)), arith.addi(col, c(8 * j))))
-    return out
+def _check_array(array: FragmentedArray) -> FragmentedArray:
+    layout = array.layout
+    if not isinstance(layout, WGMMAFragLayout) or layout.m != M_TILE:
+        raise ValueError(f"WGMMAAccumulator: needs a (64, n) array in WGMMAFragLayout, got {layout}")
+    if str(array.element_type) not in ("f32", "f16"):
+        raise ValueError(f"WGMMAAccumulator: accumulators are f32 or f16, the array is {array.element_type}; "
+                         f"use astype")
+    _check_n(layout.n)
+    return array
 
 
 def _check_n(n: int) -> None:
@@ -182,12 +163,12 @@ def smem_descriptor(address: ir.Value, *, swizzle: int, leading_byte_offset: int
     static |= _LAYOUT_CODE[swizzle] << 62
     if static >= 1 << 63:
         static -= 1 << 64  # as a signed i64 constant
-    addr = arith.extui(i64(), arith.andi(arith.shrui(address, c(4, i32())), c(0x3FFF, i32())))
-    return arith.ori(addr, c(static, i64()))
+    addr = arith.extui(i64(), as_i32(address).unsigned >> 4 & 0x3FFF)
+    return addr | static
 
 
 def _advance(desc: ir.Value, nbytes: int) -> ir.Value:
-    return desc if not nbytes else arith.addi(desc, c(nbytes >> 4, i64()))
+    return desc if not nbytes else desc + (nbytes >> 4)
 
 
 def wgmma_fence(*operands: Any) -> Any:
@@ -202,8 +183,6 @@ def wgmma_fence(*operands: Any) -> Any:
     if not operands:
         inline_ptx("wgmma.fence.sync.aligned;")
         return None
-    from .fragmented import FragmentedArray, _bits_of, _from_bits
-
     words, rebuilds = [], []
     for operand in operands:
         if isinstance(operand, WGMMAAccumulator):
@@ -211,13 +190,13 @@ def wgmma_fence(*operands: Any) -> Any:
             words += operand.values
             rebuilds.append((count, lambda vals, acc=operand: WGMMAAccumulator(vals, acc.n, acc.dtype)))
         elif isinstance(operand, FragmentedArray):
-            regs = [_bits_of(r, 32) for r in operand.registers]
+            regs = [bits_of(r, 32) for r in operand.registers]
             per = len(regs[0])
             words += [w for r in regs for w in r]
 
             def rebuild(vals, arr=operand, per=per):
                 vt = ir.VectorType(arr.registers[0].type)
-                regs = [_from_bits(vals[k:k + per], vt.element_type, vt.shape[0]) for k in range(0, len(vals), per)]
+                regs = [from_bits(vals[k:k + per], vt.element_type, vt.shape[0]) for k in range(0, len(vals), per)]
                 return FragmentedArray(regs, arr.layout, signed=arr.signed)
 
             rebuilds.append((len(regs) * per, rebuild))
@@ -309,8 +288,6 @@ def _smem_operand(ref: ir.Value, what: str, major: str, swizzle: int, itemsize: 
 
 
 def _input_type(value: Any, what: str) -> ir.Type:
-    from .fragmented import FragmentedArray
-
     if isinstance(value, FragmentedArray):
         return value.element_type
     if not isinstance(value, ir.Value) or not isinstance(value.type, ir.MemRefType):
@@ -321,8 +298,6 @@ def _input_type(value: Any, what: str) -> ir.Type:
 
 def _register_a(a: Any, elem: ir.Type, k_inst: int) -> tuple[int, list[ir.Value]]:
     """(k, i32 words) of an A operand held in registers."""
-    from .fragmented import FragmentedArray, WGMMAFragLayout, _bits_of
-
     if bitwidth(elem) != 16:
         raise ValueError(f"wgmma: a from registers needs bf16/f16 elements, got {elem}; put tf32/f8 A in "
                          f"shared memory")
@@ -331,7 +306,7 @@ def _register_a(a: Any, elem: ir.Type, k_inst: int) -> tuple[int, list[ir.Value]
         raise ValueError(f"wgmma: a in registers must be a (64, k) FragmentedArray in WGMMAFragLayout(k), k a "
                          f"multiple of {k_inst}, got {layout}")
     assert isinstance(a, FragmentedArray)
-    return layout.n, [_bits_of(reg, 32)[0] for reg in a.registers]
+    return layout.n, [bits_of(reg, 32)[0] for reg in a.registers]
 
 
 def wgmma(acc: WGMMAAccumulator, a: Any, b: ir.Value, *, a_major: str = "k", b_major: str = "k",
@@ -341,8 +316,6 @@ def wgmma(acc: WGMMAAccumulator, a: Any, b: ir.Value, *, a_major: str = "k", b_m
     and layouts. Issues one `wgmma.mma_async` per 32 bytes of k (not committed: call
     `wgmma_commit_group`). accumulate=False (or an i1 value that is false) ignores acc's old
     contents (D = A @ B). tf32=True accepts f32 operands (multiplied as tf32)."""
-    from .fragmented import FragmentedArray
-
     ta, tb = _input_type(a, "a"), _input_type(b, "b")
     for what, t in (("a", ta), ("b", tb)):
         if str(t) == "f32" and not tf32:

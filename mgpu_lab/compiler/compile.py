@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -44,7 +43,7 @@ def compile_module(module: ir.Module, spec: KernelSpec, options: CompileOptions 
             return hit
 
     passes = pass_list(target, ptx_version, options.opt_level, options.line_info)
-    recorded, _ = run_pipeline(module, passes, options.keep_passes)
+    recorded, pass_timings = run_pipeline(module, passes, options.keep_passes)
     ptx = extract_ptx(module)
     t_ptx = time.perf_counter()
     cubin, ptxas_log = assemble(ptx, target, options.opt_level, options.line_info, options.ptxas_args)
@@ -52,17 +51,15 @@ def compile_module(module: ir.Module, spec: KernelSpec, options: CompileOptions 
     resources = parse_resources(ptxas_log, spec.dynamic_smem_bytes)
     check_smem_fits(target, spec.dynamic_smem_bytes, spec.smem_layout, resources.static_smem_bytes)
     kernel = CompiledKernel(
-        # Every KernelSpec field is a CompiledKernel field of the same name.
-        **{f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)},
-        target=target, mlir=module_text, ptx=ptx, cubin=cubin, sass="",
-        resources=resources, passes=tuple(recorded),
+        spec=spec, target=target, mlir=module_text, ptx=ptx, cubin=cubin,
+        resources=resources, passes=tuple(recorded), pass_seconds=tuple(pass_timings),
         ptxas_log=ptxas_log,
         toolchain=dict(versions()), cache_key=key,
         compile_seconds={"mlir_to_ptx": t_ptx - t_start, "ptxas": t_cubin - t_ptx,
                          "total": time.perf_counter() - t_start},
     )
     # The kernel can launch now; SASS, the line map and the cache entry follow in the background.
-    kernel._pending_disassembly = _background.submit(_disassemble_and_store, kernel, cubin, ptx, cache, key)
+    kernel.disassembly = _background.submit(_disassemble_and_store, kernel, cubin, ptx, cache, key)
     if options.dump_dir:
         kernel.save(options.dump_dir)
     _surface_ptxas_warnings(kernel)

@@ -85,10 +85,11 @@ def verify(module: ir.Module) -> None:
 
 
 def run_pipeline(module: ir.Module, passes: list[str], keep_ir: bool
-                 ) -> tuple[list[tuple[str, str]], dict[str, float]]:
-    """Run `passes` in order on `module` (in place). Returns (pass, IR after) pairs if asked."""
+                 ) -> tuple[list[tuple[str, str]], list[tuple[str, float]]]:
+    """Run `passes` in order on `module` (in place). Returns (pass, IR after) pairs if asked,
+    and (pass, seconds) for every pass (a pass that runs twice is listed twice)."""
     recorded: list[tuple[str, str]] = []
-    timings: dict[str, float] = {}
+    timings: list[tuple[str, float]] = []
     if keep_ir:
         recorded.append(("input", module.operation.get_asm(enable_debug_info=True)))
     for spec in passes:
@@ -101,7 +102,7 @@ def run_pipeline(module: ir.Module, passes: list[str], keep_ir: bool
                 f"pass {spec!r} failed:\n{format_diagnostics(e)}") from None
         if "convert-gpu-to-nvvm" in spec:
             mark_descriptor_params(module)  # TMA descriptors: byval + grid_constant (see tma.py)
-        timings[spec] = time.perf_counter() - t0
+        timings.append((spec, time.perf_counter() - t0))
         if keep_ir:
             recorded.append((spec, module.operation.get_asm(enable_debug_info=True)))
     return recorded, timings

@@ -87,6 +87,6 @@ def _code_fingerprint() -> str:
 
     h = hashlib.sha256()
     package = Path(__file__).parent.parent
-    for path in sorted([*package.glob("compiler/*.py"), *package.glob("builder/*.py"), *package.glob("profiler/device.py")]):
+    for path in sorted([*package.glob("compiler/*.py"), *package.glob("builder/*.py"), *package.glob("profiler/format.py")]):
         h.update(path.read_bytes())
     return h.hexdigest()[:16]

@@ -42,7 +42,7 @@ import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
-from mgpu_lab.dsl import FragmentedArray, WGMMAAccumulator, arith, c
+from mgpu_lab.dsl import FragmentedArray, WGMMAAccumulator
 
 TILE_Q = 128  # query rows per block: 64 per consumer warpgroup
 CHUNK = 64  # head_dim columns per TMA box / K-major wgmma operand (one 128-byte swizzle span of 16-bit)
@@ -151,17 +151,17 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
         """(first query row, head, kv head, batch) of this block; causal blocks heaviest first."""
         qb = dsl.block_idx("x")
         if causal:
-            qb = arith.subi(c(q_blocks - 1), qb)
+            qb = q_blocks - 1 - qb
         head = dsl.block_idx("y")
-        return arith.muli(qb, c(TILE_Q)), head, arith.divui(head, c(group)), dsl.block_idx("z")
+        return qb * TILE_Q, head, head // group, dsl.block_idx("z")
 
     def tile_counts(q0):
         """(K/V tiles this block visits, how many of the first ones need no mask)."""
         if not causal:
-            return _opaque(c(kv_tiles)), _opaque(c(seq_kv // block_kv))
-        visible = arith.divui(arith.addi(q0, c(TILE_Q + block_kv - 1)), c(block_kv))  # tiles starting <= last row
-        below = arith.divui(arith.addi(q0, c(1)), c(block_kv))  # tiles entirely at or left of the first row
-        return arith.minui(visible, c(kv_tiles)), arith.minui(below, c(seq_kv // block_kv))
+            return _opaque(kv_tiles), _opaque(seq_kv // block_kv)
+        visible = (q0 + (TILE_Q + block_kv - 1)) // block_kv  # tiles starting <= last row
+        below = (q0 + 1) // block_kv  # tiles entirely at or left of the first row
+        return dsl.min(visible, kv_tiles), dsl.min(below, seq_kv // block_kv)
 
     def producer(ctx, q, k, v, q_smem, k_smem, v_smem, q_full, k_full, k_empty, v_full, v_empty):
         dsl.setmaxnreg(PRODUCER_REGS)
@@ -179,8 +179,8 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
                 empty.wait_for_iteration(i, flip=True)  # a fresh slot passes at once
                 bar, _ = full.for_iteration(i)
                 bar.arrive_expect_tx(kv_bytes)
-                slot = arith.remui(i, c(stages))
-                row = arith.muli(i, c(block_kv))
+                slot = i % stages
+                row = i * block_kv
                 for j in range(chunks):
                     ctx.async_copy(src_ref=src, dst_ref=dsl.memref_slice(ring, (slot, j)), barrier=bar,
                                    gmem_slice=(b, kv_head, dsl.ds(row, block_kv), dsl.ds(j * CHUNK, CHUNK)), **copy)
@@ -196,9 +196,9 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
         dsl.setmaxnreg(CONSUMER_REGS)
         q0, head, _, b = block_coords()
         n_tiles, n_unmasked = tile_counts(q0)
-        row0 = arith.addi(q0, arith.muli(wg, c(64)))  # this warpgroup's first query row
-        lane0 = arith.cmpi(arith.CmpIPredicate.eq, dsl.lane_idx(), c(0))
-        q_tiles = [dsl.memref_slice(q_smem, (j, dsl.ds(arith.muli(wg, c(64)), 64))) for j in range(chunks)]
+        row0 = q0 + wg * 64  # this warpgroup's first query row
+        lane0 = dsl.lane_idx() == 0
+        q_tiles = [dsl.memref_slice(q_smem, (j, dsl.ds(wg * 64, 64))) for j in range(chunks)]
         s_layout = dsl.WGMMAFragLayout(block_kv)
         with ctx.named_region("wait Q"):
             q_full[0].wait(0)
@@ -212,16 +212,16 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
             barrier), so one warpgroup's GEMMs run while the other does its softmax."""
             if pingpong:
                 with ctx.named_region("wait turn"):
-                    dsl.named_barrier(arith.addi(wg, c(_PINGPONG_BARRIER)), CONSUMERS * WARPGROUP)
+                    dsl.named_barrier(wg + _PINGPONG_BARRIER, CONSUMERS * WARPGROUP)
 
         def their_turn():
             if pingpong:
-                dsl.named_barrier(arith.subi(c(_PINGPONG_BARRIER + 1), wg), CONSUMERS * WARPGROUP, arrive=True)
+                dsl.named_barrier(_PINGPONG_BARRIER + 1 - wg, CONSUMERS * WARPGROUP, arrive=True)
 
         def issue_qk(i):
             """S_i = Q K_i^T, committed as one group (K_i has landed)."""
             with ctx.named_region("S GEMM"):
-                slot = arith.remui(i, c(stages))
+                slot = i % stages
                 s = dsl.wgmma_fence(WGMMAAccumulator.zeros(block_kv))
                 for j in range(chunks):
                     s = dsl.wgmma(s, q_tiles[j], dsl.memref_slice(k_smem, (slot, j)), b_major="k",
@@ -233,7 +233,7 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
             """O += P_i V_i (P from registers), committed as one group."""
             with ctx.named_region("PV GEMM"):
                 v_full.wait_for_iteration(i)
-                slot = arith.remui(i, c(stages))
+                slot = i % stages
                 o, p = dsl.wgmma_fence(o, p)  # O's rescale and P's conversion stay above the fence
                 o = dsl.wgmma(o, p, dsl.memref_slice(v_smem, slot), b_major="mn", swizzle=SWIZZLE, fence=False)
                 dsl.wgmma_commit_group()
@@ -241,30 +241,27 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
 
         def mask(s, i):
             """Scores of keys a row may not see (past seq_kv; right of the diagonal) -> -inf."""
-            i32 = _i32()
-            kv0 = arith.index_cast(i32, arith.muli(i, c(block_kv)))
+            kv0 = dsl.cast(i * block_kv, "int32")  # signed from here: limits may go negative
             indices = s_layout.indices()
             limits = []
             for h in range(2):  # the thread's two rows (+0, +8)
-                limit = arith.subi(c(seq_kv, i32), kv0)
+                limit = seq_kv - kv0
                 if causal:
-                    row = arith.index_cast(i32, arith.addi(row0, indices[h][0]))
-                    limit = arith.minsi(limit, arith.subi(arith.addi(row, c(1, i32)), kv0))
+                    row = dsl.cast(row0 + indices[h][0], "int32")
+                    limit = dsl.min(limit, row + 1 - kv0)
                 limits.append(limit)
             bits = []
             for r, (_, col) in enumerate(indices):
-                left = arith.subi(limits[r % 2], arith.index_cast(i32, col))  # visible columns from this one on
+                left = limits[r % 2] - dsl.cast(col, "int32")  # visible columns from this one on
                 bits.append(dsl.vector.from_elements(dsl.ir.VectorType.get([2], dsl.ir.IntegerType.get_signless(1)),
-                                                     [arith.cmpi(arith.CmpIPredicate.sgt, left, c(e, i32))
-                                                      for e in range(2)]))
+                                                     [left > e for e in range(2)]))
             visible = FragmentedArray(bits, s_layout, signed=False)
             return dsl.where(visible, s, float("-inf"))
 
         def exp2_shifted(s, m_scaled):
             """exp2(s * scale_log2 - m_scaled) with one FMA per element."""
             shift = (-m_scaled).broadcast((64, block_kv))
-            factor = dsl.vector.broadcast(s.registers[0].type, c(scale_log2, "float32"))
-            regs = [dsl.math.fma(r, factor, sh) for r, sh in zip(s.registers, shift.registers)]
+            regs = [dsl.fma(r, scale_log2, sh) for r, sh in zip(s.registers, shift.registers)]
             return FragmentedArray(regs, s.layout).exp2()
 
         def softmax(s_acc, i, state, masked):
@@ -298,46 +295,46 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
                 return frag.to_accumulator()
 
         if pingpong:  # consumer 0 issues first
-            with dsl.when(arith.cmpi(arith.CmpIPredicate.eq, wg, c(1))):
+            with dsl.when(wg == 1):
                 their_turn()
 
         # Tile 0: S_0 and its softmax, nothing to overlap with yet.
-        k_full.wait_for_iteration(c(0))
+        k_full.wait_for_iteration(0)
         my_turn()
-        s = issue_qk(c(0))
+        s = issue_qk(0)
         their_turn()
         s = dsl.wgmma_wait_group(0, s)
-        release(k_empty, c(0))
-        p, m, l, alpha = softmax(s, c(0), None, masked=True)
+        release(k_empty, 0)
+        p, m, l, alpha = softmax(s, 0, None, masked=True)
         o = WGMMAAccumulator.zeros(head_dim)
 
         def step(masked):
             def body(i, state):
-                o, p, m, l, alpha = state.values
+                o, p, m, l, alpha = state  # alpha: the factor O still owes the last softmax
                 k_full.wait_for_iteration(i)
                 my_turn()
                 s = issue_qk(i)
                 o = rescale(o, alpha)  # by the softmax of tile i - 1, while S_i runs
-                o = issue_pv(arith.subi(i, c(1)), o, p)
+                o = issue_pv(i - 1, o, p)
                 their_turn()
                 s = dsl.wgmma_wait_group(1, s)  # S_i is done; P_{i-1} V_{i-1} may still run
                 release(k_empty, i)
                 p, m, l, alpha = softmax(s, i, (m, l), masked)
                 o = dsl.wgmma_wait_group(0, o)
-                release(v_empty, arith.subi(i, c(1)))
-                return _LoopState(o, p.astype(dtype), m, l, alpha)
+                release(v_empty, i - 1)
+                return o, p.astype(dtype), m, l, alpha
             return body
 
-        split = arith.maxui(n_unmasked, c(1))
-        state = _LoopState(o, p.astype(dtype), m, l, alpha)
-        state = dsl.for_range(c(1), split, carry=state)(step(masked=False))
+        split = dsl.max(n_unmasked, 1)
+        state = (o, p.astype(dtype), m, l, alpha)  # the loop's carry: a tuple of register tiles
+        state = dsl.for_range(1, split, carry=state)(step(masked=False))
         state = dsl.for_range(split, n_tiles, carry=state)(step(masked=True))
-        o, p, m, l, alpha = state.values
-        last = arith.subi(n_tiles, c(1))
+        o, p, m, l, alpha = state
+        last = n_tiles - 1
         my_turn()
         o = issue_pv(last, rescale(o, alpha), p)
         if pingpong:  # consumer 1's last turn; consumer 0 has no turn left to be given
-            with dsl.when(arith.cmpi(arith.CmpIPredicate.eq, wg, c(0))):
+            with dsl.when(wg == 0):
                 their_turn()
         o = dsl.wgmma_wait_group(0, o)
         release(v_empty, last)
@@ -345,7 +342,7 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
         with ctx.named_region("epilogue"):
             inv_l = 1.0 / l
             result = (FragmentedArray.from_accumulator(o) * inv_l.broadcast((64, head_dim))).astype(dtype)
-            own_rows = dsl.memref_slice(q_smem, (slice(None), dsl.ds(arith.muli(wg, c(64)), 64)))
+            own_rows = dsl.memref_slice(q_smem, (slice(None), dsl.ds(wg * 64, 64)))
             result.store_tiled(own_rows, SWIZZLE)  # this warpgroup's S GEMMs are done with its Q rows
             dsl.fence_async_shared()
             dsl.warpgroup_barrier()
@@ -357,9 +354,8 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
             row_lse = m * float(scale) + l.log()
             owner = row_lse.layout.owner()
             for reg, (row,) in zip(row_lse.registers, row_lse.layout.indices()):
-                abs_row = arith.addi(row0, row)
-                inside = arith.cmpi(arith.CmpIPredicate.ult, abs_row, c(seq_q))
-                with dsl.when(arith.andi(owner, inside)):
+                abs_row = row0 + row
+                with dsl.when(owner & (abs_row < seq_q)):
                     dsl.vector.store(reg, lse, [b, head, abs_row])
             ctx.await_async_copy(0, await_read_only=True)
 
@@ -372,10 +368,9 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
         v_empty.init(CONSUMERS * WARPGROUP // 32)  # (this one synchronizes the block)
         barriers = (q_full, k_full, k_empty, v_full, v_empty)
         wg = dsl.warpgroup_idx()
-        is_producer = arith.cmpi(arith.CmpIPredicate.eq, wg, c(0))
-        dsl.if_else(is_producer,
+        dsl.if_else(wg == 0,
                     lambda: producer(ctx, q, k, v, q_smem, k_smem, v_smem, *barriers),
-                    lambda: consumer(ctx, out, lse, q_smem, k_smem, v_smem, *barriers, arith.subi(wg, c(1))))
+                    lambda: consumer(ctx, out, lse, q_smem, k_smem, v_smem, *barriers, wg - 1))
 
     kind = "causal" if causal else "full"
     gqa = f"_g{group}" if group > 1 else ""
@@ -387,42 +382,12 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
                 profile_capacity=10 * kv_tiles + 32)
 
 
-def _opaque(value):
-    """`value`, hidden from LLVM: loops over constant bounds get unrolled and rescheduled into more
-    live registers than a consumer has."""
-    i32 = _i32()
-    word = dsl.llvm.inline_asm(i32, [arith.index_cast(i32, value)], "mov.u32 $0, $1;", "=r,r",
-                               has_side_effects=True)
-    return arith.index_cast(dsl.ir.IndexType.get(), word)
-
-
-def _i32():
-    return dsl.ir.IntegerType.get_signless(32)
-
-
-class _LoopState:
-    """The consumer loop's carry: O accumulator, P_{i-1}, running row max m and row sum l, and
-    alpha, the factor O still owes the last softmax."""
-
-    def __init__(self, *values: WGMMAAccumulator | FragmentedArray):
-        self.values = values
-
-    def _flatten_values(self):
-        flat, rebuilds, sizes = [], [], []
-        for part in self.values:
-            values, rebuild = part._flatten_values()
-            flat += values
-            rebuilds.append(rebuild)
-            sizes.append(len(values))
-
-        def rebuild_all(vals):
-            parts, at = [], 0
-            for rebuild, size in zip(rebuilds, sizes):
-                parts.append(rebuild(list(vals[at:at + size])))
-                at += size
-            return _LoopState(*parts)
-
-        return flat, rebuild_all
+def _opaque(value: int) -> dsl.IndexValue:
+    """`value` as an index value LLVM cannot see through: loops over constant bounds get unrolled
+    and rescheduled into more live registers than a consumer has."""
+    word = dsl.llvm.inline_asm(dsl.ir.IntegerType.get_signless(32), [dsl.cast(value, "int32")], "mov.u32 $0, $1;",
+                               "=r,r", has_side_effects=True)
+    return dsl.cast(word, dsl.ir.IndexType.get(), unsigned=False)
 
 
 def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: bool = False,

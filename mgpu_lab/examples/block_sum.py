@@ -1,4 +1,7 @@
-"""out[b] = sum of block b's contiguous chunk of x: strided loads, warp shuffles, a smem step."""
+"""out[b] = sum of block b's contiguous chunk of x: strided loads, warp shuffles, a smem step.
+
+The two warp-level steps are `dsl.warp_reduce`; `dsl.block_reduce(v, "sum", scratch)` does the
+whole thing in one call (this example spells out the smem step to show it)."""
 
 from __future__ import annotations
 
@@ -6,18 +9,9 @@ import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
-from mgpu_lab.dsl import c, ir, memref, nvvm, vector
+from mgpu_lab.dsl import c, ir, memref, vector
 
 WARP = 32
-
-
-def _warp_sum(value: ir.Value) -> ir.Value:
-    """Butterfly reduction across the 32 lanes of a warp; every lane ends with the total."""
-    i32 = ir.IntegerType.get_signless(32)
-    for offset in (16, 8, 4, 2, 1):
-        other = nvvm.shfl_sync(value.type, c(-1, i32), value, c(offset, i32), c(0x1F, i32), nvvm.ShflKind.bfly)
-        value = value + other
-    return value
 
 
 def make_block_sum(n: int = 1 << 22, blocks: int = 1024, block: int = 256, **options) -> mgpu_lab.Kernel:
@@ -40,7 +34,7 @@ def make_block_sum(n: int = 1 << 22, blocks: int = 1024, block: int = 256, **opt
             v = vector.load(v4, x, [base + step * (block * vec)])
             return acc + vector.reduction(f32_t, vector.CombiningKind.ADD, v, acc=c(0.0, f32))
 
-        total = _warp_sum(acc)
+        total = dsl.warp_reduce(acc, "sum")  # butterfly: every lane ends with the warp's total
         lane, warp = dsl.lane_idx(), dsl.warp_idx()
         with dsl.when(lane == 0):
             memref.store(total, partials, [warp])
@@ -48,7 +42,7 @@ def make_block_sum(n: int = 1 << 22, blocks: int = 1024, block: int = 256, **opt
         with dsl.when(warp == 0):
             in_range = lane < warps
             mine = dsl.select(in_range, memref.load(partials, [dsl.select(in_range, lane, 0)]), 0.0)
-            block_total = _warp_sum(mine)
+            block_total = dsl.warp_reduce(mine, "sum")
             with dsl.when(lane == 0):
                 memref.store(block_total, out, [dsl.block_idx()])
 

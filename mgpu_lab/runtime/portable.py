@@ -24,7 +24,8 @@ import numpy as np
 _SLOT_BYTES = 128  # a TMA descriptor, the largest parameter
 _SLOT_WORDS = _SLOT_BYTES // 8
 _DEFAULT_DYNAMIC_SMEM_LIMIT = 48 * 1024  # above this the function attribute must be raised
-_ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+# Names numpy does not know natively but ml_dtypes/CuPy do (the builder reads this table too).
+ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 _CUDA_ERROR_INVALID_CONTEXT = 201
 
 
@@ -34,7 +35,7 @@ class PortableLaunchError(ValueError):
 
 def dtype_from_name(name: str) -> np.dtype:
     """numpy dtype for a name, with ml_dtypes for bfloat16 and float8."""
-    if name in _ML_DTYPES:
+    if name in ML_DTYPES:
         import ml_dtypes
 
         return np.dtype(getattr(ml_dtypes, name))

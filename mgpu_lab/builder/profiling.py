@@ -1,6 +1,8 @@
 """Device side of the profiler: `ctx.named_region` events recorded into shared memory.
 
-Each block keeps its row of the profiler buffer (see `format.py`) in shared memory while it
+It lives in `builder/` because it emits MLIR; `profiler/` holds the host side only (the buffer
+layout in `profiler/format.py`, decoding, exports). Each block keeps its row of the profiler
+buffer (see `profiler/format.py`) in shared memory while it
 runs: one leader thread per unit (warpgroup or warp) appends (tag, %clock) events to its
 unit's bounded array; events past the capacity are counted but never written, so a full buffer
 cannot overwrite barriers or data. At the end the block copies its row to global memory with
@@ -10,17 +12,13 @@ all threads (coalesced). With profiling off, `named_region` emits nothing at all
 from __future__ import annotations
 
 from .._mlir import arith, gpu, ir, memref, nvvm
-from ..builder.values import c
-from ..builder.control import for_range, when
-from ..builder.threads import WARP_SIZE, WARPGROUP_SIZE, linear_thread_idx
 from ..compiler.compiled_kernel import ProfilerSpec, SmemBuffer
-from . import format as fmt
+from ..profiler import format as fmt
+from .control import for_range, when
+from .threads import WARP_SIZE, WARPGROUP_SIZE, linear_thread_idx
+from .values import c, i32_type
 
 _UNIT_THREADS = {"warpgroup": WARPGROUP_SIZE, "warp": WARP_SIZE}
-
-
-def _i32() -> ir.Type:
-    return ir.IntegerType.get_signless(32)
 
 
 class DeviceProfiler:
@@ -50,7 +48,7 @@ class DeviceProfiler:
 
     # -- sizes and records ---------------------------------------------------------------
     def buffer_type(self, grid: tuple[int, int, int]) -> ir.MemRefType:
-        return ir.MemRefType.get([grid[0] * grid[1] * grid[2] * self.words], _i32())
+        return ir.MemRefType.get([grid[0] * grid[1] * grid[2] * self.words], i32_type())
 
     def smem_record(self) -> SmemBuffer:
         return SmemBuffer("profiler", self.smem_offset, self.words * 4, (self.words,), "uint32", "profiler")
@@ -66,9 +64,9 @@ class DeviceProfiler:
     def _stamp(self, timer_word: int, clock_word: int) -> None:
         # Read the two clocks back to back: the host pairs them to convert cycles to ns.
         timer = nvvm.read_ptx_sreg_globaltimer(ir.IntegerType.get_signless(64))
-        clock = nvvm.read_ptx_sreg_clock(_i32())
-        self._store(arith.trunci(_i32(), timer), timer_word)
-        self._store(arith.trunci(_i32(), arith.shrui(timer, c(32, ir.IntegerType.get_signless(64)))), timer_word + 1)
+        clock = nvvm.read_ptx_sreg_clock(i32_type())
+        self._store(arith.trunci(i32_type(), timer), timer_word)
+        self._store(arith.trunci(i32_type(), timer.unsigned >> 32), timer_word + 1)
         self._store(clock, clock_word)
 
     def start(self, buffer: ir.Value, grid: tuple[int, int, int]) -> None:
@@ -79,47 +77,44 @@ class DeviceProfiler:
         i8 = ir.IntegerType.get_signless(8)
         base = gpu.dynamic_shared_memory(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], i8,
                                                            memory_space=workgroup))
-        self._smem = memref.view(ir.MemRefType.get([self.words], _i32(), memory_space=workgroup), base,
+        self._smem = memref.view(ir.MemRefType.get([self.words], i32_type(), memory_space=workgroup), base,
                                  c(self.smem_offset), [])
         tid = linear_thread_idx()
-        with when(arith.cmpi(arith.CmpIPredicate.eq, tid, c(0))):
-            self._store(c(fmt.MAGIC, _i32()), 0)
-            self._store(nvvm.read_ptx_sreg_smid(_i32()), 1)
-            self._store(arith.index_cast(_i32(), self._block_linear_id(grid)), 2)
-            self._store(c(self.units, _i32()), 3)
+        with when(tid == 0):
+            self._store(c(fmt.MAGIC, i32_type()), 0)
+            self._store(nvvm.read_ptx_sreg_smid(i32_type()), 1)
+            self._store(arith.index_cast(i32_type(), self._block_linear_id(grid)), 2)
+            self._store(c(self.units, i32_type()), 3)
             for w in range(10, fmt.BLOCK_HEADER_WORDS):
-                self._store(c(0, _i32()), w)
-        with when(arith.cmpi(arith.CmpIPredicate.ult, tid, c(self.units))):
-            base_word = arith.addi(c(fmt.BLOCK_HEADER_WORDS), arith.muli(tid, c(fmt.unit_words(self.capacity))))
-            self._store(c(0, _i32()), base_word)
-            self._store(c(0, _i32()), arith.addi(base_word, c(1)))
-        with when(arith.cmpi(arith.CmpIPredicate.eq, tid, c(0))):
+                self._store(c(0, i32_type()), w)
+        with when(tid < self.units):
+            base_word = fmt.BLOCK_HEADER_WORDS + tid * fmt.unit_words(self.capacity)
+            self._store(c(0, i32_type()), base_word)
+            self._store(c(0, i32_type()), base_word + 1)
+        with when(tid == 0):
             self._stamp(4, 8)
         gpu.barrier()
 
     @staticmethod
     def _block_linear_id(grid: tuple[int, int, int]) -> ir.Value:
         x, y, z = (gpu.block_id(d) for d in (gpu.Dimension.x, gpu.Dimension.y, gpu.Dimension.z))
-        return arith.addi(x, arith.muli(c(grid[0]), arith.addi(y, arith.muli(c(grid[1]), z))))
+        return x + grid[0] * (y + grid[1] * z)
 
     def _record(self, name: str, begin: bool) -> None:
         if name not in self.region_names:
             self.region_names.append(name)
         tag = self.region_names.index(name) | (fmt.BEGIN_BIT if begin else 0)
         tid = linear_thread_idx()
-        leader = arith.cmpi(arith.CmpIPredicate.eq, arith.remui(tid, c(self.threads_per_unit)), c(0))
-        with when(leader):
-            unit = arith.divui(tid, c(self.threads_per_unit))
-            base_word = arith.addi(c(fmt.BLOCK_HEADER_WORDS), arith.muli(unit, c(fmt.unit_words(self.capacity))))
-            count = memref.load(self._smem, [base_word])
-            clock = nvvm.read_ptx_sreg_clock(_i32())
-            room = arith.cmpi(arith.CmpIPredicate.ult, count, c(self.capacity, _i32()))
-            with when(room):
-                slot = arith.addi(arith.addi(base_word, c(fmt.UNIT_HEADER_WORDS)),
-                                  arith.muli(arith.index_cast(ir.IndexType.get(), count), c(fmt.EVENT_WORDS)))
-                self._store(arith.constant(_i32(), ir.IntegerAttr.get(_i32(), _as_i32(tag))), slot)
-                self._store(clock, arith.addi(slot, c(1)))
-            self._store(arith.addi(count, c(1, _i32())), base_word)
+        with when(tid % self.threads_per_unit == 0):  # the unit's leader records
+            unit = tid // self.threads_per_unit
+            base_word = fmt.BLOCK_HEADER_WORDS + unit * fmt.unit_words(self.capacity)
+            count = memref.load(self._smem, [base_word]).unsigned
+            clock = nvvm.read_ptx_sreg_clock(i32_type())
+            with when(count < self.capacity):
+                slot = base_word + fmt.UNIT_HEADER_WORDS + arith.index_cast(ir.IndexType.get(), count) * fmt.EVENT_WORDS
+                self._store(c(_as_i32(tag), i32_type()), slot)
+                self._store(clock, slot + 1)
+            self._store(count + 1, base_word)
 
     def begin(self, name: str) -> None:
         if not isinstance(name, str) or not name:
@@ -133,14 +128,14 @@ class DeviceProfiler:
         """Kernel exit: stamp the end, then every thread copies part of the row to global memory."""
         gpu.barrier()
         tid = linear_thread_idx()
-        with when(arith.cmpi(arith.CmpIPredicate.eq, tid, c(0))):
+        with when(tid == 0):
             self._stamp(6, 9)
         gpu.barrier()
-        row = arith.muli(self._block_linear_id(self._grid), c(self.words))
+        row = self._block_linear_id(self._grid) * self.words
 
         @for_range(tid, c(self.words), c(self.threads))
         def _copy(w):
-            memref.store(memref.load(self._smem, [w]), self._buffer, [arith.addi(row, w)])
+            memref.store(memref.load(self._smem, [w]), self._buffer, [row + w])
 
 
 def _as_i32(value: int) -> int:
