@@ -21,8 +21,12 @@ that are served by `PaddedGemm`, which copies the operands into padded buffers f
 Blocks are rasterized in groups of `group_m` tile rows so blocks running together share tiles
 of A and B in L2. persistent=True launches one block per SM that loops over the tiles in that
 order, with an epilogue buffer of its own so the producer loads the next tile during the
-epilogue. Without tile_m / tile_n / stages, the configuration comes from the tuned table
-(gemm_configs.json, per device and shape) or a heuristic (`gemm_config`).
+epilogue; persistent="pingpong" gives the two consumers alternate whole tiles, taking turns at
+the ring (named barriers) so that their mbarrier waits stay in pipeline order. split_k=S (for
+shapes whose tiles fill few SMs over a long K) gives each tile S blocks, one per K slice, and
+sums their f32 partial tiles in a second kernel (gemm_split_k.py). Without tile_m / tile_n /
+stages, the configuration comes from the tuned table (gemm_configs.json, per device and shape)
+or a heuristic (`gemm_config`).
 
 FP8: gemm_fp8.py (per-tensor scales) and gemm_fp8_block.py (DeepGEMM-style block scales).
 """
@@ -149,7 +153,7 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
                        tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, split_k=split_k)
     if t.split_k > 1:
-        return SplitKGemm(t, options)
+        return SplitKGemm(t, options, stages_given=stages is not None)
     return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=epilogue,
                              epilogue_inputs=epilogue_inputs)
 

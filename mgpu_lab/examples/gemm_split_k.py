@@ -79,15 +79,14 @@ class SplitKGemm:
     """`make_gemm`'s kernel when split_k > 1: call it as `kernel(a, b, out=None)`. `.partial`
     is the GEMM kernel writing the f32 workspace, `.reduce` the kernel summing it."""
 
-    def __init__(self, t: GemmTiling, options: dict[str, Any]):
-        from .gemm import tiled_gemm_definition
+    def __init__(self, t: GemmTiling, options: dict[str, Any], *, stages_given: bool = True):
+        from .gemm import build_gemm_kernel
 
         self.tiling = t
-        partial_t = dataclasses.replace(t, out_dtype="float32")
-        definition = tiled_gemm_definition(partial_t, name=f"gemm_split{t.split_k}_{'nt' if t.transpose_b else 'nn'}"
-                                                           f"_{t.m}x{t.n}x{t.k}")
-        definition.pop("profile_capacity")
-        self.partial = mgpu_lab.kernel(**definition, **options)
+        name = f"gemm_split{t.split_k}_{'nt' if t.transpose_b else 'nn'}_{t.m}x{t.n}x{t.k}"
+        # (profile=True profiles the GEMM kernel, not the reduce)
+        self.partial = build_gemm_kernel(dataclasses.replace(t, out_dtype="float32"), dict(options),
+                                         stages_given=stages_given, name=name)
         plain = {key: value for key, value in options.items() if not key.startswith("profile")}
         self.reduce = make_split_k_reduce(t.split_k, t.m, t.n, t.out_dtype, **plain)
         self._workspace: dict[int, Any] = {}
