@@ -19,7 +19,7 @@ Pallas Mosaic GPU's matmul at 4096^3 and 8192^3); `--compare-persistent` also ti
 take more than one wave, the same tiles with the other block scheme (persistent or one tile per
 block), so the record shows whether the persistent kernel pays.
 
-Run on a GPU machine:  python benchmarks/bench_gemm.py [--quick] [--no-fp8] [--extras]
+Run on a GPU machine:  python benchmarks/bench_gemm.py [--quick] [--no-fp8] [--extras] [--no-split-k]
 Writes a `gemm` record under benchmarks/results/ (or $OUT) and prints a table last.
 """
 
@@ -61,9 +61,14 @@ def _rounds(p: Problem, quick: bool) -> int:
     return 4 if p.estimate_ms() < 4 else 2
 
 
+NO_SPLIT_K = [False]  # --no-split-k: one-slice GEMMs only (set by main)
+
+
 def _config(p: Problem, dtype: str) -> dict:
     picked = gemm_config(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)
-    return {key: picked[key] for key in ("tile_m", "tile_n", "stages", "group_m", "persistent") if key in picked} | \
+    split = dtype == "bfloat16" and not NO_SPLIT_K[0]
+    keys = ("tile_m", "tile_n", "stages", "group_m", "persistent") + (("split_k",) if split else ())
+    return {key: picked[key] for key in keys if key in picked} | \
         {"source": picked["source"]}
 
 
@@ -91,6 +96,8 @@ def _sweep(problems: list[Problem], figures: dict, rows: list, kind: str, one) -
 
 def _describe(config: dict) -> str:
     scheme = {True: " persistent", "pingpong": " pingpong"}.get(config.get("persistent"), "")
+    if config.get("split_k", 1) > 1:
+        scheme += f" split_k={config['split_k']}"
     return f"{config['tile_m']}x{config['tile_n']}{scheme} {config['source']}"
 
 
@@ -167,7 +174,7 @@ def _bf16_problem(p: Problem, figures: dict, rows: list, quick: bool, compare_pe
     if compare_persistent and tiles > SMS:
         other = not config.get("persistent", False)
         alternative = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b, **{**settings, "persistent": other,
-                                                                             "stages": None})
+                                                                             "stages": None, "split_k": 1})
         measure(alternative, f"{tag}_{'persistent' if other else 'one_tile'}",
                 f"{config['tile_m']}x{config['tile_n']} {'persistent' if other else 'one tile'} (compare)")
     return ratio
@@ -317,7 +324,9 @@ def main() -> None:
                         help="start no new problem after this many seconds (the record is written either way)")
     parser.add_argument("--compare-persistent", action="store_true",
                         help="also time the other block scheme (persistent / one tile) where tiles take > 1 wave")
+    parser.add_argument("--no-split-k", action="store_true", help="never split K (even where the config says so)")
     args = parser.parse_args()
+    NO_SPLIT_K[0] = args.no_split_k
     figures: dict = {}
     rows: list = [("problem", "what", "ours TFLOP/s", "peer TFLOP/s", "peer time / ours", "config", "rel err")]
     bf16_ratios: list[float] = []

@@ -1,8 +1,8 @@
 """Tune the GEMM's tile sizes for every sweep problem on this GPU; write gemm_configs.json.
 
 For each problem of the bf16 and FP8 sweeps (gemm_sweep.py) every (tile_m, tile_n) the kernel
-supports, with one-tile blocks and (where the tiles take more than one wave) persistent, is
-compiled in parallel on the CPU (`mgpu_lab.autotune.compile_candidates`, the tuner's compile
+supports, with one-tile blocks, (where the tiles take more than one wave) persistent and
+pingpong, and (where they fill fewer than the SMs over a long K) split-K, is compiled in parallel on the CPU (`mgpu_lab.autotune.compile_candidates`, the tuner's compile
 step, one process pool for all problems), checked against a float32 matmul,
 and timed with the sweep's blocking-kernel timer. (`mgpu_lab.tune`'s own CUDA-event timing
 includes the Python launch path, which is as long as a decode GEMM: it would pick at random
@@ -11,7 +11,8 @@ into mgpu_lab/examples/gemm_configs.json under this device's name, merged with w
 there; `gemm_config` reads it, so make_gemm and the sweep use it from then on. A copy goes to
 $OUT when set (commit it from there).
 
-Run on a GPU machine:  python benchmarks/tune_gemm_configs.py [--quick] [--no-persistent]   (~2 minutes)
+Run on a GPU machine:  python benchmarks/tune_gemm_configs.py [--quick] [--no-persistent] [--no-split-k]
+(~2 minutes)
 """
 
 from __future__ import annotations
@@ -37,38 +38,56 @@ from mgpu_lab.builder.kernel import Kernel
 from mgpu_lab.examples.gemm import make_gemm
 from mgpu_lab.examples.gemm_configs import CONFIG_FILE, SMS, device_name, shape_key
 from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
+from mgpu_lab.examples.gemm_split_k import SPLIT_K_MIN_STEPS, even_split_k
 
 TILES = [(128, 256), (128, 128), (256, 128), (128, 64), (256, 64), (64, 256), (64, 128), (64, 64), (64, 32)]
 TOLERANCE = {"bfloat16": 1e-2, "float8_e4m3fn": 2e-2}
+SPLITS = (2, 4, 8)
 
 
-def space(p: Problem, persistent: bool = True) -> dict:
-    """(tile_m, tile_n, persistent) as one axis: 256-row tiles only where M has the rows, the
-    persistent kernels (True, 'pingpong'; unless persistent=False) only where the tiles take
-    more than one wave."""
+def split_choices(p: Problem, tile_m: int, tile_n: int) -> list[int]:
+    """split_k values worth trying for these tiles (wide ones: the split serves the rows of B
+    over K): the tiles fill fewer than the SMs, the slices stay within about one wave and keep
+    SPLIT_K_MIN_STEPS k-steps each."""
+    tiles = -(-p.m // tile_m) * -(-p.n // tile_n)
+    k_tiles = -(-p.k // 64)
+    if tiles >= SMS or tile_n < 128:
+        return []
+    return sorted({even_split_k(k_tiles, s) for s in SPLITS
+                   if tiles * s <= 1.25 * SMS and k_tiles // s >= SPLIT_K_MIN_STEPS} - {1})
+
+
+def space(p: Problem, persistent: bool = True, split_k: bool = True, dtype: str = "bfloat16") -> dict:
+    """(tile_m, tile_n, persistent, split_k) as one axis: 256-row tiles only where M has the
+    rows, the persistent kernels (True, 'pingpong'; unless persistent=False) only where the
+    tiles take more than one wave, split-K (bf16, unless split_k=False) where they take less."""
     choices = []
     big = -(-p.m // 128) * -(-p.n // 256) >= SMS  # compute-bound: small tiles only lose
     for tile_m, tile_n in TILES:
         if tile_m > max(64, p.m) or big and tile_m * tile_n < 128 * 128:
             continue
-        choices.append((tile_m, tile_n, False))
+        choices.append((tile_m, tile_n, False, 1))
         if persistent and -(-p.m // tile_m) * -(-p.n // tile_n) > SMS:
-            choices.append((tile_m, tile_n, True))
-            choices.append((tile_m, tile_n, "pingpong"))  # builds only where a whole tile fits one consumer
+            choices.append((tile_m, tile_n, True, 1))
+            choices.append((tile_m, tile_n, "pingpong", 1))  # builds only where a whole tile fits one consumer
+        if split_k and dtype == "bfloat16":
+            choices += [(tile_m, tile_n, False, s) for s in split_choices(p, tile_m, tile_n)]
     return {"choice": choices}
 
 
-def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, choice: tuple[int, int, bool | str]):
-    """make_gemm / make_fp8_gemm with one (tile_m, tile_n, persistent) (picklable for the process pool)."""
-    tile_m, tile_n, persistent = choice
+def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, choice: tuple[int, int, bool | str, int]):
+    """make_gemm / make_fp8_gemm with one (tile_m, tile_n, persistent, split_k) (picklable for
+    the process pool; a split-K GEMM's worker compiles both kernels into the compile cache)."""
+    tile_m, tile_n, persistent, split_k = choice
     if dtype == "float8_e4m3fn":
         return make_fp8_gemm(m, n, k, tile_m=tile_m, tile_n=tile_n, persistent=persistent)
-    return make_gemm(m, n, k, transpose_b=transpose_b, tile_m=tile_m, tile_n=tile_n, persistent=persistent)
+    return make_gemm(m, n, k, transpose_b=transpose_b, tile_m=tile_m, tile_n=tile_n, persistent=persistent,
+                     split_k=split_k)
 
 
 def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tuple[float, tuple, float]]:
-    """(median ms, (tile_m, tile_n, persistent), relative error) of every candidate that built and
-    is correct, fastest first."""
+    """(median ms, (tile_m, tile_n, persistent, split_k), relative error) of every candidate that
+    built and is correct, fastest first."""
     import cupy
 
     fp8 = dtype == "float8_e4m3fn"
@@ -84,7 +103,9 @@ def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tup
     for cand in candidates:
         if cand.status != "built":
             continue
-        kern = Kernel(cand.compiled)
+        choice = cand.config["choice"]
+        # a split-K candidate is two kernels: built again here (from the compile cache)
+        kern = Kernel(cand.compiled) if choice[3] == 1 else build(dtype, p.m, p.n, p.k, p.transpose_b, choice)
         out.fill_(float("nan"))
         kern(*views[0], *scales, out=out_view)
         err = float((out.float() - want).norm() / want.norm())
@@ -103,9 +124,14 @@ def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tup
 SCHEMES = {False: "", True: " persistent", "pingpong": " pingpong"}
 
 
-def describe(choice: tuple[int, int, bool | str]) -> str:
-    tile_m, tile_n, persistent = choice
-    return f"{tile_m}x{tile_n}{SCHEMES[persistent]}"
+def scheme(choice: tuple[int, int, bool | str, int]) -> str:
+    """' persistent', ' pingpong', ' split-K' or '' (one-tile blocks)."""
+    return " split-K" if choice[3] > 1 else SCHEMES[choice[2]]
+
+
+def describe(choice: tuple[int, int, bool | str, int]) -> str:
+    tile_m, tile_n, persistent, split_k = choice
+    return f"{tile_m}x{tile_n}{SCHEMES[persistent]}" + (f" split_k={split_k}" if split_k > 1 else "")
 
 
 def save(data: dict) -> None:
@@ -121,7 +147,8 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the quick sweep's problems only")
-    parser.add_argument("--no-persistent", action="store_true", help="one-tile blocks only")
+    parser.add_argument("--no-persistent", action="store_true", help="no persistent or pingpong kernels")
+    parser.add_argument("--no-split-k", action="store_true", help="no split-K GEMMs")
     parser.add_argument("--budget-s", type=float, default=None,
                         help="time no new problem after this many seconds (what is tuned by then is kept)")
     args = parser.parse_args()
@@ -133,7 +160,8 @@ def main() -> None:
                                                   mp_context=multiprocessing.get_context("spawn"))
     try:
         compiled = {(dtype, p): compile_candidates(functools.partial(build, dtype, p.m, p.n, p.k, p.transpose_b),
-                                                   space(p, not args.no_persistent), pool) for dtype, p in work}
+                                                   space(p, not args.no_persistent, not args.no_split_k, dtype),
+                                                   pool) for dtype, p in work}
     finally:
         pool.shutdown()
     print(f"compiled {sum(len(c) for c in compiled.values())} candidates in {time.perf_counter() - t0:.0f} s")
@@ -141,24 +169,26 @@ def main() -> None:
     table_for_device = data.setdefault("devices", {}).setdefault(device, {})
     data["note"] = ("GEMM tile sizes picked per device and problem by benchmarks/tune_gemm_configs.py "
                     "(fastest correct candidate, blocking-kernel CUDA-event timing); read by gemm_configs.py")
+    names = [*SCHEMES.values(), " split-K"]
     rows = [("dtype", "problem", "best", "ms", "runner-up", "ms", "one-tile ms", "persistent ms", "pingpong ms",
-             "tried")]
+             "split-K ms", "tried")]
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     for dtype, p in work:
         if args.budget_s is not None and time.perf_counter() - t0 > args.budget_s:
-            rows.append((dtype, p.key, "skipped (time)", "", "", "", "", "", "", "0"))
+            rows.append((dtype, p.key, "skipped (time)", "", "", "", "", "", "", "", "0"))
             continue
         results = time_candidates(p, dtype, compiled[(dtype, p)], torch)
         if not results:
-            rows.append((dtype, p.key, "none correct", "", "", "", "", "", "", "0"))
+            rows.append((dtype, p.key, "none correct", "", "", "", "", "", "", "", "0"))
             continue
-        (best_ms, (tile_m, tile_n, persistent), _), *rest = results
+        (best_ms, (tile_m, tile_n, persistent, split_k), _), *rest = results
         table_for_device[shape_key(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)] = {
             "tile_m": tile_m, "tile_n": tile_n, "group_m": 8, "persistent": persistent,
+            **({"split_k": split_k} if dtype == "bfloat16" else {}),
             "median_ms": round(best_ms, 5), "candidates": len(results), "tuned_utc": stamp}
         runner = rest[0] if rest else None
-        by_scheme = [min((ms for ms, choice, _ in results if SCHEMES[choice[2]] == name), default=None)
-                     for name in SCHEMES.values()]
+        by_scheme = [min((ms for ms, choice, _ in results if scheme(choice) == name), default=None)
+                     for name in names]
         rows.append((dtype, p.key, describe(results[0][1]), f"{best_ms:.4f}", describe(runner[1]) if runner else "",
                      f"{runner[0]:.4f}" if runner else "", *(f"{ms:.4f}" if ms else "-" for ms in by_scheme),
                      str(len(results))))

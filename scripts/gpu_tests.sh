@@ -10,13 +10,13 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export MGPU_LAB_MBARRIER_TIMEOUT_S="${MGPU_LAB_MBARRIER_TIMEOUT_S:-10}"
 LOGS="${OUT:-/tmp}"
 declare -A FILES=(
-  [core]="tests --ignore=tests/test_isolation_gpu.py --ignore=tests/test_gemm_gpu.py --ignore=tests/test_gemm_epilogues_gpu.py --ignore=tests/test_gemm_fp8_gpu.py --ignore=tests/test_gemm_persistent_gpu.py --ignore=tests/test_attention_gpu.py --ignore=tests/test_torch_op_gpu.py --ignore=tests/browser"
+  [core]="tests --ignore=tests/test_isolation_gpu.py --ignore=tests/test_gemm_gpu.py --ignore=tests/test_gemm_epilogues_gpu.py --ignore=tests/test_gemm_fp8_gpu.py --ignore=tests/test_gemm_persistent_gpu.py --ignore=tests/test_gemm_split_k_gpu.py --ignore=tests/test_attention_gpu.py --ignore=tests/test_torch_op_gpu.py --ignore=tests/browser"
   [isolation]="tests/test_isolation_gpu.py"
-  [gemm]="tests/test_gemm_gpu.py tests/test_gemm_epilogues_gpu.py tests/test_gemm_fp8_gpu.py tests/test_gemm_persistent_gpu.py"
+  [gemm]="tests/test_gemm_gpu.py tests/test_gemm_epilogues_gpu.py tests/test_gemm_fp8_gpu.py tests/test_gemm_persistent_gpu.py tests/test_gemm_split_k_gpu.py"
   [attention]="tests/test_attention_gpu.py"
   [torch]="tests/test_torch_op_gpu.py"
 )
-declare -A LIMIT=([core]=200 [isolation]=120 [gemm]=150 [attention]=100 [torch]=60)
+declare -A LIMIT=([core]=200 [isolation]=120 [gemm]=280 [attention]=100 [torch]=60)
 groups=("$@"); [ ${#groups[@]} -eq 0 ] && groups=(core isolation gemm attention torch)
 status=0
 summary=()

@@ -172,6 +172,11 @@ def test_pingpong_gemm_compiles(tile_m, tile_n, transpose_b):
     assert k.compiled.grid == (132, 1, 1) and k.compiled.block == (384, 1, 1)
     # each consumer issues tile_m / 64 wgmma row tiles per k-step
     assert ops.count(f"HGMMA.64x{tile_n}x16.F32.BF16") % (tile_m // 64) == 0
+    # the consumers take turns at the ring (bar.sync on their own id, bar.arrive on the other's):
+    # without that, consumer 1 waits for its tile's ring phases rounds ahead of the producer and
+    # mbarrier parity waits pass on older phases (the fault the H200 showed)
+    assert re.search(r"bar\.sync\s+%r\d+, 256;", k.compiled.ptx)
+    assert re.search(r"bar\.arrive\s+%r\d+, 256;", k.compiled.ptx)
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -33,6 +33,7 @@ def test_persistent_gemm(m, n, k, tiles, transpose_b, rng):
     (2100, 3000, 1000, {"tile_m": 64, "tile_n": 256}),
     (16, 14336, 4096, {"tile_m": 64, "tile_n": 64}),
     (300, 200, 100, {"tile_m": 128, "tile_n": 64}),  # fewer tiles than SMs: one consumer may get none
+    (300, 300, 1000, {"tile_m": 128, "tile_n": 128}),  # 9 tiles on 5 blocks: the last block's consumer 1 gets none
 ])
 @pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
 def test_pingpong_gemm(m, n, k, tiles, transpose_b, rng):

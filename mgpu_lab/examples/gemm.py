@@ -21,8 +21,12 @@ that are served by `PaddedGemm`, which copies the operands into padded buffers f
 Blocks are rasterized in groups of `group_m` tile rows so blocks running together share tiles
 of A and B in L2. persistent=True launches one block per SM that loops over the tiles in that
 order, with an epilogue buffer of its own so the producer loads the next tile during the
-epilogue. Without tile_m / tile_n / stages, the configuration comes from the tuned table
-(gemm_configs.json, per device and shape) or a heuristic (`gemm_config`).
+epilogue; persistent="pingpong" gives the two consumers alternate whole tiles, taking turns at
+the ring (named barriers) so that their mbarrier waits stay in pipeline order. split_k=S (for
+shapes whose tiles fill few SMs over a long K) gives each tile S blocks, one per K slice, and
+sums their f32 partial tiles in a second kernel (gemm_split_k.py). Without tile_m / tile_n /
+stages, the configuration comes from the tuned table (gemm_configs.json, per device and shape)
+or a heuristic (`gemm_config`).
 
 FP8: gemm_fp8.py (per-tensor scales) and gemm_fp8_block.py (DeepGEMM-style block scales).
 """
@@ -41,9 +45,11 @@ from mgpu_lab.profiler.format import words_per_block
 
 from .gemm_configs import gemm_config
 from .gemm_padding import PaddedGemm, aligned_shape
+from .gemm_split_k import SplitKGemm, even_split_k
 from .gemm_pieces import (
     Epilogue,
     EpilogueTile,
+    TURN_BARRIER,
     GemmTiling,
     consumer_registers,
     load_operands,
@@ -104,6 +110,14 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: {how}tile_m={t.tile_m} keeps a {t.consumer_rows} x tile_n f32 accumulator per "
                          f"consumer; tile_n must be at most {MAX_ACCUMULATOR // t.consumer_rows} to fit in "
                          f"registers, got {t.tile_n}")
+    if isinstance(t.split_k, bool) or not isinstance(t.split_k, int) or not 1 <= t.split_k <= t.k_tiles:
+        raise ValueError(f"gemm: split_k must be an int from 1 to the {t.k_tiles} k-steps of k={t.k}, "
+                         f"got {t.split_k!r}")
+    if t.split_k > 1 and t.persistent:
+        raise ValueError(f"gemm: split_k={t.split_k} runs one tile slice per block; it cannot be combined with "
+                         f"persistent={t.persistent!r}")
+    if t.split_k > 1 and t.dtype not in _INPUT_DTYPES:
+        raise ValueError(f"gemm: split_k is for the bf16/f16 GEMM, got dtype {t.dtype!r}")
     if isinstance(t.group_m, bool) or not isinstance(t.group_m, int) or t.group_m < 1:
         raise ValueError(f"gemm: group_m must be an int >= 1, got {t.group_m!r}")
     if t.smem_bytes > SMEM_LIMIT:
@@ -114,8 +128,8 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
 def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
               out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
               stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
-              epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
-              **options) -> mgpu_lab.Kernel | PaddedGemm:
+              split_k: int | None = None, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
+              **options) -> mgpu_lab.Kernel | PaddedGemm | SplitKGemm:
     """C (m, n) = epilogue(A (m, k) @ B), B of shape (k, n), or (n, k) with transpose_b=True.
 
     Call it as `kernel(a, b, *epilogue_arrays)`. epilogue: `f(acc, tile, *refs) -> FragmentedArray`
@@ -124,13 +138,22 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     persistent: True launches one block per SM that loops over the tiles, loading the next tile
     during the epilogue; "pingpong" also gives the two consumers alternate whole tiles, so one's
     epilogue overlaps the other's tensor-core work.
-    Tile sizes left out come from `gemm_config` (tuned table, else a heuristic)."""
+    split_k: > 1 splits K over that many blocks per tile, summed by a second kernel
+    (gemm_split_k.py; no epilogue); for shapes whose tiles fill few SMs over a long K.
+    Tile sizes (and split_k) left out come from `gemm_config` (tuned table, else a heuristic)."""
+    if epilogue is not None and split_k is not None and split_k != 1:
+        raise ValueError(f"gemm: split_k={split_k!r} sums K slices after the GEMM and cannot apply an epilogue; "
+                         f"leave split_k out (or 1) with an epilogue")
+    if epilogue is not None:
+        split_k = 1
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         return PaddedGemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
-                          epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
+                          split_k=split_k, epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
     t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
-                       tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent)
+                       tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, split_k=split_k)
+    if t.split_k > 1:
+        return SplitKGemm(t, options, stages_given=stages is not None)
     return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=epilogue,
                              epilogue_inputs=epilogue_inputs)
 
@@ -154,21 +177,23 @@ def build_gemm_kernel(t: GemmTiling, options: dict[str, Any], *, stages_given: b
 def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                    out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
                    stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
-                   input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
-    """The checked GemmTiling: given tile sizes, the rest from `gemm_config`."""
+                   split_k: int | None = 1, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
+    """The checked GemmTiling: given tile sizes, the rest from `gemm_config` (split_k=None:
+    the configuration's, 1 when the tile sizes were given)."""
     picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype) if tile_m is None or tile_n is None else {}
     tile_m = picked["tile_m"] if tile_m is None else tile_m
     tile_n = picked["tile_n"] if tile_n is None else tile_n
     stages = picked.get("stages") if stages is None else stages
     group_m = picked.get("group_m", 8) if group_m is None else group_m
     persistent = picked.get("persistent", False) if persistent is None else persistent
+    split_k = picked.get("split_k", 1) if split_k is None else split_k
     if tile_m in TILE_MS and tile_n in TILE_NS and stages is None:
         stages = default_stages(tile_n, tile_m, dtype if dtype in input_dtypes else "bfloat16", persistent)
     t = GemmTiling(m, n, k, tile_m=tile_m, tile_n=tile_n, stages=stages if stages is not None else 2,
                    group_m=group_m, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
-                   persistent=persistent)
+                   persistent=persistent, split_k=split_k)
     check_tiling(t, input_dtypes)
-    return t
+    return dataclasses.replace(t, split_k=even_split_k(t.k_tiles, t.split_k))  # no empty K slice
 
 
 def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
@@ -199,7 +224,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         raise ValueError("gemm: epilogue_inputs were given without an epilogue to read them")
     a_sd = dsl.ShapeDtype((t.m, t.k), t.dtype)
     b_sd = dsl.ShapeDtype((t.n, t.k) if t.transpose_b else (t.k, t.n), t.dtype)
-    c_sd = dsl.ShapeDtype((t.m, t.n), t.out_dtype)
+    c_sd = dsl.ShapeDtype((t.split_k, t.m, t.n) if t.split_k > 1 else (t.m, t.n), t.out_dtype)
 
     def gemm(ctx, a, b, *refs):
         *extra_refs, c_ref, smem = refs
@@ -210,36 +235,54 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         wg = dsl.warpgroup_idx()
         me = wg - 1  # consumer index
 
-        def compute(row0, col0, first=0, release_last=False):
+        def compute(row0, col0, first=0, release_last=False, after_mainloop=None, steps=None):
             """This consumer's tile at (row0, col0): the mainloop, the epilogue, the store."""
             tile = EpilogueTile(t, row0 + t.row_offset(me), col0)
             if mainloop is None:
-                acc = multiply(ctx, t, ring, full, empty, me, first, release_last)
+                acc = multiply(ctx, t, ring, full, empty, me, first, release_last, steps)
             else:
                 acc = mainloop(ctx, t, ring, full, empty, me, first, release_last, tile, extra_refs)
+            if after_mainloop is not None:
+                after_mainloop()
             with ctx.named_region("epilogue"):
                 acc = run_epilogue(epilogue, acc, tile, extra_refs)
-                store_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me)
+                store_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me, split)
 
+        split = dsl.block_idx("y") if t.split_k > 1 else None
         if not t.persistent:
             row0, col0 = tile_origin(t)
+            # split-K: this block's K slice; the last one may be shorter (resolve_tiling leaves none empty)
+            k_first = 0 if split is None else split * t.k_steps
+            steps = None if split is None else dsl.min(t.k_tiles - k_first, t.k_steps)
 
             def consumer():
                 consumer_registers(t)
-                compute(row0, col0)
+                compute(row0, col0, steps=steps)
 
             dsl.if_else(wg == 0,
-                        lambda: load_operands(ctx, t, a, b, ring, full, empty, row0, col0), consumer)
+                        lambda: load_operands(ctx, t, a, b, ring, full, empty, row0, col0, k_first, steps), consumer)
             return
 
         block = dsl.block_idx("x")
+
+        def wait_turn(tile, block, me):
+            """Pingpong: the block's first tile is consumer 0's at once; every later one waits
+            until the other consumer has finished the previous tile's mainloop."""
+            with dsl.when(tile >= block + t.grid):
+                dsl.named_barrier(me + TURN_BARRIER, 2 * WARPGROUP)
+
+        def pass_turn(tile, me):
+            """Pingpong: hand the ring to the other consumer, if the block has a next tile (every
+            bar.arrive has its bar.sync: no barrier is left half-passed when the block exits)."""
+            with dsl.when(tile + t.grid < t.tiles):
+                dsl.named_barrier(1 - me + TURN_BARRIER, 2 * WARPGROUP, arrive=True)
 
         def tiles(body, first_local=0, every=1):
             """body(tile, first pipeline iteration) for the block's tiles first_local, first_local
             + every, ... (a pingpong consumer takes every other one)."""
             @dsl.for_range(block + first_local * t.grid, t.tiles, every * t.grid)
             def _(tile):
-                body(tile, (tile - block) // t.grid * t.k_tiles)
+                body(tile, (tile - block) // t.grid * t.k_steps)
 
         def producer():
             producer_registers(t)
@@ -248,15 +291,25 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
 
         def consumer():
             consumer_registers(t)
+            if not t.pingpong:
+                tiles(lambda tile, first: compute(*tile_origin(t, tile), first, release_last=True))
+                return
 
-            tiles(lambda tile, first: compute(*tile_origin(t, tile), first, release_last=True),
-                  *((me, 2) if t.pingpong else ()))
+            def take_turn(tile, first):
+                # The consumers' mainloops must run in tile order: mbarrier waits only know a
+                # phase's parity, so a consumer waiting on the ring for a tile more than one ring
+                # round ahead of the producer would take an older phase for its own.
+                wait_turn(tile, block, me)
+                compute(*tile_origin(t, tile), first, release_last=True, after_mainloop=lambda: pass_turn(tile, me))
+
+            tiles(take_turn, me, 2)
 
         dsl.if_else(wg == 0, producer, consumer)
 
     layout = "nt" if t.transpose_b else "nn"
     # Regions per k-step: 2 events per producer step, 4 per consumer step, plus the epilogue.
-    return dict(body=gemm, grid=t.grid, block=t.threads, in_shapes=(a_sd, b_sd, *extras), out_shapes=c_sd,
+    grid = (t.grid, t.split_k) if t.split_k > 1 else t.grid
+    return dict(body=gemm, grid=grid, block=t.threads, in_shapes=(a_sd, b_sd, *extras), out_shapes=c_sd,
                 smem=t.smem(), name=name or f"gemm_{layout}_{t.m}x{t.n}x{t.k}",
                 profile_capacity=(4 * t.k_tiles + 8) * -(-t.tiles // t.grid))
 
@@ -285,5 +338,5 @@ def reference_gemm(a: np.ndarray, b: np.ndarray, transpose_b: bool = False) -> n
     return a32 @ (b32.T if transpose_b else b32)
 
 
-__all__ = ["GemmTiling", "PaddedGemm", "build_gemm_kernel", "default_stages", "gemm_definition", "gemm_smem_bytes",
+__all__ = ["GemmTiling", "PaddedGemm", "SplitKGemm", "build_gemm_kernel", "default_stages", "gemm_definition", "gemm_smem_bytes",
            "make_gemm", "reference_gemm", "resolve_tiling", "tiled_gemm_definition"]

@@ -33,6 +33,7 @@ SWIZZLE = 128  # bytes: A and K-major B rows are one 128-byte swizzle span of k
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
 CONSUMER_BARRIER = 1  # named barrier of all consumer threads
 WG_BARRIER = 2  # + consumer index: named barrier of one consumer warpgroup
+TURN_BARRIER = 4  # + consumer index (pingpong): 'your mainloop may start', the other consumer arrives
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ class GemmTiling:
     # the two consumers taking alternate whole tiles
     persistent: bool | str = False
     sms: int = 132  # blocks of a persistent grid
+    # > 1: blocks (grid y) compute K slices of k_steps pipeline steps each into an f32 workspace
+    # (split_k, m, n) that gemm_split_k.py sums; the last slice's boxes past K read zeros
+    split_k: int = 1
 
     @property
     def itemsize(self) -> int:
@@ -98,6 +102,11 @@ class GemmTiling:
     @property
     def k_tiles(self) -> int:
         return -(-self.k // self.tile_k)
+
+    @property
+    def k_steps(self) -> int:
+        """Pipeline steps of one tile (of one K slice with split_k)."""
+        return -(-self.k_tiles // self.split_k)
 
     @property
     def b_chunk(self) -> int:
@@ -184,22 +193,25 @@ def consumer_registers(t: GemmTiling) -> None:
 
 
 def load_operands(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, full: Any, empty: Any,
-                  row0: ir.Value, col0: ir.Value) -> None:
+                  row0: ir.Value, col0: ir.Value, k_first: ir.Value | int = 0,
+                  steps: ir.Value | int | None = None) -> None:
     """The producer warpgroup of a one-tile block: give up registers, then one thread issues the
-    TMA loads of every k-step of the tile (`load_tile`)."""
+    TMA loads of every k-step of the tile, or of its K slice (`steps` k-steps from k_first)."""
     producer_registers(t)
     with dsl.single_thread("warpgroup"):
-        load_tile(ctx, t, a, b, ring, full, empty, row0, col0)
+        load_tile(ctx, t, a, b, ring, full, empty, row0, col0, k_first=k_first, steps=steps)
 
 
 def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, full: Any, empty: Any,
-              row0: ir.Value, col0: ir.Value, first: ir.Value | int = 0) -> None:
-    """(One thread.) TMA-load the A and B tiles of every k-step of the C tile at (row0, col0).
-    Pipeline iteration `first + kt` uses slot (first + kt) % stages once the consumers have
-    released it; the boxes hang over the arrays' edges where the shape is ragged (zero fill)."""
+              row0: ir.Value, col0: ir.Value, first: ir.Value | int = 0, k_first: ir.Value | int = 0,
+              steps: ir.Value | int | None = None) -> None:
+    """(One thread.) TMA-load the A and B tiles of every k-step of the C tile at (row0, col0)
+    (with split_k: `steps` k-steps from k_first, the slice's part of K). Pipeline iteration `first + kt`
+    uses slot (first + kt) % stages once the consumers have released it; the boxes hang over
+    the arrays' edges where the shape is ragged (zero fill)."""
     a_smem, b_smem = ring
 
-    @dsl.for_range(0, t.k_tiles)
+    @dsl.for_range(0, t.k_steps if steps is None else steps)
     def _(kt):
         it = kt + first
         with ctx.named_region("load"):
@@ -207,7 +219,7 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
             bar, _ = full.for_iteration(it)
             bar.arrive_expect_tx(t.stage_bytes)  # out-of-bounds parts count too (zero filled)
             slot = it % t.stages
-            k0 = kt * t.tile_k
+            k0 = (kt + k_first) * t.tile_k
             copy = {"barrier": bar, "arrive": False, "swizzle": SWIZZLE, "uniform": False}
             ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, slot),
                            gmem_slice=(dsl.ds(row0, t.tile_m), dsl.ds(k0, t.tile_k)), **copy)
@@ -222,9 +234,10 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
 
 
 def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir.Value,
-             first: ir.Value | int = 0, release_last: bool = False) -> dsl.FragmentedArray:
+             first: ir.Value | int = 0, release_last: bool = False,
+             steps: ir.Value | int | None = None) -> dsl.FragmentedArray:
     """Consumer warpgroup `wg` (0-based): its rows of the tile times B over every k-step
-    (pipeline iterations first .. first + k_tiles - 1).
+    (pipeline iterations first .. first + steps - 1; steps: k_steps unless given).
 
     Returns the f32 accumulator, (consumer_rows, tile_n) in the WGMMA layout. Each slot is
     released once the wgmma group after it is done; the last one only with release_last
@@ -245,7 +258,9 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
         with dsl.when(lane0 if condition is None else lane0 & condition):  # one arrival per warp
             empty.for_iteration(it)[0].arrive()
 
-    @dsl.for_range(0, t.k_tiles, carry=tuple(zeros.values) * parts)
+    steps = t.k_steps if steps is None else steps
+
+    @dsl.for_range(0, steps, carry=tuple(zeros.values) * parts)
     def accs(kt, values):
         accs = split(values)
         it = kt + first
@@ -265,7 +280,7 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
 
     accs = [dsl.wgmma_wait_group(0, acc) for acc in split(accs)]
     if release_last:
-        release(first + (t.k_tiles - 1))
+        release(first + (steps - 1))
     frags = [dsl.FragmentedArray.from_accumulator(acc) for acc in accs]
     # Row tiles stacked: WGMMAFragLayout orders registers (row tile, column group, half).
     return dsl.FragmentedArray([r for f in frags for r in f.registers],
@@ -273,9 +288,10 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
 
 
 def store_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem: ir.Value, c_ref: ir.Value,
-               row0: ir.Value, col0: ir.Value, wg: ir.Value) -> None:
+               row0: ir.Value, col0: ir.Value, wg: ir.Value, split: ir.Value | None = None) -> None:
     """Write consumer `wg`'s (consumer_rows, tile_n) tile of C at (row0 + its rows, col0): round
-    to C's type, store swizzled to smem, TMA-store. The consumers meet at a named barrier first
+    to C's type, store swizzled to smem, TMA-store (split_k: into C's slice `split`, C being the
+    (split_k, m, n) workspace, so rows past m are clipped, not written into the next slice). The consumers meet at a named barrier first
     (pingpong: each warpgroup alone, the other is mid-tile): the ring under a one-tile block's
     epilogue buffer is then free, and the previous tile's TMA store (persistent blocks) has read
     the buffer (its issuing thread waited before the barrier)."""
@@ -292,9 +308,10 @@ def store_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem
     dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
     with dsl.single_thread("warpgroup"):
         row = row0 + t.row_offset(wg)
+        lead = () if split is None else (split,)
         for j in range(t.tile_n // width):
             ctx.async_copy(src_ref=dsl.memref_slice(mine, j), dst_ref=c_ref, swizzle=swizzle, uniform=False,
-                           gmem_slice=(dsl.ds(row, t.consumer_rows), dsl.ds(col0 + j * width, width)))
+                           gmem_slice=(*lead, dsl.ds(row, t.consumer_rows), dsl.ds(col0 + j * width, width)))
     ctx.await_async_copy(0, await_read_only=True)
 
 

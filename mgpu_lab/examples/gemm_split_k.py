@@ -1,0 +1,129 @@
+"""Split-K GEMM: shapes whose tiles leave most SMs idle over a long K (decode shapes such as
+16 x 4096 x 14336 launch 32 tiles on 132 SMs).
+
+The GEMM kernel runs a (tiles, split_k) grid: block (tile, s) multiplies K slice s
+(`GemmTiling.k_steps` pipeline steps; the last slice's boxes past K read zeros) and TMA-stores
+its f32 partial tile into slice s of a (split_k, m, n) workspace. A second kernel sums the
+slices in a fixed order (deterministic), rounds to the output type and writes C. Epilogues are
+not applied here (use split_k=1 with an epilogue).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import mgpu_lab
+from mgpu_lab import dsl
+from mgpu_lab.dsl import arith, ir, vector
+
+from .gemm_pieces import GemmTiling
+
+SPLIT_K_MIN_STEPS = 8  # pipeline steps (512 of k in bf16) a K slice keeps at least
+MAX_SPLIT_K = 16
+REDUCE_THREADS = 256
+REDUCE_VECTOR = 4  # f32 per thread (16-byte loads; n is a multiple of 4 on the aligned path)
+
+
+def even_split_k(k_tiles: int, split_k: int) -> int:
+    """The split count that gives the same K slices without an empty one (e.g. 9 k-steps in 4
+    slices of 3 is 3 slices)."""
+    steps = -(-k_tiles // max(1, split_k))
+    return -(-k_tiles // steps)
+
+
+def choose_split_k(m: int, n: int, k: int, tile_m: int, tile_n: int, sms: int, tile_k: int = 64) -> int:
+    """How many K slices fill the SMs: 1 unless the tiles fill fewer than half of them and K
+    keeps SPLIT_K_MIN_STEPS steps per slice."""
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in (m, n, k)):
+        return 1  # make_gemm's checks name the bad size
+    tiles = -(-m // tile_m) * -(-n // tile_n)
+    k_tiles = -(-k // tile_k)
+    if 2 * tiles > sms:
+        return 1
+    split = min(sms // tiles, k_tiles // SPLIT_K_MIN_STEPS, MAX_SPLIT_K)
+    return even_split_k(k_tiles, split) if split > 1 else 1
+
+
+def make_split_k_reduce(split_k: int, m: int, n: int, out_dtype: str, **options: Any) -> mgpu_lab.Kernel:
+    """C (m, n) = sum over s of W[s] (f32 workspace (split_k, m, n)), rounded to out_dtype.
+    Each thread sums REDUCE_VECTOR neighbouring columns of every slice in order."""
+    if n % REDUCE_VECTOR:
+        raise ValueError(f"split-K reduce: n must be a multiple of {REDUCE_VECTOR}, got {n}")
+    per_block = REDUCE_THREADS * REDUCE_VECTOR
+    size = m * n
+
+    def reduce(ctx, work, c_ref, smem):
+        del ctx, smem  # no shared memory
+        f32 = ir.F32Type.get()
+        wide = ir.VectorType.get([REDUCE_VECTOR], f32)
+        start = (dsl.block_idx("x") * REDUCE_THREADS + dsl.thread_idx()) * REDUCE_VECTOR
+
+        with dsl.when(start < size):
+            row, col = start // n, start % n
+            total = vector.load(wide, work, [dsl.c(0), row, col])
+            for s in range(1, split_k):
+                total = arith.addf(total, vector.load(wide, work, [dsl.c(s), row, col]))
+            out_type = ir.MemRefType(c_ref.type).element_type
+            if out_type != f32:
+                total = arith.truncf(ir.VectorType.get([REDUCE_VECTOR], out_type), total)
+            vector.store(total, c_ref, [row, col])
+
+    return mgpu_lab.kernel(reduce, grid=-(-size // per_block), block=REDUCE_THREADS,
+                           in_shapes=dsl.ShapeDtype((split_k, m, n), "float32"),
+                           out_shapes=dsl.ShapeDtype((m, n), out_dtype), name=f"gemm_split_k_reduce_{m}x{n}",
+                           **options)
+
+
+class SplitKGemm:
+    """`make_gemm`'s kernel when split_k > 1: call it as `kernel(a, b, out=None)`. `.partial`
+    is the GEMM kernel writing the f32 workspace, `.reduce` the kernel summing it."""
+
+    def __init__(self, t: GemmTiling, options: dict[str, Any], *, stages_given: bool = True):
+        from .gemm import build_gemm_kernel
+
+        self.tiling = t
+        name = f"gemm_split{t.split_k}_{'nt' if t.transpose_b else 'nn'}_{t.m}x{t.n}x{t.k}"
+        # (profile=True profiles the GEMM kernel, not the reduce)
+        self.partial = build_gemm_kernel(dataclasses.replace(t, out_dtype="float32"), dict(options),
+                                         stages_given=stages_given, name=name)
+        plain = {key: value for key, value in options.items() if not key.startswith("profile")}
+        self.reduce = make_split_k_reduce(t.split_k, t.m, t.n, t.out_dtype, **plain)
+        self._workspace: dict[int, Any] = {}
+
+    @property
+    def compiled(self) -> Any:
+        """The GEMM kernel's CompiledKernel (its inputs are A and B, as make_gemm's)."""
+        return self.partial.compiled
+
+    @property
+    def name(self) -> str:
+        return self.partial.name
+
+    def __repr__(self) -> str:
+        t = self.tiling
+        return f"<SplitKGemm {t.m}x{t.n}x{t.k} split_k={t.split_k} via {self.partial!r} and {self.reduce!r}>"
+
+    def workspace(self) -> Any:
+        """The f32 (split_k, m, n) buffer of the current device (kept between calls)."""
+        import cupy
+
+        device = cupy.cuda.Device().id
+        if device not in self._workspace:
+            t = self.tiling
+            self._workspace[device] = cupy.empty((t.split_k, t.m, t.n), cupy.float32)
+        return self._workspace[device]
+
+    def __call__(self, a: Any, b: Any, *, out: Any = None, stream: Any = None) -> Any:
+        work = self.workspace()
+        self.partial(a, b, out=work, stream=stream)
+        return self.reduce(work, out=out, stream=stream)
+
+    def launch_unchecked(self, a: Any, b: Any, out: Any) -> None:
+        """The two launches without argument checks (benchmarks)."""
+        work = self.workspace()
+        self.partial.launch_unchecked(a, b, work)
+        self.reduce.launch_unchecked(work, out)
+
+
+__all__ = ["SplitKGemm", "choose_split_k", "even_split_k", "make_split_k_reduce"]

@@ -1,0 +1,84 @@
+"""CPU tests of the split-K GEMM (gemm_split_k.py): the K-slice kernel is the clean GEMM (tensor
+cores, TMA, no spills) on a (tiles, split_k) grid writing an f32 workspace, the reduce kernel
+has no spills, the heuristic splits K only where tiles fill few SMs over a long K, and bad
+arguments are refused with errors that name them."""
+
+from __future__ import annotations
+
+import pytest
+from test_gemm import assert_clean
+
+from mgpu_lab.examples.gemm import PaddedGemm, SplitKGemm, make_gemm
+from mgpu_lab.examples.gemm_configs import heuristic_config
+from mgpu_lab.examples.gemm_split_k import choose_split_k, even_split_k
+
+
+@pytest.mark.parametrize("m, n, k, tiles, split_k, transpose_b", [
+    (16, 4096, 14336, (64, 128), 4, True),
+    (129, 4096, 4104, (128, 256), 4, True),  # two consumer warpgroups, a K tail
+    (16, 6144, 4096, (64, 64), 2, False),
+])
+def test_split_k_builds_clean(m, n, k, tiles, split_k, transpose_b):
+    tile_m, tile_n = tiles
+    kern = make_gemm(m, n, k, transpose_b=transpose_b, tile_m=tile_m, tile_n=tile_n, split_k=split_k)
+    assert isinstance(kern, SplitKGemm)
+    assert_clean(kern.partial, rf"HGMMA\.64x{tile_n}x16\.F32\.BF16")
+    grid = (-(-m // tile_m) * -(-n // tile_n), split_k, 1)
+    assert kern.partial.compiled.grid == grid
+    assert [tuple(o.shape) for o in kern.partial.compiled.outputs] == [(split_k, m, n)]
+    r = kern.reduce.compiled.resources
+    assert r.spill_stores_bytes == r.spill_loads_bytes == r.stack_frame_bytes == 0
+    assert [tuple(o.shape) for o in kern.reduce.compiled.outputs] == [(m, n)]
+    assert kern.reduce.compiled.grid[0] * 256 * 4 >= m * n
+
+
+def test_split_k_ragged_shape_goes_through_the_padded_path():
+    kern = make_gemm(129, 257, 1000, tile_m=64, tile_n=64, split_k=3)
+    assert isinstance(kern, PaddedGemm) and isinstance(kern.inner, SplitKGemm)
+    assert kern.inner.tiling.split_k == 3 and kern.inner.tiling.k_steps == 6  # 16 k-steps: 6, 6, 4
+
+
+def test_split_k_leaves_no_slice_empty():
+    # 9 k-steps in 4 slices of 3 would leave the last empty: 3 slices
+    assert make_gemm(16, 512, 576, tile_m=64, tile_n=64, split_k=4).tiling.split_k == 3
+    assert even_split_k(9, 4) == 3 and even_split_k(224, 4) == 4 and even_split_k(65, 3) == 3
+
+
+def test_heuristic_splits_k_only_for_few_tiles_over_a_long_k():
+    # even 64 x 32 tiles give 16 x 1024 only 32 blocks: 4 K slices of 32 k-steps
+    assert heuristic_config(16, 1024, 8192, dtype="bfloat16") == {
+        "tile_m": 64, "tile_n": 32, "group_m": 8, "split_k": 4, "source": "heuristic"}
+    assert "split_k" not in heuristic_config(16, 4096, 14336, dtype="bfloat16")  # 64 x 32 tiles fill the SMs
+    assert "split_k" not in heuristic_config(4096, 4096, 4096, dtype="bfloat16")  # tiles fill the SMs
+    assert "split_k" not in heuristic_config(16, 256, 256, dtype="bfloat16")  # K too short to split
+    assert "split_k" not in heuristic_config(16, 4096, 14336, dtype="float8_e4m3fn")  # bf16/f16 only
+    assert choose_split_k(16, 4096, 14336, 64, 128, 132) == 4  # 32 tiles x 4 slices of 56 k-steps
+    assert choose_split_k(16, 8192, 28672, 64, 128, 132) == 2
+    assert choose_split_k(2048, 2048, 8192, 128, 256, 132) == 1
+
+
+def test_split_k_with_an_epilogue_from_the_config_is_dropped():
+    from mgpu_lab.examples.gemm_epilogues import relu
+
+    assert make_gemm(16, 4096, 14336, transpose_b=True).tiling.split_k > 1  # what the config picks
+    kern = make_gemm(16, 4096, 14336, transpose_b=True, epilogue=lambda acc, tile: relu(acc))
+    assert not isinstance(kern, SplitKGemm)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"split_k": 0}, r"split_k must be an int from 1 to the 16 k-steps of k=1024, got 0"),
+    ({"split_k": 17}, r"split_k must be an int from 1 to the 16 k-steps of k=1024, got 17"),
+    ({"split_k": True}, r"split_k must be an int from 1 to the 16 k-steps of k=1024, got True"),
+    ({"split_k": 2, "persistent": True}, r"split_k=2 runs one tile slice per block; it cannot be combined with "
+                                         r"persistent=True"),
+])
+def test_split_k_rejects_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_gemm(64, 1024, 1024, tile_m=64, tile_n=64, **kwargs)
+
+
+def test_split_k_refuses_an_epilogue():
+    from mgpu_lab.examples.gemm_epilogues import relu
+
+    with pytest.raises(ValueError, match=r"split_k=2 sums K slices after the GEMM and cannot apply an epilogue"):
+        make_gemm(64, 1024, 1024, tile_m=64, tile_n=64, split_k=2, epilogue=lambda acc, tile: relu(acc))
