@@ -16,7 +16,7 @@ declare -A FILES=(
   [attention]="tests/test_attention_gpu.py"
   [torch]="tests/test_torch_op_gpu.py"
 )
-declare -A LIMIT=([core]=200 [isolation]=120 [gemm]=280 [attention]=100 [torch]=60)
+declare -A LIMIT=([core]=200 [isolation]=120 [gemm]=280 [attention]=240 [torch]=120)
 groups=("$@"); [ ${#groups[@]} -eq 0 ] && groups=(core isolation gemm attention torch)
 status=0
 summary=()

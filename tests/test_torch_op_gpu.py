@@ -227,3 +227,42 @@ def test_mlp_block_with_our_gemm_eager_and_compiled_matches_torch():
     assert eager.shape == (tokens, d_model) and eager.dtype == torch.bfloat16
     assert rel(eager) < 1e-2 and rel(compiled) < 1e-2
     assert rel(theirs(x)) < 1e-2  # the torch block computes the same function
+
+
+def test_split_k_gemm_as_one_op_eager_compiled_and_captured(rng):
+    """A split-K GEMM (two launches and an f32 workspace) is one op: the workspace comes from
+    torch's allocator per call, so two streams at once and a captured graph stay correct."""
+    from mgpu_lab.examples.gemm import make_gemm
+
+    m, n, k = 64, 256, 4096
+    gemm = make_gemm(m, n, k, split_k=4)
+    op = gemm.as_torch_op(_qualname("split_k"))
+    a, b = _randn(rng, (m, k), torch.bfloat16), _randn(rng, (k, n), torch.bfloat16)
+    a2 = _randn(rng, (m, k), torch.bfloat16)
+
+    def expect(x):
+        return x.double() @ b.double()
+
+    def close(y, x):
+        torch.testing.assert_close(y.double(), expect(x), rtol=2e-2, atol=2e-1)
+
+    close(op(a, b), a)
+    close(torch.compile(lambda x, y: op(x, y), fullgraph=True)(a, b), a)
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    for s in (s1, s2):
+        s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s1):
+        y1 = op(a, b)
+    with torch.cuda.stream(s2):
+        y2 = op(a2, b)
+    torch.cuda.synchronize()
+    close(y1, a)
+    close(y2, a2)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = op(a, b)
+    a.copy_(a2)
+    y.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    close(y, a2)

@@ -92,6 +92,12 @@ class Kernel:
     def name(self) -> str:
         return self.compiled.name
 
+    @property
+    def launcher(self) -> Any:
+        """The in-process launcher of this kernel (loads the module on first use): what wrappers
+        that launch several kernels as one, e.g. a torch op, call as `launcher.call(inputs, out, stream)`."""
+        return self._launcher or self._new_launcher()
+
     def _new_launcher(self) -> Any:
         from ..runtime.launcher import Launcher
 
@@ -133,7 +139,7 @@ class Kernel:
         implementation gives the output shapes). An exported module offers the same (`as_torch_op`)."""
         from ..runtime.torch_op import register_torch_op
 
-        return register_torch_op(self._launcher or self._new_launcher(), qualname)
+        return register_torch_op(self.launcher, qualname)
 
     @property
     def last_trace(self) -> Any:

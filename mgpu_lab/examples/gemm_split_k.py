@@ -119,11 +119,38 @@ class SplitKGemm:
         self.partial(a, b, out=work, stream=stream)
         return self.reduce(work, out=out, stream=stream)
 
+    def as_torch_op(self, qualname: str) -> Any:
+        """Register both launches as one PyTorch custom op `qualname` ("namespace::name"), like
+        `Kernel.as_torch_op`: inputs A and B, the rounded output from torch's allocator, and the f32
+        workspace from torch's allocator on every call (streams never share it; graphs capture it)."""
+        from mgpu_lab.runtime.torch_op import register_torch_op
+
+        return register_torch_op(_SplitKOpLauncher(self), qualname)
+
     def launch_unchecked(self, a: Any, b: Any, out: Any) -> None:
         """The two launches without argument checks (benchmarks)."""
         work = self.workspace()
         self.partial.launch_unchecked(a, b, work)
         self.reduce.launch_unchecked(work, out)
+
+
+class _SplitKOpLauncher:
+    """A SplitKGemm as the launcher `register_torch_op` takes: the GEMM's inputs, the reduce's
+    output, and the workspace declared as scratch (the op allocates it and passes it in)."""
+
+    def __init__(self, gemm: SplitKGemm):
+        self._partial, self._reduce = gemm.partial.launcher, gemm.reduce.launcher
+        t = gemm.tiling
+        self.name = gemm.name
+        self.spec = {"name": gemm.name, "inputs": self._partial.spec["inputs"],
+                     "outputs": self._reduce.spec["outputs"],
+                     "scratch": [((t.split_k, t.m, t.n), "float32")]}
+        self.in_specs, self.out_specs = self._partial.in_specs, self._reduce.out_specs
+
+    def call(self, args: tuple, out: Any, stream: Any, scratch: tuple = ()) -> Any:
+        (work,) = scratch
+        self._partial.call(args, work, stream)
+        return self._reduce.call((work,), out, stream)
 
 
 __all__ = ["SplitKGemm", "choose_split_k", "even_split_k", "make_split_k_reduce"]
