@@ -11,7 +11,7 @@ from mgpu_lab.dsl import c
 
 _OPS = {"arith.divui": lambda a, b: a // b, "arith.remui": lambda a, b: a % b,
         "arith.addi": lambda a, b: a + b, "arith.muli": lambda a, b: a * b, "arith.xori": lambda a, b: a ^ b,
-        "arith.andi": lambda a, b: a & b}
+        "arith.andi": lambda a, b: a & b, "arith.subi": lambda a, b: a - b}
 
 
 def evaluate(value) -> int:
@@ -62,17 +62,17 @@ def test_memref_view_errors_in_full(block):  # noqa: F811
         dsl.memref_slice(block, (0, 0, 0))
 
 
-def test_idx_folds_ints_and_emits_arith_in_operand_order(block):  # noqa: F811
-    from mgpu_lab.builder.layouts import Idx
-
-    assert (3 * Idx(4)).v == 12 and (5 ^ Idx(3)).v == 6 and (Idx(7) + 1).v == 8 and (2 + Idx(7)).v == 9
-    assert (Idx(13) // 4).v == 3 and (Idx(13) % 4).v == 1 and (Idx(6) & 3).v == 2 and (Idx(6) ^ 3).v == 5
-    x = Idx(c(10))
+def test_index_operators_emit_arith_in_operand_order(block):  # noqa: F811
+    """Typed index values (builder/values.py): a Python int on either side is coerced and stays on
+    its side of the emitted op (12 ^ x and x ^ 12 agree, 7 - x is not x - 7)."""
+    x = c(10)
     for result, expected in ((3 * x, 30), (x * 3, 30), (12 ^ x, 6), (x ^ 12, 6), (7 + x, 17), (x // 3, 3),
-                             (x % 3, 1), (x & 6, 2), (100 * (x + 1), 1100)):
-        assert evaluate(result.value()) == expected
-    product = (3 * x).value().owner  # the int operand stays on its side
+                             (x % 3, 1), (x & 6, 2), (100 * (x + 1), 1100), (13 - x, 3), (x - 4, 6)):
+        assert evaluate(result) == expected
+    product = (3 * x).owner  # the int operand stays on its side
     assert product.name == "arith.muli" and evaluate(product.operands[0]) == 3
+    difference = (13 - x).owner
+    assert difference.name == "arith.subi" and evaluate(difference.operands[0]) == 13
 
 
 def test_wgmma_row_and_column_layouts_have_one_index_per_register(block):  # noqa: F811
