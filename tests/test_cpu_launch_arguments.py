@@ -187,7 +187,8 @@ def test_tma_slots_are_64_byte_aligned_and_argv_points_at_each_slot(monkeypatch)
     def check(storage, count):
         assert storage.words.ctypes.data % 64 == 0 and storage.words.size == max(count, 1) * 16
         assert list(storage.argv) == [storage.words.ctypes.data + 128 * i for i in range(count)] or count == 0
-        assert storage.argv_pointer.value == storage.argv.ctypes.data
+        assert storage.argv_address == storage.argv.ctypes.data  # the int the launch passes as kernelParams
+        assert storage.parts[0] is storage.slots and storage.parts[1] == storage.argv_address
         assert ctypes.addressof(storage.slots) == storage.words.ctypes.data
 
     for count in (0, 1, 3, 7):
@@ -266,3 +267,5 @@ def test_the_stream_argument_reaches_the_launch(monkeypatch, cluster):
     cupy = sys.modules["cupy"]
     launcher.launch_unchecked(cupy.empty((16,), "float32"), cupy.empty((16,), "float32"), stream=0xAA)
     assert [launch.stream for launch in recorder.launches] == [0, 0x77, 0x88, 0x99, 0xAA]
+    # a cluster kernel launches through cuLaunchKernelEx with its cluster dimensions, the others through cuLaunchKernel
+    assert [launch.cluster for launch in recorder.launches] == [None if cluster == (1, 1, 1) else cluster] * 5
