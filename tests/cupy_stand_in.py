@@ -5,12 +5,19 @@ The launcher's argument checks and parameter packing are plain Python over array
 GPU. `DeviceArray` exposes only `__cuda_array_interface__`, as a foreign library's array would;
 `install(monkeypatch)` puts the fake `cupy` module in sys.modules and replaces the launcher's
 `LoadedFunction` with a recorder of what would have been launched.
+
+The launch itself is the launcher's own code: its generated call (and `LoadedFunction.launch`)
+calls what `_driver_launch()` returns, CuPy's Cython `cupy.cuda.driver.launchKernel`, which the
+fake cupy provides as a recorder of its integer arguments; cluster launches go through the real
+`LoadedFunction.launch` and its `cuLaunchKernelEx` call, recorded from the CUlaunchConfig it built.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
+import operator
 import sys
 import types
 from dataclasses import dataclass, field
@@ -100,17 +107,50 @@ class _State:
 _state = _State()
 
 
-def fake_cupy() -> types.ModuleType:
-    """A module named cupy with ndarray, asarray, empty, cuda.runtime.getDevice/free, streams."""
+class CUDADriverError(RuntimeError):
+    """cupy.cuda.driver.CUDADriverError: a failed driver call, with its CUresult as `status`."""
+
+    def __init__(self, status: int):
+        super().__init__(f"CUDA driver error {status}")
+        self.status = status
+
+
+def _unrecorded_launch(*args) -> None:
+    raise AssertionError("no launch recorder installed: use install(monkeypatch) or pass launch_kernel")
+
+
+def fake_cupy(launch_kernel=_unrecorded_launch) -> types.ModuleType:
+    """A module named cupy with ndarray, asarray, empty, cuda.runtime.getDevice/free, streams and
+    cuda.driver.launchKernel (`launch_kernel`) / CUDADriverError."""
     cupy = types.ModuleType("cupy")
     cupy.ndarray = FakeNdarray
     cupy.asarray = _asarray
     cupy.empty = _empty
     runtime = types.SimpleNamespace(getDevice=lambda: _state.device, free=lambda ptr: None)
+    driver = types.SimpleNamespace(launchKernel=launch_kernel, CUDADriverError=CUDADriverError)
     stream = types.SimpleNamespace(ptr=0)
-    cupy.cuda = types.SimpleNamespace(runtime=runtime, get_current_stream=lambda: stream,
+    cupy.cuda = types.SimpleNamespace(runtime=runtime, driver=driver, get_current_stream=lambda device_id=-1: stream,
                                       ExternalStream=lambda ptr: types.SimpleNamespace(ptr=ptr))
     return cupy
+
+
+def launch_kernel_arguments(args: tuple) -> tuple[int, ...]:
+    """cuLaunchKernel's 11 arguments as CuPy's Cython `launchKernel` converts them: intptr_t
+    function, 7 unsigned ints (grid, block, smem), intptr_t stream, kernelParams and extra.
+    Anything else raises as Cython would (TypeError for a ctypes pointer, OverflowError)."""
+    if len(args) != 11:
+        raise TypeError(f"launchKernel() takes exactly 11 positional arguments ({len(args)} given)")
+    ints = tuple(operator.index(a) for a in args)  # TypeError for objects that are not integers
+    if any(not 0 <= d < 1 << 32 for d in ints[1:8]):
+        raise OverflowError(f"launchKernel: grid, block and smem must be unsigned 32-bit ints, got {ints[1:8]}")
+    return ints
+
+
+def reread_driver_launch(monkeypatch, portable_module) -> None:
+    """Let `portable_module._driver_launch()` read the cupy now in sys.modules: it caches its
+    answer for the process, so it is replaced by a fresh cached copy of the same code, and
+    monkeypatch puts the original (with whatever it cached) back after the test."""
+    monkeypatch.setattr(portable_module, "_driver_launch", functools.cache(portable_module._driver_launch.__wrapped__))
 
 
 @dataclass
@@ -121,7 +161,9 @@ class Launch:
     block: tuple
     smem: int
     params: list[bytes] = field(default_factory=list)
-    stream: int | None = None
+    stream: int = 0
+    handle: int = 0
+    cluster: tuple | None = None  # the cluster dimensions of a cuLaunchKernelEx launch
 
     @property
     def pointers(self) -> list[int]:
@@ -129,52 +171,88 @@ class Launch:
         return [int(np.frombuffer(p[:8], np.uint64)[0]) for p in self.params]
 
 
+_handles = itertools.count(0x1000, 0x10)
+
+
+class _ClusterLaunchDriver:
+    """cuda-bindings' driver module for one RecordingFunction: its types as they are (the real
+    `_cluster_config` builds a real CUlaunchConfig), cuLaunchKernelEx recording the launch."""
+
+    def __init__(self, fn: RecordingFunction):
+        from cuda.bindings import driver
+
+        self._real, self._fn = driver, fn
+
+    def __getattr__(self, name: str):
+        return getattr(self._real, name)
+
+    def cuLaunchKernelEx(self, config, function, argv, extra):
+        d, fn = self._real, self._fn
+        assert function == fn.function and extra == 0, (function, extra)
+        [cluster] = [a.value.clusterDim for a in config.attrs[:int(config.numAttrs)]
+                     if a.id == d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION]
+        fn._record((config.gridDimX, config.gridDimY, config.gridDimZ),
+                   (config.blockDimX, config.blockDimY, config.blockDimZ), config.sharedMemBytes,
+                   int(config.hStream), operator.index(argv), cluster=(cluster.x, cluster.y, cluster.z))
+        return (d.CUresult.CUDA_SUCCESS,)
+
+
 class RecordingFunction:
-    """Replaces LoadedFunction: records each launch's parameter slots instead of loading a cubin.
+    """Mixed into the launcher's LoadedFunction by `install`: loads nothing (a made-up handle, no
+    cubin, no smem query) but keeps the real `launch`, `recover` and cluster configuration, so a
+    launch goes through the same code as on a GPU and is recorded at the driver call.
 
-    Offers what the launcher calls: `launch_kernel(handle, gx, gy, gz, bx, by, bz, smem, stream,
-    argv, extra)` (cuLaunchKernel's signature) and `launch(stream, argv)` for cluster launches."""
+    `cu_launch_kernel` is the fake `cupy.cuda.driver.launchKernel`: it finds the function by its
+    handle and records the slots `argv` points at. `failures` (CUresult ints) make the next
+    launchKernel calls raise CUDADriverError, as CuPy's does, instead of launching."""
 
-    launches: list[Launch] = []
+    launches: list[Launch]
+    loaded: dict[int, RecordingFunction]  # handle -> function
+    failures: list[int]
+    portable: types.ModuleType  # the launcher module whose LoadedFunction this replaces
 
     def __init__(self, spec: dict, device: int, resource_error):
-        self.grid, self.block = tuple(spec["grid"]), tuple(spec["block"])
-        self.smem = spec["dynamic_smem"]
-        self.param_count = len(spec["params"])
-        self.config = None if tuple(spec["cluster"]) == (1, 1, 1) else tuple(spec["cluster"])
-        self.handle_pointer = ctypes.c_void_p(0x1000)
+        self._driver = _ClusterLaunchDriver(self)
+        self.device, self.param_count = device, len(spec["params"])
+        self.handle = self.function = next(_handles)
+        self.grid, self.block, self.smem = tuple(spec["grid"]), tuple(spec["block"]), spec["dynamic_smem"]
+        cluster = tuple(spec["cluster"])
+        self.config = self._cluster_config(cluster) if cluster != (1, 1, 1) else None
         self.dims = (*self.grid, *self.block, self.smem)
-        self.cupy_function = None
+        self.launch_kernel, self.launch_error = self.portable._driver_launch()
+        self.loaded[self.handle] = self
 
-    def launch_kernel(self, handle, gx, gy, gz, bx, by, bz, smem, stream, argv, extra) -> int:
-        self._record((gx, gy, gz), (bx, by, bz), smem, stream, argv)
-        return 0
+    @classmethod
+    def cu_launch_kernel(cls, *args) -> None:
+        handle, gx, gy, gz, bx, by, bz, smem, stream, argv, extra = launch_kernel_arguments(args)
+        assert handle in cls.loaded, f"launchKernel on {handle:#x}, not the handle of a loaded function"
+        assert extra == 0, extra
+        if cls.failures:
+            raise CUDADriverError(cls.failures.pop(0))
+        cls.loaded[handle]._record((gx, gy, gz), (bx, by, bz), smem, stream, argv)
 
-    def launch(self, stream, argv) -> None:
-        self._record(self.grid, self.block, self.smem, stream, argv)
-
-    def recover(self, err, stream, argv) -> None:
-        raise AssertionError(f"the recorder never fails, got error {err}")
-
-    def _record(self, grid, block, smem, stream, argv) -> None:
-        address = argv.value if isinstance(argv, ctypes.c_void_p) else int(argv)
-        slots = (ctypes.c_uint64 * self.param_count).from_address(address)
+    def _record(self, grid, block, smem, stream, argv, cluster=None) -> None:
+        slots = (ctypes.c_uint64 * self.param_count).from_address(argv)
         params = [ctypes.string_at(slots[i], 128) for i in range(self.param_count)]
-        stream = stream.value if isinstance(stream, ctypes.c_void_p) else stream
-        self.launches.append(Launch(tuple(grid), tuple(block), smem, params=params, stream=stream or 0))
+        self.launches.append(Launch(tuple(grid), tuple(block), smem, params=params, stream=stream,
+                                    handle=self.handle, cluster=cluster))
 
 
 def install(monkeypatch, portable_module=None) -> type[RecordingFunction]:
     """Fake cupy in sys.modules; the launcher (or an exported module) launches into a recorder."""
-    monkeypatch.setitem(sys.modules, "cupy", fake_cupy())
-    _state.device = 0
-
-    class Recorder(RecordingFunction):
-        launches: list[Launch] = []
-
     if portable_module is None:
         from mgpu_lab.runtime import portable as portable_module
+
+    class Recorder(RecordingFunction, portable_module.LoadedFunction):
+        launches: list[Launch] = []
+        loaded: dict[int, RecordingFunction] = {}
+        failures: list[int] = []
+        portable = portable_module
+
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy(launch_kernel=Recorder.cu_launch_kernel))
+    _state.device = 0
     monkeypatch.setattr(portable_module, "LoadedFunction", Recorder)
+    reread_driver_launch(monkeypatch, portable_module)
     return Recorder
 
 

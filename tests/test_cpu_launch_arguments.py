@@ -187,7 +187,8 @@ def test_tma_slots_are_64_byte_aligned_and_argv_points_at_each_slot(monkeypatch)
     def check(storage, count):
         assert storage.words.ctypes.data % 64 == 0 and storage.words.size == max(count, 1) * 16
         assert list(storage.argv) == [storage.words.ctypes.data + 128 * i for i in range(count)] or count == 0
-        assert storage.argv_pointer.value == storage.argv.ctypes.data
+        assert storage.argv_address == storage.argv.ctypes.data  # the int the launch passes as kernelParams
+        assert storage.parts[0] is storage.slots and storage.parts[1] == storage.argv_address
         assert ctypes.addressof(storage.slots) == storage.words.ctypes.data
 
     for count in (0, 1, 3, 7):
@@ -266,3 +267,73 @@ def test_the_stream_argument_reaches_the_launch(monkeypatch, cluster):
     cupy = sys.modules["cupy"]
     launcher.launch_unchecked(cupy.empty((16,), "float32"), cupy.empty((16,), "float32"), stream=0xAA)
     assert [launch.stream for launch in recorder.launches] == [0, 0x77, 0x88, 0x99, 0xAA]
+    # a cluster kernel launches through cuLaunchKernelEx with its cluster dimensions, the others through cuLaunchKernel
+    assert [launch.cluster for launch in recorder.launches] == [None if cluster == (1, 1, 1) else cluster] * 5
+
+
+def _fast_path_launcher(monkeypatch):
+    """A loaded pointer-only launcher (2 inputs, 1 output, 2 KiB of dynamic smem) and the fake
+    cupy: its own arrays match the signature exactly, so calls after the first (which loads the
+    module) take the generated `call` / `unchecked` and launch from there."""
+    import sys
+
+    recorder = install(monkeypatch)
+    spec = {**_spec([([64], "float32"), ([64], "float32")], [([8, 8], "float16")]),
+            "grid": [3, 2, 1], "block": [64, 2, 1], "dynamic_smem": 2048}
+    launcher = PortableLauncher(spec)
+    cupy = sys.modules["cupy"]
+    launcher(good((64,)), good((64,)))  # the explaining path; loads the module, installs the generated call
+    assert "call" in launcher.__dict__ and "unchecked" in launcher.__dict__
+    return launcher, recorder, cupy
+
+
+def test_the_generated_call_launches_with_the_baked_configuration(monkeypatch):
+    launcher, recorder, cupy = _fast_path_launcher(monkeypatch)
+    a, b, out = cupy.empty((64,), "float32"), cupy.empty((64,), "float32"), cupy.empty((8, 8), "float16")
+    assert launcher(a, b, out=out) is out
+    allocated = launcher(a, b)
+    assert allocated.shape == (8, 8) and allocated.dtype == np.float16
+    launcher.launch_unchecked(b, a, out, stream=0x55)
+    first, *fast = recorder.launches
+    assert [launch.pointers for launch in fast] == [[a.data.ptr, b.data.ptr, out.data.ptr],
+                                                    [a.data.ptr, b.data.ptr, allocated.data.ptr],
+                                                    [b.data.ptr, a.data.ptr, out.data.ptr]]
+    for launch in recorder.launches:
+        assert (launch.grid, launch.block, launch.smem, launch.cluster) == ((3, 2, 1), (64, 2, 1), 2048, None)
+        assert launch.handle == first.handle
+    assert [launch.stream for launch in recorder.launches] == [0, 0, 0, 0x55]
+
+
+def test_the_generated_call_still_refuses_with_the_full_message(monkeypatch):
+    launcher, recorder, cupy = _fast_path_launcher(monkeypatch)
+    a, b = cupy.empty((64,), "float32"), cupy.empty((64,), "float32")
+    with pytest.raises(PortableLaunchError, match=r"^input 1 of k: expected shape \(64,\), got \(32,\)$"):
+        launcher(a, cupy.empty((32,), "float32"))
+    with pytest.raises(PortableLaunchError, match="input 0 of k: expected dtype float32, got float16"):
+        launcher(cupy.empty((64,), "float16"), b)
+    with pytest.raises(PortableLaunchError, match=r"^output 0 of k: expected shape \(8, 8\), got \(64,\)$"):
+        launcher(a, b, out=cupy.empty((64,), "float16"))
+    with pytest.raises(PortableLaunchError, match="output 0 of k overlaps input 1 in memory"):
+        launcher(a, b, out=cupy.ndarray((8, 8), np.dtype("float16"), b.data, (16, 2)))
+    assert len(recorder.launches) == 1, "only the first, good call launched"
+
+
+def test_a_launch_without_a_context_is_retried_from_the_generated_call(monkeypatch):
+    from cuda.bindings import driver
+
+    launcher, recorder, cupy = _fast_path_launcher(monkeypatch)
+    frees: list = []
+    monkeypatch.setattr(cupy.cuda.runtime, "free", frees.append)
+    monkeypatch.setattr(driver, "cuGetErrorName", lambda err: (driver.CUresult.CUDA_SUCCESS, err.name.encode()))
+    a, b, out = cupy.empty((64,), "float32"), cupy.empty((64,), "float32"), cupy.empty((8, 8), "float16")
+    recorder.failures[:] = [int(driver.CUresult.CUDA_ERROR_INVALID_CONTEXT)]
+    launcher(a, b, out=out)
+    assert frees == [0] and not recorder.failures
+    assert len(recorder.launches) == 2 and recorder.launches[-1].pointers == [a.data.ptr, b.data.ptr, out.data.ptr]
+    recorder.failures[:] = [int(driver.CUresult.CUDA_ERROR_LAUNCH_FAILED)]
+    with pytest.raises(RuntimeError, match=r"^cuLaunchKernel failed: CUDA_ERROR_LAUNCH_FAILED$"):
+        launcher(a, b, out=out)
+    recorder.failures[:] = [int(driver.CUresult.CUDA_ERROR_INVALID_CONTEXT)] * 2  # retried once only
+    with pytest.raises(RuntimeError, match=r"^cuLaunchKernel failed: CUDA_ERROR_INVALID_CONTEXT$"):
+        launcher.launch_unchecked(a, b, out)
+    assert len(recorder.launches) == 2 and frees == [0, 0] and not recorder.failures

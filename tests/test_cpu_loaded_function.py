@@ -2,17 +2,18 @@
 
 The real driver calls are replaced, on the cuda-bindings module itself, by recorders that
 answer like the driver: module loading (with the PTX fallback for newer GPUs), the smem
-limit, raising the dynamic smem attribute, cuLaunchKernel / cuLaunchKernelEx with a cluster,
-and the retry after a thread had no current context.
+limit, raising the dynamic smem attribute, cuLaunchKernelEx with a cluster, and the retry
+after a thread had no current context. cuLaunchKernel is reached through CuPy's
+`cupy.cuda.driver.launchKernel` (what `portable._driver_launch()` returns): the fake cupy's
+records its integer arguments and raises CUDADriverError with the CUresult, as CuPy's does.
 """
 
 from __future__ import annotations
 
-import ctypes
 import sys
 
 import pytest
-from cupy_stand_in import fake_cupy
+from cupy_stand_in import CUDADriverError, fake_cupy, launch_kernel_arguments, reread_driver_launch
 
 from mgpu_lab.runtime import portable
 
@@ -28,7 +29,10 @@ class FakeDriver:
         for name in ("cuDeviceGetAttribute", "cuModuleLoadData", "cuModuleGetFunction", "cuFuncSetAttribute",
                      "cuLaunchKernelEx", "cuGetErrorName"):
             monkeypatch.setattr(driver, name, getattr(self, name))
-        monkeypatch.setattr(portable, "_cu_launch_kernel", lambda: self.cu_launch_kernel)
+        cupy = fake_cupy(launch_kernel=self.cu_launch_kernel)
+        cupy.cuda.runtime.free = lambda ptr: self.calls.append(("free", ptr))  # makes the context current
+        monkeypatch.setitem(sys.modules, "cupy", cupy)
+        reread_driver_launch(monkeypatch, portable)
 
     def _result(self, error):
         return getattr(self.d.CUresult, error or OK)
@@ -59,9 +63,11 @@ class FakeDriver:
                            argv, extra))
         return (self._result(self.launch_errors.pop(0) if self.launch_errors else None),)
 
-    def cu_launch_kernel(self, handle, gx, gy, gz, bx, by, bz, smem, stream, argv, extra):
-        self.calls.append(("launch", handle.value, (gx, gy, gz), (bx, by, bz), smem, stream.value, argv.value, extra))
-        return int(self._result(self.launch_errors.pop(0) if self.launch_errors else None))
+    def cu_launch_kernel(self, *args):
+        handle, gx, gy, gz, bx, by, bz, smem, stream, argv, extra = launch_kernel_arguments(args)
+        self.calls.append(("launch", handle, (gx, gy, gz), (bx, by, bz), smem, stream, argv, extra))
+        if self.launch_errors:
+            raise CUDADriverError(int(self._result(self.launch_errors.pop(0))))
 
     def cuGetErrorName(self, error):
         return self._result(None), error.name.encode()
@@ -71,7 +77,6 @@ class FakeDriver:
 def driver(monkeypatch):
     from cuda.bindings import driver as real
 
-    monkeypatch.setitem(sys.modules, "cupy", fake_cupy())
     return FakeDriver(monkeypatch, real)
 
 
@@ -117,31 +122,34 @@ def test_a_newer_gpu_loads_the_ptx_and_other_load_errors_are_named(driver):
 def test_a_plain_launch_is_one_culaunchkernel_with_the_baked_configuration(driver):
     fn = portable.LoadedFunction(spec(), 0, MemoryError)
     assert fn.config is None and fn.dims == (4, 2, 1, 128, 1, 1, 1024)
-    fn.launch(ctypes.c_void_p(0x77), ctypes.c_void_p(0x99))
-    assert driver.calls[-1] == ("launch", 0x1234, (4, 2, 1), (128, 1, 1), 1024, 0x77, 0x99, None)
+    assert fn.handle == 0x1234
+    fn.launch(0x77, 0x99)
+    assert driver.calls[-1] == ("launch", 0x1234, (4, 2, 1), (128, 1, 1), 1024, 0x77, 0x99, 0)
+    assert [c for c in driver.calls if c[0].startswith("launch")] == [driver.calls[-1]]
 
 
 def test_a_cluster_launch_goes_through_culaunchkernelex(driver):
     fn = portable.LoadedFunction(spec(cluster=[2, 1, 1]), 0, MemoryError)
-    fn.launch(ctypes.c_void_p(0x77), ctypes.c_void_p(0x99))
+    fn.launch(0x77, 0x99)
     assert driver.calls[-1] == ("launch ex", (4, 2, 1), (128, 1, 1), 1024, (2, 1, 1), 1, 0x77, fn.function, 0x99, 0)
-    fn.launch(ctypes.c_void_p(None), ctypes.c_void_p(0x99))  # the default stream
+    fn.launch(0, 0x99)  # the default stream
     assert driver.calls[-1][6] == 0
+    assert not [c for c in driver.calls if c[0] == "launch"], "a cluster launch never goes through cuLaunchKernel"
 
 
 @pytest.mark.parametrize("cluster", [[1, 1, 1], [2, 1, 1]])
 def test_a_thread_without_a_context_is_retried_once_and_other_errors_raise(driver, cluster):
     fn = portable.LoadedFunction(spec(cluster=cluster), 0, MemoryError)
     driver.launch_errors = ["CUDA_ERROR_INVALID_CONTEXT"]
-    fn.launch(ctypes.c_void_p(0x77), ctypes.c_void_p(0x99))
-    launches = [c for c in driver.calls if c[0].startswith("launch")]
-    assert len(launches) == 2 and launches[0] == launches[1]
+    fn.launch(0x77, 0x99)
+    launches = [c for c in driver.calls if c[0].startswith("launch") or c[0] == "free"]
+    assert len(launches) == 3 and launches[0] == launches[2] and launches[1] == ("free", 0)
     driver.launch_errors = ["CUDA_ERROR_LAUNCH_FAILED"]
     with pytest.raises(RuntimeError, match=r"^cuLaunchKernel failed: CUDA_ERROR_LAUNCH_FAILED$"):
-        fn.launch(ctypes.c_void_p(0x77), ctypes.c_void_p(0x99))
+        fn.launch(0x77, 0x99)
     driver.launch_errors = ["CUDA_ERROR_INVALID_CONTEXT", "CUDA_ERROR_INVALID_CONTEXT"]
     with pytest.raises(RuntimeError, match="CUDA_ERROR_INVALID_CONTEXT"):
-        fn.launch(ctypes.c_void_p(0x77), ctypes.c_void_p(0x99))
+        fn.launch(0x77, 0x99)
 
 
 def test_cuda_check_names_the_error(driver):
