@@ -64,9 +64,12 @@ def test_smem_instructions_give_width_and_lane_pattern() -> None:
 def test_smem_view_takes_the_access_from_a_kernel_instruction() -> None:
     from dataclasses import replace
 
+    from mgpu_lab.compiler.compiled_kernel import Disassembly
     from mgpu_lab.widgets import SmemView
 
-    kernel = replace(fixture_kernel(), sass="        /*0000*/                   LDSM.16.M88.4 R4, [R5] ;\n        /*0010*/  EXIT ;")
+    # The SASS lives in the kernel's Disassembly (`kernel.sass` reads it): a listing of one LDSM.
+    listing = "        /*0000*/                   LDSM.16.M88.4 R4, [R5] ;\n        /*0010*/  EXIT ;"
+    kernel = replace(fixture_kernel(), disassembly=Disassembly(listing))
     view = SmemView(kernel, buffer="epilogue.acc")
     assert [i["opcode"] for i in view.instructions] == ["LDSM.16.M88.4"]
     view.instruction = 0
