@@ -2,9 +2,13 @@
 
 The fixture was recorded before kernel bodies moved from `arith.*` builder calls to Python
 operators on typed values; the operators emit the same ops, so the SASS must not move.
-Re-recorded once on purpose: the GEMM entries when `WGMMAAccumulator.store_swizzled` became
+Re-recorded on purpose, twice: the GEMM entries when `WGMMAAccumulator.store_swizzled` became
 `FragmentedArray.store_tiled` (one register tile type; 55 fewer integer instructions in the
-epilogue, same stores). Everything else is as first recorded. The attention entries were
+epilogue, same stores); gemm_nt_profiled when the profiler's region records became
+predicated PTX instead of `if leader` branches (no branch for LLVM to thread through the
+mainloop: the profiled GEMM now has the unprofiled one's loop shape and wgmma schedule, 16
+HGMMA / 4 WARPGROUP.ARRIVE / 5 WARPGROUP.DEPBAR, with 25 fewer BRA).
+Everything else is as first recorded. The attention entries were
 added (recorded before `examples/attention.py` moved to operators) without touching the others.
 """
 

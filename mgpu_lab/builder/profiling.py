@@ -15,6 +15,7 @@ from .._mlir import arith, gpu, ir, memref, nvvm
 from ..compiler.compiled_kernel import ProfilerSpec, SmemBuffer
 from ..profiler import format as fmt
 from .control import for_range, when
+from .ptx import inline_ptx, smem_address
 from .threads import WARP_SIZE, WARPGROUP_SIZE, linear_thread_idx
 from .values import c, i32_type
 
@@ -105,16 +106,33 @@ class DeviceProfiler:
             self.region_names.append(name)
         tag = self.region_names.index(name) | (fmt.BEGIN_BIT if begin else 0)
         tid = linear_thread_idx()
-        with when(tid % self.threads_per_unit == 0):  # the unit's leader records
-            unit = tid // self.threads_per_unit
-            base_word = fmt.BLOCK_HEADER_WORDS + unit * fmt.unit_words(self.capacity)
-            count = memref.load(self._smem, [base_word]).unsigned
-            clock = nvvm.read_ptx_sreg_clock(i32_type())
-            with when(count < self.capacity):
-                slot = base_word + fmt.UNIT_HEADER_WORDS + arith.index_cast(ir.IndexType.get(), count) * fmt.EVENT_WORDS
-                self._store(c(_as_i32(tag), i32_type()), slot)
-                self._store(clock, slot + 1)
-            self._store(count + 1, base_word)
+        unit = tid // self.threads_per_unit
+        count_word = fmt.BLOCK_HEADER_WORDS + unit * fmt.unit_words(self.capacity)
+        count_address = smem_address(self._smem) + arith.index_cast(i32_type(), count_word * 4)
+        lane = arith.index_cast(i32_type(), tid % self.threads_per_unit)
+        # The unit's leader appends (tag, %clock) and counts the event, in one straight-line
+        # block of predicated PTX. An `if leader` in the IR would put a branch on the thread
+        # index between the region's neighbours: LLVM then threads consecutive records' equal
+        # conditions through the code in between (the GEMM's first k-step became a leader copy
+        # and a non-leader copy of its mbarrier wait, joining just before the wgmmas), and
+        # ptxas serializes every wgmma of a kernel whose wgmma sequence it cannot prove
+        # convergent (C7518: WG.DP in divergent path). Predicates never leave the block.
+        # Events are 8-byte aligned (16-byte aligned row, even header and unit sizes): one v2 store.
+        inline_ptx(
+            "{\n"
+            ".reg .pred leader, room;\n"
+            ".reg .b32 count, clock, slot;\n"
+            "setp.eq.u32 leader, $0, 0;\n"
+            "mov.u32 count, 0;\n"
+            "@leader ld.shared.b32 count, [$1];\n"
+            "mov.u32 clock, %clock;\n"
+            f"setp.lt.and.u32 room, count, {self.capacity}, leader;\n"
+            f"mad.lo.u32 slot, count, {fmt.EVENT_WORDS * 4}, $1;\n"
+            f"@room st.shared.v2.b32 [slot+{fmt.UNIT_HEADER_WORDS * 4}], {{{tag:#x}, clock}};\n"
+            "add.u32 count, count, 1;\n"
+            "@leader st.shared.b32 [$1], count;\n"
+            "}",
+            [lane, count_address], ["r", "r"])
 
     def begin(self, name: str) -> None:
         if not isinstance(name, str) or not name:
@@ -137,7 +155,3 @@ class DeviceProfiler:
         def _copy(w):
             memref.store(memref.load(self._smem, [w]), self._buffer, [row + w])
 
-
-def _as_i32(value: int) -> int:
-    """Two's-complement view of a 32-bit tag (bit 31 set means 'begin')."""
-    return value - (1 << 32) if value >= 1 << 31 else value
