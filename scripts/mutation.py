@@ -57,7 +57,8 @@ class Target:
 MODULES: dict[str, Target] = {
     "builder.layouts": Target("mgpu_lab/builder/layouts.py",
                               ("tests/test_fragmented_ops.py", "tests/test_hopper_wgmma_variants.py",
-                               "tests/test_cpu_swizzled_stores.py", "tests/test_cpu_transforms.py"), max_mutants=40),
+                               "tests/test_cpu_swizzled_stores.py", "tests/test_cpu_transforms.py",
+                               "tests/test_cpu_layouts.py", "tests/test_dsl_gaps.py"), max_mutants=40),
     "builder.transforms": Target("mgpu_lab/builder/transforms.py",
                                  ("tests/test_builder.py", "tests/test_tma.py", "tests/test_cpu_transforms.py"),
                                  max_mutants=40),
@@ -68,7 +69,8 @@ MODULES: dict[str, Target] = {
                                ("tests/test_cpu_launch_arguments.py", "tests/test_cpu_export_launch.py",
                                 "tests/test_cpu_loaded_function.py")),
     "compiler.cache": Target("mgpu_lab/compiler/cache.py",
-                             ("tests/test_cache.py", "tests/test_cpu_cache_key.py"), max_mutants=40),
+                             ("tests/test_cache.py", "tests/test_cache_security.py", "tests/test_cpu_cache_key.py"),
+                             max_mutants=40),
     "compiler.disassemble.line_map": Target("mgpu_lab/compiler/disassemble.py",
                                             ("tests/test_compile.py", "tests/test_cpu_line_map.py"),
                                             ("ptx_line_sources", "sass_line_sources", "build_line_map")),
@@ -91,6 +93,22 @@ def _mutmut(workdir: Path, *args: str, timeout: float) -> subprocess.CompletedPr
     exe = str(Path(sys.executable).with_name("mutmut"))
     return subprocess.run([exe, "run", "--max-children", "1", *args], cwd=workdir, capture_output=True,
                           text=True, timeout=timeout)
+
+
+# mutmut's own failures: it prints one of these and exits 1, which is also its code for a normal
+# run, having tested no mutant (every one then reads "not checked").
+MUTMUT_FAILURES = ("failed to collect stats", "Failed to run clean test", "Stopping early",
+                   "Unable to force test failures")
+
+
+def _check(result: subprocess.CompletedProcess, target: Target, stage: str) -> None:
+    """Stop with mutmut's output when it gave up before testing mutants (e.g. a mapped test
+    that fails on the unmutated code run through mutmut's trampolines), rather than record
+    a module with 0 mutants run."""
+    failure = next((f for f in MUTMUT_FAILURES if f in result.stdout or f in result.stderr), None)
+    if failure is not None or result.returncode not in (0, 1):
+        raise RuntimeError(f"mutmut {stage} for {target.path} failed ({failure or f'exit {result.returncode}'}); "
+                           f"its output ends:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
 
 
 def snapshot_tree() -> Path:
@@ -163,6 +181,7 @@ def run_module(module: str, target: Target, max_mutants: int, seed: int, reasons
         # Pass 1 generates every mutant and records which tests run which function; the
         # impossible name makes mutmut stop before testing any mutant.
         first = _mutmut(workdir, "__list_only__", timeout=3600)
+        _check(first, target, "stats pass")
         if not (workdir / "mutants" / (target.path + ".meta")).exists():
             raise RuntimeError(f"mutmut generated nothing for {target.path}:\n{first.stdout[-3000:]}"
                                f"\n{first.stderr[-3000:]}")
@@ -180,10 +199,12 @@ def run_module(module: str, target: Target, max_mutants: int, seed: int, reasons
             carried = Counter({k: v for k, v in previous["counts"].items() if k in DETECTED})
         if chosen:
             second = _mutmut(workdir, *chosen, timeout=4 * 3600)
-            if second.returncode not in (0, 1):
-                print(second.stdout[-2000:], second.stderr[-2000:], file=sys.stderr)
+            _check(second, target, "run")
         codes = _meta(workdir, target)["exit_code_by_key"]
         statuses = {n: STATUS.get(codes.get(n), "suspicious") for n in chosen}
+        if chosen and all(s == "not checked" for s in statuses.values()):
+            raise RuntimeError(f"mutmut tested none of the {len(chosen)} chosen mutants of {target.path}; "
+                               f"its output ends:\n{second.stdout[-4000:]}\n{second.stderr[-2000:]}")
         counts = Counter(statuses.values()) + carried
         survivors = []
         for name, status in sorted(statuses.items()):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import warnings
 
 import pytest
@@ -174,3 +175,56 @@ def test_failed_write_leaves_no_temporary_folder(tmp_path, monkeypatch):
         _build(root)
     assert any("could not write kernel cache entry" in str(w.message) for w in caught)
     assert [p for p in root.rglob("*") if p.is_file() or p.name.startswith(".")] == []
+
+
+def test_a_digest_with_non_ascii_bytes_is_a_mismatch(cached):
+    root, first = cached
+    entry = _entry(root)
+    good = (entry / "digest").read_bytes()
+    (entry / "digest").write_bytes(b"\xff\xfe" + good[2:])
+    with pytest.warns(UserWarning, match="digest does not match its contents"):
+        assert cache_mod.KernelCache(root).get(first.compiled.cache_key) is None
+    assert not entry.exists()  # ours and broken: removed
+
+
+def test_a_whole_entry_under_another_key_is_not_loaded(cached):
+    """A valid entry copied (or renamed) to another key's place: digest and name pass, the key does not."""
+    root, first = cached
+    cache = cache_mod.KernelCache(root)
+    other = "0" * 64
+    cache._entry(other).parent.mkdir(mode=0o700)
+    shutil.copytree(_entry(root), cache._entry(other))
+    with pytest.warns(UserWarning, match=r"\(it does not match its key\); recompiling"):
+        assert cache.get(other) is None
+    assert cache.get(first.compiled.cache_key).cubin == first.compiled.cubin
+
+
+def test_a_loose_shard_folder_of_ours_is_made_private_on_store(cached, monkeypatch):
+    root, first = cached
+    entry = _entry(root)
+    shutil.rmtree(entry.parent)
+    entry.parent.mkdir()
+    os.chmod(entry.parent, 0o775)  # made under a loose umask by an older version
+    cache_mod.KernelCache(root).put(first.compiled.cache_key, first.compiled)
+    assert os.stat(entry.parent).st_mode & 0o777 == 0o700
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cache_mod.KernelCache(root).get(first.compiled.cache_key).from_cache
+
+
+def test_a_broken_entry_removed_by_another_process_meanwhile_is_replaced(cached, monkeypatch):
+    root, first = cached
+    entry = _entry(root)
+    (entry / "digest").unlink()  # an old, incomplete entry in the way
+    real_rmtree = shutil.rmtree
+
+    def rmtree(path, *args, **kwargs):
+        if os.fspath(path) == os.fspath(entry) and entry.exists():
+            real_rmtree(entry)  # another process cleaned it up first
+        return real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cache_mod.KernelCache(root).put(first.compiled.cache_key, first.compiled)
+        assert cache_mod.KernelCache(root).get(first.compiled.cache_key).cubin == first.compiled.cubin

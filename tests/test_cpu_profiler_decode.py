@@ -121,28 +121,88 @@ def test_open_regions_of_a_repaired_unit_close_at_the_block_end(overflowed) -> N
     assert trace.anomalies["unclosed" if overflowed else "end_dropped"] == 0
 
 
-def test_warning_messages_in_full_and_pointing_at_the_caller() -> None:
+def _decode_warnings(buffer, spec, monkeypatch) -> tuple[list, list]:
+    """The warnings decode_buffer emits, and the stacklevel each warnings.warn call was given."""
     import warnings
 
-    from mgpu_lab.profiler.decode import ProfilerAnomalyWarning, ProfilerOverflowWarning, decode_buffer
+    from mgpu_lab.profiler.decode import decode_buffer
 
-    spec, buffer = _malformed_with_open_regions(overflowed=False)
-    buffer[0, 2] = 0  # block id stays 0
+    levels = []
+    real_warn = warnings.warn
+
+    def warn(message, category=None, stacklevel=1, source=None):
+        levels.append(stacklevel)
+        real_warn(message, category, stacklevel + 1, source)  # + this frame
+
+    monkeypatch.setattr(warnings, "warn", warn)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         decode_buffer(buffer, spec)
+    return caught, levels
+
+
+def _assert_point_at_this_file(caught, levels) -> None:
+    """Each warning names the line that called decode_buffer (this file), not mgpu_lab.
+
+    Under mutation testing (mutmut sets MUTANT_UNDER_TEST) every mutated function is called
+    through two frames of mutmut's trampoline, so no fixed stacklevel can reach this file; there
+    the stacklevel given is checked instead: decode_buffer -> _warn_* -> warnings.warn is 3."""
+    import os
+
+    if "MUTANT_UNDER_TEST" in os.environ:
+        assert levels == [3] * len(caught)
+    else:
+        assert [w.filename for w in caught] == [__file__] * len(caught)
+
+
+def test_warning_messages_in_full_and_pointing_at_the_caller(monkeypatch) -> None:
+    from mgpu_lab.profiler.decode import ProfilerAnomalyWarning, ProfilerOverflowWarning
+
+    spec, buffer = _malformed_with_open_regions(overflowed=False)
+    buffer[0, 2] = 0  # block id stays 0
+    caught, levels = _decode_warnings(buffer, spec, monkeypatch)
     [anomaly] = caught
-    assert anomaly.category is ProfilerAnomalyWarning and anomaly.filename == __file__
+    assert anomaly.category is ProfilerAnomalyWarning
+    _assert_point_at_this_file(caught, levels)
     assert str(anomaly.message) == (
         "profiler trace has unbalanced regions: 2 unclosed, 1 stray end. Unclosed regions end at their "
         "block's end, stray ends were dropped; see Trace.anomalies and Trace.flags.")
     spec, buffer = _malformed_with_open_regions(overflowed=True)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        decode_buffer(buffer, spec)
+    caught, levels = _decode_warnings(buffer, spec, monkeypatch)
     overflow = [w for w in caught if w.category is ProfilerOverflowWarning]
-    assert [w.filename for w in caught] == [__file__] * len(caught) and len(overflow) == 1
+    assert len(overflow) == 1
+    _assert_point_at_this_file(caught, levels)
     assert str(overflow[0].message) == (
         "profiler buffer overflow: 7 events were dropped in 1 of 1 warpgroups (capacity 5 events per warpgroup; "
         "a capacity of 12 would have held them all). Regions whose end was dropped are closed at their "
         "block's end and flagged.")
+
+
+def test_zero_globaltimer_spans_fall_back_to_one_ns_per_cycle() -> None:
+    """%clock ran but %globaltimer did not tick in any block: the period is unknown, not 0 ns."""
+    from mgpu_lab.profiler.decode import ProfilerClockWarning, decode_buffer
+
+    spec = make_spec(units=1)
+    blk = Block(sm=0, block_id=0, timer_start=T0, timer_end=T0, clock_start=10, clock_end=110)
+    blk.units = [[(begin(0), 10), (end(0), 30)]]
+    with pytest.warns(ProfilerClockWarning, match=r"\(sums: 0 ns, 100 cycles\)"):
+        trace = decode_buffer(write_buffer(spec, [blk]), spec)
+    assert trace.ns_per_cycle == 1.0
+    assert trace.end_ns[0] == pytest.approx(20.0)
+
+
+def test_buffers_of_another_shape_are_refused_with_the_expected_shape() -> None:
+    import re
+
+    from mgpu_lab.profiler.decode import decode_buffer
+
+    spec = make_spec(units=1, capacity=7)  # 32 words per block
+    blocks = [Block(sm=i, block_id=i, timer_start=T0, timer_end=T0 + 10, clock_start=0, clock_end=10)
+              for i in range(2)]
+    buffer = write_buffer(spec, blocks)
+    # 1-D but not whole blocks; 2-D two blocks wide; no blocks at all (1-D and 2-D); 3-D.
+    for bad in (buffer.reshape(-1)[:-1], buffer.reshape(1, -1), buffer.reshape(-1)[:0], buffer[:0],
+                buffer.reshape(2, 1, -1)):
+        with pytest.raises(ValueError, match="^" + re.escape(
+                f"profiler buffer has shape {bad.shape}; expected (num_blocks, 32) or a 1-D multiple of 32 words")):
+            decode_buffer(bad, spec)

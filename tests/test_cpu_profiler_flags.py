@@ -169,3 +169,52 @@ def test_missing_perfetto_package_says_what_to_install(monkeypatch):
         to_perfetto_bytes(flagged_trace())
     assert str(e.value) == ("Perfetto export needs the `perfetto` package (with protobuf>=6.31.1): "
                             "pip install 'mgpu_lab[notebook]' or pip install perfetto protobuf")
+
+
+def test_perfetto_names_unknown_and_unused_regions():
+    """Every region id used (an unknown one, == len(names), included) or declared gets a name."""
+    pb2 = _pb2()
+    trace = Trace(sm=[0, 0], block=[0, 0], unit=[0, 0], region=[0, 3], start_ns=[0.0, 20.0], end_ns=[10.0, 30.0],
+                  depth=[0, 0], region_names=("load", "mma", "store"), unit_kind="warp", units_per_block=1,
+                  block_ids=[0], block_sm=[0], block_start_ns=[0.0], block_end_ns=[40.0])
+    packets = pb2.Trace.FromString(to_perfetto_bytes(trace)).packet
+    names = {n.iid: n.name for p in packets for n in p.interned_data.event_names}
+    assert sorted(names.values()) == sorted(["load", "mma", "store", trace.region_name(3)])
+    begins = [names[p.track_event.name_iid] for p in packets
+              if p.HasField("track_event") and p.track_event.type == pb2.TrackEvent.TYPE_SLICE_BEGIN]
+    assert begins == ["load", "<region 3>"]
+
+
+def test_an_overlapping_sibling_cuts_the_slice_before_it():
+    pb2 = _pb2()
+    begin, end = pb2.TrackEvent.TYPE_SLICE_BEGIN, pb2.TrackEvent.TYPE_SLICE_END
+    # Two depth-0 slices that overlap (inconsistent input): the first ends where the second begins.
+    got = _slices(to_perfetto_bytes(_two_slices([(0.0, 100.0, 0), (50.0, 80.0, 0)])))
+    assert got == [(0, begin, 0), (0, end, 50), (0, begin, 50), (0, end, 80)]
+
+
+def test_a_trace_of_several_chunks_joins_into_one_trace(tmp_path):
+    """More packets than one chunk holds (50,000): the bytes are the chunks back to back."""
+    import numpy as np
+
+    from mgpu_lab.profiler.perfetto_export import save_perfetto
+
+    pb2 = _pb2()
+    n = 26_000  # 2 packets a slice, + names, one SM, one unit: 52,003 packets
+    starts = np.arange(n, dtype=np.float64) * 10
+    trace = Trace(sm=np.zeros(n), block=np.zeros(n), unit=np.zeros(n), region=np.zeros(n), start_ns=starts,
+                  end_ns=starts + 5, depth=np.zeros(n), region_names=("r",), unit_kind="warp", units_per_block=1,
+                  block_ids=[0], block_sm=[0], block_start_ns=[0.0], block_end_ns=[10.0 * n])
+    data = to_perfetto_bytes(trace)
+    assert len(pb2.Trace.FromString(data).packet) == 3 + 2 * n
+    assert save_perfetto(trace, tmp_path / "t.perfetto-trace").read_bytes() == data
+
+
+def test_chrome_json_file_is_compact_json(tmp_path):
+    import json
+
+    from mgpu_lab.profiler.chrome_export import save_chrome_json
+
+    trace = flagged_trace()
+    text = save_chrome_json(trace, tmp_path / "t.json").read_text()
+    assert text == json.dumps(to_chrome_json(trace), separators=(",", ":"))  # no whitespace: traces get large
