@@ -82,6 +82,7 @@ class TorchTensor:
 class _Memory:
     ptr: int
     device_id: int
+    mem: types.SimpleNamespace | None = None  # a MemoryPointer's memory (ptr, size, device_id), as CuPy's `.mem`
 
 
 @dataclass
@@ -178,9 +179,10 @@ def fake_cupy(launch_kernel=_unrecorded_launch) -> types.ModuleType:
     stream = types.SimpleNamespace(ptr=0)
     cupy.cuda = types.SimpleNamespace(runtime=runtime, driver=driver, get_current_stream=lambda device_id=-1: stream,
                                       ExternalStream=lambda ptr: types.SimpleNamespace(ptr=ptr),
-                                      UnownedMemory=lambda ptr, size, owner, device_id: _Memory(ptr, device_id),
+                                      UnownedMemory=lambda ptr, size, owner, device_id: types.SimpleNamespace(
+                                          ptr=ptr, size=size, device_id=device_id),
                                       MemoryPointer=lambda memory, offset: _Memory(memory.ptr + offset,
-                                                                                   memory.device_id))
+                                                                                   memory.device_id, memory))
     return cupy
 
 

@@ -308,6 +308,7 @@ def test_cuda_torch_tensors_of_dtypes_cupy_lacks_are_viewed_through_their_pointe
     result = launcher(x, out=out)
     assert recorder.launches[-1].pointers == [x.data_ptr(), out.data_ptr()]
     assert result.data.ptr == out.data_ptr() and result.dtype == ml_dtypes.bfloat16 and result.shape == (8, 8)
+    assert result.data.mem.size == 8 * 8 * 2  # the view's memory spans the tensor's bytes
     with pytest.raises(PortableLaunchError, match=r"^input 0 of k: expected a device array \(.*\), got "
                                                   r"cupy_stand_in\.TorchTensor \(CuPy does not support"):
         launcher(TorchTensor((8, 8), "bfloat16", contiguous=False))  # no view of strided memory
