@@ -44,10 +44,45 @@ class DeviceArray:
                 "strides": self.strides, "version": 3}
 
 
+class TorchTensor:
+    """A CUDA torch tensor as the launcher sees one: data_ptr(), element_size(), numel(), shape,
+    dtype (str() gives "torch.bfloat16"), device.index, is_contiguous() and DLPack."""
+
+    is_cuda = True
+
+    def __init__(self, shape, dtype: str, *, ptr=None, device=0, contiguous=True):
+        import ml_dtypes
+
+        self.shape, self.dtype = tuple(shape), f"torch.{dtype}"
+        self._itemsize = np.dtype(getattr(ml_dtypes, dtype, None) or dtype).itemsize
+        self._ptr = next(_next_pointer) + (DEVICE_1_BASE if device == 1 else 0) if ptr is None else ptr
+        self._contiguous = contiguous
+        self.device = types.SimpleNamespace(index=device)
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def element_size(self) -> int:
+        return self._itemsize
+
+    def numel(self) -> int:
+        return int(np.prod(self.shape))
+
+    def is_contiguous(self) -> bool:
+        return self._contiguous
+
+    def __dlpack__(self, stream=None):
+        raise AssertionError("the stand-in cupy.from_dlpack does not read capsules")
+
+    def __dlpack_device__(self):
+        return (2, self.device.index)  # kDLCUDA
+
+
 @dataclass
 class _Memory:
     ptr: int
     device_id: int
+    mem: types.SimpleNamespace | None = None  # a MemoryPointer's memory (ptr, size, device_id), as CuPy's `.mem`
 
 
 @dataclass
@@ -57,10 +92,12 @@ class FakeNdarray:
     shape: tuple
     dtype: np.dtype
     data: _Memory
-    strides: tuple
+    strides: tuple | None = None  # None: C-contiguous, as cupy.ndarray(shape, dtype, memptr) makes
     flags: types.SimpleNamespace = field(init=False)
 
     def __post_init__(self):
+        if self.strides is None:
+            self.strides = _c_strides(self.shape, self.dtype.itemsize)
         contiguous = self.strides == _c_strides(self.shape, self.dtype.itemsize)
         self.flags = types.SimpleNamespace(c_contiguous=contiguous)
         self._c_contiguous = contiguous
@@ -92,6 +129,16 @@ def _asarray(x):
     strides = tuple(cai["strides"]) if cai.get("strides") else _c_strides(shape, dtype.itemsize)
     ptr = cai["data"][0]
     return FakeNdarray(shape, dtype, _Memory(ptr, 1 if ptr >= DEVICE_1_BASE else 0), strides)
+
+
+def _from_dlpack(x):
+    """cupy.from_dlpack: refuses what CuPy cannot import through DLPack (torch's bfloat16 and
+    float8 tensors, whose memory the launcher then views through data_ptr()); the stand-in's other
+    DLPack objects convert through their array interface."""
+    dtype = str(getattr(x, "dtype", "")).removeprefix("torch.")
+    if dtype in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        raise TypeError(f"CuPy does not support the DLPack dtype {dtype}")
+    return _asarray(x)
 
 
 def _empty(shape, dtype):
@@ -126,11 +173,16 @@ def fake_cupy(launch_kernel=_unrecorded_launch) -> types.ModuleType:
     cupy.ndarray = FakeNdarray
     cupy.asarray = _asarray
     cupy.empty = _empty
+    cupy.from_dlpack = _from_dlpack
     runtime = types.SimpleNamespace(getDevice=lambda: _state.device, free=lambda ptr: None)
     driver = types.SimpleNamespace(launchKernel=launch_kernel, CUDADriverError=CUDADriverError)
     stream = types.SimpleNamespace(ptr=0)
     cupy.cuda = types.SimpleNamespace(runtime=runtime, driver=driver, get_current_stream=lambda device_id=-1: stream,
-                                      ExternalStream=lambda ptr: types.SimpleNamespace(ptr=ptr))
+                                      ExternalStream=lambda ptr: types.SimpleNamespace(ptr=ptr),
+                                      UnownedMemory=lambda ptr, size, owner, device_id: types.SimpleNamespace(
+                                          ptr=ptr, size=size, device_id=device_id),
+                                      MemoryPointer=lambda memory, offset: _Memory(memory.ptr + offset,
+                                                                                   memory.device_id, memory))
     return cupy
 
 

@@ -7,6 +7,7 @@ from its arguments: both launchers must pass the encoder the same arguments and 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import sys
@@ -131,6 +132,27 @@ def test_the_exported_module_docstring_describes_the_kernel():
         "Inputs: (1024,) 'float32', (1024,) 'float32'",
         "Outputs: (1024,) 'float32'",
     ]
+
+
+def test_a_kernel_without_inputs_says_so_in_the_docstring():
+    import ast
+
+    from fault_kernels import N, make_trap
+
+    from mgpu_lab.exporter import export_source
+
+    doc = ast.get_docstring(ast.parse(export_source(make_trap().compiled, "trap_mod")), clean=False)
+    assert doc.splitlines()[5:7] == ["Inputs: none", f"Outputs: ({N},) 'float32'"]
+
+
+def test_the_exported_spec_is_the_launch_spec(tmp_path, monkeypatch):
+    from mgpu_lab.runtime.launcher import launch_spec
+
+    k = make_scaled_add(64, 512, tile=(32, 256))
+    install(monkeypatch)
+    module = _exported(k, tmp_path, monkeypatch, "scaled_add_spec")
+    assert module.SPEC == launch_spec(k.compiled)
+    assert module._TMA_DESCRIPTORS == [dataclasses.asdict(d) for d in k.compiled.tma_descriptors]
 
 
 @pytest.mark.parametrize("name", ["class", "two-words", "ünïcode"])

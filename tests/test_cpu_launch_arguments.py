@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cupy_stand_in import DEVICE_1_BASE, DeviceArray, install, set_current_device
+from cupy_stand_in import DEVICE_1_BASE, DeviceArray, TorchTensor, install, set_current_device
 
 from mgpu_lab.errors import LaunchArgumentError
 from mgpu_lab.examples.vector_add import make_vector_add
@@ -153,6 +153,25 @@ def test_an_output_overlapping_an_input_is_refused_naming_both(kernel):
     assert kernel(a, good(), out=out).data.ptr == out.ptr
 
 
+def test_an_output_ending_exactly_where_an_input_starts_does_not_overlap_it(kernel):
+    base = 1 << 40  # far from the stand-in's own pointers
+    out = good(ptr=base)  # [base, base + 4N)
+    a = good(ptr=base + 4 * N)  # starts at out's end
+    b = good()
+    assert kernel(a, b, out=out).data.ptr == out.ptr
+    assert kernel.recorder.launches[-1].pointers == [a.ptr, b.ptr, out.ptr]
+    with pytest.raises(LaunchArgumentError, match="output 0 of vector_add overlaps input 0"):
+        kernel(good(ptr=base + 4 * N - 16), good(), out=out)  # 16 bytes earlier: they share 16 bytes
+
+
+def test_may_alias_allows_only_the_declared_pairs(monkeypatch):
+    install(monkeypatch)
+    spec = {**_spec([([64], "float32")], [([64], "float32"), ([64], "float32")]), "may_alias": [(0, 0)]}
+    x = good((64,))
+    with pytest.raises(PortableLaunchError, match=r"output 1 of k overlaps input 0 in memory.*may_alias=\{1: 0\}"):
+        PortableLauncher(spec)(x, out=(good((64,)), x))  # output 1 in place: not declared
+
+
 def test_may_alias_allows_in_place_and_outputs_never_share(monkeypatch):
     recorder = install(monkeypatch)
     spec = _spec([([64], "float32")], [([64], "float32"), ([64], "float32")])
@@ -269,6 +288,57 @@ def test_the_stream_argument_reaches_the_launch(monkeypatch, cluster):
     assert [launch.stream for launch in recorder.launches] == [0, 0x77, 0x88, 0x99, 0xAA]
     # a cluster kernel launches through cuLaunchKernelEx with its cluster dimensions, the others through cuLaunchKernel
     assert [launch.cluster for launch in recorder.launches] == [None if cluster == (1, 1, 1) else cluster] * 5
+
+
+@pytest.mark.parametrize("cluster", [(1, 1, 1), (2, 1, 1)])
+def test_the_first_call_which_loads_the_module_launches_on_the_given_stream(monkeypatch, cluster):
+    recorder = install(monkeypatch)
+    spec = {**_spec([([16], "float32")], [([16], "float32")]), "cluster": list(cluster)}
+    PortableLauncher(spec)(good((16,)), out=good((16,)), stream=0x77)
+    PortableLauncher(spec).call((good((16,)),), None, 0x88)
+    assert [launch.stream for launch in recorder.launches] == [0x77, 0x88]
+
+
+def test_cuda_torch_tensors_of_dtypes_cupy_lacks_are_viewed_through_their_pointers(monkeypatch):
+    import ml_dtypes
+
+    recorder = install(monkeypatch)
+    launcher = PortableLauncher(_spec([([8, 8], "bfloat16")], [([8, 8], "bfloat16")]))
+    x, out = TorchTensor((8, 8), "bfloat16"), TorchTensor((8, 8), "bfloat16")
+    result = launcher(x, out=out)
+    assert recorder.launches[-1].pointers == [x.data_ptr(), out.data_ptr()]
+    assert result.data.ptr == out.data_ptr() and result.dtype == ml_dtypes.bfloat16 and result.shape == (8, 8)
+    assert result.data.mem.size == 8 * 8 * 2  # the view's memory spans the tensor's bytes
+    with pytest.raises(PortableLaunchError, match=r"^input 0 of k: expected a device array \(.*\), got "
+                                                  r"cupy_stand_in\.TorchTensor \(CuPy does not support"):
+        launcher(TorchTensor((8, 8), "bfloat16", contiguous=False))  # no view of strided memory
+    with pytest.raises(PortableLaunchError, match="input 0 of k: expected an array on the current device 0, got "
+                                                  "one on device 1"):
+        launcher(TorchTensor((8, 8), "bfloat16", device=1))
+    assert len(recorder.launches) == 1
+
+
+def test_calls_matching_the_signature_exactly_skip_the_explaining_checks(monkeypatch):
+    """The module docstring's fast path: CuPy arrays matching the signature exactly are accepted
+    by the exact-match check (on the first call too) and, once the module is loaded, by the
+    generated call without the explaining path; anything else gets the full check."""
+    import sys
+
+    install(monkeypatch)
+    launcher = PortableLauncher(_spec([([64], "float32")], [([64], "float32")]))
+    explaining, full = [], []
+    call_explaining, checked_arrays = launcher._call_explaining, launcher._checked_arrays
+    launcher._call_explaining = lambda *a: explaining.append(a) or call_explaining(*a)
+    launcher._checked_arrays = lambda *a: full.append(a) or checked_arrays(*a)
+    cupy = sys.modules["cupy"]
+    x, out = cupy.empty((64,), "float32"), cupy.empty((64,), "float32")
+    assert launcher(x, out=out) is out  # loads the module through the explaining path
+    assert (len(explaining), len(full)) == (1, 0)
+    assert launcher(x, out=out) is out and launcher(x).shape == (64,)
+    assert (len(explaining), len(full)) == (1, 0)
+    with pytest.raises(PortableLaunchError, match="input 0 of k: expected shape"):
+        launcher(cupy.empty((32,), "float32"))
+    assert (len(explaining), len(full)) == (2, 1)
 
 
 def _fast_path_launcher(monkeypatch):

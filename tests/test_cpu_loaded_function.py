@@ -26,6 +26,7 @@ class FakeDriver:
     def __init__(self, monkeypatch, driver):
         self.d, self.calls = driver, []
         self.smem_limit, self.cubin_error, self.ptx_error, self.launch_errors = 232448, None, None, []
+        self.attribute_error = self.set_attribute_error = None
         for name in ("cuDeviceGetAttribute", "cuModuleLoadData", "cuModuleGetFunction", "cuFuncSetAttribute",
                      "cuLaunchKernelEx", "cuGetErrorName"):
             monkeypatch.setattr(driver, name, getattr(self, name))
@@ -39,7 +40,7 @@ class FakeDriver:
 
     def cuDeviceGetAttribute(self, attr, device):
         self.calls.append(("attribute", attr, device))
-        return self._result(None), self.smem_limit
+        return self._result(self.attribute_error), self.smem_limit
 
     def cuModuleLoadData(self, image):
         self.calls.append(("load", bytes(image)))
@@ -53,7 +54,7 @@ class FakeDriver:
 
     def cuFuncSetAttribute(self, function, attr, value):
         self.calls.append(("set attribute", function, attr, value))
-        return (self._result(None),)
+        return (self._result(self.set_attribute_error),)
 
     def cuLaunchKernelEx(self, config, function, argv, extra):
         cluster = config.attrs[0].value.clusterDim
@@ -155,3 +156,20 @@ def test_a_thread_without_a_context_is_retried_once_and_other_errors_raise(drive
 def test_cuda_check_names_the_error(driver):
     with pytest.raises(RuntimeError, match=r"^reading things failed: CUDA_ERROR_INVALID_VALUE$"):
         portable.cuda_check((driver.d.CUresult.CUDA_ERROR_INVALID_VALUE, None), "reading things")
+
+
+def test_cuda_check_takes_the_error_name_as_bytes_or_str(driver, monkeypatch):
+    invalid = driver.d.CUresult.CUDA_ERROR_INVALID_VALUE
+    monkeypatch.setattr(driver.d, "cuGetErrorName", lambda err: (driver.d.CUresult.CUDA_SUCCESS, err.name))
+    with pytest.raises(RuntimeError, match=r"^reading things failed: CUDA_ERROR_INVALID_VALUE$"):
+        portable.cuda_check((invalid, None), "reading things")
+
+
+def test_a_failing_smem_query_or_attribute_raise_names_the_call(driver):
+    driver.attribute_error = "CUDA_ERROR_INVALID_DEVICE"
+    with pytest.raises(RuntimeError, match=r"^cuDeviceGetAttribute failed: CUDA_ERROR_INVALID_DEVICE$"):
+        portable.LoadedFunction(spec(), 7, MemoryError)
+    driver.attribute_error, driver.set_attribute_error = None, "CUDA_ERROR_INVALID_VALUE"
+    with pytest.raises(RuntimeError, match=r"^raising the dynamic smem limit failed: CUDA_ERROR_INVALID_VALUE$"):
+        portable.LoadedFunction(spec(dynamic_smem=100 * 1024), 0, MemoryError)
+    portable.LoadedFunction(spec(), 0, MemoryError)  # 1 KiB: the attribute is left alone
