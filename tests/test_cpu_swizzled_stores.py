@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
+from host_arith import INT_OPS
 
 import mgpu_lab
 from mgpu_lab._mlir import ir
@@ -20,11 +21,6 @@ from mgpu_lab.builder.layouts import WGMMAFragLayout
 from mgpu_lab.compiler.compiled_kernel import dtype_itemsize
 from mgpu_lab.widgets.bank_model import Access, bank_conflicts, swizzle_address
 
-_INT_OPS = {
-    "arith.addi": lambda a, b: a + b, "arith.muli": lambda a, b: a * b, "arith.divui": lambda a, b: a // b,
-    "arith.remui": lambda a, b: a % b, "arith.xori": lambda a, b: a ^ b, "arith.andi": lambda a, b: a & b,
-    "arith.subi": lambda a, b: a - b,
-}
 _CMPI = {0: lambda a, b: a == b, 1: lambda a, b: a != b}
 
 
@@ -51,7 +47,7 @@ def translate(func) -> list[tuple]:
             static = ir.DenseI64ArrayAttr(op.attributes["static_position"])[0]
         elif name == "vector.store":
             static = position
-        elif name not in _INT_OPS and name not in ("arith.select", "vector.from_elements",
+        elif name not in INT_OPS and name not in ("arith.select", "vector.from_elements",
                                                    "gpu.dynamic_shared_memory", "memref.view", "gpu.return"):
             raise NotImplementedError(f"the host interpreter does not know {name}")
         program.append((name, result, operands, static))
@@ -70,8 +66,8 @@ def run_thread(program: list[tuple], tid: int, block: int = 128) -> list[tuple]:
             out = block if static else 1
         elif name == "arith.constant":
             out = static
-        elif name in _INT_OPS:
-            out = _INT_OPS[name](*args)
+        elif name in INT_OPS:
+            out = INT_OPS[name](*args)
         elif name == "arith.cmpi":
             out = _CMPI[static](*args)
         elif name == "arith.select":

@@ -3,23 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from host_arith import evaluate
 from test_builder import block, layout  # noqa: F401 - the fixture and the layout reader
 
 from mgpu_lab import dsl
-from mgpu_lab._mlir import ir
 from mgpu_lab.dsl import c
-
-_OPS = {"arith.divui": lambda a, b: a // b, "arith.remui": lambda a, b: a % b,
-        "arith.addi": lambda a, b: a + b, "arith.muli": lambda a, b: a * b, "arith.xori": lambda a, b: a ^ b,
-        "arith.andi": lambda a, b: a & b, "arith.subi": lambda a, b: a - b}
-
-
-def evaluate(value) -> int:
-    """The integer an index value computes, following its defining ops (constants and arith)."""
-    op = value.owner
-    if op.name == "arith.constant":
-        return ir.IntegerAttr(op.attributes["value"]).value
-    return _OPS[op.name](*(evaluate(v) for v in op.operands))
 
 
 @pytest.mark.parametrize("index", [(37, 50, 123), (0, 7, 15), (5, 63, 127)])
