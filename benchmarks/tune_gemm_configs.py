@@ -11,7 +11,7 @@ into mgpu_lab/examples/gemm_configs.json under this device's name, merged with w
 there; `gemm_config` reads it, so make_gemm and the sweep use it from then on. A copy goes to
 $OUT when set (commit it from there).
 
-Run on a GPU machine:  python benchmarks/tune_gemm_configs.py [--quick] [--no-persistent] [--no-split-k]
+Run on a GPU machine:  python benchmarks/tune_gemm_configs.py [--quick] [--no-persistent] [--no-split-k] [--only MxNxK,...]
 (~2 minutes)
 """
 
@@ -42,19 +42,20 @@ from mgpu_lab.examples.gemm_split_k import SPLIT_K_MIN_STEPS, even_split_k
 
 TILES = [(128, 256), (128, 128), (256, 128), (128, 64), (256, 64), (64, 256), (64, 128), (64, 64), (64, 32)]
 TOLERANCE = {"bfloat16": 1e-2, "float8_e4m3fn": 2e-2}
-SPLITS = (2, 4, 8)
+SPLITS = (2, 3, 4, 6, 8)
+SPLIT_WAVES = 2.1  # split-K blocks may take up to about two waves (a ragged M wastes a tile's rows anyway)
 
 
 def split_choices(p: Problem, tile_m: int, tile_n: int) -> list[int]:
     """split_k values worth trying for these tiles (wide ones: the split serves the rows of B
-    over K): the tiles fill fewer than the SMs, the slices stay within about one wave and keep
+    over K): the tiles fill fewer than the SMs, the slices take at most SPLIT_WAVES waves and keep
     SPLIT_K_MIN_STEPS k-steps each."""
     tiles = -(-p.m // tile_m) * -(-p.n // tile_n)
     k_tiles = -(-p.k // 64)
     if tiles >= SMS or tile_n < 128:
         return []
     return sorted({even_split_k(k_tiles, s) for s in SPLITS
-                   if tiles * s <= 1.25 * SMS and k_tiles // s >= SPLIT_K_MIN_STEPS} - {1})
+                   if tiles * s <= SPLIT_WAVES * SMS and k_tiles // s >= SPLIT_K_MIN_STEPS} - {1})
 
 
 def space(p: Problem, persistent: bool = True, split_k: bool = True, dtype: str = "bfloat16") -> dict:
@@ -151,10 +152,18 @@ def main() -> None:
     parser.add_argument("--no-split-k", action="store_true", help="no split-K GEMMs")
     parser.add_argument("--budget-s", type=float, default=None,
                         help="time no new problem after this many seconds (what is tuned by then is kept)")
+    parser.add_argument("--only", default=None, metavar="MxNxK[,MxNxK...]",
+                        help="tune only these problems of the sweep (the others keep their entries)")
     args = parser.parse_args()
     device = device_name()
     work = [("bfloat16", p) for p in bf16_problems(args.quick)] + \
         [("float8_e4m3fn", p) for p in fp8_problems(args.quick)]
+    if args.only:
+        wanted = set(args.only.split(","))
+        unknown = wanted - {p.key for _, p in work}
+        if unknown:
+            parser.error(f"--only: {sorted(unknown)} are not sweep problems (see gemm_sweep.py)")
+        work = [(dtype, p) for dtype, p in work if p.key in wanted]
     t0 = time.perf_counter()
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=os.cpu_count() or 1,
                                                   mp_context=multiprocessing.get_context("spawn"))
