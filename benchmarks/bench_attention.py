@@ -10,7 +10,10 @@ peer median ms / ours median ms, above 1 means ours is faster. `..._tflops` besi
 `..._d128_s4096_pingpong_speedup` and the other `_speedup` keys: one kernel option against
 another (VARIANTS: pingpong on/off, K/V stages, wider K/V tiles), ours against ours, same ratio.
 
-Run on a GPU machine:  python benchmarks/bench_attention.py [--quick]
+The full run adds Pallas Mosaic GPU's attention (float16, attention_pallas_peer.py) on a few shapes:
+`attention_fwd_f16_d128_s4096_vs_pallas_mosaic`.
+
+Run on a GPU machine:  python benchmarks/bench_attention.py [--quick] [--no-pallas]
 Writes a record `attention_<time>_<commit>.json` (or under $OUT) and prints a table last.
 """
 
@@ -20,6 +23,7 @@ import argparse
 import math
 import time
 
+from attention_pallas_peer import pallas_attention_peer
 from common import GpuSampler, interleaved_rounds, table, write_record
 
 from mgpu_lab.examples.attention import make_attention
@@ -109,6 +113,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two shapes, fewer rounds")
     parser.add_argument("--profile", action="store_true", help="only the profiled region summary (d 128, s 4096)")
+    parser.add_argument("--no-pallas", action="store_true", help="skip the Pallas Mosaic GPU peer (float16)")
     args = parser.parse_args()
     if args.profile:
         for causal in (False, True):
@@ -184,6 +189,10 @@ def main() -> None:
                     continue
                 rows.append((key.removeprefix("attention_fwd_bf16_"), "", "", "", f"{speedup:.3f}", "", ""))
                 print(rows[-1][0], rows[-1][4], flush=True)
+        if not args.quick and not args.no_pallas:
+            rows.append(("float16 vs Pallas Mosaic GPU (wall clock)", "ours TF/s", "Pallas TF/s", "", "vs Pallas", "",
+                         "err vs Pallas"))
+            pallas_attention_peer(figures, rows, TOKENS, MODEL_WIDTH)
     path = write_record("attention", figures, notes={
         "order": "A B B A ... per peer", "A": "ours (examples/attention.py)",
         "B": "torch SDPA, cuDNN or flash backend", "speedup": "peer ms / ours ms (> 1: ours faster)",
