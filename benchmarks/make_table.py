@@ -87,6 +87,8 @@ ROWS = [  # (record, label, our figure, peer figure, ratio key, unit, goal)
     ("isolation", "isolation: isolated call overhead", "isolated_launch_us", "in_process_launch_sync_us",
      "isolated_launch_overhead_us", "us per call over in-process launch + sync", "-"),
     *(_attention_row(shape, goal) for shape, goal in ATTENTION_SHAPES),
+    ("attention", "attention fwd f16 d128_s4096", None, "attention_fwd_f16_d128_s4096_pallas_mosaic_ms",
+     "attention_fwd_f16_d128_s4096_vs_pallas_mosaic", "speedup vs Pallas Mosaic GPU attention_mgpu (wall clock)", "> 1"),
     ("torch_compile_mlp", "MLP 2048x2048x8192 as torch ops, eager", "torch_mlp_eager_2048x2048x8192_ours_ms",
      "torch_mlp_eager_2048x2048x8192_torch_ms", "torch_mlp_eager_2048x2048x8192_ours_vs_torch",
      "ms vs torch linear (lower is better)", "<= 1"),
