@@ -47,7 +47,7 @@ CONFIGS = [
     dict(head_dim=256, persistent=True),
     dict(head_dim=64, causal=True, persistent=True),
     dict(head_dim=128, causal=True, persistent=True, stages=2),  # d 128 with an output buffer
-    dict(head_dim=256, causal=True, persistent=True),
+    dict(head_dim=256, causal=True, persistent=True, batch=3, heads=16),  # 192 items (spilled before the fixes)
     dict(head_dim=128, seq_q=1000, seq_kv=700, causal=True, persistent=True),  # ragged
     dict(head_dim=128, heads=8, kv_heads=2, dtype="float16", persistent=True),  # GQA
     dict(head_dim=64, causal=True, pingpong=False, persistent=True),

@@ -114,10 +114,13 @@ def work_item(item, q_blocks: int, pairs: int, section: int, causal: bool):
         return item % q_blocks, item // q_blocks
     per_section = section * q_blocks
     first = item // per_section * section  # the section's first pair
-    rest = pairs - first
-    size = min(rest, section) if isinstance(rest, int) else dsl.min(rest, section)  # the last one may be smaller
     within = item % per_section
-    return q_blocks - 1 - within // size, first + within % size
+    last = pairs - (pairs - 1) // section * section  # pairs in the last section (1 .. section)
+    # divisions by constants only (a division by a value costs the producer's few registers)
+    in_last = first + section > pairs
+    pick = (lambda a, b: a if in_last else b) if isinstance(in_last, bool) else \
+        (lambda a, b: dsl.select(in_last, a, b))
+    return q_blocks - 1 - pick(within // last, within // section), first + pick(within % last, within % section)
 
 
 def visible_tiles(q_block: int, seq_kv: int, block_kv: int, causal: bool) -> int:
@@ -347,10 +350,14 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
     def consumer(ctx, out, lse, q_smem, o_smem, k_smem, v_smem, q_full, k_full, k_empty, v_full, v_empty, q_free,
                  wg):
         dsl.setmaxnreg(CONSUMER_REGS)
+        if persistent:  # read again after setmaxnreg: a value kept across it can spill (d 256)
+            wg = _opaque(dsl.warpgroup_idx()) - 1
         lane0 = dsl.lane_idx() == 0
-        q_tiles = [dsl.memref_slice(q_smem, (j, dsl.ds(wg * 64, 64))) for j in range(chunks)]
-        o_tiles = q_tiles if o_smem is None else [dsl.memref_slice(o_smem, (j, dsl.ds(wg * 64, 64)))
-                                                  for j in range(chunks)]
+        def own_tiles(ref, wg):
+            return [dsl.memref_slice(ref, (j, dsl.ds(wg * 64, 64))) for j in range(chunks)]
+
+        q_tiles = own_tiles(q_smem, wg)
+        o_tiles = own_tiles(q_smem if o_smem is None else o_smem, wg)
         s_layout = dsl.WGMMAFragLayout(block_kv)
 
         def release(empty, i):
@@ -399,7 +406,10 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
                 if causal:
                     row = dsl.cast(row0 + indices[h][0], "int32")
                     limit = dsl.min(limit, row + 1 - kv0)
-                limits.append(limit)
+                # persistent: opaque per tile, or LLVM rewrites min(seq_kv - kv0, row + 1 - kv0) - col as
+                # min(seq_kv - col, ...) - kv0 and hoists seq_kv - col for every column out of the item
+                # loop: registers held through the epilogue (it spilled)
+                limits.append(_opaque_i32(limit) if persistent else limit)
             bits = []
             for r, (_, col) in enumerate(indices):
                 left = limits[r % 2] - dsl.cast(col, "int32")  # visible columns from this one on
@@ -444,13 +454,18 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
                 frag = FragmentedArray.from_accumulator(o) * alpha.broadcast((64, head_dim))
                 return frag.to_accumulator()
 
-        def run_item(item, base, q_parity, hand_over):
+        def run_item(item, base, q_parity, hand_over, epilogue_item=None):
             """One work item: its K/V tiles are ring iterations base, base + 1, ... (base None: 0).
-            hand_over: whether consumer 1 gives the turn to consumer 0 after its last GEMM (it does
-            when the block has another item, whose first turn is consumer 0's)."""
+            hand_over: a callable, whether consumer 1 gives the turn to consumer 0 after its last GEMM
+            (it does when the block has another item, whose first turn is consumer 0's). epilogue_item: a
+            callable giving the item's coordinates again for the epilogue (recomputed there rather
+            than kept in registers through the mainloop)."""
             q0, head, _, b = item
             n_tiles, n_unmasked = tile_counts(q0)
             row0 = q0 + wg * 64  # this warpgroup's first query row
+            if base is not None:  # per item, from an opaque copy of wg: LLVM would hoist the Q tiles'
+                # descriptors out of the item loop, keeping them in registers through the epilogue
+                q_tiles[:] = own_tiles(q_smem, _opaque(wg))
 
             def at(i):
                 return i if base is None else base + i
@@ -500,12 +515,15 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
             my_turn()
             o = issue_pv(at(last), rescale(o, alpha), p)
             if pingpong:  # consumer 1's last turn of the block; consumer 0 has no turn left to be given
-                with dsl.when(wg == 0 if hand_over is None else (wg == 0) | hand_over):
+                with dsl.when(wg == 0 if hand_over is None else (wg == 0) | hand_over()):
                     their_turn()
             o = dsl.wgmma_wait_group(0, o)
             release(v_empty, at(last))
 
             with ctx.named_region("epilogue"):
+                if epilogue_item is not None:
+                    q0, head, _, b = epilogue_item()
+                    row0 = q0 + wg * 64
                 inv_l = 1.0 / l
                 result = (FragmentedArray.from_accumulator(o) * inv_l.broadcast((64, head_dim))).astype(dtype)
                 if out_buffer:  # the previous item's store has read the buffer
@@ -540,12 +558,17 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
             with dsl.when(wg == 1):
                 their_turn()
         block = dsl.block_idx("x")
+        my_items = (n_items - 1 - block) // blocks + 1
 
-        @dsl.for_range(block, n_items, blocks, carry=(dsl.c(0), dsl.c(0, "int32")))
-        def _(item, carry):
-            base, j = carry
-            n_tiles = run_item(item_coords(item), base, j & 1, item + blocks < n_items)
-            return base + n_tiles, j + 1
+        # Only the item's number j and the ring base (both 32-bit) stay live through the mainloop: the
+        # epilogue recomputes the coordinates from an opaque copy of j (LLVM would otherwise reuse
+        # the first computation and keep its results in registers the mainloop needs; d 256 spilled).
+        @dsl.for_range(0, my_items, carry=dsl.c(0, "int32"), dtype="int32")
+        def _(j, base):
+            n_tiles = run_item(item_coords(block + dsl.as_index(j) * blocks), dsl.as_index(base), j & 1,
+                               lambda: j + 1 < dsl.cast(my_items, "int32"),
+                               lambda: item_coords(block + _opaque(dsl.as_index(j)) * blocks))
+            return base + dsl.cast(n_tiles, "int32")
         ctx.await_async_copy(0, await_read_only=True)  # the last store has read its smem
 
     def attention(ctx, q, k, v, out, lse, smem):
@@ -588,9 +611,16 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
                 profile_capacity=capacity)
 
 
-def _opaque(value: int) -> dsl.IndexValue:
-    """`value` as an index value LLVM cannot see through: loops over constant bounds get unrolled
-    and rescheduled into more live registers than a consumer has."""
+def _opaque_i32(value: dsl.IntValue) -> dsl.IntValue:
+    """An int32 value LLVM cannot see through (nor hoist out of the loop it is in)."""
+    return dsl.llvm.inline_asm(dsl.ir.IntegerType.get_signless(32), [value], "mov.u32 $0, $1;", "=r,r",
+                               has_side_effects=True)
+
+
+def _opaque(value: int | dsl.IndexValue) -> dsl.IndexValue:
+    """`value` (below 2**31) as an index value LLVM cannot see through: loops over constant bounds
+    get unrolled and rescheduled into more live registers than a consumer has, and a computation
+    repeated from an opaque copy is not merged with the first one."""
     word = dsl.llvm.inline_asm(dsl.ir.IntegerType.get_signless(32), [dsl.cast(value, "int32")], "mov.u32 $0, $1;",
                                "=r,r", has_side_effects=True)
     return dsl.cast(word, dsl.ir.IndexType.get(), unsigned=False)
