@@ -211,7 +211,8 @@ def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: in
     scale defaults to 1 / sqrt(head_dim); kv_heads to heads. block_kv (64 or 128) and stages
     (K/V ring slots) default per head_dim. pingpong: the two consumers take turns issuing their
     GEMMs. persistent: at most one block per SM, each looping over (query tile, head, batch)
-    items (None: `default_persistent`). Other keywords go to `mgpu_lab.kernel` (profile=...)."""
+    items (None: `default_persistent`; with the widest K/V tiles, 176 for d 128 and 80 for d 256,
+    a persistent consumer spills a few bytes). Other keywords go to `mgpu_lab.kernel` (profile=...)."""
     definition = attention_definition(batch, heads, seq_q, seq_kv, head_dim, causal=causal, kv_heads=kv_heads,
                                       scale=scale, dtype=dtype, block_kv=block_kv, stages=stages,
                                       pingpong=pingpong, persistent=persistent)
