@@ -7,8 +7,12 @@ Every kernel's output is compared with cuDNN's before it is timed.
 
 Keys: `attention_fwd_bf16_d128_s4096_vs_cudnn` (and `_causal`, `_vs_flash`) are speedups:
 peer median ms / ours median ms, above 1 means ours is faster. `..._tflops` beside them.
-`..._d128_s4096_pingpong_speedup` and the other `_speedup` keys: one kernel option against
-another (VARIANTS: pingpong on/off, K/V stages, wider K/V tiles), ours against ours, same ratio.
+"ours" is make_attention's default, persistent or not (`default_persistent`): `..._persistent`
+records which (1 or 0), and `..._persistent_speedup` times the other choice against it in the same
+rounds: non-persistent ms / persistent ms (above 1: the persistent kernel is faster), whichever
+was the default. `..._d128_s4096_pingpong_speedup` and the other `_speedup` keys: one kernel
+option against another (VARIANTS: pingpong on/off, K/V stages, wider K/V tiles, the persistent
+output buffer), ours against ours, same ratio.
 
 The full run adds Pallas Mosaic GPU's attention (float16, attention_pallas_peer.py) on a few shapes:
 `attention_fwd_f16_d128_s4096_vs_pallas_mosaic`.
@@ -33,8 +37,9 @@ MODEL_WIDTH = 2048
 
 
 def _shapes(quick: bool) -> list[dict]:
-    if quick:
-        return [dict(d=128, seq=4096, causal=False), dict(d=128, seq=4096, causal=True)]
+    if quick:  # one shape of each default: d128 s4096 one block per tile, d64 s512 persistent
+        return [dict(d=128, seq=4096, causal=False), dict(d=128, seq=4096, causal=True),
+                dict(d=64, seq=512, causal=False), dict(d=64, seq=512, causal=True)]
     shapes = [dict(d=d, seq=seq, causal=causal) for d in (64, 128, 256) for seq in (512, 1024, 4096, 16384)
               for causal in (False, True)]
     shapes.append(dict(d=128, seq=4096, causal=False, kv_heads=2))  # GQA: 16 query heads on 2 KV heads
@@ -63,20 +68,22 @@ def _cupy_view(t):
                         cupy.cuda.MemoryPointer(memory, 0))
 
 
-# (name, head_dim, candidate options, baseline options): what one choice buys, ours against ours
+# (name, head_dim, candidate options, baseline options, seq): what one choice buys, ours against ours
 VARIANTS = [
-    ("pingpong", 128, {}, {"pingpong": False}),
-    ("stages3_vs_2", 128, {}, {"stages": 2}),
-    ("kv176_vs_128", 128, {"block_kv": 176, "stages": 2}, {}),
-    ("kv192_vs_128", 64, {"block_kv": 192}, {}),
-    ("kv80_vs_64", 256, {"block_kv": 80, "stages": 2}, {}),
+    ("pingpong", 128, {}, {"pingpong": False}, 4096),
+    ("stages3_vs_2", 128, {}, {"stages": 2}, 4096),
+    ("kv176_vs_128", 128, {"block_kv": 176, "stages": 2}, {}, 4096),
+    ("kv192_vs_128", 64, {"block_kv": 192}, {}, 4096),
+    ("kv80_vs_64", 256, {"block_kv": 80, "stages": 2}, {}, 4096),
+    # persistent d128: 2 stages with an output buffer of its own vs 3 stages, output over Q
+    ("persistent_outbuf_stages2_vs_3", 128, {"persistent": True, "stages": 2}, {"persistent": True}, 512),
 ]
 
 
-def _variant(head_dim: int, causal: bool, candidate: dict, baseline: dict) -> float:
+def _variant(head_dim: int, causal: bool, candidate: dict, baseline: dict, seq: int = 4096) -> float:
     """Speedup of the kernel built with `candidate` options over the one built with `baseline`
-    (seq 4096, 16k tokens), interleaved: baseline ms / candidate ms."""
-    batch, heads, seq = TOKENS // 4096, MODEL_WIDTH // head_dim, 4096
+    (16k tokens), interleaved: baseline ms / candidate ms."""
+    batch, heads = TOKENS // seq, MODEL_WIDTH // head_dim
     _, arrays = _tensors(batch, heads, heads, seq, head_dim)
     kernels = [make_attention(batch, heads, seq, seq, head_dim, causal=causal, **options)
                for options in (candidate, baseline)]
@@ -121,7 +128,8 @@ def main() -> None:
         return
     started = time.time()
     figures: dict = {}
-    rows = [("shape", "ours TF/s", "cuDNN TF/s", "flash TF/s", "vs cuDNN", "vs flash", "err vs SDPA")]
+    rows = [("shape", "ours TF/s", "cuDNN TF/s", "flash TF/s", "vs cuDNN", "vs flash", "err vs SDPA",
+             "persistent", "pers/non")]
     peers = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
     with GpuSampler() as gpu:
         for shape in _shapes(args.quick):
@@ -134,6 +142,8 @@ def main() -> None:
             (q, k, v, out, lse), arrays = _tensors(batch, heads, kv_heads, seq, d)
             kern = make_attention(batch, heads, seq, seq, d, causal=causal, kv_heads=kv_heads)
             kern(*arrays[:3], out=tuple(arrays[3:]))
+            persistent = kern.name.endswith("_persistent")
+            figures[f"{tag}_persistent"] = int(persistent)
             flops = 4.0 * batch * heads * seq * seq * d * (0.5 if causal else 1.0)
             rounds = 6 if seq <= 1024 else 4 if seq <= 4096 else 2
             iters = 20 if seq < 16384 else 10
@@ -168,26 +178,42 @@ def main() -> None:
                     figures[f"{tag}_ours_ms"] = timing.a_ms
                     figures[f"{tag}_ours_tflops"] = result_row["ours"] = flops / timing.a_ms / 1e9
             figures[f"{tag}_rel_error_vs_sdpa"] = err
+            try:  # the other persistence choice against the default, same rounds scheme
+                other = make_attention(batch, heads, seq, seq, d, causal=causal, kv_heads=kv_heads,
+                                       persistent=not persistent)
+                other(*arrays[:3], out=tuple(arrays[3:]))
+                other_err = ((out.float() - reference.float()).norm() / reference.float().norm()).item()
+                if not other_err < 2e-2:
+                    print(f"WRONG {tag} persistent={not persistent}: relative error {other_err:.2e}", flush=True)
+                    figures[f"{tag}_persistent_alt_rel_error"] = other_err
+                timing = interleaved_rounds(ours, lambda i: other.launch_unchecked(*arrays), rounds, warmup=3,
+                                            iters=iters)
+                ratio = timing.b_ms / timing.a_ms  # other ms / default ms
+                figures[f"{tag}_persistent_speedup"] = persistent_ratio = ratio if persistent else 1.0 / ratio
+            except Exception as e:  # noqa: BLE001 - reported, not fatal
+                figures[f"{tag}_persistent_speedup_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+                persistent_ratio = None
 
             def fmt(x, spec=".0f"):
                 return "-" if x is None else format(x, spec)
 
             rows.append((tag.removeprefix("attention_fwd_bf16_"), fmt(result_row["ours"]), fmt(result_row["cudnn"]),
                          fmt(result_row["flash"]), fmt(ratios.get("cudnn"), ".3f"), fmt(ratios.get("flash"), ".3f"),
-                         f"{err:.1e}" + (" WRONG" if err >= 2e-2 else "")))
+                         f"{err:.1e}" + (" WRONG" if err >= 2e-2 else ""), "yes" if persistent else "no",
+                         fmt(persistent_ratio, ".3f")))
             print(" ".join(str(x) for x in rows[-1]), f"({time.time() - started:.0f} s)", flush=True)
             del arrays, q, k, v, out, lse
             torch.cuda.empty_cache()
-        rows.append(("variants (s4096, ours/ours)", "", "", "", "speedup", "", ""))
-        for name, head_dim, candidate, baseline in VARIANTS if not args.quick else VARIANTS[:1]:
+        rows.append(("variants (ours/ours)", "", "", "", "speedup", "", "", "", ""))
+        for name, head_dim, candidate, baseline, seq in VARIANTS if not args.quick else VARIANTS[:1]:
             for causal in (False, True):
-                key = f"attention_fwd_bf16_d{head_dim}_s4096{'_causal' if causal else ''}_{name}_speedup"
+                key = f"attention_fwd_bf16_d{head_dim}_s{seq}{'_causal' if causal else ''}_{name}_speedup"
                 try:
-                    figures[key] = speedup = _variant(head_dim, causal, candidate, baseline)
+                    figures[key] = speedup = _variant(head_dim, causal, candidate, baseline, seq)
                 except Exception as e:  # noqa: BLE001 - a variant that fails is reported, not fatal
                     figures[key + "_error"] = f"{type(e).__name__}: {str(e)[:200]}"
                     continue
-                rows.append((key.removeprefix("attention_fwd_bf16_"), "", "", "", f"{speedup:.3f}", "", ""))
+                rows.append((key.removeprefix("attention_fwd_bf16_"), "", "", "", f"{speedup:.3f}", "", "", "", ""))
                 print(rows[-1][0], rows[-1][4], flush=True)
         if not args.quick and not args.no_pallas:
             rows.append(("float16 vs Pallas Mosaic GPU (wall clock)", "ours TF/s", "Pallas TF/s", "", "vs Pallas", "",

@@ -15,7 +15,9 @@ PYTEST=(python -m pytest -q -p no:cacheprovider -rfE)
 echo "== 1. smoke test (debug report) =="
 MGPU_ATTENTION_DEBUG=1 MGPU_LAB_MBARRIER_TIMEOUT_S=10 timeout 90 "${PYTEST[@]}" -s \
     "tests/test_attention_gpu.py::test_attention_head_dims[128]" \
-    "tests/test_attention_gpu.py::test_attention_causal[128]" 2>&1 | tee "$LOGS/smoke.log" | tail -40
+    "tests/test_attention_gpu.py::test_attention_causal[128]" \
+    "tests/test_attention_gpu.py::test_attention_persistent[64-8-True]" \
+    "tests/test_attention_gpu.py::test_attention_persistent[128-4-False]" 2>&1 | tee "$LOGS/smoke.log" | tail -40
 if [ "${PIPESTATUS[0]}" -eq 124 ]; then
   echo "the smoke test hung (killed after 90 s): a barrier protocol never completes; skipping the rest"
   exit 1

@@ -9,7 +9,16 @@ import re
 import numpy as np
 import pytest
 
-from mgpu_lab.examples.attention import attention_smem_bytes, make_attention, reference_attention
+from mgpu_lab.examples.attention import (
+    SMS,
+    attention_smem_bytes,
+    default_persistent,
+    has_out_buffer,
+    make_attention,
+    reference_attention,
+    visible_tiles,
+    work_item,
+)
 
 
 def opcodes(sass: str) -> list[str]:
@@ -32,6 +41,17 @@ CONFIGS = [
     dict(head_dim=64, block_kv=192, seq_q=1000, seq_kv=1000, causal=True),
     dict(head_dim=128, block_kv=176, stages=2, seq_q=1000, seq_kv=1000),
     dict(head_dim=256, block_kv=80, stages=2, seq_q=1000, seq_kv=1000, causal=True),
+    # persistent (batch 4 x heads 2 x 4 query tiles = 32 items unless stated)
+    dict(head_dim=64, persistent=True),  # own output buffer
+    dict(head_dim=128, persistent=True),  # output over the Q halves
+    dict(head_dim=256, persistent=True),
+    dict(head_dim=64, causal=True, persistent=True),
+    dict(head_dim=128, causal=True, persistent=True, stages=2),  # d 128 with an output buffer
+    dict(head_dim=256, causal=True, persistent=True, batch=3, heads=16),  # 192 items (spilled before the fixes)
+    dict(head_dim=128, seq_q=1000, seq_kv=700, causal=True, persistent=True),  # ragged
+    dict(head_dim=128, heads=8, kv_heads=2, dtype="float16", persistent=True),  # GQA
+    dict(head_dim=64, causal=True, pingpong=False, persistent=True),
+    dict(head_dim=64, batch=32, heads=32, causal=True),  # 4096 items: persistent by default
 ]
 
 
@@ -41,10 +61,13 @@ def _ids(cfg: dict) -> str:
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=_ids)
 def test_attention_sass(cfg):
-    shape = dict(batch=1, heads=2, seq_q=512, seq_kv=512)
+    shape = dict(batch=4 if cfg.get("persistent") else 1, heads=2, seq_q=512, seq_kv=512)
     shape.update({k: v for k, v in cfg.items() if k in shape})
     options = {k: v for k, v in cfg.items() if k not in shape}
     kern = make_attention(shape["batch"], shape["heads"], shape["seq_q"], shape["seq_kv"], **options)
+    items = -(-shape["seq_q"] // 128) * shape["heads"] * shape["batch"]
+    persistent = cfg.get("persistent", items > 2 * SMS)
+    assert kern.name.endswith("_persistent") == persistent
     compiled = kern.compiled
     ops = opcodes(compiled.sass)
     d = cfg["head_dim"]
@@ -59,7 +82,10 @@ def test_attention_sass(cfg):
     assert r.spill_stores_bytes == r.spill_loads_bytes == r.stack_frame_bytes == 0
     assert "serialized" not in compiled.ptxas_log, compiled.ptxas_log
     assert compiled.block == (384, 1, 1)
-    assert compiled.grid == (-(-shape["seq_q"] // 128), shape["heads"], shape["batch"])
+    if persistent:
+        assert compiled.grid == (min(items, SMS), 1, 1)
+    else:
+        assert compiled.grid == (-(-shape["seq_q"] // 128), shape["heads"], shape["batch"])
     # the consumer overlaps softmax with the PV GEMM: it waits for 1 pending group somewhere
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in re.sub(r"\s+", " ", compiled.sass)
     # pingpong: each consumer waits for its turn (bar.sync) and hands the turn over (bar.arrive)
@@ -85,6 +111,7 @@ def test_attention_outputs_and_names():
     (dict(stages=1), r"stages must be an int >= 2, got 1"),
     (dict(stages=4), r"4 K/V stages of 128 x 128 need \d+ bytes of smem"),
     (dict(seq_q=0), r"seq_q must be a positive int, got 0"),
+    (dict(persistent="yes"), r"persistent must be True, False or None, got 'yes'"),
 ])
 def test_attention_rejects_bad_arguments(kwargs, message):
     args = dict(batch=1, heads=4, seq_q=256, seq_kv=256, head_dim=128)
@@ -92,6 +119,38 @@ def test_attention_rejects_bad_arguments(kwargs, message):
     shape = [args.pop(k) for k in ("batch", "heads", "seq_q", "seq_kv", "head_dim")]
     with pytest.raises(ValueError, match=message):
         make_attention(*shape, **args)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("q_blocks, pairs, section", [(4, 1024, 256), (8, 7, 3), (1, 5, 2), (3, 10, 10)])
+def test_work_items_cover_every_tile_once(q_blocks, pairs, section, causal):
+    """work_item (the kernel runs the same function on index values) maps items 0 .. n - 1 onto
+    every (query tile, head/batch pair) once; causal: within a section, heaviest query tile first."""
+    items = [work_item(i, q_blocks, pairs, section, causal) for i in range(q_blocks * pairs)]
+    assert sorted(items) == [(qb, p) for qb in range(q_blocks) for p in range(pairs)]
+    if causal:
+        per_section = section * q_blocks
+        for start in range(0, len(items), per_section):
+            qbs = [qb for qb, _ in items[start:start + per_section]]
+            assert qbs == sorted(qbs, reverse=True)
+
+
+def test_persistent_default_and_buffers():
+    """Several waves of short blocks go persistent; long sequences and small grids do not. The
+    output buffer exists where smem has room for it."""
+    assert default_persistent(32, 32, 512, 512, 64, False, 128)
+    assert default_persistent(32, 32, 512, 512, 64, True, 128)
+    assert not default_persistent(4, 16, 4096, 4096, 128, False, 128)  # 32 tiles per block
+    assert not default_persistent(1, 16, 16384, 16384, 128, True, 128)
+    assert not default_persistent(1, 2, 512, 512, 64, False, 128)  # 8 items
+    assert has_out_buffer(64, 128, 4) and has_out_buffer(128, 128, 2)
+    assert not has_out_buffer(128, 128, 3) and not has_out_buffer(256, 64, 2)
+    assert visible_tiles(0, 1000, 128, True) == 1 and visible_tiles(7, 1000, 128, True) == 8
+    assert visible_tiles(0, 1000, 128, False) == 8
+    kern = make_attention(1, 2, 300, 300, 64, persistent=True)  # fewer items than SMs
+    assert kern.compiled.grid == (6, 1, 1) and kern.name.endswith("_persistent")
+    assert attention_smem_bytes(64, 128, 4, persistent=True, out_buffer=True) == \
+        attention_smem_bytes(64, 128, 4) + 128 * 64 * 2 + 3 * 8
 
 
 def test_reference_attention_matches_a_direct_softmax():

@@ -151,3 +151,36 @@ def test_attention_scale(rng):
 def test_attention_single_row(rng):
     """One query, one key: TMA boxes of 128 rows over an extent of 1 (the rest zero-filled / clipped)."""
     _check(1, 2, 1, 1, 128, rng)
+
+
+# -- persistent blocks (at most one per SM, looping over (query tile, head, batch) items) -----------
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("head_dim, batch", [(64, 8), (128, 4), (256, 3)])
+def test_attention_persistent(head_dim, batch, causal, rng):
+    """batch x 16 heads x 4 query tiles: 512 / 256 / 192 items on 132 blocks (several items per
+    block: the K/V ring, the Q halves and the pingpong turns carry over between items). d 64 has
+    its own output buffer; d 128 and 256 write the output over the Q halves."""
+    _check(batch, 16, 512, 512, head_dim, rng, causal=causal, persistent=True, runs=1)
+
+
+def test_attention_persistent_ragged_gqa_causal(rng):
+    """seq_q != seq_kv, neither a multiple of the tiles; 4 query heads per K/V head; 192 items."""
+    _check(3, 8, 1000, 700, 128, rng, kv_heads=2, causal=True, persistent=True, runs=1)
+
+
+def test_attention_persistent_fewer_items_than_sms(rng):
+    """3 query tiles x 16 heads = 48 items: 48 blocks of one item each; causal, seq_q < seq_kv."""
+    _check(1, 16, 300, 520, 64, rng, causal=True, persistent=True)
+
+
+@pytest.mark.parametrize("options", [dict(stages=2), dict(pingpong=False)], ids=["out_buffer_d128", "no_pingpong"])
+def test_attention_persistent_options(options, rng):
+    """d 128 with 2 stages has an output buffer; without pingpong the consumers run unpaired."""
+    _check(4, 16, 512, 512, 128, rng, causal=True, persistent=True, runs=1, **options)
+
+
+def test_attention_persistent_rows_past_seq_q(rng):
+    """seq_q 150: each head's second query tile has one row-half entirely past seq_q (zero-filled
+    loads, clipped stores); 144 items, float16."""
+    _check(9, 8, 150, 150, 64, rng, dtype="float16", persistent=True)

@@ -53,7 +53,7 @@ def flatten_values(tree: Any) -> tuple[list[ir.Value], Callable[[Sequence[ir.Val
 
 
 def for_range(start: int | ir.Value, stop: int | ir.Value, step: int | ir.Value = 1, *,
-              carry: Any = None, unroll: bool = False) -> Callable[[Callable[..., Any]], Any]:
+              carry: Any = None, unroll: bool = False, dtype: str | None = None) -> Callable[[Callable[..., Any]], Any]:
     """Decorator: run the function as the body of a dynamic loop; returns the final carry.
 
         @for_range(0, k_steps, carry=acc)
@@ -62,6 +62,10 @@ def for_range(start: int | ir.Value, stop: int | ir.Value, step: int | ir.Value 
             return new_acc
 
     With `unroll=True` and Python-int bounds the body is traced once per iteration instead.
+    dtype: the loop counter's type, an integer dtype name ("int32", "uint32", ...); None: index
+    (64-bit on the GPU). The bounds are cast to it (index values unsigned, ints as constants). A
+    32-bit counter takes one register instead of two: what a kernel at the register limit needs
+    for an outer loop whose counter lives through an inner one.
     """
 
     def wrap(body: Callable[..., Any]) -> Any:
@@ -73,7 +77,7 @@ def for_range(start: int | ir.Value, stop: int | ir.Value, step: int | ir.Value 
                 value = body(c(i), value) if carry is not None else body(c(i))
             return value
         values, rebuild = flatten_values(carry)
-        loop = scf.ForOp(as_index(start), as_index(stop), as_index(step), values)
+        loop = scf.ForOp(*_bounds(start, stop, step, dtype), values)
         with ir.InsertionPoint(loop.body):
             iter_args = list(loop.inner_iter_args)
             if carry is None:
@@ -91,6 +95,27 @@ def for_range(start: int | ir.Value, stop: int | ir.Value, step: int | ir.Value 
         return rebuild(list(loop.results)) if carry is not None else None
 
     return wrap
+
+
+def _bounds(start: Any, stop: Any, step: Any, dtype: str | None) -> list[ir.Value]:
+    """The loop's bounds as index values, or as values of the integer `dtype`."""
+    if dtype is None:
+        return [as_index(x) for x in (start, stop, step)]
+    from .dtypes import mlir_type
+    from .values import cast
+
+    try:
+        int_type = mlir_type(dtype)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"for_range: dtype must be an integer dtype name such as 'int32', got {dtype!r}") from e
+    if not isinstance(int_type, ir.IntegerType):
+        raise ValueError(f"for_range: dtype must be an integer dtype name such as 'int32', got {dtype!r}")
+    bounds = []
+    for name, x in (("start", start), ("stop", stop), ("step", step)):
+        if isinstance(x, ir.Value) and not isinstance(x.type, (ir.IndexType, ir.IntegerType)):
+            raise TypeError(f"for_range: {name} must be an int or an integer/index value, got a value of type {x.type}")
+        bounds.append(c(x, int_type) if isinstance(x, int) else cast(x, int_type))
+    return bounds
 
 
 @contextlib.contextmanager
