@@ -79,6 +79,9 @@ DTYPES = ("bfloat16", "float16")
 _LOG2E = 1.4426950408889634
 _PINGPONG_BARRIER = 4  # + consumer index: named barrier "your turn to issue GEMMs" (1-3: warpgroup barriers)
 _DEFAULT_BLOCK_KV = {64: 128, 128: 128, 256: 64}  # 256: the O accumulator alone is 128 registers
+# One block per tile (not persistent), d 256 with 80-row K/V tiles ran 1.07x (causal 1.02x) the 64-row
+# ones at seq 4096 (benchmarks/results/attention_2026-12-01T021549Z_c2f058bc.json); persistent, they spill.
+_WIDE_BLOCK_KV = {256: 80}
 _MAX_BLOCK_KV = {64: 192, 128: 176, 256: 80}  # beyond these ptxas spills (measured on the SASS)
 L2_KV_BYTES = 32 * 1024 * 1024  # causal persistent order: K/V of the heads in one section fit in L2
 
@@ -208,8 +211,9 @@ def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: in
                    persistent: bool | None = None, **options) -> mgpu_lab.Kernel:
     """Flash attention forward: `kernel(q, k, v)` returns (out, lse); shapes in the module doc.
 
-    scale defaults to 1 / sqrt(head_dim); kv_heads to heads. block_kv (64 or 128) and stages
-    (K/V ring slots) default per head_dim. pingpong: the two consumers take turns issuing their
+    scale defaults to 1 / sqrt(head_dim); kv_heads to heads. block_kv and stages (K/V ring slots)
+    default per head_dim (block_kv 128 for d 64 and 128; for d 256, 80 with one block per tile and
+    64 when persistent). pingpong: the two consumers take turns issuing their
     GEMMs. persistent: at most one block per SM, each looping over (query tile, head, batch)
     items (None: `default_persistent`; with the widest K/V tiles, 176 for d 128 and 80 for d 256,
     a persistent consumer spills a few bytes). Other keywords go to `mgpu_lab.kernel` (profile=...)."""
@@ -230,11 +234,16 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
     name) plus the profile_capacity its named regions need."""
     kv_heads = heads if kv_heads is None else kv_heads
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    default_tiles, default_ring = block_kv is None, stages is None
     block_kv = _DEFAULT_BLOCK_KV.get(head_dim, 64) if block_kv is None else block_kv
     stages = default_stages(head_dim, block_kv) if stages is None and head_dim in HEAD_DIMS else stages
     _check(batch, heads, seq_q, seq_kv, head_dim, kv_heads, scale, dtype, block_kv, stages, persistent)
     if persistent is None:
         persistent = default_persistent(batch, heads, seq_q, seq_kv, head_dim, causal, block_kv, kv_heads)
+    if default_tiles and not persistent and head_dim in _WIDE_BLOCK_KV:
+        block_kv = _WIDE_BLOCK_KV[head_dim]
+        stages = default_stages(head_dim, block_kv) if default_ring else stages
+        _check(batch, heads, seq_q, seq_kv, head_dim, kv_heads, scale, dtype, block_kv, stages, persistent)
 
     chunks = head_dim // CHUNK
     q_blocks = -(-seq_q // TILE_Q)
