@@ -141,15 +141,20 @@ def default_persistent(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim
                        block_kv: int, kv_heads: int | None = None) -> bool:
     """Persistent when the one-block-per-tile grid runs several waves of short blocks (at most 20
     K/V tiles per block on average, where a block's prologue and epilogue are a large share of its
-    time: seq <= 2048, and causal seq 4096 with 128-row K/V tiles) and the static item assignment
+    time: seq <= 2048, and causal seq 4096 with 128-row K/V tiles), the block has room for an
+    output buffer of its own (so its epilogue overlaps the next item's loads: not d 256, where
+    persistence measured 0.86x causal and 0.98-1.06x full at seq 512-1024), and the static item assignment
     (`work_item`, item = block + k * SMS) is not predicted to be slower than the hardware's block
     scheduling (greedy, overhead per block included): causal items differ in length, and a static
     stride can leave one SM with more than its share. Long sequences keep one block per tile.
-    (Thresholds from the cost model below, not yet from measurements of both variants.)"""
+    (Tile thresholds from the cost model below; on the H200, persistent measured 1.08-1.26x one block
+    per tile at d 64 seq <= 1024 and 1.02x at d 128 seq 512-1024: attention_2026-12-01T035935Z_390545ba.json.)"""
     q_blocks = -(-seq_q // TILE_Q)
     items = q_blocks * heads * batch
     tiles = [visible_tiles(qb, seq_kv, block_kv, causal) for qb in range(q_blocks)]
     if items <= 2 * SMS or sum(tiles) / q_blocks > 20:
+        return False
+    if not has_out_buffer(head_dim, block_kv, 2):  # d 256: measured 0.86-1.06x one block per tile
         return False
     if not causal:
         return True
@@ -165,6 +170,14 @@ def default_persistent(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim
         for qb in range(q_blocks - 1, -1, -1):
             heapq.heapreplace(greedy, greedy[0] + tiles[qb] + _ITEM_OVERHEAD[False])
     return max(static) <= max(greedy)
+
+
+def persistent_stages(head_dim: int, block_kv: int) -> int:
+    """A persistent block's default ring: the deepest that leaves room for an output buffer of its
+    own (d 128: 2 stages ran 1.12x, causal 1.14x, the 3 that put the output over Q, at seq 512:
+    attention_2026-12-01T035935Z_390545ba.json), else `default_stages`."""
+    fits = [s for s in range(2, 5) if has_out_buffer(head_dim, block_kv, s)]
+    return max(fits) if fits else default_stages(head_dim, block_kv)
 
 
 def default_stages(head_dim: int, block_kv: int) -> int:
@@ -244,6 +257,8 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
         block_kv = _WIDE_BLOCK_KV[head_dim]
         stages = default_stages(head_dim, block_kv) if default_ring else stages
         _check(batch, heads, seq_q, seq_kv, head_dim, kv_heads, scale, dtype, block_kv, stages, persistent)
+    if default_ring and persistent:
+        stages = persistent_stages(head_dim, block_kv)
 
     chunks = head_dim // CHUNK
     q_blocks = -(-seq_q // TILE_Q)
