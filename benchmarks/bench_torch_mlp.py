@@ -4,7 +4,9 @@ linear (cuBLAS), eager and under torch.compile(fullgraph=True), interleaved in r
 Run on a GPU machine:  python benchmarks/bench_torch_mlp.py [--quick]
 Writes a record `torch_compile_mlp_<time>_<commit>.json` (or under $OUT) and prints a table.
 Keys: `torch_mlp_eager_ours_vs_torch`, `torch_mlp_compiled_ours_vs_torch` (time ratios: < 1 means
-ours is faster), `torch_mlp_rel_error_*`, `torch_compile_graph_breaks`.
+ours is faster), `torch_mlp_fused_eager_*` / `torch_mlp_fused_compiled_*` (examples' FusedMLP: bias
+and GELU in our GEMMs' epilogues, against torch's block eager / compiled), `torch_mlp_rel_error_*`,
+`torch_compile_graph_breaks`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import argparse
 
 from common import GpuSampler, interleaved_rounds, table, write_record
 
-from mgpu_lab.examples.torch_mlp import OurMLP, ReferenceMLP
+from mgpu_lab.examples.torch_mlp import FusedMLP, OurMLP, ReferenceMLP
 
 
 def main() -> None:
@@ -36,7 +38,10 @@ def main() -> None:
             compiled_ours = torch.compile(ours.__call__, fullgraph=True)
             compiled_theirs = torch.compile(theirs.__call__, fullgraph=True)
             figures["torch_compile_graph_breaks"] = torch._dynamo.explain(ours.__call__)(xs[0]).graph_break_count
-            for mode, a, b in (("eager", ours, theirs), ("compiled", compiled_ours, compiled_theirs)):
+            fused_ours = FusedMLP(tokens, d_model, hidden, seed=1)  # bias + GELU in our GEMMs' epilogues
+            compiled_fused = torch.compile(fused_ours.__call__, fullgraph=True)
+            for mode, a, b in (("eager", ours, theirs), ("compiled", compiled_ours, compiled_theirs),
+                               ("fused_eager", fused_ours, theirs), ("fused_compiled", compiled_fused, compiled_theirs)):
                 out = a(xs[0])
                 err = ((out.float() - reference).norm() / reference.norm()).item()
                 if not err < 1e-2:

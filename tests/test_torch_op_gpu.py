@@ -229,6 +229,24 @@ def test_mlp_block_with_our_gemm_eager_and_compiled_matches_torch():
     assert rel(theirs(x)) < 1e-2  # the torch block computes the same function
 
 
+def test_fused_mlp_block_bias_and_gelu_in_our_epilogues_matches_torch():
+    """FusedMLP: two GEMM ops with bias (+ GELU) in their epilogues, eager and compiled, and no
+    elementwise kernel of torch's in between (the compiled graph is the two ops)."""
+    from mgpu_lab.examples.torch_mlp import FusedMLP
+
+    tokens, d_model, hidden = 256, 512, 1024
+    ours = FusedMLP(tokens, d_model, hidden, seed=4)
+    x = torch.randn((tokens, d_model), device="cuda").to(torch.bfloat16)
+    reference = ours.reference(x)
+    for y in (ours(x), torch.compile(ours.__call__, fullgraph=True)(x)):
+        assert y.shape == (tokens, d_model) and y.dtype == torch.bfloat16
+        assert ((y.float() - reference).norm() / reference.norm()).item() < 1e-2
+    graph = torch._dynamo.explain(ours.__call__)(x)
+    assert graph.graph_break_count == 0
+    ops = [n.target for g in graph.graphs for n in g.graph.nodes if n.op == "call_function"]
+    assert len(ops) == 2, ops  # the two fused GEMMs, nothing else
+
+
 def test_split_k_gemm_as_one_op_eager_compiled_and_captured(rng):
     """A split-K GEMM (two launches and an f32 workspace) is one op: the workspace comes from
     torch's allocator per call, so two streams at once and a captured graph stay correct."""

@@ -6,7 +6,10 @@
 
 The GEMMs are registered as torch custom ops (`Kernel.as_torch_op`), so torch.compile traces
 through them and fuses the bias + GELU around them with its own kernels; they run on torch's
-current stream with outputs from torch's allocator. `ReferenceMLP` is the same block with
+current stream with outputs from torch's allocator. A custom op is opaque to Inductor, though:
+it cannot fold the bias and GELU into our GEMM's epilogue as it does into cuBLAS's. `FusedMLP`
+does that fusion itself: bias + GELU and bias run in our GEMMs' epilogues (gemm_epilogues.fused),
+so the block is two kernels, eager or compiled. `ReferenceMLP` is the same block with
 `torch.nn.functional.linear` (cuBLAS), for checking and timing.
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from .gemm import make_gemm
+from .gemm_epilogues import fused
 
 
 def _torch() -> Any:
@@ -27,6 +31,15 @@ def linear_op(tokens: int, d_in: int, d_out: int, namespace: str = "mgpu_lab_exa
     """x (tokens, d_in) @ W.T for W (d_out, d_in), bf16: our GEMM as a torch op (registered once)."""
     kernel = make_gemm(tokens, d_out, d_in, transpose_b=True)
     return kernel.as_torch_op(f"{namespace}::linear_{tokens}x{d_out}x{d_in}")
+
+
+def fused_linear_op(tokens: int, d_in: int, d_out: int, activation: str | None = None,
+                    namespace: str = "mgpu_lab_examples") -> Any:
+    """activation(x (tokens, d_in) @ W.T + b) for W (d_out, d_in), b (d_out,), bf16, the bias and
+    activation in the GEMM's epilogue: a torch op taking (x, W, b) (registered once)."""
+    epilogue = fused(tokens, d_out, bias="bfloat16", activation=activation)
+    kernel = make_gemm(tokens, d_out, d_in, transpose_b=True, epilogue=epilogue.fn, epilogue_inputs=epilogue.inputs)
+    return kernel.as_torch_op(f"{namespace}::linear_bias_{activation or 'none'}_{tokens}x{d_out}x{d_in}")
 
 
 class ReferenceMLP:
@@ -67,3 +80,15 @@ class OurMLP(ReferenceMLP):
 
     def linear(self, x: Any, w: Any) -> Any:
         return self._ops[w.shape[0]](x, w)
+
+
+class FusedMLP(ReferenceMLP):
+    """The same block and weights, each matmul one GEMM with its bias (and the GELU) in the epilogue."""
+
+    def __init__(self, tokens: int, d_model: int, hidden: int, *, seed: int = 0):
+        super().__init__(d_model, hidden, seed=seed)
+        self._up = fused_linear_op(tokens, d_model, hidden, "gelu")
+        self._down = fused_linear_op(tokens, hidden, d_model)
+
+    def __call__(self, x: Any) -> Any:
+        return self._down(self._up(x, self.w1, self.b1), self.w2, self.b2)
