@@ -122,3 +122,20 @@ def test_every_benchmark_script_imports_without_a_gpu(script):
     import importlib
 
     importlib.import_module(script)
+
+
+def test_the_tuner_tries_split_k_where_tiles_leave_sms_idle_and_only_there():
+    """Ragged M = 129 fills 96 of the 132 SMs with 64 x 128 tiles: it gets split candidates (3- and
+    4-way included; the tuned table picked 128 x 256 split 4 on the H200), a compute-bound square none."""
+    from gemm_sweep import Problem
+    from tune_gemm_configs import SPLIT_WAVES, space
+
+    from mgpu_lab.examples.gemm_configs import SMS
+
+    ragged = space(Problem(129, 4096, 4104, True, "ragged decode"))["choice"]
+    splits = {(tm, tn, s) for tm, tn, _, s in ragged if s > 1}
+    assert (128, 256, 4) in splits and (64, 256, 3) in splits
+    for tm, tn, s in splits:
+        assert -(-129 // tm) * -(-4096 // tn) * s <= SPLIT_WAVES * SMS and -(-4104 // 64) // s >= 8
+    square = space(Problem(8192, 8192, 8192, False, "square"))["choice"]
+    assert all(s == 1 for *_, s in square)

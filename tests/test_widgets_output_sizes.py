@@ -43,3 +43,37 @@ def test_gemm_viewers_with_every_pass_stay_under_1_mb() -> None:
         state = view.get_state()
         synced = sum(len(v) if isinstance(v, (bytes, memoryview)) else len(json.dumps(v)) for v in state.values())
         assert synced <= MB, f"{type(view).__name__}: widget state of {synced / MB:.1f} MB"
+
+
+def test_the_executed_notebooks_carry_no_widget_state() -> None:
+    """The saved copies keep static outputs only: a live timeline's state is every event (27 MB
+    for notebook 05), and a widget view without its state renders as an error."""
+    for path in EXECUTED:
+        notebook = json.loads(path.read_text())
+        assert "widgets" not in notebook["metadata"], path.name
+        views = [o for c in notebook["cells"] for o in c.get("outputs", [])
+                 if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+        assert not views, path.name
+
+
+def test_execute_notebook_strips_widget_state_and_views_but_keeps_static_outputs() -> None:
+    import importlib.util
+
+    nbformat = pytest.importorskip("nbformat")
+    script = Path(__file__).parent.parent / "scripts" / "execute_notebook.py"
+    spec = importlib.util.spec_from_file_location("execute_notebook", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("show(trace)")
+    static = nbformat.v4.new_output("display_data", data={"text/html": "<svg/>", "text/plain": "<Timeline>"})
+    view = nbformat.v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": {"model_id": "m1", "version_major": 2, "version_minor": 0},
+        "text/plain": "Timeline(...)"})
+    cell.outputs = [static, view, nbformat.v4.new_output("stream", name="stdout", text="done\n")]
+    nb.cells = [nbformat.v4.new_markdown_cell("# t"), cell]
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {"m1": {"state": {}}}}}
+    assert module.strip_widgets(nb) == 1
+    assert "widgets" not in nb.metadata
+    assert [o.get("data", {}).get("text/html") for o in nb.cells[1].outputs] == ["<svg/>", None]
+    assert nb.cells[1].outputs[1].text == "done\n"
