@@ -126,10 +126,37 @@ def test_an_interrupted_tune_resumes_with_only_the_rest(cache, tmp_path):
     rest = {config_key(c) for c in (dict(delay_ms=d, behaviour="ok") for d in space["delay_ms"])} - set(done)
     assert set(second) == rest and len(second) == 5  # only the rest were timed
     built = {config_key({"delay_ms": d, "behaviour": b}) for d, b in builds(log_dir)}
-    assert built - {config_key(result.best_config)} == rest  # ... and compiled (plus the winner, to return it)
+    assert built == rest | {config_key(result.best_config)}  # ... and compiled (plus the winner, to return it)
     assert result.notes["resumed"] == 3 and len(result.candidates) == 8
     assert all(c.status == "timed" for c in result.candidates)
     assert not journals[0].exists()  # a finished tune leaves the answer in the cache, not a journal
+
+
+def slow_candidate(delay_ms: float, log_dir: str):
+    """make_kernel whose build takes 50 ms and leaves a file when it finishes."""
+    time.sleep(0.05)
+    return make_candidate(delay_ms, log_dir=log_dir)
+
+
+def test_an_interrupted_tune_leaves_no_compile_running_on_the_callers_executor(cache, tmp_path):
+    """Ctrl-C in a tune given the caller's executor: its queued compiles are withdrawn and the
+    running one has finished when the KeyboardInterrupt arrives; nothing builds afterwards."""
+    log_dir = tmp_path / "builds"
+    log_dir.mkdir()
+    executor = concurrent.futures.ThreadPoolExecutor(1)
+
+    def stop(record):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        mgpu_lab.tune(functools.partial(slow_candidate, log_dir=str(log_dir)), {"delay_ms": list(range(1, 21))},
+                      args=make_inputs, reference=lambda a, b: a + b, gpus=[0], timer=HostTimer(iters=3),
+                      progress=False, executor=executor, on_record=stop)
+    after_interrupt = len(list(log_dir.iterdir()))
+    time.sleep(0.3)  # six more builds' time, were any still queued
+    assert len(list(log_dir.iterdir())) == after_interrupt < 20
+    assert executor.submit(lambda: "free").result(timeout=1) == "free"
+    executor.shutdown()
 
 
 def test_a_torn_journal_line_is_skipped(tmp_path):

@@ -79,6 +79,7 @@ class LocalStages:
         self.pool = GpuPool(devices, setup, timeout_s)
         self.workers = [w.label for w in self.pool.workers]
         self.compile_wall_s = 0.0
+        self.submitted: list[concurrent.futures.Future] = []  # compiles, to withdraw on an interrupt
 
     def stage_seconds(self) -> dict[str, Any]:
         """Wall time until the last compile finished; seconds each worker spent timing."""
@@ -87,6 +88,7 @@ class LocalStages:
     def run(self, configs: Sequence[dict[str, Any]], progress: TuneProgress) -> Iterator[dict[str, Any]]:
         t0 = time.perf_counter()
         compiles = {self.executor.submit(build_timed, self.build, self.make_kernel, c): c for c in configs}
+        self.submitted += compiles
         timings: dict[concurrent.futures.Future, tuple] = {}
         pending = set(compiles)
         while pending:
@@ -115,6 +117,7 @@ class LocalStages:
     def payloads(self, configs: Sequence[dict[str, Any]]) -> list[tuple[str, Any, float]]:
         """Build again (from the kernel cache) candidates resumed from the journal."""
         futures = [self.executor.submit(build_timed, self.build, self.make_kernel, c) for c in configs]
+        self.submitted += futures
         return [f.result() for f in futures]
 
     def resolve(self, payload: Any) -> Any:
@@ -127,6 +130,11 @@ class LocalStages:
         self.pool.close(interrupted=interrupted)
         if self.own_executor:
             self.executor.shutdown(wait=not interrupted, cancel_futures=True)
+        elif interrupted:
+            # The caller's executor outlives this tune: withdraw its queued compiles and let the
+            # running ones finish here, so none of this tune's work goes on after it returned.
+            running = [f for f in self.submitted if not f.cancel()]
+            concurrent.futures.wait(running)
 
 
 def _to_host(x: Any) -> Any:
