@@ -646,9 +646,7 @@ def _opaque(value: int | dsl.IndexValue) -> dsl.IndexValue:
     """`value` (below 2**31) as an index value LLVM cannot see through: loops over constant bounds
     get unrolled and rescheduled into more live registers than a consumer has, and a computation
     repeated from an opaque copy is not merged with the first one."""
-    word = dsl.llvm.inline_asm(dsl.ir.IntegerType.get_signless(32), [dsl.cast(value, "int32")], "mov.u32 $0, $1;",
-                               "=r,r", has_side_effects=True)
-    return dsl.cast(word, dsl.ir.IndexType.get(), unsigned=False)
+    return dsl.cast(_opaque_i32(dsl.cast(value, "int32")), dsl.ir.IndexType.get(), unsigned=False)
 
 
 def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: bool = False,
