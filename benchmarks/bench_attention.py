@@ -75,8 +75,8 @@ VARIANTS = [
     ("kv176_vs_128", 128, {"block_kv": 176, "stages": 2}, {}, 4096),
     ("kv192_vs_128", 64, {"block_kv": 192}, {}, 4096),
     ("kv80_vs_64", 256, {"block_kv": 80}, {"block_kv": 64}, 4096),  # 80: the default with one block per tile
-    # persistent d128: 2 stages with an output buffer of its own vs 3 stages, output over Q
-    ("persistent_outbuf_stages2_vs_3", 128, {"persistent": True, "stages": 2}, {"persistent": True}, 512),
+    # persistent d128: 2 stages with an output buffer of its own (the default) vs 3 stages, output over Q
+    ("persistent_outbuf_stages2_vs_3", 128, {"persistent": True}, {"persistent": True, "stages": 3}, 512),
 ]
 
 
