@@ -70,7 +70,7 @@ def _cupy_view(t):
 
 # (name, head_dim, candidate options, baseline options, seq): what one choice buys, ours against ours
 VARIANTS = [
-    ("pingpong", 128, {}, {"pingpong": False}, 4096),
+    ("pingpong", 128, {"pingpong": True}, {"pingpong": False}, 4096),
     ("stages3_vs_2", 128, {}, {"stages": 2}, 4096),
     ("kv176_vs_128", 128, {"block_kv": 176, "stages": 2}, {}, 4096),
     ("kv192_vs_128", 64, {"block_kv": 192}, {}, 4096),

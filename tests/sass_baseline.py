@@ -79,12 +79,17 @@ def kernels() -> dict[str, Callable[[], object]]:
         "gemm_nt_256x256x256": lambda: make_gemm(256, 256, 256, transpose_b=True, tile_m=128, tile_n=128, **t),
         "gemm_nn_256x256x256": lambda: make_gemm(256, 256, 256, tile_m=128, tile_n=128, **t),
         "gemm_nt_profiled": lambda: make_gemm(256, 256, 256, transpose_b=True, tile_m=128, tile_n=128, profile=True, **t),
-        "attention_d64": lambda: make_attention(1, 2, 512, 512, 64, **t),
-        "attention_d128": lambda: make_attention(1, 2, 512, 512, 128, **t),
+        # pinned at the options they were recorded with: every exp2 on MUFU (d 64 moves 3/16 to the
+        # FMA pipes by default since), pingpong on (full attention at d 128 defaults to off since)
+        "attention_d64": lambda: make_attention(1, 2, 512, 512, 64, exp2_fma_fraction=0.0, **t),
+        "attention_d64_exp2_fma": lambda: make_attention(1, 2, 512, 512, 64, **t),
+        "attention_d128": lambda: make_attention(1, 2, 512, 512, 128, pingpong=True, **t),
         # d 256 pinned at the 64-row K/V tiles it was recorded with (its default became 80 since)
         "attention_d256": lambda: make_attention(1, 2, 512, 512, 256, block_kv=64, **t),
         "attention_d128_causal": lambda: make_attention(1, 2, 512, 512, 128, causal=True, **t),
-        "attention_d128_gqa_f16": lambda: make_attention(1, 8, 512, 512, 128, kv_heads=2, dtype="float16", **t),
+        "attention_d128_gqa_f16": lambda: make_attention(1, 8, 512, 512, 128, kv_heads=2, dtype="float16", pingpong=True,
+                                                         **t),
+        "attention_d128_nopp": lambda: make_attention(1, 2, 512, 512, 128, **t),
         "attention_d128_ragged_causal": lambda: make_attention(1, 2, 1000, 1000, 128, causal=True, **t),
         "attention_d256_ragged": lambda: make_attention(1, 2, 384, 700, 256, dtype="float16", block_kv=64, **t),
         "attention_d128_causal_nopp": lambda: make_attention(1, 2, 512, 512, 128, causal=True, pingpong=False, **t),

@@ -13,6 +13,7 @@ from mgpu_lab.examples.attention import (
     SMS,
     attention_smem_bytes,
     default_persistent,
+    default_pingpong,
     has_out_buffer,
     make_attention,
     reference_attention,
@@ -89,7 +90,8 @@ def test_attention_sass(cfg):
     # the consumer overlaps softmax with the PV GEMM: it waits for 1 pending group somewhere
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in re.sub(r"\s+", " ", compiled.sass)
     # pingpong: each consumer waits for its turn (bar.sync) and hands the turn over (bar.arrive)
-    assert any(op.startswith("BAR.ARV") for op in ops) == cfg.get("pingpong", True)
+    pingpong = cfg.get("pingpong", default_pingpong(d, cfg.get("causal", False), persistent))
+    assert any(op.startswith("BAR.ARV") for op in ops) == pingpong
 
 
 def test_attention_outputs_and_names():
@@ -99,6 +101,26 @@ def test_attention_outputs_and_names():
     assert [tuple(s.shape) for s in kern.compiled.inputs] == [(2, 8, 300, 64), (2, 4, 200, 64), (2, 4, 200, 64)]
     assert kern.compiled.grid == (3, 8, 2)
     assert attention_smem_bytes(128, 128, 3) <= 227 * 1024 < attention_smem_bytes(128, 128, 4)
+
+
+@pytest.mark.parametrize("shape, causal, pingpong", [
+    ((4, 16, 4096, 4096, 128), False, False),  # full attention, d 128, one block per tile
+    ((4, 16, 4096, 4096, 128), True, True),
+    ((16, 16, 1024, 1024, 128), False, True),  # persistent
+    ((4, 32, 4096, 4096, 64), False, True),
+    ((4, 8, 4096, 4096, 256), False, True),
+])
+def test_attention_default_pingpong(shape, causal, pingpong):
+    kern = make_attention(*shape, causal=causal)
+    assert kern.name.endswith("_nopp") != pingpong, kern.name
+    assert ("bar.arrive" in kern.compiled.ptx) == pingpong  # the turn handoffs
+
+
+def test_attention_exp2_on_fma_by_head_dim():
+    """d 64 moves 6 of its 32 S registers' exponentials per tile off MUFU; d 128 keeps them all there."""
+    ex2 = {d: make_attention(1, 2, 512, 512, d, persistent=False).compiled.ptx.count("add.rm.ftz.f32")
+           for d in (64, 128)}
+    assert ex2 == {64: 3 * 6 * 2, 128: 0}  # 3 softmax sites (tile 0, unmasked and masked loops) x 6 registers x 2
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -112,6 +134,8 @@ def test_attention_outputs_and_names():
     (dict(stages=4), r"4 K/V stages of 128 x 128 need \d+ bytes of smem"),
     (dict(seq_q=0), r"seq_q must be a positive int, got 0"),
     (dict(persistent="yes"), r"persistent must be True, False or None, got 'yes'"),
+    (dict(exp2_fma_fraction=2), r"exp2_fma_fraction must be a number in \[0, 1\], got 2"),
+    (dict(pingpong="on"), r"pingpong must be True, False or None, got 'on'"),
 ])
 def test_attention_rejects_bad_arguments(kwargs, message):
     args = dict(batch=1, heads=4, seq_q=256, seq_kv=256, head_dim=128)

@@ -144,6 +144,15 @@ def test_attention_without_pingpong(causal, rng):
     _check(1, 4, 1000, 1000, 128, rng, causal=causal, pingpong=False)
 
 
+@pytest.mark.parametrize("head_dim, causal, magnitude", [(64, False, 1.0), (64, True, 6.0), (128, False, 6.0)])
+def test_attention_exp2_on_fma(head_dim, causal, magnitude, rng):
+    """A quarter and all of the softmax's exp2s by the FMA polynomial: masked scores must still
+    give exact zeros, large logits no overflow, the ragged tail no NaN."""
+    for fraction in (0.25, 1.0):
+        _check(1, 2, 1000, 1000, head_dim, rng, causal=causal, magnitude=magnitude, exp2_fma_fraction=fraction,
+               runs=1)
+
+
 def test_attention_scale(rng):
     _check(1, 2, 256, 256, 64, rng, scale=0.05)
 

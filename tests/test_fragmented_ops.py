@@ -73,6 +73,19 @@ def make_reductions(m: int = 128, n: int = 64, **options) -> mgpu_lab.Kernel:
                            smem=(mgpu_lab.ShapeDtype((4, n), "float32"),), name=f"reductions_{m}x{n}", **options)
 
 
+def make_exp2_fma(m: int = 64, n: int = 64, fractions=(1.0, 0.5), **options) -> mgpu_lab.Kernel:
+    """x (m, n) f32 in the WGMMA layout -> x.exp2(fma_fraction=f) for each f (one output each)."""
+    sd = mgpu_lab.ShapeDtype((m, n), "float32")
+
+    def exp2_fma(ctx, x, *outs):
+        fx = FragmentedArray.load(x, layout=WGMMAFragLayout(n, m))
+        for f, out in zip(fractions, outs):
+            fx.exp2(fma_fraction=f).store(out)
+
+    return mgpu_lab.kernel(exp2_fma, grid=1, block=128, in_shapes=sd, out_shapes=(sd,) * len(fractions),
+                           name="exp2_fma", **options)
+
+
 def make_conversions(shape=(64, 64), **options) -> mgpu_lab.Kernel:
     """x (f32, WGMMA layout) -> x.astype(t) for t in CONVERSIONS (stored as t) and back to
     f32; also f16 -> e4m3 (packed f16x2 cvt), bf16 -> e5m2, e4m3 -> bf16 -> f32, e5m2 -> e4m3."""
@@ -221,6 +234,19 @@ def test_approximate_log_uses_mufu():
     assert collections.Counter(opcodes(k.compiled.sass))["MUFU.LG2"] == 64 * 64 // 128
 
 
+@pytest.mark.parametrize("fraction", [1.0, 0.5, 0.25, 0.0])
+def test_exp2_fma_fraction_moves_exponentials_off_mufu(fraction):
+    per_thread = 64 * 64 // 128
+    k = make_exp2_fma(fractions=(fraction,))  # one kernel each: ptxas merges equal MUFU ops of one input
+    ops = collections.Counter(opcodes(k.compiled.sass))
+    assert_clean(k)
+    polynomial = int(per_thread * fraction)
+    assert ops["MUFU.EX2"] == per_thread - polynomial
+    assert ops["FADD.FTZ.RM"] == polynomial  # floor by the 1.5 * 2**23 rounding trick, one per element
+    assert ops["FFMA.FTZ"] >= 3 * polynomial  # the degree-3 polynomial (Horner)
+    assert ops["LEA"] + ops["IMAD.SHL.U32"] + ops["SHF.L.U32"] >= polynomial  # n into the exponent field
+
+
 def test_conversions_sass():
     k = make_conversions()
     ops = set(opcodes(k.compiled.sass))
@@ -277,6 +303,22 @@ def test_fragmented_errors(body, smem, message):
     smem_tree = (mgpu_lab.ShapeDtype(smem, "float32"),) if smem else None
     with pytest.raises(KernelBuildError, match=message):
         _build(kernel, smem_tree)
+
+
+@pytest.mark.parametrize("body, message", [
+    (lambda x: x.exp2(fma_fraction=1.5), r"exp2: fma_fraction must be a number in \[0, 1\], got 1.5"),
+    (lambda x: x.exp2(fma_fraction="half"), r"exp2: fma_fraction must be a number in \[0, 1\], got 'half'"),
+    (lambda x: x.exp2(ftz=False, fma_fraction=0.25), r"exp2\(fma_fraction=0.25\): needs an f32 array and ftz=True, got f32 "
+                                                     r"with ftz=False"),
+    (lambda x: x.astype("bfloat16").exp2(fma_fraction=0.25), r"needs an f32 array and ftz=True, got bf16"),
+])
+def test_exp2_fma_fraction_errors(body, message):
+    def kernel(ctx, x, y, smem):
+        body(FragmentedArray.load(x, layout=WGMMAFragLayout(64)))
+
+    with pytest.raises(KernelBuildError, match=message) as info:
+        _build(kernel)
+    assert "test_fragmented_ops.py" in str(info.value)  # points at the user's line
 
 
 def test_strided_reduction_is_refused():

@@ -10,6 +10,7 @@ import pytest
 from test_fragmented_ops import (
     CONVERSIONS,
     make_conversions,
+    make_exp2_fma,
     make_reductions,
     make_tiled_roundtrip,
 )
@@ -74,6 +75,29 @@ def test_reductions_broadcasts_comparisons(rng):
     tests = [x < mean_r, x <= 0.25, x > mean_r, x >= -0.25, x == np.maximum(x, 0), x != np.minimum(x, 0)]
     expected_code = sum((t.astype(np.float64) * (1 << bit) for bit, t in enumerate(tests)))
     np.testing.assert_array_equal(code, expected_code)
+
+
+def test_exp2_fma_polynomial_matches_exp2(rng):
+    """Every element by the FMA polynomial (fraction 1), half of them (0.5) and none (0): relative
+    error < 1e-4 against float64 where 2**x is a normal float; 0 for -inf and x <= -127; nothing
+    above 2**-126 where the result is subnormal."""
+    import cupy
+
+    fractions = (1.0, 0.5, 0.0)
+    k = make_exp2_fma(fractions=fractions)
+    x = rng.uniform(-130.0, 127.9, (64, 64)).astype(np.float32)
+    x[0, :12] = [-np.inf, -1e30, -127.0, -126.5, -126.0, 0.0, -0.0, -1e-8, 1e-8, 0.5, -0.5, 127.99]
+    x[1] = rng.uniform(-1.0, 0.0, 64)  # the softmax range: fractional parts near 0 and 1
+    outs = [poisoned(cupy, x.shape, "float32") for _ in fractions]
+    k(to_device(x), out=outs)
+    want = np.exp2(x.astype(np.float64))
+    normal = want >= 2.0 ** -126
+    for f, out in zip(fractions, outs):
+        got = out.get().astype(np.float64)
+        assert np.isfinite(got).all(), f"fraction {f}: an output was never written (NaN poison survived)"
+        np.testing.assert_allclose(got[normal], want[normal], rtol=1e-4, err_msg=f"fma_fraction={f}")
+        assert (got[~normal] < 2.0 ** -126).all() and (got[~normal] >= 0).all(), f"fma_fraction={f}"
+        assert (got[x <= -127] == 0).all(), f"fma_fraction={f}: -inf and x <= -127 must give exactly 0"
 
 
 def test_conversions_round_like_ml_dtypes(rng):

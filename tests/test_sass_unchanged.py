@@ -8,7 +8,9 @@ epilogue, same stores); gemm_nt_profiled when the profiler's region records beca
 predicated PTX instead of `if leader` branches (no branch for LLVM to thread through the
 mainloop: the profiled GEMM now has the unprofiled one's loop shape and wgmma schedule, 16
 HGMMA / 4 WARPGROUP.ARRIVE / 5 WARPGROUP.DEPBAR, with 25 fewer BRA).
-Everything else is as first recorded. The attention entries were
+Everything else is as first recorded. When a default changed, the entry was pinned at the options
+it was recorded with and the new default added beside it (d 256's K/V tiles; d 64's exp2 on the
+FMA pipes, `attention_d64_exp2_fma`; pingpong off for full attention at d 128, `attention_d128_nopp`). The attention entries were
 added (recorded before `examples/attention.py` moved to operators) without touching the others.
 """
 

@@ -50,6 +50,26 @@ _F8 = ("f8E4M3FN", "f8E5M2")
 _F8_PTX = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
 _LOG2E = 1.4426950408889634
 _LN2 = 0.6931471805599453
+# 2 ** x for x <= 128 with no MUFU op: x = n + f (n = floor(x), by adding 1.5 * 2**23 rounding down,
+# which leaves n in the low mantissa bits), 2 ** f by a degree-3 polynomial with p(0) = 1 (coefficients
+# fitted here for minimax relative error on [0, 1): 8.6e-5), and n added to its exponent field. x is
+# clamped at -127 first: -inf and anything below give 1.0f's bits - 127 << 23 = +0.
+_EXP2_POLY_PTX = """{
+.reg .f32 t, r, f, p;
+.reg .b32 e, q;
+max.ftz.f32 t, $1, 0fC2FE0000;
+add.rm.ftz.f32 r, t, 0f4B400000;
+sub.ftz.f32 f, r, 0f4B400000;
+sub.ftz.f32 f, t, f;
+fma.rn.ftz.f32 p, f, 0f3D9DD566, 0f3E691BBB;
+fma.rn.ftz.f32 p, p, f, 0f3F31F32D;
+fma.rn.ftz.f32 p, p, f, 0f3F800000;
+mov.b32 e, r;
+shl.b32 e, e, 23;
+mov.b32 q, p;
+add.s32 q, q, e;
+mov.b32 $0, q;
+}"""
 
 
 def _is_float(t: ir.Type) -> bool:
@@ -254,9 +274,21 @@ class FragmentedArray:
         regs = [mlir_math.fma(a, x, y) for a, x, y in zip(self.registers, bs, cs)]
         return FragmentedArray(regs, self.layout, signed=self.signed)
 
-    def exp2(self, ftz: bool = True) -> FragmentedArray:
+    def exp2(self, ftz: bool = True, *, fma_fraction: float = 0.0) -> FragmentedArray:
         """2 ** x on the MUFU unit (`ex2.approx`, ~2 ulp). ftz=True (f32): one instruction;
-        results below 2**-126 flush to zero. ftz=False keeps subnormal results (scales around it)."""
+        results below 2**-126 flush to zero. ftz=False keeps subnormal results (scales around it).
+
+        fma_fraction (f32, ftz only): the share of this thread's registers, spread evenly, whose
+        2 ** x is a degree-3 polynomial on the FMA and integer pipes instead (relative error
+        < 9e-5, about 9 instructions per element; for x <= 128; x <= -127, -inf included, gives 0).
+        MUFU does 16 ex2 per clock per SM against 128 FMAs: when exp2 is the bottleneck (attention
+        softmax at head dim 64), moving an eighth or so of them off MUFU balances the two."""
+        if not isinstance(fma_fraction, (int, float)) or isinstance(fma_fraction, bool) \
+                or not 0.0 <= fma_fraction <= 1.0:
+            raise ValueError(f"FragmentedArray.exp2: fma_fraction must be a number in [0, 1], got {fma_fraction!r}")
+        if fma_fraction and (not ftz or str(self.element_type) != "f32"):
+            raise TypeError(f"FragmentedArray.exp2(fma_fraction={fma_fraction}): needs an f32 array and ftz=True, "
+                            f"got {self.element_type} with ftz={ftz}")
         if not ftz or str(self.element_type) != "f32":
             return self._unary_float("exp2", mlir_math.exp2)
 
@@ -265,7 +297,15 @@ class FragmentedArray:
                     for v in elements(reg)]
             return vector.from_elements(reg.type, vals)
 
-        return self._unary_float("exp2", ex2)
+        def ex2_poly(reg: ir.Value) -> ir.Value:
+            vals = [inline_ptx(_EXP2_POLY_PTX, [v], ["=f", "f"], [v.type], memory=False) for v in elements(reg)]
+            return vector.from_elements(reg.type, vals)
+
+        n = len(self.registers)
+        # register i goes to the FMA pipes where floor((i + 1) f) steps: floor(n f) of them, evenly spread
+        on_fma = [int((i + 1) * fma_fraction + 1e-9) > int(i * fma_fraction + 1e-9) for i in range(n)]
+        return FragmentedArray([ex2_poly(r) if poly else ex2(r) for r, poly in zip(self.registers, on_fma)],
+                               self.layout)
 
     def log(self, approx: bool = False) -> FragmentedArray:
         """Natural log: accurate (libm-style polynomial), or approx=True: `lg2.approx` * ln 2."""

@@ -21,7 +21,10 @@ One block per (128 query rows, head, batch), 3 warpgroups:
   layout), wait for S_i only, and run the online softmax of S_i (exp2 with the scale folded
   into one FMA) while the PV GEMM runs on the tensor cores; P_i becomes bf16/f16 only once
   that GEMM is done (rewriting registers an in-flight wgmma reads makes ptxas serialize every
-  wgmma). Pingpong (default): the two consumers take turns issuing their GEMMs, handing the
+  wgmma). At head dim 64 a sixth of the exponentials are an FMA polynomial instead of MUFU
+  ops (`exp2_fma_fraction`): MUFU's 16 ex2 per clock per SM would take as long as the GEMMs.
+  Pingpong (`default_pingpong`: all but full attention at head dim 128 with one block per tile):
+  the two consumers take turns issuing their GEMMs, handing the
   turn over through two named barriers (FA3's warp scheduler barriers), so one's softmax
   overlaps the other's GEMMs. Tiles that need no mask (interior tiles;
   below the diagonal when causal) run a loop without any masking code; the diagonal and the
@@ -83,6 +86,9 @@ _DEFAULT_BLOCK_KV = {64: 128, 128: 128, 256: 64}  # 256: the O accumulator alone
 # ones at seq 4096 (benchmarks/results/attention_2026-12-01T021549Z_c2f058bc.json); persistent, they spill.
 _WIDE_BLOCK_KV = {256: 80}
 _MAX_BLOCK_KV = {64: 192, 128: 176, 256: 80}  # beyond these ptxas spills (measured on the SASS)
+# Share of the softmax's exp2s done by an FMA polynomial (FA4's trick): at head dim 64 the MUFU
+# unit's 16 ex2 per clock per SM take as long as the tile's two GEMMs.
+_EXP2_FMA_FRACTION = {64: 0.1875, 128: 0.0, 256: 0.0}
 L2_KV_BYTES = 32 * 1024 * 1024  # causal persistent order: K/V of the heads in one section fit in L2
 
 
@@ -172,6 +178,16 @@ def default_persistent(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim
     return max(static) <= max(greedy)
 
 
+def default_pingpong(head_dim: int, causal: bool, persistent: bool) -> bool:
+    """Pingpong everywhere but full (non-causal) attention at head dim 128 with one block per tile:
+    there the two consumers keep the tensor cores as busy issuing freely and the turn handoffs
+    cost 1.5-4% (pingpong off ran 1.02-1.03x on at seq 4096 and 16384 and with GQA; on ran
+    1.01-1.18x off when causal, 1.07-1.09x with the persistent blocks of seq 512-1024, and is the
+    only way d 64 keeps MUFU and the tensor cores both busy: off ran 0.90x;
+    benchmarks/results/attention_2026-12-01T052500Z_sweep.json)."""
+    return causal or persistent or head_dim != 128
+
+
 def persistent_stages(head_dim: int, block_kv: int) -> int:
     """A persistent block's default ring: the deepest that leaves room for an output buffer of its
     own (d 128: 2 stages ran 1.12x, causal 1.14x, the 3 that put the output over Q, at seq 512:
@@ -186,7 +202,8 @@ def default_stages(head_dim: int, block_kv: int) -> int:
 
 
 def _check(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, kv_heads: int, scale: float,
-           dtype: str, block_kv: int, stages: int, persistent: bool | None) -> None:
+           dtype: str, block_kv: int, stages: int, persistent: bool | None, exp2_fma_fraction: float,
+           pingpong: bool | None) -> None:
     for name, value in (("batch", batch), ("heads", heads), ("seq_q", seq_q), ("seq_kv", seq_kv),
                         ("kv_heads", kv_heads)):
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -210,6 +227,11 @@ def _check(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, kv_he
                          f"must fit in the 240 registers a consumer thread has), got block_kv={block_kv}")
     if not isinstance(stages, int) or stages < 2:
         raise ValueError(f"attention: stages must be an int >= 2, got {stages!r}")
+    if not isinstance(exp2_fma_fraction, (int, float)) or isinstance(exp2_fma_fraction, bool) \
+            or not 0.0 <= exp2_fma_fraction <= 1.0:
+        raise ValueError(f"attention: exp2_fma_fraction must be a number in [0, 1], got {exp2_fma_fraction!r}")
+    if pingpong is not None and not isinstance(pingpong, bool):
+        raise ValueError(f"attention: pingpong must be True, False or None, got {pingpong!r}")
     if persistent is not None and not isinstance(persistent, bool):
         raise ValueError(f"attention: persistent must be True, False or None, got {persistent!r}")
     need = attention_smem_bytes(head_dim, block_kv, stages, persistent=persistent is not False)
@@ -220,19 +242,23 @@ def _check(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, kv_he
 
 def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, *, causal: bool = False,
                    kv_heads: int | None = None, scale: float | None = None, dtype: str = "bfloat16",
-                   block_kv: int | None = None, stages: int | None = None, pingpong: bool = True,
-                   persistent: bool | None = None, **options) -> mgpu_lab.Kernel:
+                   block_kv: int | None = None, stages: int | None = None, pingpong: bool | None = None,
+                   persistent: bool | None = None, exp2_fma_fraction: float | None = None,
+                   **options) -> mgpu_lab.Kernel:
     """Flash attention forward: `kernel(q, k, v)` returns (out, lse); shapes in the module doc.
 
     scale defaults to 1 / sqrt(head_dim); kv_heads to heads. block_kv and stages (K/V ring slots)
     default per head_dim (block_kv 128 for d 64 and 128; for d 256, 80 with one block per tile and
     64 when persistent). pingpong: the two consumers take turns issuing their
-    GEMMs. persistent: at most one block per SM, each looping over (query tile, head, batch)
+    GEMMs (None: `default_pingpong`). persistent: at most one block per SM, each looping over (query tile, head, batch)
     items (None: `default_persistent`; with the widest K/V tiles, 176 for d 128 and 80 for d 256,
-    a persistent consumer spills a few bytes). Other keywords go to `mgpu_lab.kernel` (profile=...)."""
+    a persistent consumer spills a few bytes). exp2_fma_fraction: the share of the softmax's
+    exponentials computed by an FMA polynomial instead of MUFU (`FragmentedArray.exp2`; None: per
+    head_dim, `_EXP2_FMA_FRACTION`). Other keywords go to `mgpu_lab.kernel` (profile=...)."""
     definition = attention_definition(batch, heads, seq_q, seq_kv, head_dim, causal=causal, kv_heads=kv_heads,
                                       scale=scale, dtype=dtype, block_kv=block_kv, stages=stages,
-                                      pingpong=pingpong, persistent=persistent)
+                                      pingpong=pingpong, persistent=persistent,
+                                      exp2_fma_fraction=exp2_fma_fraction)
     capacity = definition.pop("profile_capacity")
     if options.get("profile"):
         options.setdefault("profile_capacity", capacity)
@@ -241,8 +267,8 @@ def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: in
 
 def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, *, causal: bool = False,
                          kv_heads: int | None = None, scale: float | None = None, dtype: str = "bfloat16",
-                         block_kv: int | None = None, stages: int | None = None, pingpong: bool = True,
-                         persistent: bool | None = None) -> dict:
+                         block_kv: int | None = None, stages: int | None = None, pingpong: bool | None = None,
+                         persistent: bool | None = None, exp2_fma_fraction: float | None = None) -> dict:
     """The attention kernel as `mgpu_lab.kernel` arguments (body, grid, block, shapes, smem,
     name) plus the profile_capacity its named regions need."""
     kv_heads = heads if kv_heads is None else kv_heads
@@ -250,15 +276,21 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
     default_tiles, default_ring = block_kv is None, stages is None
     block_kv = _DEFAULT_BLOCK_KV.get(head_dim, 64) if block_kv is None else block_kv
     stages = default_stages(head_dim, block_kv) if stages is None and head_dim in HEAD_DIMS else stages
-    _check(batch, heads, seq_q, seq_kv, head_dim, kv_heads, scale, dtype, block_kv, stages, persistent)
+    if exp2_fma_fraction is None:
+        exp2_fma_fraction = _EXP2_FMA_FRACTION.get(head_dim, 0.0)
+    _check(batch, heads, seq_q, seq_kv, head_dim, kv_heads, scale, dtype, block_kv, stages, persistent,
+           exp2_fma_fraction, pingpong)
     if persistent is None:
         persistent = default_persistent(batch, heads, seq_q, seq_kv, head_dim, causal, block_kv, kv_heads)
     if default_tiles and not persistent and head_dim in _WIDE_BLOCK_KV:
         block_kv = _WIDE_BLOCK_KV[head_dim]
         stages = default_stages(head_dim, block_kv) if default_ring else stages
-        _check(batch, heads, seq_q, seq_kv, head_dim, kv_heads, scale, dtype, block_kv, stages, persistent)
+        _check(batch, heads, seq_q, seq_kv, head_dim, kv_heads, scale, dtype, block_kv, stages, persistent,
+               exp2_fma_fraction, pingpong)
     if default_ring and persistent:
         stages = persistent_stages(head_dim, block_kv)
+    if pingpong is None:
+        pingpong = default_pingpong(head_dim, causal, persistent)
 
     chunks = head_dim // CHUNK
     q_blocks = -(-seq_q // TILE_Q)
@@ -447,7 +479,7 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
             """exp2(s * scale_log2 - m_scaled) with one FMA per element."""
             shift = (-m_scaled).broadcast((64, block_kv))
             regs = [dsl.fma(r, scale_log2, sh) for r, sh in zip(s.registers, shift.registers)]
-            return FragmentedArray(regs, s.layout).exp2()
+            return FragmentedArray(regs, s.layout).exp2(fma_fraction=exp2_fma_fraction)
 
         def softmax(s_acc, i, row0, state, masked):
             """Online softmax of S_i: (P_i in f32, m, l, alpha) from (m, l) before. P stays f32 here:
