@@ -33,12 +33,15 @@ def _fma(*fractions: float) -> list[dict]:
 
 # (head_dim, seq, causal, kv_heads or None, candidates); {} is the default
 SHAPES = [
-    (64, 4096, False, None, [{}] + _fma(0.0, 0.125, 0.25, 0.375) + [{"block_kv": 160}, NO_PINGPONG]),
+    (64, 4096, False, None, [{}] + _fma(0.0, 0.125, 0.25, 0.375) + [{"block_kv": 160}, NO_PINGPONG,
+                                                                    {"persistent": True}]),
     (64, 4096, True, None, [{}] + _fma(0.0, 0.125, 0.25)),
     (64, 1024, False, None, [{}] + _fma(0.0, 0.25)),
     (64, 16384, True, None, [{}] + _fma(0.0)),
-    (128, 4096, False, None, [{}, {"pingpong": True}, {"exp2_fma_fraction": 0.125}, {"block_kv": 176, "stages": 2}]),
+    (128, 4096, False, None, [{}, {"pingpong": True}, {"exp2_fma_fraction": 0.125}, {"block_kv": 176, "stages": 2},
+                              {"persistent": True}, {"persistent": True, "pingpong": False}]),
     (128, 4096, True, None, [{}] + _fma(0.125) + [NO_PINGPONG]),
+    (128, 16384, True, None, [{}] + _fma(0.125)),
     (128, 16384, False, None, [{}, {"pingpong": True}, {"block_kv": 176, "stages": 2}]),
     (128, 1024, False, None, [{}, NO_PINGPONG]),
     (128, 4096, False, 2, [{}, {"pingpong": True}]),
@@ -48,7 +51,8 @@ QUICK = [SHAPES[0], SHAPES[4]]
 
 
 def _name(options: dict) -> str:
-    short = {"exp2_fma_fraction": "exp2fma", "pingpong": "pingpong", "block_kv": "kv", "stages": "stages"}
+    short = {"exp2_fma_fraction": "exp2fma", "pingpong": "pingpong", "block_kv": "kv", "stages": "stages",
+             "persistent": "persistent"}
     return "_".join(f"{short[k]}{v}" for k, v in options.items()) or "default"
 
 
@@ -102,14 +106,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two shapes")
     parser.add_argument("--rounds", type=int, default=4, help="rounds per shape (default 4)")
+    parser.add_argument("--only", help="comma-separated shapes, e.g. d128_s4096,d64_s4096_causal")
     args = parser.parse_args()
     figures: dict = {}
     rows = [("shape", "options", "TF/s", "vs cuDNN", "vs default")]
     with GpuSampler() as gpu:
+        only = set(args.only.split(",")) if args.only else None
         for head_dim, seq, causal, kv_heads, candidates in (QUICK if args.quick else SHAPES):
+            if only and f"d{head_dim}_s{seq}{'_causal' if causal else ''}{'_gqa' if kv_heads else ''}" not in only:
+                continue
             rows += measure(head_dim, seq, causal, kv_heads, candidates, args.rounds, figures)
             print(table(rows[-len(candidates):]), flush=True)
-    path = write_record("attention_options", figures, {"rounds": args.rounds, "quick": args.quick}, sampler=gpu)
+    path = write_record("attention_options", figures, {"rounds": args.rounds, "quick": args.quick, "only": args.only},
+                        sampler=gpu)
     print(f"record: {path}")
     print(table(rows))
 
