@@ -165,6 +165,8 @@ def test_persistent_default_and_buffers():
     assert default_persistent(32, 32, 512, 512, 64, False, 128)
     assert default_persistent(32, 32, 512, 512, 64, True, 128)
     assert not default_persistent(4, 16, 4096, 4096, 128, False, 128)  # 32 tiles per block
+    assert default_persistent(4, 32, 4096, 4096, 64, False, 128)  # 32 tiles of half the work
+    assert not default_persistent(1, 32, 16384, 16384, 64, False, 128)
     assert not default_persistent(1, 16, 16384, 16384, 128, True, 128)
     assert not default_persistent(1, 2, 512, 512, 64, False, 128)  # 8 items
     assert has_out_buffer(64, 128, 4) and has_out_buffer(128, 128, 2)

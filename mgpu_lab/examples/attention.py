@@ -87,7 +87,9 @@ _DEFAULT_BLOCK_KV = {64: 128, 128: 128, 256: 64}  # 256: the O accumulator alone
 _WIDE_BLOCK_KV = {256: 80}
 _MAX_BLOCK_KV = {64: 192, 128: 176, 256: 80}  # beyond these ptxas spills (measured on the SASS)
 # Share of the softmax's exp2s done by an FMA polynomial (FA4's trick): at head dim 64 the MUFU
-# unit's 16 ex2 per clock per SM take as long as the tile's two GEMMs.
+# unit's 16 ex2 per clock per SM take as long as the tile's two GEMMs. d 64: 3/16 ran 1.05-1.10x all
+# on MUFU (1/8 and 1/4 close, 3/8 less); d 128 is GEMM-bound: 1/8 ran 0.91-0.96x full, 0.99-1.04x causal
+# (attention_options_2026-12-01T051638Z_81f61284.json, attention_options_2026-12-01T052216Z_c8c80d8c.json).
 _EXP2_FMA_FRACTION = {64: 0.1875, 128: 0.0, 256: 0.0}
 L2_KV_BYTES = 32 * 1024 * 1024  # causal persistent order: K/V of the heads in one section fit in L2
 
@@ -145,9 +147,11 @@ _ITEM_OVERHEAD = {False: 1.5, True: 0.5}
 
 def default_persistent(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, causal: bool,
                        block_kv: int, kv_heads: int | None = None) -> bool:
-    """Persistent when the one-block-per-tile grid runs several waves of short blocks (at most 20
-    K/V tiles per block on average, where a block's prologue and epilogue are a large share of its
-    time: seq <= 2048, and causal seq 4096 with 128-row K/V tiles), the block has room for an
+    """Persistent when the one-block-per-tile grid runs several waves of short blocks (on average at
+    most 20 K/V tiles of 128 x 128 per block, d 64 tiles counting half: where a block's prologue and
+    epilogue are a large share of its time: seq <= 2048 at d 128, causal seq 4096, and seq 4096 at
+    d 64, which ran 1.035x one block per tile twice: attention_options_2026-12-01T052216Z_c8c80d8c.json,
+    attention_2026-12-01T052107Z_81f61284.json), the block has room for an
     output buffer of its own (so its epilogue overlaps the next item's loads: not d 256, where
     persistence measured 0.86x causal and 0.98-1.06x full at seq 512-1024), and the static item assignment
     (`work_item`, item = block + k * SMS) is not predicted to be slower than the hardware's block
@@ -158,7 +162,8 @@ def default_persistent(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim
     q_blocks = -(-seq_q // TILE_Q)
     items = q_blocks * heads * batch
     tiles = [visible_tiles(qb, seq_kv, block_kv, causal) for qb in range(q_blocks)]
-    if items <= 2 * SMS or sum(tiles) / q_blocks > 20:
+    tile_work = block_kv * head_dim / (128 * 128)  # a K/V tile's GEMM work against a 128 x 128 one
+    if items <= 2 * SMS or sum(tiles) / q_blocks * tile_work > 20:
         return False
     if not has_out_buffer(head_dim, block_kv, 2):  # d 256: measured 0.86-1.06x one block per tile
         return False
@@ -184,7 +189,7 @@ def default_pingpong(head_dim: int, causal: bool, persistent: bool) -> bool:
     cost 1.5-4% (pingpong off ran 1.02-1.03x on at seq 4096 and 16384 and with GQA; on ran
     1.01-1.18x off when causal, 1.07-1.09x with the persistent blocks of seq 512-1024, and is the
     only way d 64 keeps MUFU and the tensor cores both busy: off ran 0.90x;
-    benchmarks/results/attention_2026-12-01T052500Z_sweep.json)."""
+    attention_options_2026-12-01T051638Z_81f61284.json, attention_2026-12-01T052107Z_81f61284.json)."""
     return causal or persistent or head_dim != 128
 
 
