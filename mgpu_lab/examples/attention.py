@@ -21,7 +21,7 @@ One block per (128 query rows, head, batch), 3 warpgroups:
   layout), wait for S_i only, and run the online softmax of S_i (exp2 with the scale folded
   into one FMA) while the PV GEMM runs on the tensor cores; P_i becomes bf16/f16 only once
   that GEMM is done (rewriting registers an in-flight wgmma reads makes ptxas serialize every
-  wgmma). At head dim 64 a sixth of the exponentials are an FMA polynomial instead of MUFU
+  wgmma). At head dim 64, 3/16 of the exponentials are an FMA polynomial instead of MUFU
   ops (`exp2_fma_fraction`): MUFU's 16 ex2 per clock per SM would take as long as the GEMMs.
   Pingpong (`default_pingpong`: all but full attention at head dim 128 with one block per tile):
   the two consumers take turns issuing their GEMMs, handing the
@@ -254,10 +254,10 @@ def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: in
 
     scale defaults to 1 / sqrt(head_dim); kv_heads to heads. block_kv and stages (K/V ring slots)
     default per head_dim (block_kv 128 for d 64 and 128; for d 256, 80 with one block per tile and
-    64 when persistent). pingpong: the two consumers take turns issuing their
-    GEMMs (None: `default_pingpong`). persistent: at most one block per SM, each looping over (query tile, head, batch)
-    items (None: `default_persistent`; with the widest K/V tiles, 176 for d 128 and 80 for d 256,
-    a persistent consumer spills a few bytes). exp2_fma_fraction: the share of the softmax's
+    64 when persistent). pingpong: the two consumers take turns issuing their GEMMs (None:
+    `default_pingpong`). persistent: at most one block per SM, each looping over (query tile,
+    head, batch) items (None: `default_persistent`; with the widest K/V tiles, 176 for d 128 and
+    80 for d 256, a persistent consumer spills a few bytes). exp2_fma_fraction: the share of the softmax's
     exponentials computed by an FMA polynomial instead of MUFU (`FragmentedArray.exp2`; None: per
     head_dim, `_EXP2_FMA_FRACTION`). Other keywords go to `mgpu_lab.kernel` (profile=...)."""
     definition = attention_definition(batch, heads, seq_q, seq_kv, head_dim, causal=causal, kv_heads=kv_heads,
