@@ -83,6 +83,23 @@ def test_make_table_shows_median_and_range_over_all_runs_at_the_commit(tmp_path,
     assert "(0.900-0.990, 4 runs)" in row and "aaaaaaaa, bbbbbbbb" in row
 
 
+def test_make_table_derives_the_attention_sweep_minimum_from_full_runs_only(tmp_path):
+    import make_table
+
+    def record(when, shapes, low):
+        figures = {f"attention_fwd_bf16_d{i}_s4096_vs_cudnn": 1.0 + i / 100 for i in range(shapes)}
+        figures["attention_fwd_bf16_d0_s4096_vs_cudnn"] = low
+        figures["attention_fwd_bf16_d1_s4096_cudnn_tflops"] = 0.5  # not a ratio: ignored
+        (tmp_path / f"attention_{when}_cccccccc.json").write_text(json.dumps({
+            "benchmark": "attention", "date": when[:10], "time_utc": when, "commit": "c" * 40, "figures": figures}))
+
+    record("2026-12-01T010000Z", 25, 0.93)
+    record("2026-12-01T020000Z", 25, 0.95)
+    record("2026-12-01T030000Z", 4, 0.70)  # a --quick run: no sweep minimum
+    [row] = [line for line in make_table.render(tmp_path).splitlines() if "lowest shape" in line]
+    assert "**0.940 (0.930-0.950, 2 runs)**" in row and "0.700" not in row
+
+
 def test_make_table_rewrites_only_between_the_markers(tmp_path):
     import make_table
 
