@@ -87,8 +87,9 @@ _DEFAULT_BLOCK_KV = {64: 128, 128: 128, 256: 64}  # 256: the O accumulator alone
 _WIDE_BLOCK_KV = {256: 80}
 _MAX_BLOCK_KV = {64: 192, 128: 176, 256: 80}  # beyond these ptxas spills (measured on the SASS)
 # Share of the softmax's exp2s done by an FMA polynomial (FA4's trick): at head dim 64 the MUFU
-# unit's 16 ex2 per clock per SM take as long as the tile's two GEMMs. d 64: 3/16 ran 1.05-1.10x all
-# on MUFU (1/8 and 1/4 close, 3/8 less); d 128 is GEMM-bound: 1/8 ran 0.91-0.96x full, 0.99-1.04x causal
+# unit's 16 ex2 per clock per SM take as long as the tile's two GEMMs. d 64: 3/16 ran 1.01-1.09x all
+# on MUFU, 1.04-1.10x causal (1/8 and 1/4 close, 3/8 less); d 128 is GEMM-bound: 1/8 ran 0.91-0.99x full,
+# 0.99-1.04x causal
 # (attention_options_2026-12-01T051638Z_81f61284.json, attention_options_2026-12-01T052216Z_c8c80d8c.json).
 _EXP2_FMA_FRACTION = {64: 0.1875, 128: 0.0, 256: 0.0}
 L2_KV_BYTES = 32 * 1024 * 1024  # causal persistent order: K/V of the heads in one section fit in L2
@@ -186,9 +187,9 @@ def default_persistent(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim
 def default_pingpong(head_dim: int, causal: bool, persistent: bool) -> bool:
     """Pingpong everywhere but full (non-causal) attention at head dim 128 with one block per tile:
     there the two consumers keep the tensor cores as busy issuing freely and the turn handoffs
-    cost 1.5-4% (pingpong off ran 1.02-1.03x on at seq 4096 and 16384 and with GQA; on ran
-    1.01-1.18x off when causal, 1.07-1.09x with the persistent blocks of seq 512-1024, and is the
-    only way d 64 keeps MUFU and the tensor cores both busy: off ran 0.90x;
+    cost 1-7% (pingpong off ran 1.01-1.07x on at seq 4096 and 16384 and with GQA; on ran
+    0.98-1.18x off when causal, 1.07-1.12x with the persistent blocks of seq 512-1024, and is the
+    only way d 64 keeps MUFU and the tensor cores both busy: off ran 0.90-0.93x;
     attention_options_2026-12-01T051638Z_81f61284.json, attention_2026-12-01T052107Z_81f61284.json)."""
     return causal or persistent or head_dim != 128
 
