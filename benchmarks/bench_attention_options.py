@@ -20,7 +20,7 @@ import argparse
 import statistics
 
 from bench_attention import MODEL_WIDTH, TOKENS, _tensors
-from common import GpuSampler, table, write_record
+from common import GpuSampler, interleaved_runs, table, write_record
 
 from mgpu_lab.examples.attention import make_attention
 
@@ -61,8 +61,6 @@ def measure(head_dim: int, seq: int, causal: bool, kv_heads: int | None, candida
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from mgpu_lab.runtime.timing import time_cuda
-
     batch, heads = TOKENS // seq, MODEL_WIDTH // head_dim
     kv_heads = kv_heads or heads
     (q, k, v, out, _), arrays = _tensors(batch, heads, kv_heads, seq, head_dim)
@@ -85,10 +83,7 @@ def measure(head_dim: int, seq: int, causal: bool, kv_heads: int | None, candida
             print(f"WRONG {tag} {_name(options)}: relative error {err:.2e} against cuDNN", flush=True)
         runs[_name(options)] = (lambda kern: lambda i: kern.launch_unchecked(*arrays))(kern)
     names = list(runs)
-    times: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(rounds):
-        for n in (names if r % 2 == 0 else names[::-1]):
-            times[n] += time_cuda(runs[n], warmup=3, iters=20 if seq < 16384 else 10).runs_ms
+    times, _ = interleaved_runs(runs, rounds, warmup=3, iters=20 if seq < 16384 else 10)
     median = {n: statistics.median(t) for n, t in times.items()}
     flops = 4.0 * batch * heads * seq * seq * head_dim * (0.5 if causal else 1.0)
     rows = []

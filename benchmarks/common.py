@@ -224,9 +224,11 @@ class Interleaved:
         return self.a_ms / self.b_ms
 
 
-def interleaved_rounds(a: Callable[[int], object], b: Callable[[int], object], rounds: int = 6, *,
-                       warmup: int = 5, iters: int = 20, timer: Callable | None = None) -> Interleaved:
-    """Time `a(i)` and `b(i)` in `rounds` rounds ordered A B, B A, A B, ... (so A B B A A B ...).
+def interleaved_runs(fns: dict[str, Callable[[int], object]], rounds: int = 6, *, warmup: int = 5, iters: int = 20,
+                     timer: Callable | None = None) -> tuple[dict[str, list[float]], list[str]]:
+    """Time every `fns[name](i)` in `rounds` rounds, the order reversed every other round (A B C,
+    C B A, A B C, ...), so clock and power drift hit all sides alike. Returns (per-run ms by name,
+    the names in the order their blocks ran).
 
     Each block is `timer(fn)`, by default CUDA events via `time_cuda(fn, warmup=, iters=)`; pass
     a timer returning an object with `runs_ms` (e.g. `lambda fn: time_host_calls(lambda: fn(0))`)
@@ -239,12 +241,21 @@ def interleaved_rounds(a: Callable[[int], object], b: Callable[[int], object], r
         def timer(fn):
             return time_cuda(fn, warmup=warmup, iters=iters)
 
-    runs: dict[str, list[float]] = {"A": [], "B": []}
+    names = list(fns)
+    runs: dict[str, list[float]] = {name: [] for name in names}
     order: list[str] = []
     for r in range(rounds):
-        for side in ("AB" if r % 2 == 0 else "BA"):
-            runs[side] += timer(a if side == "A" else b).runs_ms
-            order.append(side)
+        for name in (names if r % 2 == 0 else names[::-1]):
+            runs[name] += timer(fns[name]).runs_ms
+            order.append(name)
+    return runs, order
+
+
+def interleaved_rounds(a: Callable[[int], object], b: Callable[[int], object], rounds: int = 6, *,
+                       warmup: int = 5, iters: int = 20, timer: Callable | None = None) -> Interleaved:
+    """Time `a(i)` and `b(i)` in `rounds` rounds ordered A B, B A, A B, ... (so A B B A A B ...);
+    `interleaved_runs` with two sides."""
+    runs, order = interleaved_runs({"A": a, "B": b}, rounds, warmup=warmup, iters=iters, timer=timer)
     return Interleaved(tuple(runs["A"]), tuple(runs["B"]), tuple(order))
 
 

@@ -60,6 +60,19 @@ def test_interleaved_rounds_alternates_a_b_b_a():
         common.interleaved_rounds(lambda i: 0, lambda i: 0, rounds=0, timer=timer)
 
 
+def test_interleaved_runs_reverses_the_order_of_any_number_of_sides():
+    calls = []
+
+    def timer(fn):
+        calls.append(fn(0))
+        return SimpleNamespace(runs_ms=[float(len(calls))])
+
+    runs, order = common.interleaved_runs({"A": lambda i: "A", "B": lambda i: "B", "C": lambda i: "C"}, rounds=3,
+                                          timer=timer)
+    assert "".join(calls) == "ABCCBAABC" == "".join(order)
+    assert runs == {"A": [1.0, 6.0, 7.0], "B": [2.0, 5.0, 8.0], "C": [3.0, 4.0, 9.0]}
+
+
 def test_make_table_shows_median_and_range_over_all_runs_at_the_commit(tmp_path, monkeypatch):
     import make_table
 

@@ -89,6 +89,12 @@ def elements(reg: ir.Value) -> list[ir.Value]:
     return [vector.extract(reg, [], [i]) for i in range(n)]
 
 
+def _f32_ptx(asm: str, reg: ir.Value) -> ir.Value:
+    """`asm` ($0 = f($1): one f32 in, one out) applied to each element of an f32 register."""
+    vals = [inline_ptx(asm, [v], ["=f", "f"], [v.type], memory=False) for v in elements(reg)]
+    return vector.from_elements(reg.type, vals)
+
+
 def _i16() -> ir.Type:
     return ir.IntegerType.get_signless(16)
 
@@ -293,20 +299,11 @@ class FragmentedArray:
         if not ftz or str(self.element_type) != "f32":
             return self._unary_float("exp2", mlir_math.exp2)
 
-        def ex2(reg: ir.Value) -> ir.Value:
-            vals = [inline_ptx("ex2.approx.ftz.f32 $0, $1;", [v], ["=f", "f"], [v.type], memory=False)
-                    for v in elements(reg)]
-            return vector.from_elements(reg.type, vals)
-
-        def ex2_poly(reg: ir.Value) -> ir.Value:
-            vals = [inline_ptx(_EXP2_POLY_PTX, [v], ["=f", "f"], [v.type], memory=False) for v in elements(reg)]
-            return vector.from_elements(reg.type, vals)
-
         n = len(self.registers)
         # register i goes to the FMA pipes where floor((i + 1) f) steps: floor(n f) of them, evenly spread
         on_fma = [int((i + 1) * fma_fraction + 1e-9) > int(i * fma_fraction + 1e-9) for i in range(n)]
-        return FragmentedArray([ex2_poly(r) if poly else ex2(r) for r, poly in zip(self.registers, on_fma)],
-                               self.layout)
+        return FragmentedArray([_f32_ptx(_EXP2_POLY_PTX if poly else "ex2.approx.ftz.f32 $0, $1;", r)
+                                for r, poly in zip(self.registers, on_fma)], self.layout)
 
     def log(self, approx: bool = False) -> FragmentedArray:
         """Natural log: accurate (libm-style polynomial), or approx=True: `lg2.approx` * ln 2."""
@@ -320,12 +317,7 @@ class FragmentedArray:
         if str(self.element_type) != "f32":
             raise TypeError(f"FragmentedArray.log2(approx=True): needs f32, got {self.element_type}")
 
-        def lg2(reg: ir.Value) -> ir.Value:
-            vals = [inline_ptx("lg2.approx.f32 $0, $1;", [v], ["=f", "f"], [v.type], memory=False)
-                    for v in elements(reg)]
-            return vector.from_elements(reg.type, vals)
-
-        return self._unary_float("log2", lg2)
+        return self._unary_float("log2", lambda reg: _f32_ptx("lg2.approx.f32 $0, $1;", reg))
 
     # -- comparisons and selection ---------------------------------------------------------
     def _compare(self, other: Any, fpred: str, spred: str, upred: str) -> FragmentedArray:
