@@ -67,7 +67,7 @@ NO_SPLIT_K = [False]  # --no-split-k: one-slice GEMMs only (set by main)
 def _config(p: Problem, dtype: str) -> dict:
     picked = gemm_config(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)
     split = dtype == "bfloat16" and not NO_SPLIT_K[0]
-    keys = ("tile_m", "tile_n", "stages", "group_m", "persistent") + (("split_k",) if split else ())
+    keys = ("tile_m", "tile_n", "stages", "group_m", "persistent") + (("split_k", "split_k_reduce") if split else ())
     return {key: picked[key] for key in keys if key in picked} | \
         {"source": picked["source"]}
 
@@ -97,7 +97,7 @@ def _sweep(problems: list[Problem], figures: dict, rows: list, kind: str, one) -
 def _describe(config: dict) -> str:
     scheme = {True: " persistent", "pingpong": " pingpong"}.get(config.get("persistent"), "")
     if config.get("split_k", 1) > 1:
-        scheme += f" split_k={config['split_k']}"
+        scheme += f" split_k={config['split_k']} {config.get('split_k_reduce', 'cluster')}"
     return f"{config['tile_m']}x{config['tile_n']}{scheme} {config['source']}"
 
 

@@ -38,7 +38,7 @@ from mgpu_lab.builder.kernel import Kernel
 from mgpu_lab.examples.gemm import make_gemm
 from mgpu_lab.examples.gemm_configs import CONFIG_FILE, SMS, device_name, shape_key
 from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
-from mgpu_lab.examples.gemm_split_k import SPLIT_K_MIN_STEPS, even_split_k
+from mgpu_lab.examples.gemm_split_k import MAX_CLUSTER_SPLIT, SPLIT_K_MIN_STEPS, even_split_k
 
 TILES = [(128, 256), (128, 128), (256, 128), (128, 64), (256, 64), (64, 256), (64, 128), (64, 64), (64, 32)]
 TOLERANCE = {"bfloat16": 1e-2, "float8_e4m3fn": 2e-2}
@@ -47,43 +47,50 @@ SPLIT_WAVES = 2.1  # split-K blocks may take up to about two waves (a ragged M w
 
 
 def split_choices(p: Problem, tile_m: int, tile_n: int) -> list[int]:
-    """split_k values worth trying for these tiles (wide ones: the split serves the rows of B
-    over K): the tiles fill fewer than the SMs, the slices take at most SPLIT_WAVES waves and keep
+    """split_k values worth trying for these tiles (64 columns or more: the split serves the rows
+    of B over K): the tiles fill fewer than the SMs, the slices take at most SPLIT_WAVES waves and keep
     SPLIT_K_MIN_STEPS k-steps each."""
     tiles = -(-p.m // tile_m) * -(-p.n // tile_n)
     k_tiles = -(-p.k // 64)
-    if tiles >= SMS or tile_n < 128:
+    if tiles >= SMS or tile_n < 64:
         return []
     return sorted({even_split_k(k_tiles, s) for s in SPLITS
                    if tiles * s <= SPLIT_WAVES * SMS and k_tiles // s >= SPLIT_K_MIN_STEPS} - {1})
 
 
 def space(p: Problem, persistent: bool = True, split_k: bool = True, dtype: str = "bfloat16") -> dict:
-    """(tile_m, tile_n, persistent, split_k) as one axis: 256-row tiles only where M has the
-    rows, the persistent kernels (True, 'pingpong'; unless persistent=False) only where the
-    tiles take more than one wave, split-K (bf16, unless split_k=False) where they take less."""
+    """(tile_m, tile_n, persistent, split_k, split_k_reduce) as one axis: 256-row tiles only where
+    M has the rows, the persistent kernels (True, 'pingpong'; unless persistent=False) only where
+    the tiles take more than one wave, split-K (bf16, unless split_k=False) where they take less,
+    its slices summed in a cluster (up to 8) and through a workspace."""
     choices = []
     big = -(-p.m // 128) * -(-p.n // 256) >= SMS  # compute-bound: small tiles only lose
     for tile_m, tile_n in TILES:
         if tile_m > max(64, p.m) or big and tile_m * tile_n < 128 * 128:
             continue
-        choices.append((tile_m, tile_n, False, 1))
+        choices.append((tile_m, tile_n, False, 1, ONE))
         if persistent and -(-p.m // tile_m) * -(-p.n // tile_n) > SMS:
-            choices.append((tile_m, tile_n, True, 1))
-            choices.append((tile_m, tile_n, "pingpong", 1))  # builds only where a whole tile fits one consumer
+            choices.append((tile_m, tile_n, True, 1, ONE))
+            choices.append((tile_m, tile_n, "pingpong", 1, ONE))  # builds only where a whole tile fits one consumer
         if split_k and dtype == "bfloat16":
-            choices += [(tile_m, tile_n, False, s) for s in split_choices(p, tile_m, tile_n)]
+            for s in split_choices(p, tile_m, tile_n):
+                choices += [(tile_m, tile_n, False, s, reduce) for reduce in ("cluster", "workspace")
+                            if reduce == "workspace" or s <= MAX_CLUSTER_SPLIT]
     return {"choice": choices}
 
 
-def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, choice: tuple[int, int, bool | str, int]):
-    """make_gemm / make_fp8_gemm with one (tile_m, tile_n, persistent, split_k) (picklable for
+Choice = tuple[int, int, bool | str, int, str]
+ONE = "cluster"  # split_k_reduce of one-slice choices (unused)
+
+
+def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, choice: Choice):
+    """make_gemm / make_fp8_gemm with one (tile_m, tile_n, persistent, split_k, reduce) (picklable for
     the process pool; a split-K GEMM's worker compiles both kernels into the compile cache)."""
-    tile_m, tile_n, persistent, split_k = choice
+    tile_m, tile_n, persistent, split_k, reduce = choice
     if dtype == "float8_e4m3fn":
         return make_fp8_gemm(m, n, k, tile_m=tile_m, tile_n=tile_n, persistent=persistent)
     return make_gemm(m, n, k, transpose_b=transpose_b, tile_m=tile_m, tile_n=tile_n, persistent=persistent,
-                     split_k=split_k)
+                     split_k=split_k, split_k_reduce=reduce)
 
 
 def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tuple[float, tuple, float]]:
@@ -106,7 +113,8 @@ def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tup
             continue
         choice = cand.config["choice"]
         # a split-K candidate is two kernels: built again here (from the compile cache)
-        kern = Kernel(cand.compiled) if choice[3] == 1 else build(dtype, p.m, p.n, p.k, p.transpose_b, choice)
+        one_kernel = choice[3] == 1 or choice[4] == "cluster"
+        kern = Kernel(cand.compiled) if one_kernel else build(dtype, p.m, p.n, p.k, p.transpose_b, choice)
         out.fill_(float("nan"))
         kern(*views[0], *scales, out=out_view)
         err = float((out.float() - want).norm() / want.norm())
@@ -125,14 +133,14 @@ def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tup
 SCHEMES = {False: "", True: " persistent", "pingpong": " pingpong"}
 
 
-def scheme(choice: tuple[int, int, bool | str, int]) -> str:
+def scheme(choice: Choice) -> str:
     """' persistent', ' pingpong', ' split-K' or '' (one-tile blocks)."""
     return " split-K" if choice[3] > 1 else SCHEMES[choice[2]]
 
 
-def describe(choice: tuple[int, int, bool | str, int]) -> str:
-    tile_m, tile_n, persistent, split_k = choice
-    return f"{tile_m}x{tile_n}{SCHEMES[persistent]}" + (f" split_k={split_k}" if split_k > 1 else "")
+def describe(choice: Choice) -> str:
+    tile_m, tile_n, persistent, split_k, reduce = choice
+    return f"{tile_m}x{tile_n}{SCHEMES[persistent]}" + (f" split_k={split_k} {reduce}" if split_k > 1 else "")
 
 
 def save(data: dict) -> None:
@@ -190,10 +198,11 @@ def main() -> None:
         if not results:
             rows.append((dtype, p.key, "none correct", "", "", "", "", "", "", "", "0"))
             continue
-        (best_ms, (tile_m, tile_n, persistent, split_k), _), *rest = results
+        (best_ms, (tile_m, tile_n, persistent, split_k, reduce), _), *rest = results
         table_for_device[shape_key(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)] = {
             "tile_m": tile_m, "tile_n": tile_n, "group_m": 8, "persistent": persistent,
             **({"split_k": split_k} if dtype == "bfloat16" else {}),
+            **({"split_k_reduce": reduce} if split_k > 1 else {}),
             "median_ms": round(best_ms, 5), "candidates": len(results), "tuned_utc": stamp}
         runner = rest[0] if rest else None
         by_scheme = [min((ms for ms, choice, _ in results if scheme(choice) == name), default=None)

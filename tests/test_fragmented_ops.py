@@ -138,6 +138,31 @@ def make_tiled_roundtrip(dtype: str, swizzle: int, m: int = 64, chunks: int = 2,
                            smem=(tile, tile, mgpu_lab.Barriers(1)), name=f"tiled_{dtype}_{swizzle}_{m}", **options)
 
 
+def make_peer_exchange(m: int = 128, n: int = 64, start: int = 16, width: int = 32, **options) -> mgpu_lab.Kernel:
+    """Two blocks in a (2, 1, 1) cluster. Block r loads x[r] (m, n) in the WGMMA layout, parks
+    its columns [start, start + width) in smem (`store_by_thread`), the cluster meets, and it
+    writes the piece block 1 - r parked (`load_by_thread(cta=1 - r)`, distributed shared memory)
+    to out[r] and its own piece read back locally to own[r]. out[r] must equal x[1 - r][:, piece],
+    own[r] x[r][:, piece]."""
+    layout = WGMMAFragLayout(width, m)
+    parked = mgpu_lab.ShapeDtype((layout.registers, 128, 2), "float32")
+    piece = mgpu_lab.ShapeDtype((2, m, width), "float32")
+
+    def peer_exchange(ctx, x, out, own, smem):
+        (park,) = smem
+        rank = dsl.cluster_rank()
+        arr = FragmentedArray.load(dsl.memref_slice(x, rank), layout=WGMMAFragLayout(n, m))
+        arr.columns(start, width).store_by_thread(park)
+        dsl.cluster_sync()
+        FragmentedArray.load_by_thread(park, layout, cta=1 - rank).store(dsl.memref_slice(out, rank))
+        FragmentedArray.load_by_thread(park, layout).store(dsl.memref_slice(own, rank))
+        dsl.cluster_sync()  # the peer has read this block's smem before it exits
+
+    return mgpu_lab.kernel(peer_exchange, grid=2, cluster=2, block=128,
+                           in_shapes=mgpu_lab.ShapeDtype((2, m, n), "float32"), out_shapes=(piece, piece),
+                           smem=(parked,), name="peer_exchange", **options)
+
+
 # -- layouts and smem access patterns ---------------------------------------------------------
 
 def _warp_instructions(layout, itemsize, swizzle, warp):
@@ -318,6 +343,36 @@ def test_exp2_fma_fraction_errors(body, message):
 
     with pytest.raises(KernelBuildError, match=message) as info:
         _build(kernel)
+    assert "test_fragmented_ops.py" in str(info.value)  # points at the user's line
+
+
+def test_peer_exchange_sass():
+    """Registers parked with one 64-bit store each, read back from the peer with one generic
+    64-bit load each (the cluster window), between two cluster barriers."""
+    k = make_peer_exchange()
+    assert_clean(k)
+    ops = collections.Counter(opcodes(k.compiled.sass))
+    registers = WGMMAFragLayout(32, 128).registers
+    assert ops["STS.64"] == registers and ops["LDS.64"] == registers and ops["LD.E.64"] == registers
+    assert ops["UCGABAR_ARV"] == 2
+
+
+@pytest.mark.parametrize("body, message", [
+    (lambda x, s: x.columns(4, 16), r"columns: start must be an int multiple of 8 \(a column group\), got 4"),
+    (lambda x, s: x.columns(0, 12), r"columns: width must be an int multiple of 8 \(a column group\), got 12"),
+    (lambda x, s: x.columns(48, 32), r"columns \[48, 80\) must lie inside the array's 64 columns"),
+    (lambda x, s: x.reduce_sum(axis=1).columns(0, 8), r"columns: needs an array in WGMMAFragLayout, got WGMMARowLayout"),
+    (lambda x, s: x.store_by_thread(s), r"store_by_thread: ref must be a \(16, 128, 2\) smem array of f32 \(registers, "
+                                        r"warpgroup threads, elements per register\), got \(8, 128, 2\) of f32"),
+    (lambda x, s: FragmentedArray.load_by_thread(s, WGMMAFragLayout(64), cta=1),
+     r"load_by_thread: ref must be a \(16, 128, 2\) smem array of f32 .*, got \(8, 128, 2\) of f32"),
+])
+def test_column_and_parking_errors(body, message):
+    def kernel(ctx, x, y, smem):
+        body(FragmentedArray.load(x, layout=WGMMAFragLayout(64)), smem[0])
+
+    with pytest.raises(KernelBuildError, match=message) as info:
+        _build(kernel, (mgpu_lab.ShapeDtype((8, 128, 2), "float32"),))
     assert "test_fragmented_ops.py" in str(info.value)  # points at the user's line
 
 

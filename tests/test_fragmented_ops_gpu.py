@@ -1,7 +1,8 @@
 """GPU tests of FragmentedArray operations against numpy float64: the softmax example,
 reductions along both axes with broadcasts / comparisons / where / exp2 / log, conversions
 to bf16/f16/f8 (bit-exact against ml_dtypes' round-to-nearest-even), and swizzled smem tile
-round trips for every swizzle. Fresh random inputs every run, outputs poisoned with NaN."""
+round trips for every swizzle, column pieces parked in smem and read back from a cluster peer.
+Fresh random inputs every run, outputs poisoned with NaN."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from test_fragmented_ops import (
     CONVERSIONS,
     make_conversions,
     make_exp2_fma,
+    make_peer_exchange,
     make_reductions,
     make_tiled_roundtrip,
 )
@@ -138,3 +140,17 @@ def test_tiled_roundtrip(dtype, swizzle, m, rng):
     bits = _UINT[x.itemsize]
     for name, out in zip(("WGMMA layout -> GMEM", "store_tiled -> TMA"), outs):
         np.testing.assert_array_equal(out.get().view(bits), x.view(bits), err_msg=name)
+
+
+def test_peer_exchange_reads_the_other_blocks_piece(rng):
+    """Column pieces parked by thread and read back here and from the cluster peer (distributed
+    shared memory) are exactly the inputs' columns."""
+    import cupy
+
+    m, n, start, width = 128, 64, 16, 32
+    x = rng.standard_normal((2, m, n)).astype(np.float32)
+    out, own = poisoned(cupy, (2, m, width), "float32"), poisoned(cupy, (2, m, width), "float32")
+    make_peer_exchange(m, n, start, width)(to_device(x), out=(out, own))
+    piece = x[:, :, start:start + width]
+    np.testing.assert_array_equal(own.get(), piece)
+    np.testing.assert_array_equal(out.get(), piece[::-1])

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from mgpu_lab.examples.gemm import PaddedGemm, default_stages, make_gemm
+from mgpu_lab.examples.gemm import PaddedGemm, default_stages, make_gemm, resolve_tiling
 from mgpu_lab.examples.gemm_configs import gemm_config, heuristic_config
 
 
@@ -41,9 +41,10 @@ def test_gemm_4096_sass(transpose_b):
 
 
 @pytest.mark.parametrize("shape, kwargs, hgmma, grid", [
-    ((4000, 4000, 4000), {}, r"HGMMA\.64x256x16", 32 * 16),  # ragged M, N, K tail (4000 = 62.5 x 64)
+    ((4000, 4000, 4000), {"tile_m": 128, "tile_n": 256, "persistent": False}, r"HGMMA\.64x256x16", 32 * 16),  # ragged M, N, K tail (4000 = 62.5 x 64)
+    ((4000, 4000, 4000), {"tile_m": 128, "tile_n": 256, "persistent": True}, r"HGMMA\.64x256x16", 132),
     ((1, 4096, 4096), {"transpose_b": True}, r"HGMMA\.64x32x16", 128),  # decode: one row
-    ((64, 4096, 4096), {"transpose_b": True}, r"HGMMA\.64x32x16", 128),
+    ((64, 4096, 4096), {"transpose_b": True, "tile_m": 64, "tile_n": 32}, r"HGMMA\.64x32x16", 128),
     ((8, 14336, 4096), {"transpose_b": True}, r"HGMMA\.64x64x16", 224),
     ((129, 256, 72), {}, r"HGMMA\.64x\d+x16", None),  # ragged M, K tail of 8
     ((300, 520, 200), {"out_dtype": "float32", "tile_n": 128}, r"HGMMA\.64x128x16", None),
@@ -150,8 +151,13 @@ def test_persistent_gemm_compiles(tile_m, tile_n, transpose_b):
     assert k.compiled.grid == (132, 1, 1)
     one_tile = make_gemm(4000, 4000, 4000, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b)
     assert one_tile.compiled.grid[0] > 132
-    # the epilogue tile no longer overlaps the ring: more smem, fewer stages
-    assert k.compiled.resources.dynamic_smem_bytes > tile_m * tile_n * 2
+    # the epilogue streams the tile out one TMA box (64 columns) at a time through slots of its
+    # own beside the ring, at most 16 KB per consumer: 128x256 tiles keep a 4-deep ring
+    t = resolve_tiling(4000, 4000, 4000, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, persistent=True)
+    assert t.epilogue_bytes <= t.consumers * 16 * 1024
+    assert t.smem_bytes == t.pipeline_bytes + t.epilogue_bytes + 16 * t.stages <= 227 * 1024
+    assert t.stages == {(128, 256): 4, (256, 128): 4, (64, 64): 8}[tile_m, tile_n]
+    assert len(re.findall(r"\bUTMASTG\b", k.compiled.sass)) == tile_n // 64
 
 
 def test_persistent_small_problem_has_one_block_per_tile():

@@ -1,26 +1,52 @@
-"""CPU tests of the split-K GEMM (gemm_split_k.py): the K-slice kernel is the clean GEMM (tensor
-cores, TMA, no spills) on a (tiles, split_k) grid writing an f32 workspace, the reduce kernel
-has no spills, the heuristic splits K only where tiles fill few SMs over a long K, and bad
-arguments are refused with errors that name them."""
+"""CPU tests of the split-K GEMM (gemm_split_k.py): summed in a cluster, one clean kernel (tensor
+cores, TMA, no spills) on a (tiles, split_k) grid in (1, split_k) clusters whose blocks read each
+other's partials (distributed shared memory) and write C; summed through a workspace, the K-slice
+kernel writes an f32 (split_k, m, n) workspace and a reduce kernel without spills sums it; the
+heuristic splits K only where tiles fill few SMs over a long K, and bad arguments are refused
+with errors that name them."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from test_gemm import assert_clean
 
-from mgpu_lab.examples.gemm import PaddedGemm, SplitKGemm, make_gemm
+from mgpu_lab.examples.gemm import PaddedGemm, SplitKGemm, make_gemm, resolve_tiling
 from mgpu_lab.examples.gemm_configs import heuristic_config
 from mgpu_lab.examples.gemm_split_k import choose_split_k, even_split_k
 
-
-@pytest.mark.parametrize("m, n, k, tiles, split_k, transpose_b", [
+SHAPES = pytest.mark.parametrize("m, n, k, tiles, split_k, transpose_b", [
     (16, 4096, 14336, (64, 128), 4, True),
     (129, 4096, 4104, (128, 256), 4, True),  # two consumer warpgroups, a K tail
     (16, 6144, 4096, (64, 64), 2, False),
 ])
-def test_split_k_builds_clean(m, n, k, tiles, split_k, transpose_b):
+
+
+@SHAPES
+def test_split_k_in_a_cluster_builds_clean(m, n, k, tiles, split_k, transpose_b):
     tile_m, tile_n = tiles
     kern = make_gemm(m, n, k, transpose_b=transpose_b, tile_m=tile_m, tile_n=tile_n, split_k=split_k)
+    assert not isinstance(kern, SplitKGemm)  # the default up to 8 slices: one kernel
+    assert_clean(kern, rf"HGMMA\.64x{tile_n}x16\.F32\.BF16")
+    compiled = kern.compiled
+    assert compiled.grid == (-(-m // tile_m) * -(-n // tile_n), split_k, 1)
+    assert compiled.cluster == (1, split_k, 1)
+    assert [tuple(o.shape) for o in compiled.outputs] == [(m, n)]
+    sass = compiled.sass
+    # every consumer thread parks 16 f32 pairs per 64-row x 64-column piece, then reads each
+    # piece it sums from every block of the cluster (generic 64-bit loads of the cluster window)
+    parked = tile_n // 64 * 16  # per consumer thread: 64 rows each here
+    assert len(re.findall(r"\bSTS\.64\b", sass)) == parked
+    assert len(re.findall(r"\bLD\.E\.64\b", sass)) == parked * split_k
+    assert len(re.findall(r"\bUCGABAR_ARV\b", sass)) == 4  # two cluster barriers, producer and consumer paths
+
+
+@SHAPES
+def test_split_k_through_a_workspace_builds_clean(m, n, k, tiles, split_k, transpose_b):
+    tile_m, tile_n = tiles
+    kern = make_gemm(m, n, k, transpose_b=transpose_b, tile_m=tile_m, tile_n=tile_n, split_k=split_k,
+                     split_k_reduce="workspace")
     assert isinstance(kern, SplitKGemm)
     assert_clean(kern.partial, rf"HGMMA\.64x{tile_n}x16\.F32\.BF16")
     grid = (-(-m // tile_m) * -(-n // tile_n), split_k, 1)
@@ -33,14 +59,17 @@ def test_split_k_builds_clean(m, n, k, tiles, split_k, transpose_b):
 
 
 def test_split_k_ragged_shape_goes_through_the_padded_path():
-    kern = make_gemm(129, 257, 1000, tile_m=64, tile_n=64, split_k=3)
+    kern = make_gemm(129, 257, 1000, tile_m=64, tile_n=64, split_k=3, split_k_reduce="workspace")
     assert isinstance(kern, PaddedGemm) and isinstance(kern.inner, SplitKGemm)
     assert kern.inner.tiling.split_k == 3 and kern.inner.tiling.k_steps == 6  # 16 k-steps: 6, 6, 4
+    kern = make_gemm(129, 257, 1000, tile_m=64, tile_n=64, split_k=3)
+    assert isinstance(kern, PaddedGemm) and kern.inner.compiled.cluster == (1, 3, 1)
 
 
 def test_split_k_leaves_no_slice_empty():
     # 9 k-steps in 4 slices of 3 would leave the last empty: 3 slices
-    assert make_gemm(16, 512, 576, tile_m=64, tile_n=64, split_k=4).tiling.split_k == 3
+    assert resolve_tiling(16, 512, 576, tile_m=64, tile_n=64, split_k=4).split_k == 3
+    assert make_gemm(16, 512, 576, tile_m=64, tile_n=64, split_k=4).compiled.cluster == (1, 3, 1)
     assert even_split_k(9, 4) == 3 and even_split_k(224, 4) == 4 and even_split_k(65, 3) == 3
 
 
@@ -60,9 +89,10 @@ def test_heuristic_splits_k_only_for_few_tiles_over_a_long_k():
 def test_split_k_with_an_epilogue_from_the_config_is_dropped():
     from mgpu_lab.examples.gemm_epilogues import relu
 
-    assert make_gemm(16, 4096, 14336, transpose_b=True).tiling.split_k > 1  # what the config picks
+    assert resolve_tiling(16, 4096, 14336, transpose_b=True, split_k=None).split_k > 1  # what the config picks
     kern = make_gemm(16, 4096, 14336, transpose_b=True, epilogue=lambda acc, tile: relu(acc))
     assert not isinstance(kern, SplitKGemm)
+    assert kern.compiled.grid[1] == 1 and kern.compiled.cluster == (1, 1, 1)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -71,6 +101,9 @@ def test_split_k_with_an_epilogue_from_the_config_is_dropped():
     ({"split_k": True}, r"split_k must be an int from 1 to the 16 k-steps of k=1024, got True"),
     ({"split_k": 2, "persistent": True}, r"split_k=2 runs one tile slice per block; it cannot be combined with "
                                          r"persistent=True"),
+    ({"split_k": 2, "split_k_reduce": "atomic"}, r"split_k_reduce must be 'cluster' or 'workspace', got 'atomic'"),
+    ({"split_k": 12, "split_k_reduce": "cluster"}, r"split_k_reduce='cluster' sums the K slices in one cluster of at "
+                                                   r"most 8 blocks, got split_k=12; use split_k_reduce='workspace'"),
 ])
 def test_split_k_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -40,8 +40,8 @@ from .layouts import (
 )
 from .reductions import combiner, shfl_xor, warp_reduce
 from .threads import thread_in_warpgroup
-from .ptx import i32, inline_ptx
-from .warpgroup import warpgroup_barrier
+from .ptx import i32, inline_ptx, smem_address
+from .warpgroup import map_to_peer, warpgroup_barrier
 
 __all__ = ["FragmentedArray", "Layout", "WGMMAColLayout", "WGMMAFragLayout", "WGMMARowLayout",
            "WGStridedLayout", "where"]
@@ -509,6 +509,24 @@ class FragmentedArray:
                              f"{layout}")
         return FragmentedArray(regs, target, signed=self.signed)
 
+    def columns(self, start: int, width: int) -> FragmentedArray:
+        """Columns [start, start + width) of an (m, n) WGMMAFragLayout array, as an (m, width)
+        one (its registers, no data moves): e.g. to convert and store a wide tile in pieces.
+        start and width are multiples of 8 (a thread's column group)."""
+        layout = self.layout
+        if not isinstance(layout, WGMMAFragLayout):
+            raise ValueError(f"FragmentedArray.columns: needs an array in WGMMAFragLayout, got {layout}")
+        for name, value in (("start", start), ("width", width)):
+            if isinstance(value, bool) or not isinstance(value, int) or value % 8:
+                raise ValueError(f"FragmentedArray.columns: {name} must be an int multiple of 8 (a column group), "
+                                 f"got {value!r}")
+        if width <= 0 or start < 0 or start + width > layout.n:
+            raise ValueError(f"FragmentedArray.columns: columns [{start}, {start + width}) must lie inside the "
+                             f"array's {layout.n} columns (width > 0)")
+        regs = [self.registers[layout.index(i, j, h)] for i in range(layout.m // 64)
+                for j in range(start // 8, (start + width) // 8) for h in range(2)]
+        return FragmentedArray(regs, WGMMAFragLayout(width, layout.m), signed=self.signed)
+
     # -- memory ----------------------------------------------------------------------
     def store(self, ref: ir.Value) -> None:
         """Store to a memref of the array's shape and element type (global or shared). Row /
@@ -528,6 +546,49 @@ class FragmentedArray:
         with when(owner):
             for reg, idx in zip(self.registers, indices):
                 vector.store(reg, ref, idx)
+
+    def store_by_thread(self, ref: ir.Value) -> None:
+        """Park the registers in shared memory as they are: register r of warpgroup thread t at
+        ref[r, t], ref a (registers, 128, vec) smem array of the element type (consecutive
+        threads write consecutive bytes: no bank conflicts). `load_by_thread` reads them back in
+        the same layout, here or, with cta=, from a peer block of the cluster (distributed
+        shared memory): how the blocks of a cluster sum their partial tiles (split-K)."""
+        _check_by_thread(ref, self.layout, self.element_type, "FragmentedArray.store_by_thread")
+        thread = thread_in_warpgroup()
+        for r, reg in enumerate(self.registers):
+            vector.store(reg, ref, [c(r), thread, c(0)])
+
+    @classmethod
+    def load_by_thread(cls, ref: ir.Value, layout: Layout, *, cta: int | ir.Value | None = None) -> FragmentedArray:
+        """The array `store_by_thread` parked in `ref` (a (layout.registers, 128, vec) smem
+        array): this block's, or with `cta` (a cluster rank) the same smem location in that block
+        of the cluster (`mapa` + `ld.shared::cluster`; 32-bit elements). The peer must have
+        stored before a cluster barrier this block has passed, and must not exit or overwrite
+        the buffer before a later one (e.g. `cluster_sync()` after the loads)."""
+        elem = ir.MemRefType(ref.type).element_type
+        _check_by_thread(ref, layout, elem, "FragmentedArray.load_by_thread")
+        thread = thread_in_warpgroup()
+        vtype = _vtype(layout.vec, elem)
+        if cta is None:
+            return cls([vector.load(vtype, ref, [c(r), thread, c(0)]) for r in range(layout.registers)], layout)
+        if bitwidth(elem) != 32 or layout.vec not in (1, 2, 4):
+            raise ValueError(f"FragmentedArray.load_by_thread: reading a peer block needs 32-bit elements, 1, 2 or "
+                             f"4 per register; got {layout.vec} x {elem}")
+        step = layout.vec * 4  # bytes per register slot
+        mine = smem_address(ref) + arith.index_cast(i32(), thread) * step
+        peer = map_to_peer(mine, cta)
+        kind = "f" if _is_float(elem) else "r"
+        outs = ", ".join(f"${i}" for i in range(layout.vec))
+        width = "" if layout.vec == 1 else f".v{layout.vec}"
+        regs = []
+        for r in range(layout.registers):
+            offset = r * WARPGROUP_THREADS * step
+            values = inline_ptx(f"ld.shared::cluster{width}.b32 {{{outs}}}, [${layout.vec}+{offset}];" if layout.vec > 1
+                                else f"ld.shared::cluster.b32 $0, [$1+{offset}];",
+                                [peer], [f"={kind}"] * layout.vec + ["r"], [elem] * layout.vec, memory=False)
+            values = values if isinstance(values, list) else [values]
+            regs.append(vector.from_elements(vtype, values))
+        return cls(regs, layout)
 
     @classmethod
     def load_tiled(cls, ref: ir.Value, swizzle: int = 128, *, m: int | None = None) -> FragmentedArray:
@@ -579,6 +640,22 @@ class FragmentedArray:
             first, second = elements(reg)
             value = select(access.element != 0, second, first)
             vector.store(vector.from_elements(_vtype(1, elem), [value]), ref3, index)
+
+
+def _check_by_thread(ref: ir.Value, layout: Layout, elem: ir.Type, what: str) -> None:
+    ref_type = ir.MemRefType(ref.type)
+    if str(ref_type.memory_space) != "#gpu.address_space<workgroup>":
+        raise ValueError(f"{what}: ref must be in shared memory, got {ref_type}")
+    want = (layout.registers, WARPGROUP_THREADS, layout.vec)
+    if tuple(ref_type.shape) != want or ref_type.element_type != elem:
+        raise ValueError(f"{what}: ref must be a {want} smem array of {elem} (registers, warpgroup threads, "
+                         f"elements per register), got {tuple(ref_type.shape)} of {ref_type.element_type}")
+    strides, offset = ref_type.get_strides_and_offset()
+    if list(strides) != [WARPGROUP_THREADS * layout.vec, layout.vec, 1]:
+        raise ValueError(f"{what}: ref must be contiguous, got strides {tuple(strides)}")
+
+
+WARPGROUP_THREADS = 128
 
 
 def combine_all(values: list[ir.Value], combine: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:

@@ -20,11 +20,14 @@ that are served by `PaddedGemm`, which copies the operands into padded buffers f
 
 Blocks are rasterized in groups of `group_m` tile rows so blocks running together share tiles
 of A and B in L2. persistent=True launches one block per SM that loops over the tiles in that
-order, with an epilogue buffer of its own so the producer loads the next tile during the
-epilogue; persistent="pingpong" gives the two consumers alternate whole tiles, taking turns at
-the ring (named barriers) so that their mbarrier waits stay in pipeline order. split_k=S (for
-shapes whose tiles fill few SMs over a long K) gives each tile S blocks, one per K slice, and
-sums their f32 partial tiles in a second kernel (gemm_split_k.py). Without tile_m / tile_n /
+order: the producer loads the next tile during the epilogue, which streams the tile out one
+TMA box at a time through small slots of its own (gemm_pieces.stream_tile: 32 KB for 128x256
+tiles, so the ring keeps 4 stages) and waits for no store to finish; persistent="pingpong"
+gives the two consumers alternate whole tiles, taking turns at the ring (named barriers) so
+that their mbarrier waits stay in pipeline order. split_k=S (for shapes whose tiles fill few
+SMs over a long K) gives each tile S blocks, one per K slice, which sum their f32 partial tiles
+as a cluster through distributed shared memory (up to 8), or through a workspace and a second
+kernel (gemm_split_k.py). Without tile_m / tile_n /
 stages, the configuration comes from the tuned table (gemm_configs.json, per device and shape)
 or a heuristic (`gemm_config`).
 
@@ -45,19 +48,21 @@ from mgpu_lab.profiler.format import words_per_block
 
 from .gemm_configs import gemm_config
 from .gemm_padding import PaddedGemm, aligned_shape
-from .gemm_split_k import SplitKGemm, even_split_k
+from .gemm_split_k import MAX_CLUSTER_SPLIT, SplitKGemm, even_split_k, reduce_in_cluster
 from .gemm_pieces import (
     Epilogue,
     EpilogueTile,
     TURN_BARRIER,
     GemmTiling,
     consumer_registers,
+    drain_stores,
     load_operands,
     load_tile,
     multiply,
     producer_registers,
     run_epilogue,
     store_tile,
+    stream_tile,
     tile_origin,
 )
 
@@ -77,9 +82,11 @@ def gemm_smem_bytes(tile_n: int, stages: int, out_dtype: str = "bfloat16", tile_
 
 def default_stages(tile_n: int, tile_m: int = 128, dtype: str = "bfloat16", persistent: bool | str = False) -> int:
     """The deepest ring (at most 8 slots) that fits in a block's shared memory."""
-    fits = [s for s in range(2, MAX_STAGES + 1)
-            if GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, stages=s, dtype=dtype,
-                          persistent=persistent).smem_bytes <= SMEM_LIMIT]
+    return _deepest_ring(GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, dtype=dtype, persistent=persistent))
+
+
+def _deepest_ring(t: GemmTiling) -> int:
+    fits = [s for s in range(2, MAX_STAGES + 1) if dataclasses.replace(t, stages=s).smem_bytes <= SMEM_LIMIT]
     return max(fits) if fits else 2
 
 
@@ -116,6 +123,11 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     if t.split_k > 1 and t.persistent:
         raise ValueError(f"gemm: split_k={t.split_k} runs one tile slice per block; it cannot be combined with "
                          f"persistent={t.persistent!r}")
+    if t.split_k_reduce not in ("cluster", "workspace"):
+        raise ValueError(f"gemm: split_k_reduce must be 'cluster' or 'workspace', got {t.split_k_reduce!r}")
+    if t.cluster_split and t.split_k > MAX_CLUSTER_SPLIT:
+        raise ValueError(f"gemm: split_k_reduce='cluster' sums the K slices in one cluster of at most "
+                         f"{MAX_CLUSTER_SPLIT} blocks, got split_k={t.split_k}; use split_k_reduce='workspace'")
     if t.split_k > 1 and t.dtype not in _INPUT_DTYPES:
         raise ValueError(f"gemm: split_k is for the bf16/f16 GEMM, got dtype {t.dtype!r}")
     if isinstance(t.group_m, bool) or not isinstance(t.group_m, int) or t.group_m < 1:
@@ -128,8 +140,8 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
 def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
               out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
               stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
-              split_k: int | None = None, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
-              **options) -> mgpu_lab.Kernel | PaddedGemm | SplitKGemm:
+              split_k: int | None = None, split_k_reduce: str | None = None, epilogue: Epilogue | None = None,
+              epilogue_inputs: Sequence[Any] = (), **options) -> mgpu_lab.Kernel | PaddedGemm | SplitKGemm:
     """C (m, n) = epilogue(A (m, k) @ B), B of shape (k, n), or (n, k) with transpose_b=True.
 
     Call it as `kernel(a, b, *epilogue_arrays)`. epilogue: `f(acc, tile, *refs) -> FragmentedArray`
@@ -138,8 +150,11 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     persistent: True launches one block per SM that loops over the tiles, loading the next tile
     during the epilogue; "pingpong" also gives the two consumers alternate whole tiles, so one's
     epilogue overlaps the other's tensor-core work.
-    split_k: > 1 splits K over that many blocks per tile, summed by a second kernel
-    (gemm_split_k.py; no epilogue); for shapes whose tiles fill few SMs over a long K.
+    split_k: > 1 splits K over that many blocks per tile (no epilogue); for shapes whose tiles
+    fill few SMs over a long K. split_k_reduce: how the slices are summed (gemm_split_k.py):
+    "cluster" (the default up to 8 slices) by the tile's blocks, a cluster, through distributed
+    shared memory inside the one kernel; "workspace" (the default above 8) by a second kernel
+    from an f32 workspace.
     Tile sizes (and split_k) left out come from `gemm_config` (tuned table, else a heuristic)."""
     if epilogue is not None and split_k is not None and split_k != 1:
         raise ValueError(f"gemm: split_k={split_k!r} sums K slices after the GEMM and cannot apply an epilogue; "
@@ -149,10 +164,12 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         return PaddedGemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
-                          split_k=split_k, epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
+                          split_k=split_k, split_k_reduce=split_k_reduce, epilogue=epilogue,
+                          epilogue_inputs=epilogue_inputs, **options)
     t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
-                       tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, split_k=split_k)
-    if t.split_k > 1:
+                       tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, split_k=split_k,
+                       split_k_reduce=split_k_reduce)
+    if t.split_k > 1 and not t.cluster_split:
         return SplitKGemm(t, options, stages_given=stages is not None)
     return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=epilogue,
                              epilogue_inputs=epilogue_inputs)
@@ -177,21 +194,29 @@ def build_gemm_kernel(t: GemmTiling, options: dict[str, Any], *, stages_given: b
 def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                    out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
                    stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
-                   split_k: int | None = 1, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
+                   split_k: int | None = 1, split_k_reduce: str | None = None,
+                   input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
     """The checked GemmTiling: given tile sizes, the rest from `gemm_config` (split_k=None:
-    the configuration's, 1 when the tile sizes were given)."""
+    the configuration's, 1 when the tile sizes were given; split_k_reduce=None: 'cluster' up
+    to MAX_CLUSTER_SPLIT slices, else 'workspace')."""
     picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype) if tile_m is None or tile_n is None else {}
     tile_m = picked["tile_m"] if tile_m is None else tile_m
     tile_n = picked["tile_n"] if tile_n is None else tile_n
     stages = picked.get("stages") if stages is None else stages
     group_m = picked.get("group_m", 8) if group_m is None else group_m
     persistent = picked.get("persistent", False) if persistent is None else persistent
-    split_k = picked.get("split_k", 1) if split_k is None else split_k
-    if tile_m in TILE_MS and tile_n in TILE_NS and stages is None:
-        stages = default_stages(tile_n, tile_m, dtype if dtype in input_dtypes else "bfloat16", persistent)
+    if split_k is None:  # the configuration's split, summed its way
+        split_k = picked.get("split_k", 1)
+        split_k_reduce = picked.get("split_k_reduce") if split_k_reduce is None else split_k_reduce
     t = GemmTiling(m, n, k, tile_m=tile_m, tile_n=tile_n, stages=stages if stages is not None else 2,
                    group_m=group_m, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                    persistent=persistent, split_k=split_k)
+    if split_k_reduce is None:
+        split_k_reduce = "cluster" if isinstance(split_k, int) and split_k <= MAX_CLUSTER_SPLIT else "workspace"
+    t = dataclasses.replace(t, split_k_reduce=split_k_reduce)
+    if tile_m in TILE_MS and tile_n in TILE_NS and stages is None:
+        t = dataclasses.replace(t, stages=_deepest_ring(t if t.dtype in input_dtypes else
+                                                        dataclasses.replace(t, dtype="bfloat16")))
     check_tiling(t, input_dtypes)
     return dataclasses.replace(t, split_k=even_split_k(t.k_tiles, t.split_k))  # no empty K slice
 
@@ -224,11 +249,15 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         raise ValueError("gemm: epilogue_inputs were given without an epilogue to read them")
     a_sd = dsl.ShapeDtype((t.m, t.k), t.dtype)
     b_sd = dsl.ShapeDtype((t.n, t.k) if t.transpose_b else (t.k, t.n), t.dtype)
-    c_sd = dsl.ShapeDtype((t.split_k, t.m, t.n) if t.split_k > 1 else (t.m, t.n), t.out_dtype)
+    workspace = t.split_k > 1 and not t.cluster_split
+    c_sd = dsl.ShapeDtype((t.split_k, t.m, t.n) if workspace else (t.m, t.n), t.out_dtype)
 
     def gemm(ctx, a, b, *refs):
         *extra_refs, c_ref, smem = refs
-        ring, epilogue_smem = smem[0]  # one-tile blocks: a Union (the epilogue overlaps the ring)
+        if t.cluster_split:
+            (ring, partials), epilogue_smem = smem[0]  # the partial tile overlaps the ring
+        else:
+            ring, epilogue_smem = smem[0]  # one-tile blocks: a Union (the epilogue overlaps the ring)
         full, empty = smem[1], smem[2]
         full.init(1, sync=False)
         empty.init(t.slot_consumers * WARPGROUP_WARPS)  # one arrival per consumer warp
@@ -244,9 +273,16 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                 acc = mainloop(ctx, t, ring, full, empty, me, first, release_last, tile, extra_refs)
             if after_mainloop is not None:
                 after_mainloop()
+            if t.cluster_split:
+                with ctx.named_region("epilogue"):
+                    reduce_in_cluster(ctx, t, acc, partials, epilogue_smem, c_ref, row0, col0, me, split)
+                return
             with ctx.named_region("epilogue"):
                 acc = run_epilogue(epilogue, acc, tile, extra_refs)
-                store_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me, split)
+                if t.persistent:
+                    stream_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me)
+                else:
+                    store_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me, split)
 
         split = dsl.block_idx("y") if t.split_k > 1 else None
         if not t.persistent:
@@ -259,8 +295,13 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                 consumer_registers(t)
                 compute(row0, col0, steps=steps)
 
-            dsl.if_else(wg == 0,
-                        lambda: load_operands(ctx, t, a, b, ring, full, empty, row0, col0, k_first, steps), consumer)
+            def producer():
+                load_operands(ctx, t, a, b, ring, full, empty, row0, col0, k_first, steps)
+                if t.cluster_split:  # the consumers' two cluster barriers count every thread
+                    dsl.cluster_sync()
+                    dsl.cluster_sync()
+
+            dsl.if_else(wg == 0, producer, consumer)
             return
 
         block = dsl.block_idx("x")
@@ -293,6 +334,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
             consumer_registers(t)
             if not t.pingpong:
                 tiles(lambda tile, first: compute(*tile_origin(t, tile), first, release_last=True))
+                drain_stores(ctx)
                 return
 
             def take_turn(tile, first):
@@ -303,14 +345,16 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                 compute(*tile_origin(t, tile), first, release_last=True, after_mainloop=lambda: pass_turn(tile, me))
 
             tiles(take_turn, me, 2)
+            drain_stores(ctx)
 
         dsl.if_else(wg == 0, producer, consumer)
 
     layout = "nt" if t.transpose_b else "nn"
     # Regions per k-step: 2 events per producer step, 4 per consumer step, plus the epilogue.
     grid = (t.grid, t.split_k) if t.split_k > 1 else t.grid
-    return dict(body=gemm, grid=grid, block=t.threads, in_shapes=(a_sd, b_sd, *extras), out_shapes=c_sd,
-                smem=t.smem(), name=name or f"gemm_{layout}_{t.m}x{t.n}x{t.k}",
+    cluster = (1, t.split_k) if t.cluster_split else (1, 1)
+    return dict(body=gemm, grid=grid, cluster=cluster, block=t.threads, in_shapes=(a_sd, b_sd, *extras),
+                out_shapes=c_sd, smem=t.smem(), name=name or f"gemm_{layout}_{t.m}x{t.n}x{t.k}",
                 profile_capacity=(4 * t.k_tiles + 8) * -(-t.tiles // t.grid))
 
 

@@ -34,6 +34,7 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232
 CONSUMER_BARRIER = 1  # named barrier of all consumer threads
 WG_BARRIER = 2  # + consumer index: named barrier of one consumer warpgroup
 TURN_BARRIER = 4  # + consumer index (pingpong): 'your mainloop may start', the other consumer arrives
+EPILOGUE_SLOTS_BYTES = 16 * 1024  # a persistent consumer's epilogue buffer, at most (two slots)
 
 
 @dataclass(frozen=True)
@@ -57,9 +58,12 @@ class GemmTiling:
     # the two consumers taking alternate whole tiles
     persistent: bool | str = False
     sms: int = 132  # blocks of a persistent grid
-    # > 1: blocks (grid y) compute K slices of k_steps pipeline steps each into an f32 workspace
-    # (split_k, m, n) that gemm_split_k.py sums; the last slice's boxes past K read zeros
+    # > 1: blocks (grid y) compute K slices of k_steps pipeline steps each (the last slice's boxes
+    # past K read zeros), summed (gemm_split_k.py) by the blocks of a cluster through distributed
+    # shared memory ("cluster", at most MAX_CLUSTER_SPLIT slices) or by a second kernel from an
+    # f32 workspace (split_k, m, n) ("workspace")
     split_k: int = 1
+    split_k_reduce: str = "cluster"
 
     @property
     def itemsize(self) -> int:
@@ -127,11 +131,41 @@ class GemmTiling:
         return self.stages * self.stage_bytes
 
     @property
+    def epilogue_pieces(self) -> int:
+        """TMA-store boxes (out_width columns each) per consumer tile."""
+        return self.tile_n // self.out_width
+
+    @property
+    def epilogue_slots(self) -> int:
+        """Persistent blocks stream each consumer's tile out one box at a time through slots of
+        their own (stream_tile): two, so one slot is written while the other's store reads it,
+        where they fit in 16 KB per consumer and the pieces alternate evenly; else one. A
+        one-tile block writes the whole tile at once over the ring."""
+        if not self.persistent:
+            return self.epilogue_pieces
+        piece = self.consumer_rows * self.out_width * dtype_itemsize(self.out_dtype)
+        return 2 if self.epilogue_pieces % 2 == 0 and 2 * piece <= EPILOGUE_SLOTS_BYTES else 1
+
+    @property
     def epilogue_bytes(self) -> int:
-        return self.consumers * self.consumer_rows * self.tile_n * dtype_itemsize(self.out_dtype)
+        return (self.consumers * self.epilogue_slots * self.consumer_rows * self.out_width
+                * dtype_itemsize(self.out_dtype))
+
+    @property
+    def cluster_split(self) -> bool:
+        """split_k > 1 summed inside a cluster of the tile's split_k blocks (one kernel)."""
+        return self.split_k > 1 and self.split_k_reduce == "cluster"
+
+    @property
+    def partials_bytes(self) -> int:
+        """A cluster-split block's f32 partial tile, parked in smem for its peers (over the ring)."""
+        return self.tile_m * self.tile_n * 4
 
     @property
     def smem_bytes(self) -> int:
+        if self.cluster_split:  # partials over the ring, one output box per consumer beside them
+            staging = self.consumers * self.consumer_rows * self.out_width * dtype_itemsize(self.out_dtype)
+            return max(self.pipeline_bytes, self.partials_bytes) + staging + 2 * self.stages * 8
         if self.persistent:  # the ring keeps loading the next tile while the epilogue writes
             return self.pipeline_bytes + self.epilogue_bytes + 2 * self.stages * 8
         return max(self.pipeline_bytes, self.epilogue_bytes) + 2 * self.stages * 8
@@ -161,9 +195,14 @@ class GemmTiling:
         else:
             b_slot = (self.stages, self.tile_n // self.b_chunk, self.tile_k, self.b_chunk)
         ring = (sd((self.stages, self.tile_m, self.tile_k), self.dtype), sd(b_slot, self.dtype))
-        epilogue = sd((self.consumers, self.tile_n // self.out_width, self.consumer_rows, self.out_width),
-                      self.out_dtype)
-        both = (ring, epilogue) if self.persistent else dsl.Union([ring, epilogue])
+        epilogue = sd((self.consumers, self.epilogue_slots, self.consumer_rows, self.out_width), self.out_dtype)
+        if self.cluster_split:
+            per_piece = (self.consumer_rows // WGMMA_ROWS) * (self.out_width // 8) * 2  # registers
+            partials = sd((self.consumers, self.epilogue_pieces, per_piece, WARPGROUP, 2), "float32")
+            staging = sd((self.consumers, self.consumer_rows, self.out_width), self.out_dtype)
+            both = (dsl.Union([ring, partials]), staging)
+        else:
+            both = (ring, epilogue) if self.persistent else dsl.Union([ring, epilogue])
         return (both, dsl.Barriers(self.stages), dsl.Barriers(self.stages))
 
 
@@ -289,19 +328,15 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
 
 def store_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem: ir.Value, c_ref: ir.Value,
                row0: ir.Value, col0: ir.Value, wg: ir.Value, split: ir.Value | None = None) -> None:
-    """Write consumer `wg`'s (consumer_rows, tile_n) tile of C at (row0 + its rows, col0): round
-    to C's type, store swizzled to smem, TMA-store (split_k: into C's slice `split`, C being the
-    (split_k, m, n) workspace, so rows past m are clipped, not written into the next slice). The consumers meet at a named barrier first
-    (pingpong: each warpgroup alone, the other is mid-tile): the ring under a one-tile block's
-    epilogue buffer is then free, and the previous tile's TMA store (persistent blocks) has read
-    the buffer (its issuing thread waited before the barrier)."""
+    """One-tile blocks: write consumer `wg`'s (consumer_rows, tile_n) tile of C at (row0 + its
+    rows, col0): round to C's type, store swizzled to smem over the ring, TMA-store it (split_k:
+    into C's slice `split`, C being the (split_k, m, n) workspace, so rows past m are clipped,
+    not written into the next slice). The consumers meet at a named barrier first: every one of
+    them is done reading the ring the epilogue buffer overlaps. (Persistent blocks: stream_tile.)"""
     width = t.out_width
     swizzle = width * dtype_itemsize(t.out_dtype)
     tile = tile.astype(t.out_dtype)
-    if t.pingpong:
-        dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
-    else:
-        dsl.named_barrier(CONSUMER_BARRIER, t.consumers * WARPGROUP)  # every consumer is done with the ring
+    dsl.named_barrier(CONSUMER_BARRIER, t.consumers * WARPGROUP)
     mine = dsl.memref_slice(epilogue_smem, wg)
     tile.store_tiled(mine, swizzle)
     dsl.fence_async_shared()
@@ -312,6 +347,37 @@ def store_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem
         for j in range(t.tile_n // width):
             ctx.async_copy(src_ref=dsl.memref_slice(mine, j), dst_ref=c_ref, swizzle=swizzle, uniform=False,
                            gmem_slice=(*lead, dsl.ds(row, t.consumer_rows), dsl.ds(col0 + j * width, width)))
+    ctx.await_async_copy(0, await_read_only=True)
+
+
+def stream_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem: ir.Value, c_ref: ir.Value,
+                row0: ir.Value, col0: ir.Value, wg: ir.Value) -> None:
+    """Persistent blocks: write consumer `wg`'s (consumer_rows, tile_n) tile of C at (row0 +
+    its rows, col0) one TMA box (out_width columns) at a time through its `epilogue_slots`
+    smem slots. Nothing waits for a store to finish: before a slot is written again, the thread
+    that issued the stores waits until the store that last read it is done reading (with two
+    slots, the one before it may still be reading), so the warpgroup goes back to the tensor
+    cores as soon as its last piece is issued. A small buffer leaves the ring its depth (128x256
+    tiles: 32 KB instead of 64 KB, 4 stages instead of 3); `drain_stores` ends the block."""
+    width = t.out_width
+    swizzle = width * dtype_itemsize(t.out_dtype)
+    mine = dsl.memref_slice(epilogue_smem, wg)
+    row = row0 + t.row_offset(wg)
+    for p in range(t.epilogue_pieces):
+        piece = tile.columns(p * width, width).astype(t.out_dtype)
+        ctx.await_async_copy(t.epilogue_slots - 1, await_read_only=True)  # only the issuing thread has groups
+        dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)  # ... and the others learn here that the slot is free
+        slot = dsl.memref_slice(mine, p % t.epilogue_slots)
+        piece.store_tiled(slot, swizzle)
+        dsl.fence_async_shared()
+        dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
+        with dsl.single_thread("warpgroup"):
+            ctx.async_copy(src_ref=slot, dst_ref=c_ref, swizzle=swizzle, uniform=False,
+                           gmem_slice=(dsl.ds(row, t.consumer_rows), dsl.ds(col0 + p * width, width)))
+
+
+def drain_stores(ctx: Any) -> None:
+    """The end of a persistent consumer: its last stores must have read smem before the block exits."""
     ctx.await_async_copy(0, await_read_only=True)
 
 

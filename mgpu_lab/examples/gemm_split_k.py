@@ -2,10 +2,19 @@
 16 x 4096 x 14336 launch 32 tiles on 132 SMs).
 
 The GEMM kernel runs a (tiles, split_k) grid: block (tile, s) multiplies K slice s
-(`GemmTiling.k_steps` pipeline steps; the last slice's boxes past K read zeros) and TMA-stores
-its f32 partial tile into slice s of a (split_k, m, n) workspace. A second kernel sums the
-slices in a fixed order (deterministic), rounds to the output type and writes C. Epilogues are
-not applied here (use split_k=1 with an epilogue).
+(`GemmTiling.k_steps` pipeline steps; the last slice's boxes past K read zeros). The slices are
+summed one of two ways (`split_k_reduce`), both in a fixed order (deterministic):
+
+- "cluster" (the default up to MAX_CLUSTER_SPLIT slices): a tile's blocks form a (1, split_k)
+  cluster; each parks its f32 partial in smem and sums a share of the tile's output boxes from
+  every block's partial through distributed shared memory, then TMA-stores them: one kernel,
+  no workspace. A cluster's blocks must be resident at once: at 200+ KB of smem each, an H200
+  holds 66 clusters of 2, 39 of 3 and 30 of 4 (cuOccupancyMaxActiveClusters), so the tuner
+  weighs both ways per shape.
+- "workspace": each block TMA-stores its f32 partial into slice s of a (split_k, m, n)
+  workspace; a second kernel sums the slices, rounds to the output type and writes C.
+
+Epilogues are not applied here (use split_k=1 with an epilogue).
 """
 
 from __future__ import annotations
@@ -17,10 +26,11 @@ import mgpu_lab
 from mgpu_lab import dsl
 from mgpu_lab.dsl import arith, ir, vector
 
-from .gemm_pieces import GemmTiling
+from .gemm_pieces import CONSUMER_BARRIER, WARPGROUP, WG_BARRIER, GemmTiling
 
 SPLIT_K_MIN_STEPS = 8  # pipeline steps (512 of k in bf16) a K slice keeps at least
 MAX_SPLIT_K = 16
+MAX_CLUSTER_SPLIT = 8  # the portable cluster size: more slices go through the workspace
 REDUCE_THREADS = 256
 REDUCE_VECTOR = 4  # f32 per thread (16-byte loads; n is a multiple of 4 on the aligned path)
 
@@ -43,6 +53,44 @@ def choose_split_k(m: int, n: int, k: int, tile_m: int, tile_n: int, sms: int, t
         return 1
     split = min(sms // tiles, k_tiles // SPLIT_K_MIN_STEPS, MAX_SPLIT_K)
     return even_split_k(k_tiles, split) if split > 1 else 1
+
+
+def reduce_in_cluster(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, partials: Any, staging: Any, c_ref: Any,
+                      row0: Any, col0: Any, wg: Any, split: Any) -> None:
+    """Consumer `wg` of cluster-split block `split` (its cluster rank: the cluster is the tile's
+    split_k blocks) holds the f32 partial of its rows over its K slice: the blocks sum their
+    partials through distributed shared memory and write C, each block a share of the tile.
+
+    Every consumer parks its partial in smem over the ring (`store_by_thread`, one out_width-
+    column piece at a time), the cluster meets (`cluster_sync`: every producer thread too),
+    then block s sums pieces s, s + split_k, ... of every peer's partial in rank order (the same
+    sum in any run), rounds it and TMA-stores it (clipped at C's edges) from its staging box.
+    A last cluster_sync keeps every block (and its partial) alive until all peers have read."""
+    width = t.out_width
+    swizzle = width * dsl.itemsize(t.out_dtype)
+    dsl.named_barrier(CONSUMER_BARRIER, t.consumers * WARPGROUP)  # every consumer is done with the ring
+    for p in range(t.epilogue_pieces):
+        acc.columns(p * width, width).store_by_thread(dsl.memref_slice(partials, (wg, p)))
+    dsl.cluster_sync()
+    box = dsl.memref_slice(staging, wg)
+    row = row0 + t.row_offset(wg)
+    for p in range(t.epilogue_pieces):
+        with dsl.when(split == p % t.split_k):
+            piece_ref = dsl.memref_slice(partials, (wg, p))
+            layout = dsl.WGMMAFragLayout(width, t.consumer_rows)
+            total = dsl.FragmentedArray.load_by_thread(piece_ref, layout, cta=0)
+            for peer in range(1, t.split_k):
+                total = total + dsl.FragmentedArray.load_by_thread(piece_ref, layout, cta=peer)
+            ctx.await_async_copy(0, await_read_only=True)  # this block's previous box has left the staging buffer
+            dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
+            total.astype(t.out_dtype).store_tiled(box, swizzle)
+            dsl.fence_async_shared()
+            dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
+            with dsl.single_thread("warpgroup"):
+                ctx.async_copy(src_ref=box, dst_ref=c_ref, swizzle=swizzle, uniform=False,
+                               gmem_slice=(dsl.ds(row, t.consumer_rows), dsl.ds(col0 + p * width, width)))
+    ctx.await_async_copy(0, await_read_only=True)
+    dsl.cluster_sync()
 
 
 def make_split_k_reduce(split_k: int, m: int, n: int, out_dtype: str, **options: Any) -> mgpu_lab.Kernel:
@@ -153,4 +201,5 @@ class _SplitKOpLauncher:
         return self._reduce.call((work,), out, stream)
 
 
-__all__ = ["SplitKGemm", "choose_split_k", "even_split_k", "make_split_k_reduce"]
+__all__ = ["MAX_CLUSTER_SPLIT", "SplitKGemm", "choose_split_k", "even_split_k", "make_split_k_reduce",
+           "reduce_in_cluster"]

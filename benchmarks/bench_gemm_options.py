@@ -1,0 +1,179 @@
+"""GEMM configurations against each other and the vendor library: the measurements behind the
+tuned table's choices (block scheme, tile shape), rerunnable for any sweep problem.
+
+For each problem, every candidate configuration (make_gemm / make_fp8_gemm keyword arguments; {}
+is what the tuned table or heuristic picks) and the peer (torch.matmul for bf16, torch._scaled_mm
+for FP8) run in the same rounds, the order reversed every other round (A B C, C B A, ...), each
+block a run of launches queued behind a blocking kernel with CUDA events around each launch
+(gemm_sweep.blocking_timer), inputs rotating through sets larger than L2. Every candidate's
+output is poisoned (NaN), then checked against a float32 matmul before it is timed.
+
+Keys: `gemm_options_bf16_4096x14336x4096_128x256_persistent_vs_cublas` (peer ms / candidate ms;
+FP8: `_vs_scaled_mm`) and `..._vs_default` (the table's pick, ms / candidate ms). SM clock and
+power in the record's `gpu`.
+
+Run on a GPU machine:  python benchmarks/bench_gemm_options.py [--only bf16_4096x14336x4096,...] [--rounds N]
+Writes `gemm_options_<time>_<commit>.json` (under $OUT when set) and prints a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import numpy as np
+from common import GpuSampler, interleaved_runs, table, write_record
+from gemm_sweep import Problem, bf16_problems, blocking_timer, cupy_view, fp8_problems, iterations, operand_sets
+
+from mgpu_lab.builder.dtypes import numpy_dtype
+from mgpu_lab.examples.gemm import make_gemm
+from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
+
+TOLERANCE = {"bf16": 1e-2, "fp8": 2e-2}
+FP8_SCALES = (0.05, 0.02)
+
+
+def _tiles(tile_m: int, tile_n: int, persistent: bool | str = False, **more) -> dict:
+    return {"tile_m": tile_m, "tile_n": tile_n, "persistent": persistent, **more}
+
+
+def _split(tile_m: int, tile_n: int, split_k: int) -> dict:
+    return {"tile_m": tile_m, "tile_n": tile_n, "split_k": split_k}
+
+
+WORKSPACE = {"split_k_reduce": "workspace"}  # the table's split, summed by a second kernel
+PERSISTENT = [_tiles(128, 256, True), _tiles(256, 128, True), _tiles(128, 128, "pingpong")]
+ONE_TILE = [_tiles(128, 256), _tiles(256, 128)]
+# (dtype, problem key, candidates besides the default)
+CASES = [
+    ("bf16", "4096x14336x4096", ONE_TILE + PERSISTENT),
+    ("bf16", "8192x8192x2048", ONE_TILE + PERSISTENT),
+    ("bf16", "16384x6144x4096", ONE_TILE + PERSISTENT),
+    ("bf16", "4096x28672x4096", ONE_TILE + PERSISTENT),
+    ("bf16", "8192x8192x8192", PERSISTENT),
+    ("bf16", "4096x4096x4096", ONE_TILE + PERSISTENT),
+    ("bf16", "1024x6144x4096", [_tiles(128, 256), _tiles(128, 128, "pingpong"), _tiles(128, 128, True)]),
+    ("bf16", "129x4096x4104", [WORKSPACE, _split(128, 256, 2), _split(128, 256, 3), _split(128, 128, 4),
+                               _split(64, 128, 3), _split(64, 256, 2)]),
+    ("bf16", "16x6144x4096", [WORKSPACE, _split(64, 128, 4), _split(64, 64, 2), _split(64, 64, 4),
+                              _split(64, 256, 4), _tiles(64, 64)]),
+    ("bf16", "16x4096x14336", [WORKSPACE, _split(64, 128, 4), _split(64, 128, 6), _split(64, 64, 3),
+                               _split(64, 256, 6)]),
+    ("bf16", "16x10240x8192", [WORKSPACE, _split(64, 128, 2), _split(64, 256, 3), _split(64, 256, 4)]),
+    ("bf16", "16x28672x4096", [_split(64, 256, 2), _split(64, 128, 2)]),
+    ("fp8", "4096x4096x4096", PERSISTENT),
+    ("fp8", "4096x28672x4096", PERSISTENT),
+    ("fp8", "16384x6144x4096", [_tiles(128, 256)] + PERSISTENT),
+    ("fp8", "4096x10240x8192", PERSISTENT),
+    ("fp8", "1024x6144x4096", [_tiles(128, 128), _tiles(128, 256, True)]),
+]
+
+
+def name_of(options: dict) -> str:
+    if not options:
+        return "default"
+    if "tile_m" not in options:
+        return "default_" + "_".join(str(v) for v in options.values())
+    scheme = {True: "_persistent", "pingpong": "_pingpong"}.get(options.get("persistent"), "")
+    short = {"split_k": "split", "split_k_reduce": "", "stages": "stages"}
+    rest = "".join(f"_{short.get(k, k)}{v}" for k, v in options.items() if k not in ("tile_m", "tile_n", "persistent"))
+    return f"{options['tile_m']}x{options['tile_n']}{scheme}{rest}"
+
+
+def _problem(dtype: str, key: str) -> Problem:
+    for p in (bf16_problems() if dtype == "bf16" else fp8_problems()):
+        if p.key == key:
+            return p
+    raise SystemExit(f"--only: {dtype} {key} is not a sweep problem (gemm_sweep.py)")
+
+
+def measure(dtype: str, p: Problem, candidates: list[dict], rounds: int, figures: dict) -> list[tuple]:
+    import cupy
+    import torch
+
+    fp8 = dtype == "fp8"
+    tag = f"gemm_options_{dtype}_{p.key}"
+    peer_name = "scaled_mm" if fp8 else "cublas"
+    sets = operand_sets(p, torch, torch.float8_e4m3fn if fp8 else torch.bfloat16, seed=p.m + p.n + p.k)
+    view_dtype = np.uint8 if fp8 else numpy_dtype("bfloat16")
+    views = [(cupy_view(a, view_dtype), cupy_view(b, view_dtype)) for a, b in sets]
+    scales = tuple(cupy.asarray([s], np.float32) for s in FP8_SCALES) if fp8 else ()
+    torch_scales = tuple(torch.tensor(s, device="cuda") for s in FP8_SCALES)
+    out = torch.empty((p.m, p.n), dtype=torch.bfloat16, device="cuda")
+    out_view = cupy_view(out, numpy_dtype("bfloat16"))
+    peer_out = torch.empty_like(out)
+    a0, b0 = sets[0]
+    want = a0.float() @ (b0.float().T if p.transpose_b else b0.float())
+    if fp8:
+        want *= FP8_SCALES[0] * FP8_SCALES[1]
+    n = len(sets)
+
+    def peer(i: int) -> None:
+        a, b = sets[i % n]
+        if fp8:
+            torch._scaled_mm(a, b.t(), scale_a=torch_scales[0], scale_b=torch_scales[1], out_dtype=torch.bfloat16,
+                             use_fast_accum=True)
+        else:
+            torch.matmul(a, b.T if p.transpose_b else b, out=peer_out)
+
+    runs = {peer_name: peer}
+    for options in [{}] + candidates:
+        name = name_of(options)
+        try:
+            kern = (make_fp8_gemm(p.m, p.n, p.k, **options) if fp8 else
+                    make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b, **options))
+        except ValueError as e:  # a tiling this problem cannot take (e.g. 256-row tiles, M = 16)
+            figures[f"{tag}_{name}_error"] = str(e)
+            print(f"{tag} {name}: {e}", flush=True)
+            continue
+        out.fill_(float("nan"))
+        kern(*views[0], *scales, out=out_view)
+        err = float((out.float() - want).norm() / want.norm())
+        figures[f"{tag}_{name}_rel_error"] = err
+        if not err <= TOLERANCE[dtype]:
+            figures[f"{tag}_{name}_error"] = f"relative error {err:.3g}: not timed"
+            print(f"WRONG {tag} {name}: relative error {err:.3g}", flush=True)
+            continue
+        launch = getattr(kern, "launch_unchecked", None)
+        runs[name] = (lambda kern, launch: lambda i: launch(*views[i % n], *scales, out_view) if launch
+                      else kern(*views[i % n], *scales, out=out_view))(kern, launch)
+    del want
+    times, _ = interleaved_runs(runs, rounds, timer=blocking_timer(iterations(p, 1 if fp8 else 2)))
+    median = {name: statistics.median(t) for name, t in times.items()}
+    rows = []
+    for name in list(runs)[1:]:
+        ratio = median[peer_name] / median[name]
+        figures[f"{tag}_{name}_vs_{peer_name}"] = ratio
+        figures[f"{tag}_{name}_tflops"] = p.flops / median[name] / 1e9
+        vs_default = median["default"] / median[name] if "default" in median else float("nan")
+        figures[f"{tag}_{name}_vs_default"] = vs_default
+        rows.append((f"{dtype} {p.key}", name, f"{p.flops / median[name] / 1e9:.0f}", f"{ratio:.3f}",
+                     f"{vs_default:.3f}"))
+    figures[f"{tag}_{peer_name}_tflops"] = p.flops / median[peer_name] / 1e9
+    return rows
+
+
+def main() -> None:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=4, help="rounds per problem (default 4)")
+    parser.add_argument("--only", help="comma-separated cases, e.g. bf16_4096x14336x4096,fp8_4096x4096x4096")
+    args = parser.parse_args()
+    only = set(args.only.split(",")) if args.only else None
+    figures: dict = {}
+    rows = [("problem", "config", "TF/s", "vs peer", "vs default")]
+    with GpuSampler() as gpu:
+        for dtype, key, candidates in CASES:
+            if only and f"{dtype}_{key}" not in only:
+                continue
+            rows += measure(dtype, _problem(dtype, key), candidates, args.rounds, figures)
+            print(table(rows[-len(candidates) - 1:]), flush=True)
+            torch.cuda.empty_cache()
+    path = write_record("gemm_options", figures, {"rounds": args.rounds, "only": args.only}, sampler=gpu)
+    print(f"record: {path}")
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
