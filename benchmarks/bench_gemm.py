@@ -67,7 +67,8 @@ NO_SPLIT_K = [False]  # --no-split-k: one-slice GEMMs only (set by main)
 def _config(p: Problem, dtype: str) -> dict:
     picked = gemm_config(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)
     split = dtype == "bfloat16" and not NO_SPLIT_K[0]
-    keys = ("tile_m", "tile_n", "stages", "group_m", "persistent") + (("split_k", "split_k_reduce") if split else ())
+    keys = ("tile_m", "tile_n", "stages", "group_m", "persistent", "cluster_m") + \
+        (("split_k", "split_k_reduce") if split else ())
     return {key: picked[key] for key in keys if key in picked} | \
         {"source": picked["source"]}
 
@@ -96,6 +97,8 @@ def _sweep(problems: list[Problem], figures: dict, rows: list, kind: str, one) -
 
 def _describe(config: dict) -> str:
     scheme = {True: " persistent", "pingpong": " pingpong"}.get(config.get("persistent"), "")
+    if config.get("cluster_m", 1) > 1:
+        scheme += " multicast"
     if config.get("split_k", 1) > 1:
         scheme += f" split_k={config['split_k']} {config.get('split_k_reduce', 'cluster')}"
     return f"{config['tile_m']}x{config['tile_n']}{scheme} {config['source']}"
@@ -173,7 +176,7 @@ def _bf16_problem(p: Problem, figures: dict, rows: list, quick: bool, compare_pe
     tiles = -(-p.m // config["tile_m"]) * -(-p.n // config["tile_n"])
     if compare_persistent and tiles > SMS:
         other = not config.get("persistent", False)
-        alternative = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b, **{**settings, "persistent": other,
+        alternative = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b, **{**settings, "persistent": other, "cluster_m": 1,
                                                                              "stages": None, "split_k": 1})
         measure(alternative, f"{tag}_{'persistent' if other else 'one_tile'}",
                 f"{config['tile_m']}x{config['tile_n']} {'persistent' if other else 'one tile'} (compare)")

@@ -43,28 +43,33 @@ def _split(tile_m: int, tile_n: int, split_k: int) -> dict:
 
 WORKSPACE = {"split_k_reduce": "workspace"}  # the table's split, summed by a second kernel
 PERSISTENT = [_tiles(128, 256, True), _tiles(256, 128, True), _tiles(128, 128, "pingpong")]
+MULTICAST = [_tiles(128, 256, True, cluster_m=2), _tiles(256, 128, True, cluster_m=2)]
+GROUPS = [_tiles(128, 256, True, group_m=g) for g in (2, 4, 16)]
 ONE_TILE = [_tiles(128, 256), _tiles(256, 128)]
 # (dtype, problem key, candidates besides the default)
+BIG = [_tiles(128, 256), _tiles(128, 256, True)] + MULTICAST + GROUPS
 CASES = [
-    ("bf16", "4096x14336x4096", ONE_TILE + PERSISTENT),
-    ("bf16", "8192x8192x2048", ONE_TILE + PERSISTENT),
-    ("bf16", "16384x6144x4096", ONE_TILE + PERSISTENT),
-    ("bf16", "4096x28672x4096", ONE_TILE + PERSISTENT),
-    ("bf16", "8192x8192x8192", PERSISTENT),
-    ("bf16", "4096x4096x4096", ONE_TILE + PERSISTENT),
+    ("bf16", "4096x14336x4096", BIG + [_tiles(256, 128, True), _tiles(128, 128, "pingpong")]),
+    ("bf16", "8192x8192x2048", BIG + [_tiles(256, 128, True), _tiles(128, 128, "pingpong")]),
+    ("bf16", "16384x6144x4096", BIG + [_tiles(256, 128, True)]),
+    ("bf16", "4096x28672x4096", BIG),
+    ("bf16", "8192x8192x8192", BIG),
+    ("bf16", "4096x4096x4096", BIG + [_tiles(256, 128)]),
+    ("bf16", "4000x4000x4000", BIG),
     ("bf16", "1024x6144x4096", [_tiles(128, 256), _tiles(128, 128, "pingpong"), _tiles(128, 128, True)]),
-    ("bf16", "129x4096x4104", [WORKSPACE, _split(128, 256, 2), _split(128, 256, 3), _split(128, 128, 4),
-                               _split(64, 128, 3), _split(64, 256, 2)]),
+    ("bf16", "129x4096x4104", [WORKSPACE, _split(128, 256, 2), _split(128, 256, 3), _split(256, 128, 2),
+                               _split(256, 128, 3), _split(256, 64, 2), _split(256, 64, 3)]),
     ("bf16", "16x6144x4096", [WORKSPACE, _split(64, 128, 4), _split(64, 64, 2), _split(64, 64, 4),
                               _split(64, 256, 4), _tiles(64, 64)]),
     ("bf16", "16x4096x14336", [WORKSPACE, _split(64, 128, 4), _split(64, 128, 6), _split(64, 64, 3),
                                _split(64, 256, 6)]),
     ("bf16", "16x10240x8192", [WORKSPACE, _split(64, 128, 2), _split(64, 256, 3), _split(64, 256, 4)]),
     ("bf16", "16x28672x4096", [_split(64, 256, 2), _split(64, 128, 2)]),
-    ("fp8", "4096x4096x4096", PERSISTENT),
-    ("fp8", "4096x28672x4096", PERSISTENT),
-    ("fp8", "16384x6144x4096", [_tiles(128, 256)] + PERSISTENT),
-    ("fp8", "4096x10240x8192", PERSISTENT),
+    ("fp8", "4096x4096x4096", PERSISTENT + MULTICAST),
+    ("fp8", "4096x28672x4096", PERSISTENT + MULTICAST),
+    ("fp8", "16384x6144x4096", PERSISTENT + MULTICAST),
+    ("fp8", "8192x8192x8192", PERSISTENT + MULTICAST),
+    ("fp8", "4096x10240x8192", PERSISTENT + MULTICAST),
     ("fp8", "1024x6144x4096", [_tiles(128, 128), _tiles(128, 256, True)]),
 ]
 
@@ -75,7 +80,7 @@ def name_of(options: dict) -> str:
     if "tile_m" not in options:
         return "default_" + "_".join(str(v) for v in options.values())
     scheme = {True: "_persistent", "pingpong": "_pingpong"}.get(options.get("persistent"), "")
-    short = {"split_k": "split", "split_k_reduce": "", "stages": "stages"}
+    short = {"split_k": "split", "split_k_reduce": "", "stages": "stages", "cluster_m": "cluster_m", "group_m": "group"}
     rest = "".join(f"_{short.get(k, k)}{v}" for k, v in options.items() if k not in ("tile_m", "tile_n", "persistent"))
     return f"{options['tile_m']}x{options['tile_n']}{scheme}{rest}"
 
@@ -159,21 +164,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4, help="rounds per problem (default 4)")
     parser.add_argument("--only", help="comma-separated cases, e.g. bf16_4096x14336x4096,fp8_4096x4096x4096")
+    parser.add_argument("--configs", help="comma-separated candidate names to keep (the default always runs), "
+                                          "e.g. 128x256_persistent_group4")
     args = parser.parse_args()
-    only = set(args.only.split(",")) if args.only else None
     figures: dict = {}
     rows = [("problem", "config", "TF/s", "vs peer", "vs default")]
     with GpuSampler() as gpu:
-        for dtype, key, candidates in CASES:
-            if only and f"{dtype}_{key}" not in only:
-                continue
-            rows += measure(dtype, _problem(dtype, key), candidates, args.rounds, figures)
+        for dtype, problem, candidates in selected_cases(args.only, args.configs):
+            rows += measure(dtype, problem, candidates, args.rounds, figures)
             print(table(rows[-len(candidates) - 1:]), flush=True)
             torch.cuda.empty_cache()
-    path = write_record("gemm_options", figures, {"rounds": args.rounds, "only": args.only}, sampler=gpu)
-    print(f"record: {path}")
+    notes = {"rounds": args.rounds, "only": args.only, "configs": args.configs}
+    print(f"record: {write_record('gemm_options', figures, notes, sampler=gpu)}")
     print(table(rows))
 
+
+def selected_cases(only: str | None, configs: str | None):
+    """(dtype, Problem, candidates) of CASES, filtered by --only and --configs."""
+    wanted = set(only.split(",")) if only else None
+    keep = set(configs.split(",")) if configs else None
+    for dtype, key, candidates in CASES:
+        if wanted is None or f"{dtype}_{key}" in wanted:
+            yield dtype, _problem(dtype, key), [c for c in candidates if keep is None or name_of(c) in keep]
 
 if __name__ == "__main__":
     main()

@@ -59,38 +59,41 @@ def split_choices(p: Problem, tile_m: int, tile_n: int) -> list[int]:
 
 
 def space(p: Problem, persistent: bool = True, split_k: bool = True, dtype: str = "bfloat16") -> dict:
-    """(tile_m, tile_n, persistent, split_k, split_k_reduce) as one axis: 256-row tiles only where
-    M has the rows, the persistent kernels (True, 'pingpong'; unless persistent=False) only where
-    the tiles take more than one wave, split-K (bf16, unless split_k=False) where they take less,
-    its slices summed in a cluster (up to 8) and through a workspace."""
+    """(tile_m, tile_n, persistent, split_k, split_k_reduce, cluster_m) as one axis: 256-row tiles
+    only where M has the rows, the persistent kernels (True, 'pingpong', and True in multicast
+    pairs for 128/256-column tiles; unless persistent=False) only where the tiles take more than
+    one wave, split-K (bf16, unless split_k=False) where they take less, its slices summed in a
+    cluster (up to 8) and through a workspace."""
     choices = []
     big = -(-p.m // 128) * -(-p.n // 256) >= SMS  # compute-bound: small tiles only lose
     for tile_m, tile_n in TILES:
-        if tile_m > max(64, p.m) or big and tile_m * tile_n < 128 * 128:
+        if tile_m >= 2 * max(64, p.m) or big and tile_m * tile_n < 128 * 128:  # 256 rows for M = 129
             continue
-        choices.append((tile_m, tile_n, False, 1, ONE))
+        choices.append((tile_m, tile_n, False, 1, ONE, 1))
         if persistent and -(-p.m // tile_m) * -(-p.n // tile_n) > SMS:
-            choices.append((tile_m, tile_n, True, 1, ONE))
-            choices.append((tile_m, tile_n, "pingpong", 1, ONE))  # builds only where a whole tile fits one consumer
+            choices.append((tile_m, tile_n, True, 1, ONE, 1))
+            choices.append((tile_m, tile_n, "pingpong", 1, ONE, 1))  # builds only where a whole tile fits one consumer
+            if tile_n in (128, 256):
+                choices.append((tile_m, tile_n, True, 1, ONE, 2))
         if split_k and dtype == "bfloat16":
             for s in split_choices(p, tile_m, tile_n):
-                choices += [(tile_m, tile_n, False, s, reduce) for reduce in ("cluster", "workspace")
+                choices += [(tile_m, tile_n, False, s, reduce, 1) for reduce in ("cluster", "workspace")
                             if reduce == "workspace" or s <= MAX_CLUSTER_SPLIT]
     return {"choice": choices}
 
 
-Choice = tuple[int, int, bool | str, int, str]
+Choice = tuple[int, int, bool | str, int, str, int]
 ONE = "cluster"  # split_k_reduce of one-slice choices (unused)
 
 
 def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, choice: Choice):
-    """make_gemm / make_fp8_gemm with one (tile_m, tile_n, persistent, split_k, reduce) (picklable for
+    """make_gemm / make_fp8_gemm with one (tile_m, tile_n, persistent, split_k, reduce, cluster_m) (picklable for
     the process pool; a split-K GEMM's worker compiles both kernels into the compile cache)."""
-    tile_m, tile_n, persistent, split_k, reduce = choice
+    tile_m, tile_n, persistent, split_k, reduce, cluster_m = choice
     if dtype == "float8_e4m3fn":
-        return make_fp8_gemm(m, n, k, tile_m=tile_m, tile_n=tile_n, persistent=persistent)
+        return make_fp8_gemm(m, n, k, tile_m=tile_m, tile_n=tile_n, persistent=persistent, cluster_m=cluster_m)
     return make_gemm(m, n, k, transpose_b=transpose_b, tile_m=tile_m, tile_n=tile_n, persistent=persistent,
-                     split_k=split_k, split_k_reduce=reduce)
+                     split_k=split_k, split_k_reduce=reduce, cluster_m=cluster_m)
 
 
 def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tuple[float, tuple, float]]:
@@ -134,13 +137,14 @@ SCHEMES = {False: "", True: " persistent", "pingpong": " pingpong"}
 
 
 def scheme(choice: Choice) -> str:
-    """' persistent', ' pingpong', ' split-K' or '' (one-tile blocks)."""
-    return " split-K" if choice[3] > 1 else SCHEMES[choice[2]]
+    """' persistent', ' pingpong', ' multicast', ' split-K' or '' (one-tile blocks)."""
+    return " split-K" if choice[3] > 1 else " multicast" if choice[5] > 1 else SCHEMES[choice[2]]
 
 
 def describe(choice: Choice) -> str:
-    tile_m, tile_n, persistent, split_k, reduce = choice
-    return f"{tile_m}x{tile_n}{SCHEMES[persistent]}" + (f" split_k={split_k} {reduce}" if split_k > 1 else "")
+    tile_m, tile_n, persistent, split_k, reduce, cluster_m = choice
+    return (f"{tile_m}x{tile_n}{SCHEMES[persistent]}" + (" multicast" if cluster_m > 1 else "")
+            + (f" split_k={split_k} {reduce}" if split_k > 1 else ""))
 
 
 def save(data: dict) -> None:
@@ -186,23 +190,24 @@ def main() -> None:
     table_for_device = data.setdefault("devices", {}).setdefault(device, {})
     data["note"] = ("GEMM tile sizes picked per device and problem by benchmarks/tune_gemm_configs.py "
                     "(fastest correct candidate, blocking-kernel CUDA-event timing); read by gemm_configs.py")
-    names = [*SCHEMES.values(), " split-K"]
+    names = [*SCHEMES.values(), " multicast", " split-K"]
     rows = [("dtype", "problem", "best", "ms", "runner-up", "ms", "one-tile ms", "persistent ms", "pingpong ms",
-             "split-K ms", "tried")]
+             "multicast ms", "split-K ms", "tried")]
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     for dtype, p in work:
         if args.budget_s is not None and time.perf_counter() - t0 > args.budget_s:
-            rows.append((dtype, p.key, "skipped (time)", "", "", "", "", "", "", "", "0"))
+            rows.append((dtype, p.key, "skipped (time)", "", "", "", "", "", "", "", "", "0"))
             continue
         results = time_candidates(p, dtype, compiled[(dtype, p)], torch)
         if not results:
-            rows.append((dtype, p.key, "none correct", "", "", "", "", "", "", "", "0"))
+            rows.append((dtype, p.key, "none correct", "", "", "", "", "", "", "", "", "0"))
             continue
-        (best_ms, (tile_m, tile_n, persistent, split_k, reduce), _), *rest = results
+        (best_ms, (tile_m, tile_n, persistent, split_k, reduce, cluster_m), _), *rest = results
         table_for_device[shape_key(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)] = {
             "tile_m": tile_m, "tile_n": tile_n, "group_m": 8, "persistent": persistent,
             **({"split_k": split_k} if dtype == "bfloat16" else {}),
             **({"split_k_reduce": reduce} if split_k > 1 else {}),
+            **({"cluster_m": cluster_m} if cluster_m > 1 else {}),
             "median_ms": round(best_ms, 5), "candidates": len(results), "tuned_utc": stamp}
         runner = rest[0] if rest else None
         by_scheme = [min((ms for ms, choice, _ in results if scheme(choice) == name), default=None)

@@ -163,9 +163,11 @@ def test_the_tuner_tries_split_k_where_tiles_leave_sms_idle_and_only_there():
     from mgpu_lab.examples.gemm_configs import SMS
 
     ragged = space(Problem(129, 4096, 4104, True, "ragged decode"))["choice"]
-    splits = {(tm, tn, s) for tm, tn, _, s in ragged if s > 1}
+    splits = {(tm, tn, s) for tm, tn, _, s, _, _ in ragged if s > 1}
+    assert {reduce for *_, s, reduce, _ in ragged if s > 1} == {"cluster", "workspace"}  # both ways of summing
     assert (128, 256, 4) in splits and (64, 256, 3) in splits
     for tm, tn, s in splits:
         assert -(-129 // tm) * -(-4096 // tn) * s <= SPLIT_WAVES * SMS and -(-4104 // 64) // s >= 8
     square = space(Problem(8192, 8192, 8192, False, "square"))["choice"]
-    assert all(s == 1 for *_, s in square)
+    assert all(s == 1 for _, _, _, s, _, _ in square)
+    assert any(cluster_m == 2 for *_, cluster_m in square)  # multicast pairs where the tiles take waves

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from mgpu_lab.examples.gemm import PaddedGemm, default_stages, make_gemm, resolve_tiling
+from mgpu_lab.examples.gemm import PaddedGemm, default_stages, gemm_definition, make_gemm, resolve_tiling
 from mgpu_lab.examples.gemm_configs import gemm_config, heuristic_config
 
 
@@ -192,3 +192,48 @@ def test_pingpong_gemm_compiles(tile_m, tile_n, transpose_b):
 def test_pingpong_rejects_tiles_that_do_not_fit(kwargs, message):
     with pytest.raises(ValueError, match=message):
         make_gemm(1024, 1024, 1024, persistent="pingpong", **kwargs)
+
+
+@pytest.mark.parametrize("tile_m, tile_n, transpose_b", [(128, 256, False), (128, 256, True), (256, 128, False)])
+def test_multicast_pairs_compile(tile_m, tile_n, transpose_b):
+    """cluster_m=2: persistent blocks in (2, 1) clusters, each loading its A tile and half of the
+    pair's B tile, multicast into both blocks; slots released in both blocks."""
+    k = make_gemm(4000, 4000, 4000, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, persistent=True,
+                  cluster_m=2)
+    assert_clean(k, rf"HGMMA\.64x{tile_n}x16")
+    assert k.compiled.cluster == (2, 1, 1) and k.compiled.grid == (132, 1, 1)
+    sass = k.compiled.sass
+    assert re.search(r"\bUTMALDG\.2D\.MULTICAST\b", sass), "B is not multicast"
+    plain = make_gemm(4000, 4000, 4000, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, persistent=True)
+    assert not re.search(r"\bMULTICAST\b", plain.compiled.sass)
+    assert re.search(r"\bSYNCS\.ARRIVE\.TRANS64\.RED\b", sass), "no remote arrival on the peer's empty barrier"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"persistent": True, "cluster_m": 3}, r"cluster_m must be 1 or 2, got 3"),
+    ({"persistent": False, "cluster_m": 2}, r"cluster_m=2 \(two blocks sharing B tiles by multicast\) needs "
+                                            r"persistent=True and split_k=1, got persistent=False, split_k=1"),
+    ({"persistent": "pingpong", "cluster_m": 2, "tile_m": 128, "tile_n": 128},
+     r"needs persistent=True and split_k=1, got persistent='pingpong'"),
+    ({"persistent": True, "cluster_m": 2, "tile_n": 64}, r"tile_n must be 128 or 256, got 64"),
+])
+def test_multicast_pairs_reject_bad_arguments(kwargs, message):
+    kwargs = {"tile_m": 128, "tile_n": 256, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        make_gemm(1024, 1024, 1024, **kwargs)
+
+
+def test_definition_leaves_room_for_the_profiler():
+    """A %%mosaic cell profiles the definition's body: with profile_capacity the ring gives up
+    slots so the profiler's buffer fits (the persistent 128x256 tile's 4 stages leave it none)."""
+    import mgpu_lab
+
+    kwargs = dict(transpose_b=True, tile_m=128, tile_n=256, persistent=True)
+    plain = gemm_definition(4096, 4096, 4096, **kwargs)
+    fitted = gemm_definition(4096, 4096, 4096, **kwargs, profile_capacity=plain["profile_capacity"])
+    plain.pop("profile_capacity")
+    capacity = fitted.pop("profile_capacity")
+    k = mgpu_lab.kernel(**fitted, profile=True, profile_capacity=capacity)
+    assert k.compiled.dynamic_smem_bytes <= 227 * 1024
+    with pytest.raises(mgpu_lab.errors.ResourceLimitError, match=r"smem: the kernel needs \d+ bytes of shared memory"):
+        mgpu_lab.kernel(**plain, profile=True, profile_capacity=capacity)

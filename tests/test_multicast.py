@@ -135,7 +135,7 @@ def test_peer_arrivals_and_cluster_sync():
     k = make_multicast_pipeline()
     ptx, ops = k.compiled.ptx, opcodes(k.compiled.sass)
     assert "mapa.shared::cluster.u32" in ptx
-    assert "mbarrier.arrive.release.cluster.shared::cluster.b64 _," in ptx
+    assert "mbarrier.arrive.shared::cluster.b64 _," in ptx  # release at cta scope: no wait for this thread's writes
     assert "barrier.cluster.arrive.release.aligned;" in ptx and "barrier.cluster.wait.acquire.aligned;" in ptx
     assert any(op.startswith("SYNCS.ARRIVE.TRANS64.RED") for op in ops), sorted(set(ops))  # remote arrive
     assert any(op.startswith("UTMALDG.") and op.endswith(".MULTICAST") for op in ops)
@@ -201,5 +201,33 @@ def test_arrive_cluster_needs_a_selection():
         smem[0][0].arrive_cluster()
 
     with pytest.raises(KernelBuildError, match=r"arrive_cluster: pass ctas= \(ranks or a bit mask\) or cluster_size="):
+        mgpu_lab.kernel(body, grid=2, block=128, cluster=(2, 1, 1), in_shapes=sd, out_shapes=sd,
+                        smem=(mgpu_lab.Barriers(1),))
+
+
+@pytest.mark.parametrize("scope, sem", [("cta", ""), ("cluster", ".release.cluster")])
+def test_peer_arrival_scope(scope, sem):
+    """A peer arrival releases at cta scope unless asked for cluster scope (which waits for the
+    thread's own writes to reach the peer first)."""
+    sd = mgpu_lab.ShapeDtype((128,), "float32")
+
+    def body(ctx, x, y, smem):
+        smem[0].init(2, sync="cluster")
+        smem[0][0].arrive(cta=1 - dsl.cluster_rank(), scope=scope)
+        dsl.cluster_sync()
+
+    k = mgpu_lab.kernel(body, grid=2, block=128, cluster=(2, 1, 1), in_shapes=sd, out_shapes=sd,
+                        smem=(mgpu_lab.Barriers(1),), use_cache=False)
+    assert f"mbarrier.arrive{sem}.shared::cluster.b64 _," in k.compiled.ptx
+
+
+def test_peer_arrival_scope_is_checked():
+    sd = mgpu_lab.ShapeDtype((128,), "float32")
+
+    def body(ctx, x, y, smem):
+        smem[0].init(1)
+        smem[0][0].arrive(cta=0, scope="gpu")
+
+    with pytest.raises(KernelBuildError, match=r"BarrierRef.arrive: scope must be 'cta' or 'cluster', got 'gpu'"):
         mgpu_lab.kernel(body, grid=2, block=128, cluster=(2, 1, 1), in_shapes=sd, out_shapes=sd,
                         smem=(mgpu_lab.Barriers(1),))

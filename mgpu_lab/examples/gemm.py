@@ -24,7 +24,12 @@ order: the producer loads the next tile during the epilogue, which streams the t
 TMA box at a time through small slots of its own (gemm_pieces.stream_tile: 32 KB for 128x256
 tiles, so the ring keeps 4 stages) and waits for no store to finish; persistent="pingpong"
 gives the two consumers alternate whole tiles, taking turns at the ring (named barriers) so
-that their mbarrier waits stay in pipeline order. split_k=S (for shapes whose tiles fill few
+that their mbarrier waits stay in pipeline order. cluster_m=2 (with persistent=True) runs the
+blocks in (2, 1) clusters on vertically adjacent tiles that share B by TMA multicast; each
+consumer warp releases a slot in both blocks (a peer mbarrier arrival at cta scope: at cluster
+scope it waited ~0.5 us per k-step for the warp's writes, which is what made the first multicast
+GEMM run at 0.6x; profiled with the named regions). On the H200 it runs at 0.95-1.01x the plain
+persistent kernel, so the tuner picks it only where it measures faster. split_k=S (for shapes whose tiles fill few
 SMs over a long K) gives each tile S blocks, one per K slice, which sum their f32 partial tiles
 as a cluster through distributed shared memory (up to 8), or through a workspace and a second
 kernel (gemm_split_k.py). Without tile_m / tile_n /
@@ -123,6 +128,14 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     if t.split_k > 1 and t.persistent:
         raise ValueError(f"gemm: split_k={t.split_k} runs one tile slice per block; it cannot be combined with "
                          f"persistent={t.persistent!r}")
+    if t.cluster_m not in (1, 2) or isinstance(t.cluster_m, bool):
+        raise ValueError(f"gemm: cluster_m must be 1 or 2, got {t.cluster_m!r}")
+    if t.cluster_m == 2 and (t.persistent is not True or t.split_k > 1):
+        raise ValueError(f"gemm: cluster_m=2 (two blocks sharing B tiles by multicast) needs persistent=True and "
+                         f"split_k=1, got persistent={t.persistent!r}, split_k={t.split_k}")
+    if t.cluster_m == 2 and t.tile_n not in (128, 256):
+        raise ValueError(f"gemm: cluster_m=2 splits the B tile between the two blocks: tile_n must be 128 or 256, "
+                         f"got {t.tile_n}")
     if t.split_k_reduce not in ("cluster", "workspace"):
         raise ValueError(f"gemm: split_k_reduce must be 'cluster' or 'workspace', got {t.split_k_reduce!r}")
     if t.cluster_split and t.split_k > MAX_CLUSTER_SPLIT:
@@ -140,8 +153,9 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
 def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
               out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
               stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
-              split_k: int | None = None, split_k_reduce: str | None = None, epilogue: Epilogue | None = None,
-              epilogue_inputs: Sequence[Any] = (), **options) -> mgpu_lab.Kernel | PaddedGemm | SplitKGemm:
+              split_k: int | None = None, split_k_reduce: str | None = None, cluster_m: int | None = None,
+              epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
+              **options) -> mgpu_lab.Kernel | PaddedGemm | SplitKGemm:
     """C (m, n) = epilogue(A (m, k) @ B), B of shape (k, n), or (n, k) with transpose_b=True.
 
     Call it as `kernel(a, b, *epilogue_arrays)`. epilogue: `f(acc, tile, *refs) -> FragmentedArray`
@@ -155,6 +169,8 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     "cluster" (the default up to 8 slices) by the tile's blocks, a cluster, through distributed
     shared memory inside the one kernel; "workspace" (the default above 8) by a second kernel
     from an f32 workspace.
+    cluster_m: 2 runs persistent blocks in pairs (a (2, 1) cluster) on vertically adjacent tiles,
+    each loading half of their common B tile and multicasting it into both (needs persistent=True).
     Tile sizes (and split_k) left out come from `gemm_config` (tuned table, else a heuristic)."""
     if epilogue is not None and split_k is not None and split_k != 1:
         raise ValueError(f"gemm: split_k={split_k!r} sums K slices after the GEMM and cannot apply an epilogue; "
@@ -164,11 +180,11 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         return PaddedGemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
-                          split_k=split_k, split_k_reduce=split_k_reduce, epilogue=epilogue,
+                          split_k=split_k, split_k_reduce=split_k_reduce, cluster_m=cluster_m, epilogue=epilogue,
                           epilogue_inputs=epilogue_inputs, **options)
     t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
                        tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, split_k=split_k,
-                       split_k_reduce=split_k_reduce)
+                       split_k_reduce=split_k_reduce, cluster_m=cluster_m)
     if t.split_k > 1 and not t.cluster_split:
         return SplitKGemm(t, options, stages_given=stages is not None)
     return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=epilogue,
@@ -181,20 +197,34 @@ def build_gemm_kernel(t: GemmTiling, options: dict[str, Any], *, stages_given: b
     (sized for every region the kernel records) needs room: the ring gives up slots for it
     unless the caller chose `stages`."""
     if options.get("profile"):
-        capacity = options.setdefault("profile_capacity", (4 * t.k_tiles + 8) * -(-t.tiles // t.grid))
-        units = t.threads // (32 if options.get("profile_unit") == "warp" else WARPGROUP)
-        room = SMEM_LIMIT - words_per_block(units, capacity) * 4 - 1024  # 1 KiB: the buffer's alignment
-        while not stages_given and t.stages > 2 and t.smem_bytes > room:
-            t = dataclasses.replace(t, stages=t.stages - 1)
+        capacity = options.setdefault("profile_capacity", profile_events(t))
+        if not stages_given:
+            t = room_for_profiler(t, capacity, options.get("profile_unit", "warpgroup"))
     kwargs = tiled_gemm_definition(t, **definition)
     kwargs.pop("profile_capacity")
     return mgpu_lab.kernel(**kwargs, **options)
 
 
+def profile_events(t: GemmTiling) -> int:
+    """Events per profiled unit that hold every region a block records: 2 per producer k-step,
+    4 per consumer k-step and the epilogue, for each of the block's tiles."""
+    return (4 * t.k_tiles + 8) * -(-t.tiles // t.grid)
+
+
+def room_for_profiler(t: GemmTiling, capacity: int, unit: str = "warpgroup") -> GemmTiling:
+    """The tiling with as many ring slots given up (down to 2) as the profiler's smem buffer
+    (`capacity` events per warpgroup or warp) needs beside the kernel's own buffers."""
+    units = t.threads // (32 if unit == "warp" else WARPGROUP)
+    room = SMEM_LIMIT - words_per_block(units, capacity) * 4 - 1024  # 1 KiB: the buffer's alignment
+    while t.stages > 2 and t.smem_bytes > room:
+        t = dataclasses.replace(t, stages=t.stages - 1)
+    return t
+
+
 def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                    out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
                    stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
-                   split_k: int | None = 1, split_k_reduce: str | None = None,
+                   split_k: int | None = 1, split_k_reduce: str | None = None, cluster_m: int | None = None,
                    input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
     """The checked GemmTiling: given tile sizes, the rest from `gemm_config` (split_k=None:
     the configuration's, 1 when the tile sizes were given; split_k_reduce=None: 'cluster' up
@@ -205,6 +235,7 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
     stages = picked.get("stages") if stages is None else stages
     group_m = picked.get("group_m", 8) if group_m is None else group_m
     persistent = picked.get("persistent", False) if persistent is None else persistent
+    cluster_m = picked.get("cluster_m", 1) if cluster_m is None else cluster_m
     if split_k is None:  # the configuration's split, summed its way
         split_k = picked.get("split_k", 1)
         split_k_reduce = picked.get("split_k_reduce") if split_k_reduce is None else split_k_reduce
@@ -213,7 +244,7 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
                    persistent=persistent, split_k=split_k)
     if split_k_reduce is None:
         split_k_reduce = "cluster" if isinstance(split_k, int) and split_k <= MAX_CLUSTER_SPLIT else "workspace"
-    t = dataclasses.replace(t, split_k_reduce=split_k_reduce)
+    t = dataclasses.replace(t, split_k_reduce=split_k_reduce, cluster_m=cluster_m)
     if tile_m in TILE_MS and tile_n in TILE_NS and stages is None:
         t = dataclasses.replace(t, stages=_deepest_ring(t if t.dtype in input_dtypes else
                                                         dataclasses.replace(t, dtype="bfloat16")))
@@ -224,14 +255,21 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
 def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                     out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
                     stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
-                    epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = ()) -> dict:
+                    epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
+                    profile_capacity: int | None = None, profile_unit: str = "warpgroup") -> dict:
     """The GEMM as `mgpu_lab.kernel` arguments: body, grid, block, in/out shapes, smem, name, and
-    the profile_capacity its regions need. `%%mosaic` cells can call the body directly."""
+    the profile_capacity its regions need. `%%mosaic` cells can call the body directly.
+
+    profile_capacity: the events per unit (`profile_unit`) the kernel will be profiled with
+    (`%%mosaic --profile --profile-capacity N`): the ring gives up slots so that the profiler's
+    smem buffer fits beside it (unless `stages` is given)."""
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         raise ValueError(f"gemm_definition: TMA needs rows of A, B and C that are multiples of 16 bytes; "
                          f"{m}x{n}x{k} ({dtype} in, {out_dtype} out) is not: use make_gemm (it pads)")
     t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
                        tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent)
+    if profile_capacity is not None and stages is None:
+        t = room_for_profiler(t, profile_capacity, profile_unit)
     return tiled_gemm_definition(t, epilogue=epilogue, epilogue_inputs=epilogue_inputs)
 
 
@@ -244,6 +282,8 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     consumer's EpilogueTile) and returning its f32 accumulator."""
     if epilogue is not None and not callable(epilogue):
         raise TypeError(f"gemm: epilogue must be a callable f(acc, tile, *refs), got {type(epilogue).__name__}")
+    if mainloop is not None and t.cluster_m > 1:
+        raise ValueError("gemm: cluster_m=2 needs the built-in mainloop (it releases slots in both blocks)")
     extras = tuple(_shape_dtype(s, i) for i, s in enumerate(epilogue_inputs))
     if extras and epilogue is None:
         raise ValueError("gemm: epilogue_inputs were given without an epilogue to read them")
@@ -260,7 +300,8 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
             ring, epilogue_smem = smem[0]  # one-tile blocks: a Union (the epilogue overlaps the ring)
         full, empty = smem[1], smem[2]
         full.init(1, sync=False)
-        empty.init(t.slot_consumers * WARPGROUP_WARPS)  # one arrival per consumer warp
+        # one arrival per consumer warp (of both blocks when they multicast into each other's slots)
+        empty.init(t.slot_consumers * WARPGROUP_WARPS * t.cluster_m, sync="cluster" if t.cluster_m > 1 else True)
         wg = dsl.warpgroup_idx()
         me = wg - 1  # consumer index
 
@@ -268,7 +309,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
             """This consumer's tile at (row0, col0): the mainloop, the epilogue, the store."""
             tile = EpilogueTile(t, row0 + t.row_offset(me), col0)
             if mainloop is None:
-                acc = multiply(ctx, t, ring, full, empty, me, first, release_last, steps)
+                acc = multiply(ctx, t, ring, full, empty, me, first, release_last, steps, peer)
             else:
                 acc = mainloop(ctx, t, ring, full, empty, me, first, release_last, tile, extra_refs)
             if after_mainloop is not None:
@@ -285,6 +326,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                     store_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me, split)
 
         split = dsl.block_idx("y") if t.split_k > 1 else None
+        peer = None
         if not t.persistent:
             row0, col0 = tile_origin(t)
             # split-K: this block's K slice; the last one may be shorter (resolve_tiling leaves none empty)
@@ -304,37 +346,48 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
             dsl.if_else(wg == 0, producer, consumer)
             return
 
-        block = dsl.block_idx("x")
+        # persistent blocks: a cluster (of one block unless cluster_m = 2) loops over work items
+        block = dsl.block_idx("x") // t.cluster_m
+        units = t.grid // t.cluster_m
+        rank = dsl.block_idx("x") % t.cluster_m if t.cluster_m > 1 else None
+        peer = 1 - rank if t.cluster_m > 1 else None
+
+        def origin(item):
+            return tile_origin(t, item, rank)
 
         def wait_turn(tile, block, me):
             """Pingpong: the block's first tile is consumer 0's at once; every later one waits
             until the other consumer has finished the previous tile's mainloop."""
-            with dsl.when(tile >= block + t.grid):
+            with dsl.when(tile >= block + units):
                 dsl.named_barrier(me + TURN_BARRIER, 2 * WARPGROUP)
 
         def pass_turn(tile, me):
             """Pingpong: hand the ring to the other consumer, if the block has a next tile (every
             bar.arrive has its bar.sync: no barrier is left half-passed when the block exits)."""
-            with dsl.when(tile + t.grid < t.tiles):
+            with dsl.when(tile + units < t.work_items):
                 dsl.named_barrier(1 - me + TURN_BARRIER, 2 * WARPGROUP, arrive=True)
 
         def tiles(body, first_local=0, every=1):
             """body(tile, first pipeline iteration) for the block's tiles first_local, first_local
             + every, ... (a pingpong consumer takes every other one)."""
-            @dsl.for_range(block + first_local * t.grid, t.tiles, every * t.grid)
+            @dsl.for_range(block + first_local * units, t.work_items, every * units)
             def _(tile):
-                body(tile, (tile - block) // t.grid * t.k_steps)
+                body(tile, (tile - block) // units * t.k_steps)
 
         def producer():
             producer_registers(t)
             with dsl.single_thread("warpgroup"):
-                tiles(lambda tile, first: load_tile(ctx, t, a, b, ring, full, empty, *tile_origin(t, tile), first))
+                tiles(lambda tile, first: load_tile(ctx, t, a, b, ring, full, empty, *origin(tile), first, rank=rank))
+            if t.cluster_m > 1:  # no block exits while its peer may still write into it or arrive on its barriers
+                dsl.cluster_sync()
 
         def consumer():
             consumer_registers(t)
             if not t.pingpong:
-                tiles(lambda tile, first: compute(*tile_origin(t, tile), first, release_last=True))
+                tiles(lambda tile, first: compute(*origin(tile), first, release_last=True))
                 drain_stores(ctx)
+                if t.cluster_m > 1:
+                    dsl.cluster_sync()
                 return
 
             def take_turn(tile, first):
@@ -342,7 +395,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                 # phase's parity, so a consumer waiting on the ring for a tile more than one ring
                 # round ahead of the producer would take an older phase for its own.
                 wait_turn(tile, block, me)
-                compute(*tile_origin(t, tile), first, release_last=True, after_mainloop=lambda: pass_turn(tile, me))
+                compute(*origin(tile), first, release_last=True, after_mainloop=lambda: pass_turn(tile, me))
 
             tiles(take_turn, me, 2)
             drain_stores(ctx)
@@ -352,10 +405,10 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     layout = "nt" if t.transpose_b else "nn"
     # Regions per k-step: 2 events per producer step, 4 per consumer step, plus the epilogue.
     grid = (t.grid, t.split_k) if t.split_k > 1 else t.grid
-    cluster = (1, t.split_k) if t.cluster_split else (1, 1)
+    cluster = (1, t.split_k) if t.cluster_split else (t.cluster_m, 1)
     return dict(body=gemm, grid=grid, cluster=cluster, block=t.threads, in_shapes=(a_sd, b_sd, *extras),
                 out_shapes=c_sd, smem=t.smem(), name=name or f"gemm_{layout}_{t.m}x{t.n}x{t.k}",
-                profile_capacity=(4 * t.k_tiles + 8) * -(-t.tiles // t.grid))
+                profile_capacity=profile_events(t))
 
 
 WARPGROUP = 128

@@ -79,7 +79,7 @@ def gemm_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str
     entry = tuned_table().get(device or device_name(), {}).get(shape_key(m, n, k, transpose_b=transpose_b,
                                                                          dtype=dtype))
     if entry is not None:
-        keys = ("tile_m", "tile_n", "stages", "group_m", "persistent", "split_k", "split_k_reduce")
+        keys = ("tile_m", "tile_n", "stages", "group_m", "persistent", "split_k", "split_k_reduce", "cluster_m")
         config = {**{key: entry[key] for key in keys if key in entry}, "source": "tuned"}
         return config if "split_k" in entry else config | _split(m, n, k, config, dtype)
     return heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)

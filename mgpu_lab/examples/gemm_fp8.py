@@ -26,7 +26,8 @@ FP8 = "float8_e4m3fn"
 
 def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m: int | None = None,
                   tile_n: int | None = None, stages: int | None = None, group_m: int | None = None,
-                  persistent: bool | str | None = None, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
+                  persistent: bool | str | None = None, cluster_m: int | None = None, epilogue: Epilogue | None = None,
+                  epilogue_inputs: Sequence[Any] = (),
                   transpose_b: bool = True, dtype: str = FP8, **options) -> mgpu_lab.Kernel | PaddedGemm:
     """C (m, n) = epilogue(scale_a * scale_b * A (m, k) @ B (n, k).T); call it as
     `kernel(a, b, scale_a, scale_b, *epilogue_arrays)` with a, b e4m3 (uint8 bytes on the device)
@@ -37,10 +38,12 @@ def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m
         raise ValueError(f"fp8 gemm: dtype must be {FP8!r}, got {dtype!r}")
     if not aligned_shape(m, n, k, True, FP8, out_dtype):
         return PaddedGemm(make_fp8_gemm, m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype, tile_m=tile_m,
-                          tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, epilogue=epilogue,
+                          tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, cluster_m=cluster_m,
+                          epilogue=epilogue,
                           epilogue_inputs=epilogue_inputs, **options)
     t = resolve_tiling(m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype, tile_m=tile_m, tile_n=tile_n,
-                       stages=stages, group_m=group_m, persistent=persistent, input_dtypes=(FP8,))
+                       stages=stages, group_m=group_m, persistent=persistent, cluster_m=cluster_m,
+                       input_dtypes=(FP8,))
 
     def scaled(acc: dsl.FragmentedArray, tile: EpilogueTile, scale_a: Any, scale_b: Any,
                *refs: Any) -> dsl.FragmentedArray:

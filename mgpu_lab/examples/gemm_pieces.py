@@ -64,6 +64,9 @@ class GemmTiling:
     # f32 workspace (split_k, m, n) ("workspace")
     split_k: int = 1
     split_k_reduce: str = "cluster"
+    # 2: persistent blocks work in (2, 1) clusters on vertically adjacent tiles (a "pair"), each
+    # block loading half of the shared B tile and multicasting it into both (B traffic from L2 halves)
+    cluster_m: int = 1
 
     @property
     def itemsize(self) -> int:
@@ -179,11 +182,18 @@ class GemmTiling:
         return self.tiles_m * self.tiles_n
 
     @property
+    def work_items(self) -> int:
+        """What a persistent block loops over: tiles, or with cluster_m = 2 tile pairs (a
+        cluster's two blocks take the pair's two row tiles)."""
+        return self.tiles_n * -(-self.tiles_m // self.cluster_m)
+
+    @property
     def grid(self) -> int:
         if not self.persistent:
             return self.tiles
         per_block = 2 if self.pingpong else 1  # a pingpong block keeps both consumers busy
-        return min(-(-self.tiles // per_block), self.sms)
+        clusters = min(-(-self.work_items // per_block), self.sms // self.cluster_m)
+        return clusters * self.cluster_m
 
     def smem(self) -> tuple:
         """The smem tree: ((pipeline ring, epilogue tiles), full barriers, empty barriers). A
@@ -206,10 +216,15 @@ class GemmTiling:
         return (both, dsl.Barriers(self.stages), dsl.Barriers(self.stages))
 
 
-def tile_origin(t: GemmTiling, tile: ir.Value | None = None) -> tuple[ir.Value, ir.Value]:
+def tile_origin(t: GemmTiling, tile: ir.Value | None = None, rank: ir.Value | None = None) -> tuple[ir.Value, ir.Value]:
     """(row, column) in C of tile number `tile` (default: this block's). Tiles are numbered
     down groups of `group_m` tile rows, column by column, so tiles running together share
-    tiles of A and B in L2."""
+    tiles of A and B in L2. With cluster_m = 2, `tile` numbers pairs of row tiles the same way
+    and `rank` (the block's in its cluster) picks the pair's upper or lower tile."""
+    if t.cluster_m > 1:
+        pair = GemmTiling(t.m, t.n, t.k, tile_m=t.cluster_m * t.tile_m, tile_n=t.tile_n, group_m=t.group_m)
+        row0, col0 = tile_origin(pair, tile)
+        return row0 + rank * t.tile_m, col0
     group_m = max(1, min(t.group_m, t.tiles_m))
     pid = dsl.block_idx("x") if tile is None else tile
     per_group = group_m * t.tiles_n
@@ -243,11 +258,13 @@ def load_operands(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple
 
 def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, full: Any, empty: Any,
               row0: ir.Value, col0: ir.Value, first: ir.Value | int = 0, k_first: ir.Value | int = 0,
-              steps: ir.Value | int | None = None) -> None:
+              steps: ir.Value | int | None = None, rank: ir.Value | None = None) -> None:
     """(One thread.) TMA-load the A and B tiles of every k-step of the C tile at (row0, col0)
     (with split_k: `steps` k-steps from k_first, the slice's part of K). Pipeline iteration `first + kt`
-    uses slot (first + kt) % stages once the consumers have released it; the boxes hang over
-    the arrays' edges where the shape is ragged (zero fill)."""
+    uses slot (first + kt) % stages once the consumers have released it (with cluster_m = 2:
+    the consumers of both blocks); the boxes hang over the arrays' edges where the shape is
+    ragged (zero fill). With cluster_m = 2 the block of cluster rank `rank` loads half of the B
+    tile (rows of B (n, k), or 64-column chunks of B (k, n)) into both blocks' slot."""
     a_smem, b_smem = ring
 
     @dsl.for_range(0, t.k_steps if steps is None else steps)
@@ -262,26 +279,33 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
             copy = {"barrier": bar, "arrive": False, "swizzle": SWIZZLE, "uniform": False}
             ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, slot),
                            gmem_slice=(dsl.ds(row0, t.tile_m), dsl.ds(k0, t.tile_k)), **copy)
+            if t.cluster_m > 1:
+                copy["multicast_mask"] = (1 << t.cluster_m) - 1
             if t.transpose_b:
-                ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, slot),
-                               gmem_slice=(dsl.ds(col0, t.tile_n), dsl.ds(k0, t.tile_k)), **copy)
+                rows = t.tile_n // t.cluster_m
+                first_row = 0 if t.cluster_m == 1 else rank * rows
+                ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, dsl.ds(first_row, rows))),
+                               gmem_slice=(dsl.ds(col0 + first_row, rows), dsl.ds(k0, t.tile_k)), **copy)
                 return
             copy["swizzle"] = t.b_chunk * t.itemsize
-            for j in range(t.tile_n // t.b_chunk):
+            chunks = t.tile_n // t.b_chunk // t.cluster_m
+            for i in range(chunks):
+                j = i if t.cluster_m == 1 else rank * chunks + i
                 ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, j)),
                                gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(col0 + t.b_chunk * j, t.b_chunk)), **copy)
 
 
 def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir.Value,
              first: ir.Value | int = 0, release_last: bool = False,
-             steps: ir.Value | int | None = None) -> dsl.FragmentedArray:
+             steps: ir.Value | int | None = None, peer: ir.Value | None = None) -> dsl.FragmentedArray:
     """Consumer warpgroup `wg` (0-based): its rows of the tile times B over every k-step
     (pipeline iterations first .. first + steps - 1; steps: k_steps unless given).
 
     Returns the f32 accumulator, (consumer_rows, tile_n) in the WGMMA layout. Each slot is
     released once the wgmma group after it is done; the last one only with release_last
     (a persistent block reuses it; a one-tile block must keep it until the epilogue, which
-    writes over the ring)."""
+    writes over the ring). With cluster_m = 2, `peer` is the other block of the cluster: its
+    multicast writes into this block's slots too, so each warp releases a slot in both blocks."""
     a_smem, b_smem = ring
     lane0 = dsl.lane_idx() == 0
     parts = t.consumer_rows // WGMMA_ROWS  # wgmma row tiles per consumer
@@ -295,7 +319,10 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
 
     def release(it: ir.Value, condition: ir.Value | None = None) -> None:
         with dsl.when(lane0 if condition is None else lane0 & condition):  # one arrival per warp
-            empty.for_iteration(it)[0].arrive()
+            slot = empty.for_iteration(it)[0]
+            slot.arrive()
+            if peer is not None:
+                slot.arrive(cta=peer)
 
     steps = t.k_steps if steps is None else steps
 
