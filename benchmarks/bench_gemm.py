@@ -66,11 +66,12 @@ NO_SPLIT_K = [False]  # --no-split-k: one-slice GEMMs only (set by main)
 
 def _config(p: Problem, dtype: str) -> dict:
     picked = gemm_config(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)
-    split = dtype == "bfloat16" and not NO_SPLIT_K[0]
-    keys = ("tile_m", "tile_n", "stages", "group_m", "persistent", "cluster_m") + \
-        (("split_k", "split_k_reduce") if split else ())
-    return {key: picked[key] for key in keys if key in picked} | \
-        {"source": picked["source"]}
+    keys = ("tile_m", "tile_n", "stages", "group_m", "persistent", "cluster_m", "split_k", "split_k_reduce")
+    config = {key: picked[key] for key in keys if key in picked} | {"source": picked["source"]}
+    if NO_SPLIT_K[0]:
+        config.pop("split_k_reduce", None)
+        config["split_k"] = 1
+    return config
 
 
 def _sweep(problems: list[Problem], figures: dict, rows: list, kind: str, one) -> list[float]:

@@ -71,6 +71,8 @@ CASES = [
     ("fp8", "8192x8192x8192", PERSISTENT + MULTICAST),
     ("fp8", "4096x10240x8192", PERSISTENT + MULTICAST),
     ("fp8", "1024x6144x4096", [_tiles(128, 128), _tiles(128, 256, True)]),
+    ("fp8", "16x6144x4096", [_tiles(64, 128), _split(64, 128, 2), _split(64, 256, 2), _split(64, 256, 4),
+                             _split(64, 64, 2)]),
 ]
 
 

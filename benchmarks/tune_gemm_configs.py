@@ -46,12 +46,12 @@ SPLITS = (2, 3, 4, 6, 8)
 SPLIT_WAVES = 2.1  # split-K blocks may take up to about two waves (a ragged M wastes a tile's rows anyway)
 
 
-def split_choices(p: Problem, tile_m: int, tile_n: int) -> list[int]:
+def split_choices(p: Problem, tile_m: int, tile_n: int, tile_k: int = 64) -> list[int]:
     """split_k values worth trying for these tiles (64 columns or more: the split serves the rows
     of B over K): the tiles fill fewer than the SMs, the slices take at most SPLIT_WAVES waves and keep
     SPLIT_K_MIN_STEPS k-steps each."""
     tiles = -(-p.m // tile_m) * -(-p.n // tile_n)
-    k_tiles = -(-p.k // 64)
+    k_tiles = -(-p.k // tile_k)
     if tiles >= SMS or tile_n < 64:
         return []
     return sorted({even_split_k(k_tiles, s) for s in SPLITS
@@ -62,8 +62,8 @@ def space(p: Problem, persistent: bool = True, split_k: bool = True, dtype: str 
     """(tile_m, tile_n, persistent, split_k, split_k_reduce, cluster_m) as one axis: 256-row tiles
     only where M has the rows, the persistent kernels (True, 'pingpong', and True in multicast
     pairs for 128/256-column tiles; unless persistent=False) only where the tiles take more than
-    one wave, split-K (bf16, unless split_k=False) where they take less, its slices summed in a
-    cluster (up to 8) and through a workspace."""
+    one wave, split-K (unless split_k=False) where they take less, its slices summed in a cluster
+    (up to 8) and, for bf16, through a workspace."""
     choices = []
     big = -(-p.m // 128) * -(-p.n // 256) >= SMS  # compute-bound: small tiles only lose
     for tile_m, tile_n in TILES:
@@ -75,9 +75,10 @@ def space(p: Problem, persistent: bool = True, split_k: bool = True, dtype: str 
             choices.append((tile_m, tile_n, "pingpong", 1, ONE, 1))  # builds only where a whole tile fits one consumer
             if tile_n in (128, 256):
                 choices.append((tile_m, tile_n, True, 1, ONE, 2))
-        if split_k and dtype == "bfloat16":
-            for s in split_choices(p, tile_m, tile_n):
-                choices += [(tile_m, tile_n, False, s, reduce, 1) for reduce in ("cluster", "workspace")
+        if split_k:  # FP8: in a cluster only (its scales apply to the sums)
+            reduces = ("cluster", "workspace") if dtype == "bfloat16" else ("cluster",)
+            for s in split_choices(p, tile_m, tile_n, 64 if dtype == "bfloat16" else 128):
+                choices += [(tile_m, tile_n, False, s, reduce, 1) for reduce in reduces
                             if reduce == "workspace" or s <= MAX_CLUSTER_SPLIT]
     return {"choice": choices}
 
@@ -91,7 +92,8 @@ def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, choice: Choice)
     the process pool; a split-K GEMM's worker compiles both kernels into the compile cache)."""
     tile_m, tile_n, persistent, split_k, reduce, cluster_m = choice
     if dtype == "float8_e4m3fn":
-        return make_fp8_gemm(m, n, k, tile_m=tile_m, tile_n=tile_n, persistent=persistent, cluster_m=cluster_m)
+        return make_fp8_gemm(m, n, k, tile_m=tile_m, tile_n=tile_n, persistent=persistent, cluster_m=cluster_m,
+                             split_k=split_k)
     return make_gemm(m, n, k, transpose_b=transpose_b, tile_m=tile_m, tile_n=tile_n, persistent=persistent,
                      split_k=split_k, split_k_reduce=reduce, cluster_m=cluster_m)
 
@@ -205,7 +207,7 @@ def main() -> None:
         (best_ms, (tile_m, tile_n, persistent, split_k, reduce, cluster_m), _), *rest = results
         table_for_device[shape_key(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)] = {
             "tile_m": tile_m, "tile_n": tile_n, "group_m": 8, "persistent": persistent,
-            **({"split_k": split_k} if dtype == "bfloat16" else {}),
+            "split_k": split_k,
             **({"split_k_reduce": reduce} if split_k > 1 else {}),
             **({"cluster_m": cluster_m} if cluster_m > 1 else {}),
             "median_ms": round(best_ms, 5), "candidates": len(results), "tuned_utc": stamp}

@@ -110,8 +110,31 @@ def test_split_k_rejects_bad_arguments(kwargs, message):
         make_gemm(64, 1024, 1024, tile_m=64, tile_n=64, **kwargs)
 
 
-def test_split_k_refuses_an_epilogue():
+def test_split_k_through_a_workspace_refuses_an_epilogue():
     from mgpu_lab.examples.gemm_epilogues import relu
 
-    with pytest.raises(ValueError, match=r"split_k=2 sums K slices after the GEMM and cannot apply an epilogue"):
-        make_gemm(64, 1024, 1024, tile_m=64, tile_n=64, split_k=2, epilogue=lambda acc, tile: relu(acc))
+    with pytest.raises(ValueError, match=r"split_k=2 with split_k_reduce='workspace' sums the K slices in a second "
+                                         r"kernel and cannot apply an epilogue; use split_k_reduce='cluster'"):
+        make_gemm(64, 1024, 1024, tile_m=64, tile_n=64, split_k=2, split_k_reduce="workspace",
+                  epilogue=lambda acc, tile: relu(acc))
+
+
+def test_split_k_in_a_cluster_applies_the_epilogue_to_the_sums():
+    from mgpu_lab.examples.gemm_epilogues import fused
+
+    e = fused(16, 6144, bias="bfloat16", activation="gelu", residual="bfloat16", scale=True)
+    kern = make_gemm(16, 6144, 4096, transpose_b=True, tile_m=64, tile_n=128, split_k=2, epilogue=e.fn,
+                     epilogue_inputs=e.inputs)
+    assert kern.compiled.cluster == (1, 2, 1) and len(kern.compiled.inputs) == 2 + len(e.inputs)
+    assert_clean(kern, r"HGMMA\.64x128x16\.F32\.BF16")
+
+
+def test_fp8_split_k_sums_in_a_cluster_only():
+    from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
+
+    kern = make_fp8_gemm(16, 6144, 4096, tile_m=64, tile_n=128, split_k=2)
+    assert kern.compiled.cluster == (1, 2, 1) and kern.compiled.grid == (48, 2, 1)
+    assert_clean(kern, r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3")
+    with pytest.raises(ValueError, match=r"split_k with dtype 'float8_e4m3fn' needs split_k_reduce='cluster' \(its "
+                                         r"scales apply to the sums\), got 'workspace'"):
+        make_fp8_gemm(16, 6144, 4096, tile_m=64, tile_n=128, split_k=2, split_k_reduce="workspace")

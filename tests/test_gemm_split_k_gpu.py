@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_gemm_epilogues_gpu import _check
+from test_gemm_fp8_gpu import _run as _run_fp8
 from test_gemm_gpu import random_operands, reference, relative_error
 from test_hopper import host_f32, poison
 
@@ -88,3 +90,22 @@ def test_split_k_from_the_configuration(rng):
     out = poison(cupy, (m, n), "bfloat16")
     kern(cupy.asarray(a), cupy.asarray(b), out=out)
     assert relative_error(host_f32(out), reference(a, b, True)) <= 1e-2
+
+
+@pytest.mark.parametrize("m, n, k, tiles", [
+    (16, 6144, 4096, {"tile_m": 64, "tile_n": 128, "split_k": 2}),
+    (129, 4104, 4104, {"tile_m": 128, "tile_n": 256, "split_k": 3}),  # ragged M and N, pieces shared 2-1-1
+])
+def test_split_k_in_a_cluster_fuses_the_epilogue(m, n, k, tiles, rng):
+    """Bias, GELU, residual and scale applied once, to the sums of the K slices."""
+    assert _check(m, n, k, rng, tiles=tiles, bias="bfloat16", activation="gelu", residual="bfloat16",
+                  scale=True) <= 1e-2
+
+
+@pytest.mark.parametrize("m, n, k, tiles", [
+    (16, 6144, 4096, {"tile_m": 64, "tile_n": 128, "split_k": 2}),
+    (129, 4096, 4104, {"tile_m": 64, "tile_n": 256, "split_k": 4}),
+])
+def test_fp8_split_k_in_a_cluster(m, n, k, tiles, rng):
+    """The per-tensor scales apply to the sums of the K slices."""
+    assert _run_fp8(m, n, k, rng, tiles=tiles) <= 2e-2

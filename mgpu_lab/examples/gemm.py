@@ -141,8 +141,9 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     if t.cluster_split and t.split_k > MAX_CLUSTER_SPLIT:
         raise ValueError(f"gemm: split_k_reduce='cluster' sums the K slices in one cluster of at most "
                          f"{MAX_CLUSTER_SPLIT} blocks, got split_k={t.split_k}; use split_k_reduce='workspace'")
-    if t.split_k > 1 and t.dtype not in _INPUT_DTYPES:
-        raise ValueError(f"gemm: split_k is for the bf16/f16 GEMM, got dtype {t.dtype!r}")
+    if t.split_k > 1 and t.dtype not in _INPUT_DTYPES and not t.cluster_split:
+        raise ValueError(f"gemm: split_k with dtype {t.dtype!r} needs split_k_reduce='cluster' (its scales apply "
+                         f"to the sums), got {t.split_k_reduce!r}")
     if isinstance(t.group_m, bool) or not isinstance(t.group_m, int) or t.group_m < 1:
         raise ValueError(f"gemm: group_m must be an int >= 1, got {t.group_m!r}")
     if t.smem_bytes > SMEM_LIMIT:
@@ -164,19 +165,15 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     persistent: True launches one block per SM that loops over the tiles, loading the next tile
     during the epilogue; "pingpong" also gives the two consumers alternate whole tiles, so one's
     epilogue overlaps the other's tensor-core work.
-    split_k: > 1 splits K over that many blocks per tile (no epilogue); for shapes whose tiles
-    fill few SMs over a long K. split_k_reduce: how the slices are summed (gemm_split_k.py):
-    "cluster" (the default up to 8 slices) by the tile's blocks, a cluster, through distributed
-    shared memory inside the one kernel; "workspace" (the default above 8) by a second kernel
-    from an f32 workspace.
+    split_k: > 1 splits K over that many blocks per tile; for shapes whose tiles fill few SMs
+    over a long K. split_k_reduce: how the slices are summed (gemm_split_k.py): "cluster" (the
+    default up to 8 slices) by the tile's blocks, a cluster, through distributed shared memory
+    inside the one kernel, the epilogue applied to the sums; "workspace" (the default above 8)
+    by a second kernel from an f32 workspace, no epilogue (with one, a configured workspace
+    split is dropped).
     cluster_m: 2 runs persistent blocks in pairs (a (2, 1) cluster) on vertically adjacent tiles,
     each loading half of their common B tile and multicasting it into both (needs persistent=True).
     Tile sizes (and split_k) left out come from `gemm_config` (tuned table, else a heuristic)."""
-    if epilogue is not None and split_k is not None and split_k != 1:
-        raise ValueError(f"gemm: split_k={split_k!r} sums K slices after the GEMM and cannot apply an epilogue; "
-                         f"leave split_k out (or 1) with an epilogue")
-    if epilogue is not None:
-        split_k = 1
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         return PaddedGemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
@@ -185,6 +182,14 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
                        tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, split_k=split_k,
                        split_k_reduce=split_k_reduce, cluster_m=cluster_m)
+    if epilogue is not None and t.split_k > 1 and not t.cluster_split:
+        if split_k is not None:
+            raise ValueError(f"gemm: split_k={split_k!r} with split_k_reduce='workspace' sums the K slices in a second "
+                             f"kernel and cannot apply an epilogue; use split_k_reduce='cluster' (up to "
+                             f"{MAX_CLUSTER_SPLIT} slices) or split_k=1")
+        t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
+                           tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, split_k=1,
+                           cluster_m=cluster_m)  # the configuration's workspace split: none
     if t.split_k > 1 and not t.cluster_split:
         return SplitKGemm(t, options, stages_given=stages is not None)
     return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=epilogue,
@@ -282,8 +287,9 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     consumer's EpilogueTile) and returning its f32 accumulator."""
     if epilogue is not None and not callable(epilogue):
         raise TypeError(f"gemm: epilogue must be a callable f(acc, tile, *refs), got {type(epilogue).__name__}")
-    if mainloop is not None and t.cluster_m > 1:
-        raise ValueError("gemm: cluster_m=2 needs the built-in mainloop (it releases slots in both blocks)")
+    if mainloop is not None and (t.cluster_m > 1 or t.split_k > 1):
+        raise ValueError("gemm: cluster_m=2 and split_k need the built-in mainloop (slots released in both blocks, "
+                         "K slices)")
     extras = tuple(_shape_dtype(s, i) for i, s in enumerate(epilogue_inputs))
     if extras and epilogue is None:
         raise ValueError("gemm: epilogue_inputs were given without an epilogue to read them")
@@ -316,7 +322,8 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                 after_mainloop()
             if t.cluster_split:
                 with ctx.named_region("epilogue"):
-                    reduce_in_cluster(ctx, t, acc, partials, epilogue_smem, c_ref, row0, col0, me, split)
+                    reduce_in_cluster(ctx, t, acc, partials, epilogue_smem, c_ref, row0, col0, me, split,
+                                      epilogue, extra_refs)
                 return
             with ctx.named_region("epilogue"):
                 acc = run_epilogue(epilogue, acc, tile, extra_refs)

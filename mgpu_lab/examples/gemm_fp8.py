@@ -26,12 +26,14 @@ FP8 = "float8_e4m3fn"
 
 def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m: int | None = None,
                   tile_n: int | None = None, stages: int | None = None, group_m: int | None = None,
-                  persistent: bool | str | None = None, cluster_m: int | None = None, epilogue: Epilogue | None = None,
+                  persistent: bool | str | None = None, cluster_m: int | None = None, split_k: int | None = None,
+                  split_k_reduce: str | None = None, epilogue: Epilogue | None = None,
                   epilogue_inputs: Sequence[Any] = (),
                   transpose_b: bool = True, dtype: str = FP8, **options) -> mgpu_lab.Kernel | PaddedGemm:
     """C (m, n) = epilogue(scale_a * scale_b * A (m, k) @ B (n, k).T); call it as
     `kernel(a, b, scale_a, scale_b, *epilogue_arrays)` with a, b e4m3 (uint8 bytes on the device)
-    and the scales (1,) float32 arrays."""
+    and the scales (1,) float32 arrays. split_k: K slices summed in a (1, split_k) cluster, the
+    scales (and epilogue) applied to the sums (gemm_split_k.py)."""
     if transpose_b is not True:
         raise ValueError("fp8 gemm: B must be (n, k) (transpose_b=True): FP8 wgmma reads K-major operands only")
     if dtype != FP8:
@@ -39,11 +41,11 @@ def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m
     if not aligned_shape(m, n, k, True, FP8, out_dtype):
         return PaddedGemm(make_fp8_gemm, m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype, tile_m=tile_m,
                           tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, cluster_m=cluster_m,
-                          epilogue=epilogue,
+                          split_k=split_k, split_k_reduce=split_k_reduce, epilogue=epilogue,
                           epilogue_inputs=epilogue_inputs, **options)
     t = resolve_tiling(m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype, tile_m=tile_m, tile_n=tile_n,
                        stages=stages, group_m=group_m, persistent=persistent, cluster_m=cluster_m,
-                       input_dtypes=(FP8,))
+                       split_k=split_k, split_k_reduce=split_k_reduce, input_dtypes=(FP8,))
 
     def scaled(acc: dsl.FragmentedArray, tile: EpilogueTile, scale_a: Any, scale_b: Any,
                *refs: Any) -> dsl.FragmentedArray:

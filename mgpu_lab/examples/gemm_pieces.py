@@ -413,9 +413,9 @@ class EpilogueTile:
     loaders of matching register tiles. Loads clamp indices to the arrays, so tiles that hang
     over C's edges read valid memory (those values are never stored)."""
 
-    def __init__(self, t: GemmTiling, row0: ir.Value, col0: ir.Value):
+    def __init__(self, t: GemmTiling, row0: ir.Value, col0: ir.Value, width: int | None = None):
         self.tiling = t
-        self.shape = (t.consumer_rows, t.tile_n)
+        self.shape = (t.consumer_rows, t.tile_n if width is None else width)  # width: a piece of the tile (split-K)
         self.row0 = row0  # first row of this consumer's tile in C
         self.col0 = col0
 

@@ -14,19 +14,21 @@ summed one of two ways (`split_k_reduce`), both in a fixed order (deterministic)
 - "workspace": each block TMA-stores its f32 partial into slice s of a (split_k, m, n)
   workspace; a second kernel sums the slices, rounds to the output type and writes C.
 
-Epilogues are not applied here (use split_k=1 with an epilogue).
+Epilogues (and the FP8 GEMM's scales) apply to the sums in the cluster way; the workspace way
+applies none.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import mgpu_lab
 from mgpu_lab import dsl
 from mgpu_lab.dsl import arith, ir, vector
 
-from .gemm_pieces import CONSUMER_BARRIER, WARPGROUP, WG_BARRIER, GemmTiling
+from .gemm_pieces import CONSUMER_BARRIER, WARPGROUP, WG_BARRIER, Epilogue, EpilogueTile, GemmTiling, run_epilogue
 
 SPLIT_K_MIN_STEPS = 8  # pipeline steps (512 of k in bf16) a K slice keeps at least
 MAX_SPLIT_K = 16
@@ -56,7 +58,8 @@ def choose_split_k(m: int, n: int, k: int, tile_m: int, tile_n: int, sms: int, t
 
 
 def reduce_in_cluster(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, partials: Any, staging: Any, c_ref: Any,
-                      row0: Any, col0: Any, wg: Any, split: Any) -> None:
+                      row0: Any, col0: Any, wg: Any, split: Any, epilogue: Epilogue | None = None,
+                      extras: Sequence[Any] = ()) -> None:
     """Consumer `wg` of cluster-split block `split` (its cluster rank: the cluster is the tile's
     split_k blocks) holds the f32 partial of its rows over its K slice: the blocks sum their
     partials through distributed shared memory and write C, each block a share of the tile.
@@ -64,7 +67,8 @@ def reduce_in_cluster(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, partial
     Every consumer parks its partial in smem over the ring (`store_by_thread`, one out_width-
     column piece at a time), the cluster meets (`cluster_sync`: every producer thread too),
     then block s sums pieces s, s + split_k, ... of every peer's partial in rank order (the same
-    sum in any run), rounds it and TMA-stores it (clipped at C's edges) from its staging box.
+    sum in any run), applies the epilogue to the sum (an EpilogueTile of the piece's columns),
+    rounds it and TMA-stores it (clipped at C's edges) from its staging box.
     A last cluster_sync keeps every block (and its partial) alive until all peers have read."""
     width = t.out_width
     swizzle = width * dsl.itemsize(t.out_dtype)
@@ -81,6 +85,7 @@ def reduce_in_cluster(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, partial
             total = dsl.FragmentedArray.load_by_thread(piece_ref, layout, cta=0)
             for peer in range(1, t.split_k):
                 total = total + dsl.FragmentedArray.load_by_thread(piece_ref, layout, cta=peer)
+            total = run_epilogue(epilogue, total, EpilogueTile(t, row, col0 + p * width, width), extras)
             ctx.await_async_copy(0, await_read_only=True)  # this block's previous box has left the staging buffer
             dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
             total.astype(t.out_dtype).store_tiled(box, swizzle)
