@@ -247,14 +247,16 @@ def test_fused_mlp_block_bias_and_gelu_in_our_epilogues_matches_torch():
     assert len(ops) == 2, ops  # the two fused GEMMs, nothing else
 
 
-def test_split_k_gemm_as_one_op_eager_compiled_and_captured(rng):
-    """A split-K GEMM (two launches and an f32 workspace) is one op: the workspace comes from
-    torch's allocator per call, so two streams at once and a captured graph stay correct."""
+@pytest.mark.parametrize("reduce", ["cluster", "workspace"])
+def test_split_k_gemm_as_one_op_eager_compiled_and_captured(reduce, rng):
+    """A split-K GEMM is one op, both ways: one cluster launch summing through distributed
+    shared memory, or two launches and an f32 workspace that comes from torch's allocator per
+    call, so two streams at once and a captured graph stay correct."""
     from mgpu_lab.examples.gemm import make_gemm
 
     m, n, k = 64, 256, 4096
-    gemm = make_gemm(m, n, k, split_k=4)
-    op = gemm.as_torch_op(_qualname("split_k"))
+    gemm = make_gemm(m, n, k, split_k=4, split_k_reduce=reduce)
+    op = gemm.as_torch_op(_qualname(f"split_k_{reduce}"))
     a, b = _randn(rng, (m, k), torch.bfloat16), _randn(rng, (k, n), torch.bfloat16)
     a2 = _randn(rng, (m, k), torch.bfloat16)
 

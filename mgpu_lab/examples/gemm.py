@@ -28,13 +28,13 @@ that their mbarrier waits stay in pipeline order. cluster_m=2 (with persistent=T
 blocks in (2, 1) clusters on vertically adjacent tiles that share B by TMA multicast; each
 consumer warp releases a slot in both blocks (a peer mbarrier arrival at cta scope: at cluster
 scope it waited ~0.5 us per k-step for the warp's writes, which is what made the first multicast
-GEMM run at 0.6x; profiled with the named regions). On the H200 it runs at 0.95-1.01x the plain
-persistent kernel, so the tuner picks it only where it measures faster. split_k=S (for shapes whose tiles fill few
-SMs over a long K) gives each tile S blocks, one per K slice, which sum their f32 partial tiles
-as a cluster through distributed shared memory (up to 8), or through a workspace and a second
-kernel (gemm_split_k.py). Without tile_m / tile_n /
-stages, the configuration comes from the tuned table (gemm_configs.json, per device and shape)
-or a heuristic (`gemm_config`).
+GEMM run at 0.6x; profiled with the named regions). On the H200 it runs at 0.95-1.01x the
+plain persistent kernel, so the tuner picks it only where it measures faster. split_k=S (for
+shapes whose tiles fill few SMs over a long K) gives each tile S blocks, one per K slice, which
+sum their f32 partial tiles as a cluster through distributed shared memory (up to 8; the
+epilogue then applies to the sums), or through a workspace and a second kernel
+(gemm_split_k.py). Without tile_m / tile_n / stages, the configuration comes from the tuned
+table (gemm_configs.json, per device and shape) or a heuristic (`gemm_config`).
 
 FP8: gemm_fp8.py (per-tensor scales) and gemm_fp8_block.py (DeepGEMM-style block scales).
 """

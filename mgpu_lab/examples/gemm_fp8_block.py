@@ -99,7 +99,8 @@ def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bflo
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
                           epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
     t = resolve_tiling(m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype, tile_m=tile_m, tile_n=tile_n,
-                       stages=stages, group_m=group_m, persistent=persistent, input_dtypes=(FP8,))
+                       stages=stages, group_m=group_m, persistent=persistent, cluster_m=1,  # its own mainloop
+                       input_dtypes=(FP8,))
 
     def user_epilogue(acc: dsl.FragmentedArray, tile: EpilogueTile, scale_a: Any, scale_b: Any,
                       *refs: Any) -> dsl.FragmentedArray:
