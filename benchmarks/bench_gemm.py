@@ -118,13 +118,22 @@ def bf16_sweep(figures: dict, rows: list, problems: list[Problem], quick: bool,
                   lambda p: _bf16_problem(p, figures, rows, quick, compare_persistent))
 
 
+def bf16_tag(p: Problem) -> str:
+    """The figures' key prefix of a bf16 problem: squares run in both layouts, so the C = A @ B.T
+    ones get `_nt` (records up to commit 35dda3f hold the .T square's figures under the plain key,
+    which the C = A @ B square's had been written to first; its layout keys `gemm_*_nn_<size>`
+    were always right)."""
+    square_nt = p.transpose_b and p.m == p.n == p.k
+    return f"gemm_bf16_{p.key}" + ("_nt" if square_nt else "")
+
+
 def _bf16_problem(p: Problem, figures: dict, rows: list, quick: bool, compare_persistent: bool) -> float | None:
     """One bf16 problem: build, check, time against cuBLAS; the ratio (None when wrong)."""
     import torch
 
     bf16 = numpy_dtype("bfloat16")
     config = _config(p, "bfloat16")
-    tag = f"gemm_bf16_{p.key}"
+    tag = bf16_tag(p)
     settings = {k: v for k, v in config.items() if k != "source"}
     t0 = time.perf_counter()
     kern = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b, **settings)

@@ -171,3 +171,13 @@ def test_the_tuner_tries_split_k_where_tiles_leave_sms_idle_and_only_there():
     square = space(Problem(8192, 8192, 8192, False, "square"))["choice"]
     assert all(s == 1 for _, _, _, s, _, _ in square)
     assert any(cluster_m == 2 for *_, cluster_m in square)  # multicast pairs where the tiles take waves
+
+
+def test_every_bf16_sweep_problem_has_its_own_figure_keys():
+    """Both layouts of a square must not write the same `gemm_bf16_<MxNxK>_*` figures."""
+    from bench_gemm import bf16_tag
+    from gemm_sweep import bf16_problems
+
+    tags = [bf16_tag(p) for p in bf16_problems()]
+    assert len(set(tags)) == len(tags)
+    assert "gemm_bf16_4096x4096x4096" in tags and "gemm_bf16_4096x4096x4096_nt" in tags
