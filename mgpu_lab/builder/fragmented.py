@@ -39,7 +39,7 @@ from .layouts import (
     wgmma_thread_base,
 )
 from .reductions import combiner, shfl_xor, warp_reduce
-from .threads import thread_in_warpgroup
+from .threads import WARPGROUP_SIZE, thread_in_warpgroup
 from .ptx import i32, inline_ptx, smem_address
 from .warpgroup import map_to_peer, warpgroup_barrier
 
@@ -582,7 +582,7 @@ class FragmentedArray:
         width = "" if layout.vec == 1 else f".v{layout.vec}"
         regs = []
         for r in range(layout.registers):
-            offset = r * WARPGROUP_THREADS * step
+            offset = r * WARPGROUP_SIZE * step
             values = inline_ptx(f"ld.shared::cluster{width}.b32 {{{outs}}}, [${layout.vec}+{offset}];" if layout.vec > 1
                                 else f"ld.shared::cluster.b32 $0, [$1+{offset}];",
                                 [peer], [f"={kind}"] * layout.vec + ["r"], [elem] * layout.vec, memory=False)
@@ -646,16 +646,14 @@ def _check_by_thread(ref: ir.Value, layout: Layout, elem: ir.Type, what: str) ->
     ref_type = ir.MemRefType(ref.type)
     if str(ref_type.memory_space) != "#gpu.address_space<workgroup>":
         raise ValueError(f"{what}: ref must be in shared memory, got {ref_type}")
-    want = (layout.registers, WARPGROUP_THREADS, layout.vec)
+    want = (layout.registers, WARPGROUP_SIZE, layout.vec)
     if tuple(ref_type.shape) != want or ref_type.element_type != elem:
         raise ValueError(f"{what}: ref must be a {want} smem array of {elem} (registers, warpgroup threads, "
                          f"elements per register), got {tuple(ref_type.shape)} of {ref_type.element_type}")
     strides, offset = ref_type.get_strides_and_offset()
-    if list(strides) != [WARPGROUP_THREADS * layout.vec, layout.vec, 1]:
+    if list(strides) != [WARPGROUP_SIZE * layout.vec, layout.vec, 1]:
         raise ValueError(f"{what}: ref must be contiguous, got strides {tuple(strides)}")
 
-
-WARPGROUP_THREADS = 128
 
 
 def combine_all(values: list[ir.Value], combine: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:

@@ -387,20 +387,29 @@ def stream_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_sme
     cores as soon as its last piece is issued. A small buffer leaves the ring its depth (128x256
     tiles: 32 KB instead of 64 KB, 4 stages instead of 3); `drain_stores` ends the block."""
     width = t.out_width
-    swizzle = width * dtype_itemsize(t.out_dtype)
     mine = dsl.memref_slice(epilogue_smem, wg)
     row = row0 + t.row_offset(wg)
     for p in range(t.epilogue_pieces):
         piece = tile.columns(p * width, width).astype(t.out_dtype)
-        ctx.await_async_copy(t.epilogue_slots - 1, await_read_only=True)  # only the issuing thread has groups
-        dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)  # ... and the others learn here that the slot is free
-        slot = dsl.memref_slice(mine, p % t.epilogue_slots)
-        piece.store_tiled(slot, swizzle)
-        dsl.fence_async_shared()
-        dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
-        with dsl.single_thread("warpgroup"):
-            ctx.async_copy(src_ref=slot, dst_ref=c_ref, swizzle=swizzle, uniform=False,
-                           gmem_slice=(dsl.ds(row, t.consumer_rows), dsl.ds(col0 + p * width, width)))
+        store_box(ctx, t, piece, dsl.memref_slice(mine, p % t.epilogue_slots), c_ref, row, col0 + p * width, wg,
+                  pending=t.epilogue_slots - 1)
+
+
+def store_box(ctx: Any, t: GemmTiling, box: dsl.FragmentedArray, slot: ir.Value, c_ref: ir.Value,
+              row: ir.Value, col: ir.Value, wg: ir.Value, pending: int) -> None:
+    """Consumer `wg` TMA-stores one (consumer_rows, out_width) box of C, already rounded to C's
+    type, at (row, col) through smem `slot`: the thread that issues the stores first waits until
+    at most `pending` of its earlier stores are still reading smem (the slot is free), the
+    warpgroup learns that at a named barrier, writes the box swizzled, fences and meets again."""
+    swizzle = t.out_width * dtype_itemsize(t.out_dtype)
+    ctx.await_async_copy(pending, await_read_only=True)  # only the issuing thread has groups
+    dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)  # ... and the others learn here that the slot is free
+    box.store_tiled(slot, swizzle)
+    dsl.fence_async_shared()
+    dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
+    with dsl.single_thread("warpgroup"):
+        ctx.async_copy(src_ref=slot, dst_ref=c_ref, swizzle=swizzle, uniform=False,
+                       gmem_slice=(dsl.ds(row, t.consumer_rows), dsl.ds(col, t.out_width)))
 
 
 def drain_stores(ctx: Any) -> None:

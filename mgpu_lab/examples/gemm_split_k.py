@@ -28,7 +28,16 @@ import mgpu_lab
 from mgpu_lab import dsl
 from mgpu_lab.dsl import arith, ir, vector
 
-from .gemm_pieces import CONSUMER_BARRIER, WARPGROUP, WG_BARRIER, Epilogue, EpilogueTile, GemmTiling, run_epilogue
+from .gemm_pieces import (
+    CONSUMER_BARRIER,
+    WARPGROUP,
+    Epilogue,
+    EpilogueTile,
+    GemmTiling,
+    drain_stores,
+    run_epilogue,
+    store_box,
+)
 
 SPLIT_K_MIN_STEPS = 8  # pipeline steps (512 of k in bf16) a K slice keeps at least
 MAX_SPLIT_K = 16
@@ -71,7 +80,6 @@ def reduce_in_cluster(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, partial
     rounds it and TMA-stores it (clipped at C's edges) from its staging box.
     A last cluster_sync keeps every block (and its partial) alive until all peers have read."""
     width = t.out_width
-    swizzle = width * dsl.itemsize(t.out_dtype)
     dsl.named_barrier(CONSUMER_BARRIER, t.consumers * WARPGROUP)  # every consumer is done with the ring
     for p in range(t.epilogue_pieces):
         acc.columns(p * width, width).store_by_thread(dsl.memref_slice(partials, (wg, p)))
@@ -86,15 +94,9 @@ def reduce_in_cluster(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, partial
             for peer in range(1, t.split_k):
                 total = total + dsl.FragmentedArray.load_by_thread(piece_ref, layout, cta=peer)
             total = run_epilogue(epilogue, total, EpilogueTile(t, row, col0 + p * width, width), extras)
-            ctx.await_async_copy(0, await_read_only=True)  # this block's previous box has left the staging buffer
-            dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
-            total.astype(t.out_dtype).store_tiled(box, swizzle)
-            dsl.fence_async_shared()
-            dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
-            with dsl.single_thread("warpgroup"):
-                ctx.async_copy(src_ref=box, dst_ref=c_ref, swizzle=swizzle, uniform=False,
-                               gmem_slice=(dsl.ds(row, t.consumer_rows), dsl.ds(col0 + p * width, width)))
-    ctx.await_async_copy(0, await_read_only=True)
+            # one staging box: this block's previous box must have left it
+            store_box(ctx, t, total.astype(t.out_dtype), box, c_ref, row, col0 + p * width, wg, pending=0)
+    drain_stores(ctx)
     dsl.cluster_sync()
 
 
