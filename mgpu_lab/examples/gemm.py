@@ -42,6 +42,7 @@ FP8: gemm_fp8.py (per-tensor scales) and gemm_fp8_block.py (DeepGEMM-style block
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -179,17 +180,16 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
                           split_k=split_k, split_k_reduce=split_k_reduce, cluster_m=cluster_m, epilogue=epilogue,
                           epilogue_inputs=epilogue_inputs, **options)
-    t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
-                       tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, split_k=split_k,
-                       split_k_reduce=split_k_reduce, cluster_m=cluster_m)
+    resolve = functools.partial(resolve_tiling, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+                                tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
+                                cluster_m=cluster_m)
+    t = resolve(split_k=split_k, split_k_reduce=split_k_reduce)
     if epilogue is not None and t.split_k > 1 and not t.cluster_split:
         if split_k is not None:
             raise ValueError(f"gemm: split_k={split_k!r} with split_k_reduce='workspace' sums the K slices in a second "
                              f"kernel and cannot apply an epilogue; use split_k_reduce='cluster' (up to "
                              f"{MAX_CLUSTER_SPLIT} slices) or split_k=1")
-        t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
-                           tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, split_k=1,
-                           cluster_m=cluster_m)  # the configuration's workspace split: none
+        t = resolve(split_k=1)  # the configuration's workspace split: none
     if t.split_k > 1 and not t.cluster_split:
         return SplitKGemm(t, options, stages_given=stages is not None)
     return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=epilogue,
