@@ -411,3 +411,15 @@ def test_softmax_checks_its_shape():
         make_softmax(128, 300)
     with pytest.raises(ValueError, match=r"m must be a positive multiple of 128, got 100"):
         make_softmax(100, 256)
+
+
+def test_reading_a_peer_block_needs_32_bit_elements():
+    def kernel(ctx, x, y, smem):
+        piece = FragmentedArray.load(x, layout=WGMMAFragLayout(64)).columns(0, 32).astype("bfloat16")
+        piece.store_by_thread(smem[0])
+        FragmentedArray.load_by_thread(smem[0], WGMMAFragLayout(32), cta=1)
+
+    with pytest.raises(KernelBuildError, match=r"load_by_thread: reading a peer block needs 32-bit elements, 1, 2 or "
+                                               r"4 per register; got 2 x bf16") as info:
+        _build(kernel, (mgpu_lab.ShapeDtype((8, 128, 2), "bfloat16"),))
+    assert "test_fragmented_ops.py" in str(info.value)  # points at the user's line

@@ -237,3 +237,13 @@ def test_definition_leaves_room_for_the_profiler():
     assert k.compiled.dynamic_smem_bytes <= 227 * 1024
     with pytest.raises(mgpu_lab.errors.ResourceLimitError, match=r"smem: the kernel needs \d+ bytes of shared memory"):
         mgpu_lab.kernel(**plain, profile=True, profile_capacity=capacity)
+
+
+@pytest.mark.parametrize("kwargs", [{"split_k": 2}, {"persistent": True, "cluster_m": 2}])
+def test_a_custom_mainloop_refuses_split_k_and_multicast_pairs(kwargs):
+    """Both need the built-in mainloop (K slices; slots released in both blocks)."""
+    from mgpu_lab.examples.gemm import tiled_gemm_definition
+
+    t = resolve_tiling(1024, 1024, 4096, tile_m=128, tile_n=256, **kwargs)
+    with pytest.raises(ValueError, match=r"cluster_m=2 and split_k need the built-in mainloop"):
+        tiled_gemm_definition(t, mainloop=lambda *args: None)
