@@ -66,7 +66,7 @@ NO_SPLIT_K = [False]  # --no-split-k: one-slice GEMMs only (set by main)
 
 def _config(p: Problem, dtype: str) -> dict:
     picked = gemm_config(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)
-    keys = ("tile_m", "tile_n", "stages", "group_m", "persistent", "cluster_m", "split_k", "split_k_reduce")
+    keys = ("tile_m", "tile_n", "stages", "group_m", "persistent", "cluster_m", "split_k", "split_k_reduce", "swap_ab")
     config = {key: picked[key] for key in keys if key in picked} | {"source": picked["source"]}
     if NO_SPLIT_K[0]:
         config.pop("split_k_reduce", None)
@@ -98,6 +98,8 @@ def _sweep(problems: list[Problem], figures: dict, rows: list, kind: str, one) -
 
 def _describe(config: dict) -> str:
     scheme = {True: " persistent", "pingpong": " pingpong"}.get(config.get("persistent"), "")
+    if config.get("swap_ab"):
+        scheme += " swap_ab"
     if config.get("cluster_m", 1) > 1:
         scheme += " multicast"
     if config.get("split_k", 1) > 1:
@@ -184,7 +186,7 @@ def _bf16_problem(p: Problem, figures: dict, rows: list, quick: bool, compare_pe
         figures[f"gemm_tflops_torch_{layout}_{p.m}"] = figures[f"{tag}_cublas_tflops"]
         figures[f"gemm_ours_vs_torch_{layout}_{p.m}"] = ratio
     tiles = -(-p.m // config["tile_m"]) * -(-p.n // config["tile_n"])
-    if compare_persistent and tiles > SMS:
+    if compare_persistent and tiles > SMS and not config.get("swap_ab"):
         other = not config.get("persistent", False)
         alternative = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b, **{**settings, "persistent": other, "cluster_m": 1,
                                                                              "stages": None, "split_k": 1})

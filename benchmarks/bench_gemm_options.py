@@ -37,8 +37,13 @@ def _tiles(tile_m: int, tile_n: int, persistent: bool | str = False, **more) -> 
     return {"tile_m": tile_m, "tile_n": tile_n, "persistent": persistent, **more}
 
 
-def _split(tile_m: int, tile_n: int, split_k: int) -> dict:
-    return {"tile_m": tile_m, "tile_n": tile_n, "split_k": split_k}
+def _split(tile_m: int, tile_n: int, split_k: int, **more) -> dict:
+    return {"tile_m": tile_m, "tile_n": tile_n, "split_k": split_k, **more}
+
+
+def _swap(tile_m: int, tile_n: int, split_k: int = 1, **more) -> dict:
+    """C.T = B @ A.T: tile_m over B's rows (n), tile_n over A's (m)."""
+    return {"tile_m": tile_m, "tile_n": tile_n, "split_k": split_k, "swap_ab": True, **more}
 
 
 WORKSPACE = {"split_k_reduce": "workspace"}  # the table's split, summed by a second kernel
@@ -57,14 +62,19 @@ CASES = [
     ("bf16", "4096x4096x4096", BIG + [_tiles(256, 128)]),
     ("bf16", "4000x4000x4000", BIG),
     ("bf16", "1024x6144x4096", [_tiles(128, 256), _tiles(128, 128, "pingpong"), _tiles(128, 128, True)]),
-    ("bf16", "129x4096x4104", [WORKSPACE, _split(128, 256, 2), _split(128, 256, 3), _split(256, 128, 2),
-                               _split(256, 128, 3), _split(256, 64, 2), _split(256, 64, 3)]),
-    ("bf16", "16x6144x4096", [WORKSPACE, _split(64, 128, 4), _split(64, 64, 2), _split(64, 64, 4),
-                              _split(64, 256, 4), _tiles(64, 64)]),
-    ("bf16", "16x4096x14336", [WORKSPACE, _split(64, 128, 4), _split(64, 128, 6), _split(64, 64, 3),
-                               _split(64, 256, 6)]),
-    ("bf16", "16x10240x8192", [WORKSPACE, _split(64, 128, 2), _split(64, 256, 3), _split(64, 256, 4)]),
-    ("bf16", "16x28672x4096", [_split(64, 256, 2), _split(64, 128, 2)]),
+    ("bf16", "129x4096x4104", [_split(256, 128, 3), _swap(128, 144, 3), _swap(128, 144, 4), _swap(64, 144, 2),
+                               _swap(128, 144, 2), _swap(64, 144, 1)]),
+    ("bf16", "16x6144x4096", [_split(64, 128, 2), _split(64, 96, 2), _swap(64, 16), _swap(64, 16, 2),
+                              _swap(128, 16, 2), _swap(128, 16, 3), _swap(64, 16, 1, stages=16)]),
+    ("bf16", "16x4096x14336", [_split(64, 128, 4, **WORKSPACE), _split(64, 64, 2), _swap(64, 16, 2),
+                               _swap(128, 16, 4), _swap(64, 16, 2, stages=16)]),
+    ("bf16", "16x10240x8192", [_split(64, 256, 3, **WORKSPACE), _split(64, 160, 2), _swap(128, 16, 2),
+                               _swap(64, 16), _swap(64, 16, 1, stages=16)]),
+    ("bf16", "16x28672x4096", [_split(64, 256, 1), _split(64, 224, 1), _swap(64, 16), _swap(128, 16),
+                               _swap(256, 16)]),
+    ("bf16", "16x8192x28672", [_split(64, 128, 2), _split(64, 64, 1), _swap(64, 16), _swap(128, 16, 2)]),
+    ("bf16", "64x4096x4096", [_split(64, 64, 2), _split(64, 32, 1), _swap(64, 64, 2), _swap(128, 64, 4)]),
+    ("bf16", "128x4096x4096", [_split(64, 64, 1), _swap(64, 128, 2), _swap(128, 128, 2), _split(64, 128, 2)]),
     ("fp8", "4096x4096x4096", PERSISTENT + MULTICAST),
     ("fp8", "4096x28672x4096", PERSISTENT + MULTICAST),
     ("fp8", "16384x6144x4096", PERSISTENT + MULTICAST),
@@ -83,8 +93,10 @@ def name_of(options: dict) -> str:
         return "default_" + "_".join(str(v) for v in options.values())
     scheme = {True: "_persistent", "pingpong": "_pingpong"}.get(options.get("persistent"), "")
     short = {"split_k": "split", "split_k_reduce": "", "stages": "stages", "cluster_m": "cluster_m", "group_m": "group"}
-    rest = "".join(f"_{short.get(k, k)}{v}" for k, v in options.items() if k not in ("tile_m", "tile_n", "persistent"))
-    return f"{options['tile_m']}x{options['tile_n']}{scheme}{rest}"
+    skip = ("tile_m", "tile_n", "persistent", "swap_ab")
+    rest = "".join(f"_{short.get(k, k)}{v}" for k, v in options.items() if k not in skip)
+    swap = "_swapab" if options.get("swap_ab") else ""
+    return f"{options['tile_m']}x{options['tile_n']}{scheme}{swap}{rest}"
 
 
 def _problem(dtype: str, key: str) -> Problem:

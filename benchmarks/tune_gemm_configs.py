@@ -2,7 +2,8 @@
 
 For each problem of the bf16 and FP8 sweeps (gemm_sweep.py) every (tile_m, tile_n) the kernel
 supports, with one-tile blocks, (where the tiles take more than one wave) persistent and
-pingpong, and (where they fill fewer than the SMs over a long K) split-K, is compiled in parallel on the CPU (`mgpu_lab.autotune.compile_candidates`, the tuner's compile
+pingpong, (where they fill fewer than the SMs over a long K) split-K, and for skinny C = A @ B.T
+(m <= 256) the swapped product C.T = B @ A.T (swap_ab, A's rows as one narrow tile), is compiled in parallel on the CPU (`mgpu_lab.autotune.compile_candidates`, the tuner's compile
 step, one process pool for all problems), checked against a float32 matmul,
 and timed with the sweep's blocking-kernel timer. (`mgpu_lab.tune`'s own CUDA-event timing
 includes the Python launch path, which is as long as a decode GEMM: it would pick at random
@@ -41,6 +42,7 @@ from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
 from mgpu_lab.examples.gemm_split_k import MAX_CLUSTER_SPLIT, SPLIT_K_MIN_STEPS, even_split_k
 
 TILES = [(128, 256), (128, 128), (256, 128), (128, 64), (256, 64), (64, 256), (64, 128), (64, 64), (64, 32)]
+NT_TILES = [(64, 96), (64, 160), (64, 224)]  # B (n, k) tiles any multiple of 16 wide: fill 128 SMs with N = 6144, 10240, 28672
 TOLERANCE = {"bfloat16": 1e-2, "float8_e4m3fn": 2e-2}
 SPLITS = (2, 3, 4, 6, 8)
 SPLIT_WAVES = 2.1  # split-K blocks may take up to about two waves (a ragged M wastes a tile's rows anyway)
@@ -58,44 +60,64 @@ def split_choices(p: Problem, tile_m: int, tile_n: int, tile_k: int = 64) -> lis
                    if tiles * s <= SPLIT_WAVES * SMS and k_tiles // s >= SPLIT_K_MIN_STEPS} - {1})
 
 
+def swap_choices(p: Problem, split_k: bool = True) -> list:
+    """swap_ab choices of a skinny bf16 C = A @ B.T: C.T's tiles are tile_m rows of B by all of A's
+    rows (rounded up to 16), split over K where the tiles fill fewer than the SMs."""
+    if not p.transpose_b or p.m > 256:
+        return []
+    width = -(-p.m // 16) * 16
+    k_tiles = -(-p.k // 64)
+    choices = []
+    for tile_m in (64, 128, 256):
+        if tile_m // (2 if tile_m > 64 else 1) * width > 128 * 128:  # a consumer's f32 accumulator
+            continue
+        tiles = -(-p.n // tile_m)
+        splits = {even_split_k(k_tiles, s) for s in SPLITS if split_k and s <= MAX_CLUSTER_SPLIT
+                  and tiles * s <= SPLIT_WAVES * SMS and k_tiles // s >= SPLIT_K_MIN_STEPS}
+        choices += [(tile_m, width, False, s, ONE, 1, True) for s in sorted(splits | {1})]
+    return choices
+
+
 def space(p: Problem, persistent: bool = True, split_k: bool = True, dtype: str = "bfloat16") -> dict:
-    """(tile_m, tile_n, persistent, split_k, split_k_reduce, cluster_m) as one axis: 256-row tiles
+    """(tile_m, tile_n, persistent, split_k, split_k_reduce, cluster_m, swap_ab) as one axis: 256-row tiles
     only where M has the rows, the persistent kernels (True, 'pingpong', and True in multicast
     pairs for 128/256-column tiles; unless persistent=False) only where the tiles take more than
     one wave, split-K (unless split_k=False) where they take less, its slices summed in a cluster
-    (up to 8) and, for bf16, through a workspace."""
+    (up to 8) and, for bf16, through a workspace; bf16 swap_ab (`swap_choices`) for m <= 256."""
     choices = []
     big = -(-p.m // 128) * -(-p.n // 256) >= SMS  # compute-bound: small tiles only lose
-    for tile_m, tile_n in TILES:
+    for tile_m, tile_n in TILES + (NT_TILES if p.transpose_b else []):
         if tile_m >= 2 * max(64, p.m) or big and tile_m * tile_n < 128 * 128:  # 256 rows for M = 129
             continue
-        choices.append((tile_m, tile_n, False, 1, ONE, 1))
+        choices.append((tile_m, tile_n, False, 1, ONE, 1, False))
         if persistent and -(-p.m // tile_m) * -(-p.n // tile_n) > SMS:
-            choices.append((tile_m, tile_n, True, 1, ONE, 1))
-            choices.append((tile_m, tile_n, "pingpong", 1, ONE, 1))  # builds only where a whole tile fits one consumer
+            choices.append((tile_m, tile_n, True, 1, ONE, 1, False))
+            choices.append((tile_m, tile_n, "pingpong", 1, ONE, 1, False))  # where a whole tile fits one consumer
             if tile_n in (128, 256):
-                choices.append((tile_m, tile_n, True, 1, ONE, 2))
+                choices.append((tile_m, tile_n, True, 1, ONE, 2, False))
         if split_k:  # FP8: in a cluster only (its scales apply to the sums)
             reduces = ("cluster", "workspace") if dtype == "bfloat16" else ("cluster",)
             for s in split_choices(p, tile_m, tile_n, 64 if dtype == "bfloat16" else 128):
-                choices += [(tile_m, tile_n, False, s, reduce, 1) for reduce in reduces
+                choices += [(tile_m, tile_n, False, s, reduce, 1, False) for reduce in reduces
                             if reduce == "workspace" or s <= MAX_CLUSTER_SPLIT]
+    if dtype == "bfloat16":
+        choices += swap_choices(p, split_k)
     return {"choice": choices}
 
 
-Choice = tuple[int, int, bool | str, int, str, int]
+Choice = tuple[int, int, bool | str, int, str, int, bool]
 ONE = "cluster"  # split_k_reduce of one-slice choices (unused)
 
 
 def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, choice: Choice):
-    """make_gemm / make_fp8_gemm with one (tile_m, tile_n, persistent, split_k, reduce, cluster_m) (picklable for
-    the process pool; a split-K GEMM's worker compiles both kernels into the compile cache)."""
-    tile_m, tile_n, persistent, split_k, reduce, cluster_m = choice
+    """make_gemm / make_fp8_gemm with one (tile_m, tile_n, persistent, split_k, reduce, cluster_m, swap_ab)
+    (picklable for the process pool; a split-K GEMM's worker compiles both kernels into the compile cache)."""
+    tile_m, tile_n, persistent, split_k, reduce, cluster_m, swap_ab = choice
     if dtype == "float8_e4m3fn":
         return make_fp8_gemm(m, n, k, tile_m=tile_m, tile_n=tile_n, persistent=persistent, cluster_m=cluster_m,
                              split_k=split_k)
     return make_gemm(m, n, k, transpose_b=transpose_b, tile_m=tile_m, tile_n=tile_n, persistent=persistent,
-                     split_k=split_k, split_k_reduce=reduce, cluster_m=cluster_m)
+                     split_k=split_k, split_k_reduce=reduce, cluster_m=cluster_m, swap_ab=swap_ab)
 
 
 def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tuple[float, tuple, float]]:
@@ -139,14 +161,16 @@ SCHEMES = {False: "", True: " persistent", "pingpong": " pingpong"}
 
 
 def scheme(choice: Choice) -> str:
-    """' persistent', ' pingpong', ' multicast', ' split-K' or '' (one-tile blocks)."""
+    """' swap-AB', ' persistent', ' pingpong', ' multicast', ' split-K' or '' (one-tile blocks)."""
+    if choice[6]:
+        return " swap-AB"
     return " split-K" if choice[3] > 1 else " multicast" if choice[5] > 1 else SCHEMES[choice[2]]
 
 
 def describe(choice: Choice) -> str:
-    tile_m, tile_n, persistent, split_k, reduce, cluster_m = choice
-    return (f"{tile_m}x{tile_n}{SCHEMES[persistent]}" + (" multicast" if cluster_m > 1 else "")
-            + (f" split_k={split_k} {reduce}" if split_k > 1 else ""))
+    tile_m, tile_n, persistent, split_k, reduce, cluster_m, swap_ab = choice
+    return (f"{tile_m}x{tile_n}{SCHEMES[persistent]}" + (" swap_ab" if swap_ab else "")
+            + (" multicast" if cluster_m > 1 else "") + (f" split_k={split_k} {reduce}" if split_k > 1 else ""))
 
 
 def save(data: dict) -> None:
@@ -192,24 +216,25 @@ def main() -> None:
     table_for_device = data.setdefault("devices", {}).setdefault(device, {})
     data["note"] = ("GEMM tile sizes picked per device and problem by benchmarks/tune_gemm_configs.py "
                     "(fastest correct candidate, blocking-kernel CUDA-event timing); read by gemm_configs.py")
-    names = [*SCHEMES.values(), " multicast", " split-K"]
+    names = [*SCHEMES.values(), " multicast", " split-K", " swap-AB"]
     rows = [("dtype", "problem", "best", "ms", "runner-up", "ms", "one-tile ms", "persistent ms", "pingpong ms",
-             "multicast ms", "split-K ms", "tried")]
+             "multicast ms", "split-K ms", "swap-AB ms", "tried")]
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     for dtype, p in work:
         if args.budget_s is not None and time.perf_counter() - t0 > args.budget_s:
-            rows.append((dtype, p.key, "skipped (time)", "", "", "", "", "", "", "", "", "0"))
+            rows.append((dtype, p.key, "skipped (time)", "", "", "", "", "", "", "", "", "", "0"))
             continue
         results = time_candidates(p, dtype, compiled[(dtype, p)], torch)
         if not results:
-            rows.append((dtype, p.key, "none correct", "", "", "", "", "", "", "", "", "0"))
+            rows.append((dtype, p.key, "none correct", "", "", "", "", "", "", "", "", "", "0"))
             continue
-        (best_ms, (tile_m, tile_n, persistent, split_k, reduce, cluster_m), _), *rest = results
+        (best_ms, (tile_m, tile_n, persistent, split_k, reduce, cluster_m, swap_ab), _), *rest = results
         table_for_device[shape_key(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)] = {
             "tile_m": tile_m, "tile_n": tile_n, "group_m": 8, "persistent": persistent,
             "split_k": split_k,
             **({"split_k_reduce": reduce} if split_k > 1 else {}),
             **({"cluster_m": cluster_m} if cluster_m > 1 else {}),
+            **({"swap_ab": True} if swap_ab else {}),
             "median_ms": round(best_ms, 5), "candidates": len(results), "tuned_utc": stamp}
         runner = rest[0] if rest else None
         by_scheme = [min((ms for ms, choice, _ in results if scheme(choice) == name), default=None)

@@ -366,6 +366,9 @@ def test_peer_exchange_sass():
                                         r"warpgroup threads, elements per register\), got \(8, 128, 2\) of f32"),
     (lambda x, s: FragmentedArray.load_by_thread(s, WGMMAFragLayout(64), cta=1),
      r"load_by_thread: ref must be a \(16, 128, 2\) smem array of f32 .*, got \(8, 128, 2\) of f32"),
+    (lambda x, s: x.store_transposed(s, 0, 0), r"store_transposed: ref must be a 2-d array of f32, got \(8, 128, 2\)"),
+    (lambda x, s: x.reduce_sum(axis=1).store_transposed(s, 0, 0),
+     r"store_transposed: needs an array in WGMMAFragLayout, got WGMMARowLayout"),
 ])
 def test_column_and_parking_errors(body, message):
     def kernel(ctx, x, y, smem):

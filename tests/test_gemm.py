@@ -101,7 +101,14 @@ def test_configs():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"tile_n": 320}, r"tile_n must be one of \(32, 64, 128, 192, 256\), got 320"),
+    ({"tile_n": 320}, r"tile_n must be one of \(32, 64, 128, 192, 256\) \(B \(k, n\) loads 64-column boxes.*got 320"),
+    ({"tile_n": 96}, r"tile_n must be one of \(32, 64, 128, 192, 256\) .*got 96"),
+    ({"tile_n": 40, "transpose_b": True}, r"tile_n must be a multiple of 16 from 16 to 256 \(B \(n, k\)\), got 40"),
+    ({"tile_n": 272, "transpose_b": True}, r"tile_n must be a multiple of 16 from 16 to 256 \(B \(n, k\)\), got 272"),
+    ({"swap_ab": True}, r"swap_ab=True .* needs transpose_b=True \(B an \(n, k\) array\), got transpose_b=False"),
+    ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 64, "persistent": True},
+     r"swap_ab=True .* needs transpose_b=True, one tile per block and the cluster split-K reduce; .*persistent=True"),
+    ({"swap_ab": "yes", "transpose_b": True, "tile_m": 64, "tile_n": 64}, r"swap_ab must be True or False, got 'yes'"),
     ({"tile_m": 96}, r"tile_m must be one of \(64, 128, 256\), got 96"),
     ({"tile_m": 256, "tile_n": 256}, r"tile_n must be at most 128"),
     ({"stages": 8, "tile_m": 128, "tile_n": 256}, r"need .* bytes of smem"),
@@ -113,6 +120,32 @@ def test_configs():
 def test_gemm_rejects_bad_options(kwargs, message):
     with pytest.raises(ValueError, match=message):
         make_gemm(256, 256, 64, **kwargs)
+
+
+def test_swap_ab_refuses_the_workspace_split():
+    with pytest.raises(ValueError, match=r"swap_ab=True .*split_k_reduce='workspace' \(split_k=2\)"):
+        make_gemm(16, 256, 512, transpose_b=True, swap_ab=True, tile_m=64, tile_n=16, split_k=2,
+                  split_k_reduce="workspace")
+
+
+def test_swap_ab_refuses_an_epilogue():
+    """C is written transposed from the registers, so an epilogue (its tile is of C) cannot apply;
+    a table's swapped configuration falls back to a plain tiling instead."""
+    with pytest.raises(ValueError, match=r"swap_ab=True writes C transposed .* applies no epilogue"):
+        make_gemm(16, 256, 64, transpose_b=True, swap_ab=True, tile_m=64, tile_n=16,
+                  epilogue=lambda acc, tile: acc)
+
+
+def test_swap_ab_tiles_the_transposed_product():
+    """tile_m / tile_n of a swapped GEMM tile C.T: B's n rows, A's m rows; the kernel still takes
+    (A, B) and writes C (m, n)."""
+    k = make_gemm(129, 512, 128, transpose_b=True, swap_ab=True, tile_m=64, tile_n=144, split_k=2)
+    spec = k.compiled.spec
+    assert [tuple(s.shape) for s in spec.inputs] == [(129, 128), (512, 128)]
+    assert [tuple(s.shape) for s in spec.outputs] == [(129, 512)]
+    assert k.name.endswith("_swapab")
+    # 512 / 64 tiles of B's rows, 2 K slices, one 144-wide tile over A's 129 rows
+    assert tuple(spec.grid)[:2] == (8, 2) and tuple(spec.cluster)[:2] == (1, 2)
 
 
 @pytest.mark.parametrize("shape, message", [((0, 64, 64), r"m must be a positive int, got 0"),

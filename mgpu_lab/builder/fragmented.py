@@ -558,6 +558,31 @@ class FragmentedArray:
         for r, reg in enumerate(self.registers):
             vector.store(reg, ref, [c(r), thread, c(0)])
 
+    def store_transposed(self, ref: ir.Value, row: Any, col: Any) -> None:
+        """Store an (m, n) WGMMAFragLayout array transposed into a 2-d `ref` (global or shared)
+        of its element type: element (i, j) to ref[row + j, col + i], skipping those that fall
+        outside the ref (a tile over an edge of C). For a GEMM computed as C.T = B @ A.T (swap
+        A and B so a skinny A fills a narrow wgmma N instead of 64 mostly empty rows): one
+        scalar store per element, so meant for small outputs."""
+        if not isinstance(self.layout, WGMMAFragLayout):
+            raise ValueError(f"FragmentedArray.store_transposed: needs an array in WGMMAFragLayout, got {self.layout}")
+        ref_type = ir.MemRefType(ref.type)
+        shape = tuple(ref_type.shape)
+        if len(shape) != 2 or ref_type.element_type != self.element_type:
+            raise ValueError(f"FragmentedArray.store_transposed: ref must be a 2-d array of {self.element_type}, got "
+                             f"{shape} of {ref_type.element_type}; use astype first")
+        layout = self.layout
+        base_row, base_col = wgmma_thread_base()
+        for i in range(layout.m // 64):
+            for j in range(layout.n // 8):
+                for h in range(2):
+                    source_row = as_index(col) + base_row + (64 * i + 8 * h)  # a row of the array: a column of ref
+                    values = elements(self.registers[layout.index(i, j, h)])
+                    for e, value in enumerate(values):
+                        target_row = as_index(row) + base_col + (8 * j + e)
+                        with when((target_row < shape[0]) & (source_row < shape[1])):
+                            memref.store(value, ref, [target_row, source_row])
+
     @classmethod
     def load_by_thread(cls, ref: ir.Value, layout: Layout, *, cta: int | ir.Value | None = None) -> FragmentedArray:
         """The array `store_by_thread` parked in `ref` (a (layout.registers, 128, vec) smem

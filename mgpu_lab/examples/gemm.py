@@ -52,7 +52,7 @@ import mgpu_lab
 from mgpu_lab import dsl
 from mgpu_lab.profiler.format import words_per_block
 
-from .gemm_configs import gemm_config
+from .gemm_configs import gemm_config, heuristic_config
 from .gemm_padding import PaddedGemm, aligned_shape
 from .gemm_split_k import MAX_CLUSTER_SPLIT, SplitKGemm, even_split_k, reduce_in_cluster
 from .gemm_pieces import (
@@ -96,6 +96,14 @@ def _deepest_ring(t: GemmTiling) -> int:
     return max(fits) if fits else 2
 
 
+def valid_tile_n(tile_n: Any, transpose_b: bool) -> bool:
+    """B (k, n) is loaded in 64-column boxes: TILE_NS; B (n, k) tiles are tile_n rows of k: any
+    multiple of 16 up to 256 (the narrowest store box is 16 columns)."""
+    if isinstance(tile_n, bool) or not isinstance(tile_n, int):
+        return False
+    return 16 <= tile_n <= 256 and tile_n % 16 == 0 if transpose_b else tile_n in TILE_NS
+
+
 def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> None:
     """ValueError naming the argument for anything the kernel cannot do."""
     for name in ("m", "n", "k"):
@@ -104,8 +112,11 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
             raise ValueError(f"gemm: {name} must be a positive int, got {size!r}")
     if t.tile_m not in TILE_MS:
         raise ValueError(f"gemm: tile_m must be one of {TILE_MS}, got {t.tile_m!r}")
-    if t.tile_n not in TILE_NS:
-        raise ValueError(f"gemm: tile_n must be one of {TILE_NS}, got {t.tile_n!r}")
+    if not valid_tile_n(t.tile_n, t.transpose_b):
+        if t.transpose_b:
+            raise ValueError(f"gemm: tile_n must be a multiple of 16 from 16 to 256 (B (n, k)), got {t.tile_n!r}")
+        raise ValueError(f"gemm: tile_n must be one of {TILE_NS} (B (k, n) loads 64-column boxes; B (n, k) takes "
+                         f"any multiple of 16), got {t.tile_n!r}")
 
     if t.dtype not in input_dtypes:
         raise ValueError(f"gemm: dtype must be one of {', '.join(map(repr, input_dtypes))}, got {t.dtype!r}")
@@ -145,6 +156,13 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     if t.split_k > 1 and t.dtype not in _INPUT_DTYPES and not t.cluster_split:
         raise ValueError(f"gemm: split_k with dtype {t.dtype!r} needs split_k_reduce='cluster' (its scales apply "
                          f"to the sums), got {t.split_k_reduce!r}")
+    if t.swap_ab not in (False, True) or not isinstance(t.swap_ab, bool):
+        raise ValueError(f"gemm: swap_ab must be True or False, got {t.swap_ab!r}")
+    if t.swap_ab and (not t.transpose_b or t.persistent or t.cluster_m > 1 or t.split_k > 1 and not t.cluster_split):
+        raise ValueError(f"gemm: swap_ab=True (C.T = B @ A.T, written transposed from registers) needs transpose_b=True, "
+                         f"one tile per block and the cluster split-K reduce; got transpose_b={t.transpose_b!r}, "
+                         f"persistent={t.persistent!r}, cluster_m={t.cluster_m!r}, "
+                         f"split_k_reduce={t.split_k_reduce!r} (split_k={t.split_k})")
     if isinstance(t.group_m, bool) or not isinstance(t.group_m, int) or t.group_m < 1:
         raise ValueError(f"gemm: group_m must be an int >= 1, got {t.group_m!r}")
     if t.smem_bytes > SMEM_LIMIT:
@@ -156,7 +174,7 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
               out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
               stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
               split_k: int | None = None, split_k_reduce: str | None = None, cluster_m: int | None = None,
-              epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
+              swap_ab: bool | None = None, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
               **options) -> mgpu_lab.Kernel | PaddedGemm | SplitKGemm:
     """C (m, n) = epilogue(A (m, k) @ B), B of shape (k, n), or (n, k) with transpose_b=True.
 
@@ -174,16 +192,27 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     split is dropped).
     cluster_m: 2 runs persistent blocks in pairs (a (2, 1) cluster) on vertically adjacent tiles,
     each loading half of their common B tile and multicasting it into both (needs persistent=True).
-    Tile sizes (and split_k) left out come from `gemm_config` (tuned table, else a heuristic)."""
+    swap_ab: True computes C.T = B @ A.T (needs transpose_b=True, no epilogue): B's rows fill the
+    wgmma's 64-row side and A's few rows a narrow tile_n (any multiple of 16), e.g. m = 129 as
+    one 144-wide tile instead of two 128-row tiles, one nearly empty; tile_m and tile_n then tile
+    C.T (tile_m over n, tile_n over m) and C is written transposed straight from the registers.
+    Tile sizes (and split_k, swap_ab) left out come from `gemm_config` (tuned table, else a heuristic)."""
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         return PaddedGemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
-                          split_k=split_k, split_k_reduce=split_k_reduce, cluster_m=cluster_m, epilogue=epilogue,
-                          epilogue_inputs=epilogue_inputs, **options)
+                          split_k=split_k, split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab,
+                          epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
     resolve = functools.partial(resolve_tiling, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                                 tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
-                                cluster_m=cluster_m)
+                                cluster_m=cluster_m, swap_ab=swap_ab)
     t = resolve(split_k=split_k, split_k_reduce=split_k_reduce)
+    if epilogue is not None and t.swap_ab:
+        if swap_ab:
+            raise ValueError("gemm: swap_ab=True writes C transposed straight from the registers and applies no "
+                             "epilogue; use swap_ab=False with an epilogue")
+        # the table's swapped tiling cannot take the epilogue: the heuristic's plain one
+        plain = heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)
+        t = resolve(tile_m=plain["tile_m"], tile_n=plain["tile_n"], split_k=plain.get("split_k", 1), swap_ab=False)
     if epilogue is not None and t.split_k > 1 and not t.cluster_split:
         if split_k is not None:
             raise ValueError(f"gemm: split_k={split_k!r} with split_k_reduce='workspace' sums the K slices in a second "
@@ -212,8 +241,9 @@ def build_gemm_kernel(t: GemmTiling, options: dict[str, Any], *, stages_given: b
 
 def profile_events(t: GemmTiling) -> int:
     """Events per profiled unit that hold every region a block records: 2 per producer k-step,
-    4 per consumer k-step and the epilogue, for each of the block's tiles."""
-    return (4 * t.k_tiles + 8) * -(-t.tiles // t.grid)
+    4 per consumer k-step and the epilogue (with its split-K reduce's park, meet, sum, meet),
+    for each of the block's tiles."""
+    return (4 * t.k_tiles + 12) * -(-t.tiles // t.grid)
 
 
 def room_for_profiler(t: GemmTiling, capacity: int, unit: str = "warpgroup") -> GemmTiling:
@@ -230,11 +260,17 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
                    out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
                    stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
                    split_k: int | None = 1, split_k_reduce: str | None = None, cluster_m: int | None = None,
-                   input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
+                   swap_ab: bool | None = None, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
     """The checked GemmTiling: given tile sizes, the rest from `gemm_config` (split_k=None:
     the configuration's, 1 when the tile sizes were given; split_k_reduce=None: 'cluster' up
-    to MAX_CLUSTER_SPLIT slices, else 'workspace')."""
+    to MAX_CLUSTER_SPLIT slices, else 'workspace'). With swap_ab the tiling is of C.T (m and n
+    swapped, B the wgmma A operand)."""
     picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype) if tile_m is None or tile_n is None else {}
+    if swap_ab is None:
+        swap_ab = picked.get("swap_ab", False)
+    if swap_ab is True and not transpose_b:
+        raise ValueError("gemm: swap_ab=True computes C.T = B @ A.T with B as the wgmma A operand, which must be "
+                         "K-major: it needs transpose_b=True (B an (n, k) array), got transpose_b=False")
     tile_m = picked["tile_m"] if tile_m is None else tile_m
     tile_n = picked["tile_n"] if tile_n is None else tile_n
     stages = picked.get("stages") if stages is None else stages
@@ -244,13 +280,15 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
     if split_k is None:  # the configuration's split, summed its way
         split_k = picked.get("split_k", 1)
         split_k_reduce = picked.get("split_k_reduce") if split_k_reduce is None else split_k_reduce
+    if swap_ab is True:
+        m, n = n, m
     t = GemmTiling(m, n, k, tile_m=tile_m, tile_n=tile_n, stages=stages if stages is not None else 2,
                    group_m=group_m, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
-                   persistent=persistent, split_k=split_k)
+                   persistent=persistent, split_k=split_k, swap_ab=swap_ab)
     if split_k_reduce is None:
         split_k_reduce = "cluster" if isinstance(split_k, int) and split_k <= MAX_CLUSTER_SPLIT else "workspace"
     t = dataclasses.replace(t, split_k_reduce=split_k_reduce, cluster_m=cluster_m)
-    if tile_m in TILE_MS and tile_n in TILE_NS and stages is None:
+    if tile_m in TILE_MS and valid_tile_n(tile_n, transpose_b) and stages is None:
         t = dataclasses.replace(t, stages=_deepest_ring(t if t.dtype in input_dtypes else
                                                         dataclasses.replace(t, dtype="bfloat16")))
     check_tiling(t, input_dtypes)
@@ -290,6 +328,9 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     if mainloop is not None and (t.cluster_m > 1 or t.split_k > 1):
         raise ValueError("gemm: cluster_m=2 and split_k need the built-in mainloop (slots released in both blocks, "
                          "K slices)")
+    if epilogue is not None and t.swap_ab:
+        raise ValueError("gemm: swap_ab=True writes C transposed straight from the registers and applies no "
+                         "epilogue; use swap_ab=False with an epilogue")
     extras = tuple(_shape_dtype(s, i) for i, s in enumerate(epilogue_inputs))
     if extras and epilogue is None:
         raise ValueError("gemm: epilogue_inputs were given without an epilogue to read them")
@@ -297,8 +338,12 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     b_sd = dsl.ShapeDtype((t.n, t.k) if t.transpose_b else (t.k, t.n), t.dtype)
     workspace = t.split_k > 1 and not t.cluster_split
     c_sd = dsl.ShapeDtype((t.split_k, t.m, t.n) if workspace else (t.m, t.n), t.out_dtype)
+    if t.swap_ab:  # the caller's A (its m = our n) and B, and C = (our C).T
+        a_sd, b_sd, c_sd = b_sd, a_sd, dsl.ShapeDtype((t.n, t.m), t.out_dtype)
 
     def gemm(ctx, a, b, *refs):
+        if t.swap_ab:
+            a, b = b, a
         *extra_refs, c_ref, smem = refs
         if t.cluster_split:
             (ring, partials), epilogue_smem = smem[0]  # the partial tile overlaps the ring
@@ -327,7 +372,9 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                 return
             with ctx.named_region("epilogue"):
                 acc = run_epilogue(epilogue, acc, tile, extra_refs)
-                if t.persistent:
+                if t.swap_ab:
+                    acc.astype(t.out_dtype).store_transposed(c_ref, col0, row0 + t.row_offset(me))
+                elif t.persistent:
                     stream_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me)
                 else:
                     store_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me, split)
@@ -413,8 +460,9 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     # Regions per k-step: 2 events per producer step, 4 per consumer step, plus the epilogue.
     grid = (t.grid, t.split_k) if t.split_k > 1 else t.grid
     cluster = (1, t.split_k) if t.cluster_split else (t.cluster_m, 1)
+    shape = f"{t.n}x{t.m}x{t.k}_swapab" if t.swap_ab else f"{t.m}x{t.n}x{t.k}"
     return dict(body=gemm, grid=grid, cluster=cluster, block=t.threads, in_shapes=(a_sd, b_sd, *extras),
-                out_shapes=c_sd, smem=t.smem(), name=name or f"gemm_{layout}_{t.m}x{t.n}x{t.k}",
+                out_shapes=c_sd, smem=t.smem(), name=name or f"gemm_{layout}_{shape}",
                 profile_capacity=profile_events(t))
 
 

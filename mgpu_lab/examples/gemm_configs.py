@@ -75,11 +75,13 @@ def _split(m: int, n: int, k: int, config: dict[str, Any], dtype: str) -> dict[s
 
 def gemm_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                 device: str | None = None) -> dict[str, Any]:
-    """tile_m, tile_n, group_m, maybe stages, persistent and split_k, and `source` ('tuned' or 'heuristic')."""
+    """tile_m, tile_n, group_m, maybe stages, persistent, split_k, split_k_reduce, cluster_m and
+    swap_ab (tile sizes then of C.T), and `source` ('tuned' or 'heuristic')."""
     entry = tuned_table().get(device or device_name(), {}).get(shape_key(m, n, k, transpose_b=transpose_b,
                                                                          dtype=dtype))
     if entry is not None:
-        keys = ("tile_m", "tile_n", "stages", "group_m", "persistent", "split_k", "split_k_reduce", "cluster_m")
+        keys = ("tile_m", "tile_n", "stages", "group_m", "persistent", "split_k", "split_k_reduce", "cluster_m",
+                "swap_ab")
         config = {**{key: entry[key] for key in keys if key in entry}, "source": "tuned"}
         return config if "split_k" in entry else config | _split(m, n, k, config, dtype)
     return heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)

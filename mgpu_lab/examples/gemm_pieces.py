@@ -67,6 +67,10 @@ class GemmTiling:
     # 2: persistent blocks work in (2, 1) clusters on vertically adjacent tiles (a "pair"), each
     # block loading half of the shared B tile and multicasting it into both (B traffic from L2 halves)
     cluster_m: int = 1
+    # True: the tiling is of C.T = B @ A.T (m, n: the user's n, m; B (n, k) is the wgmma A operand,
+    # A (m, k) the B operand): a skinny A becomes a narrow tile_n (a multiple of 16) instead of
+    # a mostly empty 64-row wgmma tile; C is written transposed from the registers
+    swap_ab: bool = False
 
     @property
     def itemsize(self) -> int:
@@ -122,8 +126,12 @@ class GemmTiling:
 
     @property
     def out_width(self) -> int:
-        """Columns per TMA-store box: one 128-byte swizzle span, or the whole tile."""
-        return min(SWIZZLE // dtype_itemsize(self.out_dtype), self.tile_n)
+        """Columns per TMA-store box (and per split-K piece): one 128-byte swizzle span, or the
+        widest power-of-two part of it that divides tile_n (tile_n = 96: 32; 144: 16)."""
+        width = SWIZZLE // dtype_itemsize(self.out_dtype)
+        while self.tile_n % width:
+            width //= 2
+        return width
 
     @property
     def stage_bytes(self) -> int:

@@ -1,0 +1,66 @@
+"""GPU tests of the GEMM computed as C.T = B @ A.T (swap_ab: B's rows on the wgmma's 64-row
+side, A's few rows as a narrow tile_n, C written transposed from the registers) and of the
+tile widths that are not powers of two (B (n, k) takes any multiple of 16), against a float32
+matmul on fresh random inputs with C poisoned (NaN) first: a part of C never written, or
+written outside the array's edge into a neighbour, shows up. A file of its own so a fault here
+cannot take the other GEMM tests' CUDA context down."""
+
+from __future__ import annotations
+
+import pytest
+from test_gemm_epilogues_gpu import _check
+from test_gemm_gpu import random_operands, reference, relative_error
+from test_hopper import host_f32, poison
+
+from mgpu_lab.examples.gemm import PaddedGemm, make_gemm
+
+pytestmark = pytest.mark.gpu
+
+
+def _error(m, n, k, rng, out_dtype="bfloat16", **kwargs):
+    import cupy
+
+    kern = make_gemm(m, n, k, transpose_b=True, out_dtype=out_dtype, **kwargs)
+    inner = kern.inner if isinstance(kern, PaddedGemm) else kern
+    assert inner.name.endswith("_swapab") == bool(kwargs.get("swap_ab")), inner.name
+    a, b = random_operands(m, n, k, rng, transpose_b=True)
+    out = poison(cupy, (m, n), out_dtype)
+    kern(cupy.asarray(a), cupy.asarray(b), out=out)
+    err = relative_error(host_f32(out), reference(a, b, transpose_b=True))
+    print(f"gemm {m}x{n}x{k} {kwargs}: relative error {err:.3g}")
+    return err
+
+
+@pytest.mark.parametrize("m, n, k, tile_m, tile_n, split_k", [
+    (129, 4096, 4104, 128, 144, 3),  # the sweep's ragged decode shape: one 144-wide tile over m, a K tail
+    (129, 4096, 4104, 64, 144, 2),
+    (16, 6144, 4096, 64, 16, 2),  # decode: A's 16 rows are the whole wgmma N
+    (16, 6144, 4096, 128, 16, 4),
+    (1, 4096, 4096, 64, 16, 1),  # one row of A
+    (64, 4096, 4096, 64, 64, 2),
+    (129, 257, 72, 64, 144, 1),  # unaligned n: the padded path; one k-step
+    (200, 1000, 520, 64, 208, 1),  # ragged everywhere: tiles over both edges of C
+    (37, 777, 3000, 128, 48, 5),  # ragged, five unequal K slices
+])
+def test_swap_ab(m, n, k, tile_m, tile_n, split_k, rng):
+    assert _error(m, n, k, rng, swap_ab=True, tile_m=tile_m, tile_n=tile_n, split_k=split_k) <= 1e-2
+
+
+def test_swap_ab_float32_output(rng):
+    assert _error(33, 500, 1000, rng, out_dtype="float32", swap_ab=True, tile_m=64, tile_n=48, split_k=2) <= 1e-4
+
+
+@pytest.mark.parametrize("m, n, k, tile_m, tile_n, split_k", [
+    (16, 6144, 4096, 64, 96, 2),  # 64 tiles x 2 slices: 128 blocks
+    (16, 1000, 2048, 64, 160, 2),  # 160 = 5 boxes of 32 columns, a ragged last tile
+    (300, 1000, 512, 128, 224, 1),
+    (100, 520, 256, 64, 48, 1),  # 16-column store boxes
+])
+def test_tile_widths_of_any_multiple_of_16(m, n, k, tile_m, tile_n, split_k, rng):
+    assert _error(m, n, k, rng, tile_m=tile_m, tile_n=tile_n, split_k=split_k) <= 1e-2
+
+
+def test_epilogue_on_a_96_wide_tile(rng):
+    """Bias and activation on a split-K tile whose store boxes are 32 columns."""
+    assert _check(16, 6144, 4096, rng, bias="bfloat16", activation="gelu",
+                  tiles={"tile_m": 64, "tile_n": 96, "split_k": 2}) <= 1e-2
