@@ -62,19 +62,19 @@ def split_choices(p: Problem, tile_m: int, tile_n: int, tile_k: int = 64) -> lis
 
 def swap_choices(p: Problem, split_k: bool = True) -> list:
     """swap_ab choices of a skinny bf16 C = A @ B.T: C.T's tiles are tile_m rows of B by all of A's
-    rows (rounded up to 16), split over K where the tiles fill fewer than the SMs."""
+    rows (rounded up to 8, and to 16), split over K where the tiles fill fewer than the SMs."""
     if not p.transpose_b or p.m > 256:
         return []
-    width = -(-p.m // 16) * 16
     k_tiles = -(-p.k // 64)
     choices = []
-    for tile_m in (64, 128, 256):
-        if tile_m // (2 if tile_m > 64 else 1) * width > 128 * 128:  # a consumer's f32 accumulator
-            continue
-        tiles = -(-p.n // tile_m)
-        splits = {even_split_k(k_tiles, s) for s in SPLITS if split_k and s <= MAX_CLUSTER_SPLIT
-                  and tiles * s <= SPLIT_WAVES * SMS and k_tiles // s >= SPLIT_K_MIN_STEPS}
-        choices += [(tile_m, width, False, s, ONE, 1, True) for s in sorted(splits | {1})]
+    for width in sorted({-(-p.m // 8) * 8, -(-p.m // 16) * 16}):
+        for tile_m in (64, 128, 256):
+            if tile_m // (2 if tile_m > 64 else 1) * width > 128 * 128:  # a consumer's f32 accumulator
+                continue
+            tiles = -(-p.n // tile_m)
+            splits = {even_split_k(k_tiles, s) for s in SPLITS if split_k and s <= MAX_CLUSTER_SPLIT
+                      and tiles * s <= SPLIT_WAVES * SMS and k_tiles // s >= SPLIT_K_MIN_STEPS}
+            choices += [(tile_m, width, False, s, ONE, 1, True) for s in sorted(splits | {1})]
     return choices
 
 

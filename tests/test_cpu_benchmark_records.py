@@ -156,21 +156,38 @@ def test_every_benchmark_script_imports_without_a_gpu(script):
 
 def test_the_tuner_tries_split_k_where_tiles_leave_sms_idle_and_only_there():
     """Ragged M = 129 fills 96 of the 132 SMs with 64 x 128 tiles: it gets split candidates (3- and
-    4-way included; the tuned table picked 128 x 256 split 4 on the H200), a compute-bound square none."""
+    4-way included), a compute-bound square none."""
     from gemm_sweep import Problem
     from tune_gemm_configs import SPLIT_WAVES, space
 
     from mgpu_lab.examples.gemm_configs import SMS
 
     ragged = space(Problem(129, 4096, 4104, True, "ragged decode"))["choice"]
-    splits = {(tm, tn, s) for tm, tn, _, s, _, _ in ragged if s > 1}
-    assert {reduce for *_, s, reduce, _ in ragged if s > 1} == {"cluster", "workspace"}  # both ways of summing
+    plain = [c for c in ragged if not c[6]]
+    splits = {(tm, tn, s) for tm, tn, _, s, _, _, _ in plain if s > 1}
+    assert {reduce for *_, s, reduce, _, _ in plain if s > 1} == {"cluster", "workspace"}  # both ways of summing
     assert (128, 256, 4) in splits and (64, 256, 3) in splits
     for tm, tn, s in splits:
         assert -(-129 // tm) * -(-4096 // tn) * s <= SPLIT_WAVES * SMS and -(-4104 // 64) // s >= 8
     square = space(Problem(8192, 8192, 8192, False, "square"))["choice"]
-    assert all(s == 1 for _, _, _, s, _, _ in square)
-    assert any(cluster_m == 2 for *_, cluster_m in square)  # multicast pairs where the tiles take waves
+    assert all(s == 1 for _, _, _, s, _, _, _ in square)
+    assert any(cluster_m == 2 for *_, cluster_m, _ in square)  # multicast pairs where the tiles take waves
+    assert not any(swap for *_, swap in square)
+
+
+def test_the_tuner_tries_swap_ab_for_skinny_a_only():
+    """C.T = B @ A.T where A has at most 256 rows and B is (n, k): A's rows rounded up to 8 and to 16
+    as the tile width (129 -> 136, 144), split over K in a cluster only."""
+    from gemm_sweep import Problem
+    from tune_gemm_configs import space
+
+    ragged = [c for c in space(Problem(129, 4096, 4104, True, "ragged decode"))["choice"] if c[6]]
+    assert {tn for _, tn, *_ in ragged} == {136, 144} and (128, 144, False, 3, "cluster", 1, True) in ragged
+    assert all(persistent is False and (s == 1 or reduce == "cluster") for _, _, persistent, s, reduce, _, _ in ragged)
+    decode = [c for c in space(Problem(16, 6144, 4096, True, "decode"))["choice"] if c[6]]
+    assert (64, 16, False, 1, "cluster", 1, True) in decode
+    assert not any(c[6] for c in space(Problem(16, 6144, 4096, False, "B (k, n)"))["choice"])
+    assert not any(c[6] for c in space(Problem(512, 4096, 4096, True, "not skinny"))["choice"])
 
 
 def test_every_bf16_sweep_problem_has_its_own_figure_keys():

@@ -109,6 +109,8 @@ def test_configs():
     ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 64, "persistent": True},
      r"swap_ab=True .* needs transpose_b=True, one tile per block and the cluster split-K reduce; .*persistent=True"),
     ({"swap_ab": "yes", "transpose_b": True, "tile_m": 64, "tile_n": 64}, r"swap_ab must be True or False, got 'yes'"),
+    ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 36},
+     r"tile_n must be a multiple of 8 from 8 to 256 \(B \(n, k\), swap_ab\), got 36"),
     ({"tile_m": 96}, r"tile_m must be one of \(64, 128, 256\), got 96"),
     ({"tile_m": 256, "tile_n": 256}, r"tile_n must be at most 128"),
     ({"stages": 8, "tile_m": 128, "tile_n": 256}, r"need .* bytes of smem"),
@@ -173,7 +175,9 @@ def test_sweep_problems():
     assert all(p.transpose_b for p in fp8_problems())  # FP8 wgmma needs K-major B
     for p in problems + fp8_problems():
         picked = gemm_config(p.m, p.n, p.k, transpose_b=p.transpose_b)
-        assert picked["tile_m"] in (64, 128, 256) and picked["tile_n"] in (32, 64, 128, 192, 256)
+        t = resolve_tiling(p.m, p.n, p.k, transpose_b=p.transpose_b, split_k=None)  # checks the table's entry
+        assert (t.tile_m, t.tile_n, t.swap_ab) == (picked["tile_m"], picked["tile_n"], picked.get("swap_ab", False))
+        assert (t.n, t.m) == (p.m, p.n) if t.swap_ab else (t.m, t.n) == (p.m, p.n)
 
 
 @pytest.mark.parametrize("tile_m, tile_n, transpose_b", [(128, 256, False), (256, 128, True), (64, 64, True)])

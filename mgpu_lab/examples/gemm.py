@@ -96,12 +96,16 @@ def _deepest_ring(t: GemmTiling) -> int:
     return max(fits) if fits else 2
 
 
-def valid_tile_n(tile_n: Any, transpose_b: bool) -> bool:
+def valid_tile_n(tile_n: Any, transpose_b: bool, swap_ab: bool = False) -> bool:
     """B (k, n) is loaded in 64-column boxes: TILE_NS; B (n, k) tiles are tile_n rows of k: any
-    multiple of 16 up to 256 (the narrowest store box is 16 columns)."""
+    multiple of 16 up to 256 (the narrowest store box is 16 columns), or of 8 with swap_ab
+    (C is written from the registers: no store box; 8 is a wgmma's narrowest N)."""
     if isinstance(tile_n, bool) or not isinstance(tile_n, int):
         return False
-    return 16 <= tile_n <= 256 and tile_n % 16 == 0 if transpose_b else tile_n in TILE_NS
+    if not transpose_b:
+        return tile_n in TILE_NS
+    step = 8 if swap_ab is True else 16
+    return step <= tile_n <= 256 and tile_n % step == 0
 
 
 def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> None:
@@ -112,9 +116,11 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
             raise ValueError(f"gemm: {name} must be a positive int, got {size!r}")
     if t.tile_m not in TILE_MS:
         raise ValueError(f"gemm: tile_m must be one of {TILE_MS}, got {t.tile_m!r}")
-    if not valid_tile_n(t.tile_n, t.transpose_b):
+    if not valid_tile_n(t.tile_n, t.transpose_b, t.swap_ab):
         if t.transpose_b:
-            raise ValueError(f"gemm: tile_n must be a multiple of 16 from 16 to 256 (B (n, k)), got {t.tile_n!r}")
+            step = 8 if t.swap_ab is True else 16
+            raise ValueError(f"gemm: tile_n must be a multiple of {step} from {step} to 256 (B (n, k)"
+                             f"{', swap_ab' if step == 8 else ''}), got {t.tile_n!r}")
         raise ValueError(f"gemm: tile_n must be one of {TILE_NS} (B (k, n) loads 64-column boxes; B (n, k) takes "
                          f"any multiple of 16), got {t.tile_n!r}")
 
@@ -288,7 +294,7 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
     if split_k_reduce is None:
         split_k_reduce = "cluster" if isinstance(split_k, int) and split_k <= MAX_CLUSTER_SPLIT else "workspace"
     t = dataclasses.replace(t, split_k_reduce=split_k_reduce, cluster_m=cluster_m)
-    if tile_m in TILE_MS and valid_tile_n(tile_n, transpose_b) and stages is None:
+    if tile_m in TILE_MS and valid_tile_n(tile_n, transpose_b, swap_ab) and stages is None:
         t = dataclasses.replace(t, stages=_deepest_ring(t if t.dtype in input_dtypes else
                                                         dataclasses.replace(t, dtype="bfloat16")))
     check_tiling(t, input_dtypes)
