@@ -60,12 +60,12 @@ def split_choices(p: Problem, tile_m: int, tile_n: int, tile_k: int = 64) -> lis
                    if tiles * s <= SPLIT_WAVES * SMS and k_tiles // s >= SPLIT_K_MIN_STEPS} - {1})
 
 
-def swap_choices(p: Problem, split_k: bool = True) -> list:
-    """swap_ab choices of a skinny bf16 C = A @ B.T: C.T's tiles are tile_m rows of B by all of A's
+def swap_choices(p: Problem, split_k: bool = True, tile_k: int = 64) -> list:
+    """swap_ab choices of a skinny C = A @ B.T: C.T's tiles are tile_m rows of B by all of A's
     rows (rounded up to 8, and to 16), split over K where the tiles fill fewer than the SMs."""
     if not p.transpose_b or p.m > 256:
         return []
-    k_tiles = -(-p.k // 64)
+    k_tiles = -(-p.k // tile_k)
     choices = []
     for width in sorted({-(-p.m // 8) * 8, -(-p.m // 16) * 16}):
         for tile_m in (64, 128, 256):
@@ -83,7 +83,7 @@ def space(p: Problem, persistent: bool = True, split_k: bool = True, dtype: str 
     only where M has the rows, the persistent kernels (True, 'pingpong', and True in multicast
     pairs for 128/256-column tiles; unless persistent=False) only where the tiles take more than
     one wave, split-K (unless split_k=False) where they take less, its slices summed in a cluster
-    (up to 8) and, for bf16, through a workspace; bf16 swap_ab (`swap_choices`) for m <= 256."""
+    (up to 8) and, for bf16, through a workspace; swap_ab (`swap_choices`) for m <= 256."""
     choices = []
     big = -(-p.m // 128) * -(-p.n // 256) >= SMS  # compute-bound: small tiles only lose
     for tile_m, tile_n in TILES + (NT_TILES if p.transpose_b else []):
@@ -100,8 +100,7 @@ def space(p: Problem, persistent: bool = True, split_k: bool = True, dtype: str 
             for s in split_choices(p, tile_m, tile_n, 64 if dtype == "bfloat16" else 128):
                 choices += [(tile_m, tile_n, False, s, reduce, 1, False) for reduce in reduces
                             if reduce == "workspace" or s <= MAX_CLUSTER_SPLIT]
-    if dtype == "bfloat16":
-        choices += swap_choices(p, split_k)
+    choices += swap_choices(p, split_k, 64 if dtype == "bfloat16" else 128)
     return {"choice": choices}
 
 
@@ -115,7 +114,7 @@ def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, choice: Choice)
     tile_m, tile_n, persistent, split_k, reduce, cluster_m, swap_ab = choice
     if dtype == "float8_e4m3fn":
         return make_fp8_gemm(m, n, k, tile_m=tile_m, tile_n=tile_n, persistent=persistent, cluster_m=cluster_m,
-                             split_k=split_k)
+                             split_k=split_k, swap_ab=swap_ab)
     return make_gemm(m, n, k, transpose_b=transpose_b, tile_m=tile_m, tile_n=tile_n, persistent=persistent,
                      split_k=split_k, split_k_reduce=reduce, cluster_m=cluster_m, swap_ab=swap_ab)
 

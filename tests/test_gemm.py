@@ -16,13 +16,15 @@ def opcodes(sass: str) -> list[str]:
     return re.findall(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", sass)
 
 
-def assert_clean(kern, hgmma: str) -> list[str]:
-    """HGMMA of the expected shape, TMA loads and stores, no local memory, no spills."""
+def assert_clean(kern, hgmma: str, tma_store: bool = True) -> list[str]:
+    """HGMMA of the expected shape, TMA loads and (unless tma_store=False: swap_ab writes C from
+    the registers) stores, no local memory, no spills."""
     compiled = getattr(kern, "inner", kern).compiled
     sass, r = compiled.sass, compiled.resources
     ops = opcodes(sass)
     assert re.search(hgmma, sass), f"no {hgmma} in the SASS"
-    assert any(op.startswith("UTMALDG") for op in ops) and any(op.startswith("UTMASTG") for op in ops)
+    assert any(op.startswith("UTMALDG") for op in ops)
+    assert any(op.startswith("UTMASTG") for op in ops) == tma_store
     assert not any(op.startswith(("LDL", "STL")) for op in ops), "local memory in the GEMM"
     assert r.spill_stores_bytes == r.spill_loads_bytes == r.stack_frame_bytes == 0
     assert "serialized" not in compiled.ptxas_log
@@ -146,6 +148,8 @@ def test_swap_ab_tiles_the_transposed_product():
     assert [tuple(s.shape) for s in spec.inputs] == [(129, 128), (512, 128)]
     assert [tuple(s.shape) for s in spec.outputs] == [(129, 512)]
     assert k.name.endswith("_swapab")
+    ops = assert_clean(k, r"HGMMA\.64x144x16\.F32\.BF16", tma_store=False)  # A's 129 rows as the wgmma's N
+    assert any(op.startswith("STG") for op in ops)  # C written from the registers
     # 512 / 64 tiles of B's rows, 2 K slices, one 144-wide tile over A's 129 rows
     assert tuple(spec.grid)[:2] == (8, 2) and tuple(spec.cluster)[:2] == (1, 2)
 

@@ -28,6 +28,19 @@ def test_fp8_gemm_with_a_fused_epilogue():
     assert len(k.compiled.inputs) == 5
 
 
+def test_fp8_swap_ab_compiles_and_keeps_its_scales():
+    k = make_fp8_gemm(16, 4096, 4096, tile_m=64, tile_n=16, split_k=2, swap_ab=True)
+    ops = assert_clean(k, r"QGMMA\.64x16x32", tma_store=False)
+    assert k.name.endswith("_swapab") and any(op.startswith("STG") for op in ops)
+    assert [tuple(x.shape) for x in k.compiled.inputs] == [(16, 4096), (4096, 4096), (1,), (1,)]
+
+
+def test_fp8_swap_ab_refuses_a_user_epilogue():
+    e = fused(16, 4096, bias="bfloat16")
+    with pytest.raises(ValueError, match=r"fp8 gemm: swap_ab=True .* applies no epilogue but the scales"):
+        make_fp8_gemm(16, 4096, 4096, tile_m=64, tile_n=16, swap_ab=True, epilogue=e.fn, epilogue_inputs=e.inputs)
+
+
 def test_fp8_gemm_errors():
     with pytest.raises(ValueError, match=r"B must be \(n, k\) \(transpose_b=True\)"):
         make_fp8_gemm(256, 256, 128, transpose_b=False)

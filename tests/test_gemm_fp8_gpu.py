@@ -84,3 +84,14 @@ def block_scaled_error(m, n, k, tiles, rng):
     err = relative_error(host_f32(out), want)
     print(f"fp8 block-scaled {m}x{n}x{k} {tiles}: relative error {err:.2e}")
     return err
+
+
+@pytest.mark.parametrize("m, n, k, tiles", [
+    (16, 6144, 4096, {"tile_m": 64, "tile_n": 16}),
+    (16, 4096, 4096, {"tile_m": 128, "tile_n": 16, "split_k": 2}),  # the scales applied to the sums
+    (129, 1000, 1000, {"tile_m": 64, "tile_n": 136}),  # ragged: tiles over both edges of C, a K tail
+])
+def test_fp8_swap_ab(m, n, k, tiles, rng):
+    """C.T = B @ A.T (A's rows as the wgmma's N), the per-tensor scales applied to C.T's tiles."""
+    assert _run(m, n, k, rng, tiles={**tiles, "swap_ab": True}) <= 2e-2
+

@@ -334,7 +334,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     if mainloop is not None and (t.cluster_m > 1 or t.split_k > 1):
         raise ValueError("gemm: cluster_m=2 and split_k need the built-in mainloop (slots released in both blocks, "
                          "K slices)")
-    if epilogue is not None and t.swap_ab:
+    if epilogue is not None and t.swap_ab and not getattr(epilogue, "scalars_only", False):
         raise ValueError("gemm: swap_ab=True writes C transposed straight from the registers and applies no "
                          "epilogue; use swap_ab=False with an epilogue")
     extras = tuple(_shape_dtype(s, i) for i, s in enumerate(epilogue_inputs))
