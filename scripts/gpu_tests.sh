@@ -11,7 +11,7 @@ export MGPU_LAB_MBARRIER_TIMEOUT_S="${MGPU_LAB_MBARRIER_TIMEOUT_S:-10}"
 LOGS="${OUT:-/tmp}"
 declare -A FILES=(
   [isolation]="tests/test_isolation_gpu.py"
-  [gemm]="tests/test_gemm_gpu.py tests/test_gemm_epilogues_gpu.py tests/test_gemm_fp8_gpu.py tests/test_gemm_persistent_gpu.py tests/test_gemm_split_k_gpu.py"
+  [gemm]="tests/test_gemm_gpu.py tests/test_gemm_epilogues_gpu.py tests/test_gemm_fp8_gpu.py tests/test_gemm_persistent_gpu.py tests/test_gemm_split_k_gpu.py tests/test_gemm_swap_ab_gpu.py"
   [attention]="tests/test_attention_gpu.py"
   [torch]="tests/test_torch_op_gpu.py"
 )
@@ -20,7 +20,7 @@ FILES[core]="tests --ignore=tests/browser"
 for g in isolation gemm attention torch; do
   for f in ${FILES[$g]}; do FILES[core]+=" --ignore=$f"; done
 done
-declare -A LIMIT=([core]=200 [isolation]=120 [gemm]=280 [attention]=240 [torch]=120)
+declare -A LIMIT=([core]=200 [isolation]=120 [gemm]=340 [attention]=240 [torch]=120)
 groups=("$@"); [ ${#groups[@]} -eq 0 ] && groups=(core isolation gemm attention torch)
 status=0
 summary=()
