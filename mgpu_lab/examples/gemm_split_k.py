@@ -76,9 +76,10 @@ def reduce_in_cluster(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, partial
 
     Every consumer parks its partial in smem over the ring (`store_by_thread`, one out_width-
     column piece at a time), the cluster meets (`cluster_sync`: every producer thread too),
-    then block s sums pieces s, s + split_k, ... of every peer's partial in rank order (the same
-    sum in any run), applies the epilogue to the sum (an EpilogueTile of the piece's columns),
-    rounds it and TMA-stores it (clipped at C's edges) from its staging box.
+    then block s sums pieces s, s + split_k, ... of every peer's partial (its own first, then
+    ranks s + 1, s + 2, ...: a fixed order per piece, the same sum in any run), applies the
+    epilogue to the sum (an EpilogueTile of the piece's columns), rounds it and TMA-stores it
+    (clipped at C's edges) from its staging box (swap_ab: writes it transposed from registers).
     A last cluster_sync keeps every block (and its partial) alive until all peers have read."""
     width = t.out_width
     with ctx.named_region("park"):
@@ -105,22 +106,29 @@ def _sum_pieces(ctx: Any, t: GemmTiling, partials: Any, staging: Any, c_ref: Any
     owned = t.epilogue_pieces // t.split_k
     if t.epilogue_pieces % t.split_k == 0 and owned * t.split_k * layout.registers * 2 <= BATCHED_REDUCE_REGISTERS:
         pieces = [split + q * t.split_k for q in range(owned)]  # this block's pieces (runtime indices)
-        reads = [[dsl.FragmentedArray.load_by_thread(dsl.memref_slice(partials, (wg, p)), layout, cta=peer)
-                  for peer in range(t.split_k)] for p in pieces]
+        reads = [_slices(t, dsl.memref_slice(partials, (wg, p)), layout, split) for p in pieces]
         for p, parts in zip(pieces, reads):
-            _store_piece(ctx, t, _in_rank_order(parts), staging, c_ref, row, col0 + p * width, wg, epilogue, extras)
+            _store_piece(ctx, t, _in_order(parts), staging, c_ref, row, col0 + p * width, wg, epilogue, extras)
     else:
         for p in range(t.epilogue_pieces):
             with dsl.when(split == p % t.split_k):
-                piece_ref = dsl.memref_slice(partials, (wg, p))
-                parts = [dsl.FragmentedArray.load_by_thread(piece_ref, layout, cta=peer) for peer in range(t.split_k)]
-                _store_piece(ctx, t, _in_rank_order(parts), staging, c_ref, row, col0 + p * width, wg, epilogue,
-                             extras)
+                parts = _slices(t, dsl.memref_slice(partials, (wg, p)), layout, p % t.split_k)
+                _store_piece(ctx, t, _in_order(parts), staging, c_ref, row, col0 + p * width, wg, epilogue, extras)
     drain_stores(ctx)
 
 
-def _in_rank_order(parts: Sequence[dsl.FragmentedArray]) -> dsl.FragmentedArray:
-    """The slices' sum in one fixed order (the same result in every run)."""
+def _slices(t: GemmTiling, piece_ref: Any, layout: Any, rank: Any) -> list[dsl.FragmentedArray]:
+    """Every K slice's partial of a piece that block `rank` sums: its own from its smem, the
+    others through distributed shared memory (ranks rank + 1, rank + 2, ... mod split_k: the
+    order is fixed for each piece, so its sum is the same in every run). The own read stays
+    local: the SM-to-SM network carries ~35 GB/s per SM, the reduce's cost."""
+    own = [dsl.FragmentedArray.load_by_thread(piece_ref, layout)]
+    return own + [dsl.FragmentedArray.load_by_thread(piece_ref, layout, cta=(rank + d) % t.split_k)
+                  for d in range(1, t.split_k)]
+
+
+def _in_order(parts: Sequence[dsl.FragmentedArray]) -> dsl.FragmentedArray:
+    """The slices' sum in the order given (the same result in every run)."""
     total = parts[0]
     for part in parts[1:]:
         total = total + part
