@@ -140,6 +140,22 @@ def test_swap_ab_refuses_an_epilogue():
                   epilogue=lambda acc, tile: acc)
 
 
+def test_a_tuned_swapped_configuration_gives_way_to_an_epilogue():
+    """The table swaps A and B for the 8B model's decode QKV projection; with a bias epilogue the
+    kernel (and a %%mosaic cell's gemm_definition) takes the heuristic's plain tiling instead."""
+    from mgpu_lab.examples.gemm import gemm_definition
+    from mgpu_lab.examples.gemm_epilogues import fused
+
+    assert gemm_config(16, 6144, 4096, transpose_b=True).get("swap_ab") is True  # the tuned table's pick
+    assert make_gemm(16, 6144, 4096, transpose_b=True).name.endswith("_swapab")
+    e = fused(16, 6144, bias="bfloat16")
+    k = make_gemm(16, 6144, 4096, transpose_b=True, epilogue=e.fn, epilogue_inputs=e.inputs)
+    heuristic = heuristic_config(16, 6144, 4096, transpose_b=True)
+    assert not k.name.endswith("_swapab") and k.compiled.grid[0] == -(-6144 // heuristic["tile_n"])
+    definition = gemm_definition(16, 6144, 4096, transpose_b=True, epilogue=e.fn, epilogue_inputs=e.inputs)
+    assert not definition["name"].endswith("_swapab")
+
+
 def test_swap_ab_tiles_the_transposed_product():
     """tile_m / tile_n of a swapped GEMM tile C.T: B's n rows, A's m rows; the kernel still takes
     (A, B) and writes C (m, n)."""

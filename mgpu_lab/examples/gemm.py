@@ -199,10 +199,11 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     cluster_m: 2 runs persistent blocks in pairs (a (2, 1) cluster) on vertically adjacent tiles,
     each loading half of their common B tile and multicasting it into both (needs persistent=True).
     swap_ab: True computes C.T = B @ A.T (needs transpose_b=True, no epilogue): B's rows fill the
-    wgmma's 64-row side and A's few rows a narrow tile_n (any multiple of 16), e.g. m = 129 as
-    one 144-wide tile instead of two 128-row tiles, one nearly empty; tile_m and tile_n then tile
+    wgmma's 64-row side and A's few rows a narrow tile_n (any multiple of 8), e.g. m = 129 as
+    one 136-wide tile instead of two 128-row tiles, one nearly empty; tile_m and tile_n then tile
     C.T (tile_m over n, tile_n over m) and C is written transposed straight from the registers.
-    Tile sizes (and split_k, swap_ab) left out come from `gemm_config` (tuned table, else a heuristic)."""
+    Tile sizes (and split_k, swap_ab) left out come from `gemm_config` (tuned table, else a
+    heuristic; with an epilogue, a tuned entry that swaps gives way to the heuristic)."""
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         return PaddedGemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
@@ -210,15 +211,8 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
                           epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
     resolve = functools.partial(resolve_tiling, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                                 tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
-                                cluster_m=cluster_m, swap_ab=swap_ab)
+                                cluster_m=cluster_m, swap_ab=swap_ab, unswapped=epilogue is not None)
     t = resolve(split_k=split_k, split_k_reduce=split_k_reduce)
-    if epilogue is not None and t.swap_ab:
-        if swap_ab:
-            raise ValueError("gemm: swap_ab=True writes C transposed straight from the registers and applies no "
-                             "epilogue; use swap_ab=False with an epilogue")
-        # the table's swapped tiling cannot take the epilogue: the heuristic's plain one
-        plain = heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)
-        t = resolve(tile_m=plain["tile_m"], tile_n=plain["tile_n"], split_k=plain.get("split_k", 1), swap_ab=False)
     if epilogue is not None and t.split_k > 1 and not t.cluster_split:
         if split_k is not None:
             raise ValueError(f"gemm: split_k={split_k!r} with split_k_reduce='workspace' sums the K slices in a second "
@@ -266,12 +260,19 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
                    out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
                    stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
                    split_k: int | None = 1, split_k_reduce: str | None = None, cluster_m: int | None = None,
-                   swap_ab: bool | None = None, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
+                   swap_ab: bool | None = None, unswapped: bool = False,
+                   input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
     """The checked GemmTiling: given tile sizes, the rest from `gemm_config` (split_k=None:
     the configuration's, 1 when the tile sizes were given; split_k_reduce=None: 'cluster' up
     to MAX_CLUSTER_SPLIT slices, else 'workspace'). With swap_ab the tiling is of C.T (m and n
-    swapped, B the wgmma A operand)."""
+    swapped, B the wgmma A operand). unswapped=True (an epilogue, which needs C's own tiles):
+    a configuration that swaps gives way to the heuristic's, and swap_ab=True is refused."""
     picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype) if tile_m is None or tile_n is None else {}
+    if unswapped and swap_ab is True:
+        raise ValueError("gemm: swap_ab=True writes C transposed straight from the registers and applies no "
+                         "epilogue; use swap_ab=False with an epilogue")
+    if unswapped and picked.get("swap_ab"):
+        picked = heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)
     if swap_ab is None:
         swap_ab = picked.get("swap_ab", False)
     if swap_ab is True and not transpose_b:
@@ -316,7 +317,8 @@ def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
         raise ValueError(f"gemm_definition: TMA needs rows of A, B and C that are multiples of 16 bytes; "
                          f"{m}x{n}x{k} ({dtype} in, {out_dtype} out) is not: use make_gemm (it pads)")
     t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
-                       tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent)
+                       tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
+                       unswapped=epilogue is not None)
     if profile_capacity is not None and stages is None:
         t = room_for_profiler(t, profile_capacity, profile_unit)
     return tiled_gemm_definition(t, epilogue=epilogue, epilogue_inputs=epilogue_inputs)

@@ -18,7 +18,6 @@ import mgpu_lab
 from mgpu_lab import dsl
 
 from .gemm import build_gemm_kernel, resolve_tiling
-from .gemm_configs import heuristic_config
 from .gemm_padding import PaddedGemm, aligned_shape
 from .gemm_pieces import Epilogue, EpilogueTile
 
@@ -48,13 +47,8 @@ def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m
                           epilogue_inputs=epilogue_inputs, **options)
     t = resolve_tiling(m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype, tile_m=tile_m, tile_n=tile_n,
                        stages=stages, group_m=group_m, persistent=persistent, cluster_m=cluster_m,
-                       split_k=split_k, split_k_reduce=split_k_reduce, swap_ab=swap_ab, input_dtypes=(FP8,))
-    if t.swap_ab and epilogue is not None:
-        if swap_ab:
-            raise ValueError("fp8 gemm: swap_ab=True writes C transposed straight from the registers and applies no "
-                             "epilogue but the scales; use swap_ab=False with an epilogue")
-        t = resolve_tiling(m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype, stages=stages, group_m=group_m,
-                           swap_ab=False, input_dtypes=(FP8,), **_plain_tiles(m, n, k))
+                       split_k=split_k, split_k_reduce=split_k_reduce, swap_ab=swap_ab,
+                       unswapped=epilogue is not None, input_dtypes=(FP8,))
 
     def scaled(acc: dsl.FragmentedArray, tile: EpilogueTile, scale_a: Any, scale_b: Any,
                *refs: Any) -> dsl.FragmentedArray:
@@ -66,9 +60,3 @@ def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m
     swapped = "_swapab" if t.swap_ab else ""
     return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=scaled,
                              epilogue_inputs=(*scales, *epilogue_inputs), name=f"gemm_fp8_nt_{m}x{n}x{k}{swapped}")
-
-
-def _plain_tiles(m: int, n: int, k: int) -> dict[str, int]:
-    """The heuristic's tile sizes and split (for a table entry that swapped A and B, which an epilogue cannot take)."""
-    plain = heuristic_config(m, n, k, transpose_b=True, dtype=FP8)
-    return {"tile_m": plain["tile_m"], "tile_n": plain["tile_n"], "split_k": plain.get("split_k", 1)}
