@@ -680,7 +680,6 @@ def _check_by_thread(ref: ir.Value, layout: Layout, elem: ir.Type, what: str) ->
         raise ValueError(f"{what}: ref must be contiguous, got strides {tuple(strides)}")
 
 
-
 def combine_all(values: list[ir.Value], combine: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:
     """Combine scalars pairwise as a tree (shorter dependency chains than a left fold)."""
     return _tree(list(values), combine)

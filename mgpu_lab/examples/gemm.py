@@ -76,6 +76,8 @@ TILE_MS = (64, 128, 256)
 TILE_NS = (32, 64, 128, 192, 256)
 SMEM_LIMIT = 227 * 1024
 MAX_STAGES = 8
+SWAP_AB_EPILOGUE = ("gemm: swap_ab=True writes C transposed straight from the registers and applies no epilogue; "
+                    "use swap_ab=False with an epilogue")
 MAX_ACCUMULATOR = 128 * 128  # f32 accumulator elements per consumer warpgroup (128 registers a thread)
 _INPUT_DTYPES = ("bfloat16", "float16")
 _OUTPUT_DTYPES = ("bfloat16", "float16", "float32")
@@ -269,8 +271,7 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
     a configuration that swaps gives way to the heuristic's, and swap_ab=True is refused."""
     picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype) if tile_m is None or tile_n is None else {}
     if unswapped and swap_ab is True:
-        raise ValueError("gemm: swap_ab=True writes C transposed straight from the registers and applies no "
-                         "epilogue; use swap_ab=False with an epilogue")
+        raise ValueError(SWAP_AB_EPILOGUE)
     if unswapped and picked.get("swap_ab"):
         picked = heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)
     if swap_ab is None:
@@ -337,8 +338,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         raise ValueError("gemm: cluster_m=2 and split_k need the built-in mainloop (slots released in both blocks, "
                          "K slices)")
     if epilogue is not None and t.swap_ab and not getattr(epilogue, "scalars_only", False):
-        raise ValueError("gemm: swap_ab=True writes C transposed straight from the registers and applies no "
-                         "epilogue; use swap_ab=False with an epilogue")
+        raise ValueError(SWAP_AB_EPILOGUE)
     extras = tuple(_shape_dtype(s, i) for i, s in enumerate(epilogue_inputs))
     if extras and epilogue is None:
         raise ValueError("gemm: epilogue_inputs were given without an epilogue to read them")

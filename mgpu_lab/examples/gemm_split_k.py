@@ -44,7 +44,6 @@ MAX_SPLIT_K = 16
 MAX_CLUSTER_SPLIT = 8  # the portable cluster size: more slices go through the workspace
 REDUCE_THREADS = 256
 REDUCE_VECTOR = 4  # f32 per thread (16-byte loads; n is a multiple of 4 on the aligned path)
-BATCHED_REDUCE_REGISTERS = 96  # f32 registers a consumer may hold in flight reading its peers' pieces
 
 
 def even_split_k(k_tiles: int, split_k: int) -> int:
@@ -97,25 +96,16 @@ def reduce_in_cluster(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, partial
 def _sum_pieces(ctx: Any, t: GemmTiling, partials: Any, staging: Any, c_ref: Any, row0: Any, col0: Any, wg: Any,
                 split: Any, epilogue: Epilogue | None, extras: Sequence[Any]) -> None:
     """reduce_in_cluster's middle: block `split` sums its share of the pieces over every peer
-    and stores them. Where every block owns as many pieces and their peer reads fit in
-    BATCHED_REDUCE_REGISTERS, all of them are issued before the first sum (one distributed-smem
-    round trip instead of one per piece). Measured on a 128x144 tile split 3 (the "sum" region),
-    this did not shorten it (~2 us either way): the reads are bound by the SM-to-SM network's
-    throughput, not its latency."""
+    and stores them. (Issuing all of a block's peer reads before its first sum did not shorten
+    this on a 128x144 tile split 3, ~2 us either way: the reads are bound by the SM-to-SM
+    network's throughput, not its latency.)"""
     width = t.out_width
     layout = dsl.WGMMAFragLayout(width, t.consumer_rows)
     row = row0 + t.row_offset(wg)
-    owned = t.epilogue_pieces // t.split_k
-    if t.epilogue_pieces % t.split_k == 0 and owned * t.split_k * layout.registers * 2 <= BATCHED_REDUCE_REGISTERS:
-        pieces = [split + q * t.split_k for q in range(owned)]  # this block's pieces (runtime indices)
-        reads = [_slices(t, dsl.memref_slice(partials, (wg, p)), layout, split) for p in pieces]
-        for p, parts in zip(pieces, reads):
+    for p in range(t.epilogue_pieces):
+        with dsl.when(split == p % t.split_k):
+            parts = _slices(t, dsl.memref_slice(partials, (wg, p)), layout, p % t.split_k)
             _store_piece(ctx, t, _in_order(parts), staging, c_ref, row, col0 + p * width, wg, epilogue, extras)
-    else:
-        for p in range(t.epilogue_pieces):
-            with dsl.when(split == p % t.split_k):
-                parts = _slices(t, dsl.memref_slice(partials, (wg, p)), layout, p % t.split_k)
-                _store_piece(ctx, t, _in_order(parts), staging, c_ref, row, col0 + p * width, wg, epilogue, extras)
     drain_stores(ctx)
 
 
