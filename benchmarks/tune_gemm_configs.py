@@ -36,7 +36,7 @@ from gemm_sweep import Problem, bf16_problems, blocking_timer, cupy_view, fp8_pr
 from mgpu_lab.autotune import compile_candidates
 from mgpu_lab.builder.dtypes import numpy_dtype
 from mgpu_lab.builder.kernel import Kernel
-from mgpu_lab.examples.gemm import make_gemm
+from mgpu_lab.examples.gemm import MAX_SWAP_AB_ACCUMULATOR, make_gemm
 from mgpu_lab.examples.gemm_configs import CONFIG_FILE, SMS, device_name, shape_key
 from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
 from mgpu_lab.examples.gemm_split_k import MAX_CLUSTER_SPLIT, SPLIT_K_MIN_STEPS, even_split_k
@@ -69,7 +69,7 @@ def swap_choices(p: Problem, split_k: bool = True, tile_k: int = 64) -> list:
     choices = []
     for width in sorted({-(-p.m // 8) * 8, -(-p.m // 16) * 16}):
         for tile_m in (64, 128, 256):
-            if tile_m // (2 if tile_m > 64 else 1) * width > 128 * 128:  # a consumer's f32 accumulator
+            if tile_m // (2 if tile_m > 64 else 1) * width > MAX_SWAP_AB_ACCUMULATOR:  # a consumer's f32 accumulator
                 continue
             tiles = -(-p.n // tile_m)
             splits = {even_split_k(k_tiles, s) for s in SPLITS if split_k and s <= MAX_CLUSTER_SPLIT

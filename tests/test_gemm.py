@@ -113,6 +113,9 @@ def test_configs():
     ({"swap_ab": "yes", "transpose_b": True, "tile_m": 64, "tile_n": 64}, r"swap_ab must be True or False, got 'yes'"),
     ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 36},
      r"tile_n must be a multiple of 8 from 8 to 256 \(B \(n, k\), swap_ab\), got 36"),
+    ({"swap_ab": True, "transpose_b": True, "tile_m": 256, "tile_n": 168},
+     r"swap_ab=True with tile_m=256 keeps a 128 x tile_n f32 accumulator per consumer; tile_n must be at most 160 "
+     r"to fit in registers, got 168"),
     ({"tile_m": 96}, r"tile_m must be one of \(64, 128, 256\), got 96"),
     ({"tile_m": 256, "tile_n": 256}, r"tile_n must be at most 128"),
     ({"stages": 8, "tile_m": 128, "tile_n": 256}, r"need .* bytes of smem"),
@@ -168,6 +171,14 @@ def test_swap_ab_tiles_the_transposed_product():
     assert any(op.startswith("STG") for op in ops)  # C written from the registers
     # 512 / 64 tiles of B's rows, 2 K slices, one 144-wide tile over A's 129 rows
     assert tuple(spec.grid)[:2] == (8, 2) and tuple(spec.cluster)[:2] == (1, 2)
+
+
+def test_swap_ab_takes_wider_accumulators():
+    """A swapped tile applies no epilogue, so a consumer may keep 128 x 160 f32 (m = 129 as one
+    136-wide tile of 256 rows of B: half the re-reads of A of 128-row tiles) without spilling."""
+    k = make_gemm(129, 4096, 4104, transpose_b=True, swap_ab=True, tile_m=256, tile_n=136, split_k=4)
+    assert_clean(k, r"HGMMA\.64x136x16\.F32\.BF16", tma_store=False)
+    assert tuple(k.compiled.spec.grid)[:2] == (16, 4) and tuple(k.compiled.spec.cluster)[:2] == (1, 4)
 
 
 @pytest.mark.parametrize("shape, message", [((0, 64, 64), r"m must be a positive int, got 0"),

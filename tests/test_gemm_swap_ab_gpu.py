@@ -35,6 +35,8 @@ def _error(m, n, k, rng, out_dtype="bfloat16", **kwargs):
     (129, 4096, 4104, 128, 144, 3),  # the sweep's ragged decode shape: one 144-wide tile over m, a K tail
     (129, 4096, 4104, 64, 144, 2),
     (129, 4096, 4104, 128, 136, 3),  # a width of 8s: no store box, C written from the registers
+    (129, 4096, 4104, 256, 136, 4),  # 256 rows of B: 136 accumulator registers per consumer thread
+    (160, 1000, 1000, 256, 160, 3),  # the widest swapped accumulator, ragged n and K slices
     (5, 1000, 256, 64, 8, 1),  # the narrowest wgmma N
     (16, 6144, 4096, 64, 16, 2),  # decode: A's 16 rows are the whole wgmma N
     (16, 6144, 4096, 128, 16, 4),

@@ -79,6 +79,9 @@ MAX_STAGES = 8
 SWAP_AB_EPILOGUE = ("gemm: swap_ab=True writes C transposed straight from the registers and applies no epilogue; "
                     "use swap_ab=False with an epilogue")
 MAX_ACCUMULATOR = 128 * 128  # f32 accumulator elements per consumer warpgroup (128 registers a thread)
+# swap_ab tiles take no epilogue but the FP8 scales: 160 registers of accumulator leave no spills
+# there (a fused bias + GELU + residual epilogue spills above 128), and m = 129..160 fits one tile
+MAX_SWAP_AB_ACCUMULATOR = 128 * 160
 _INPUT_DTYPES = ("bfloat16", "float16")
 _OUTPUT_DTYPES = ("bfloat16", "float16", "float32")
 
@@ -137,10 +140,11 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     if t.pingpong and t.tile_m not in (64, 128):
         raise ValueError(f"gemm: persistent='pingpong' gives each consumer whole tiles: tile_m must be 64 or 128, "
                          f"got {t.tile_m}")
-    if t.consumer_rows * t.tile_n > MAX_ACCUMULATOR:
-        how = "persistent='pingpong' with " if t.pingpong else ""
+    limit = MAX_SWAP_AB_ACCUMULATOR if t.swap_ab is True else MAX_ACCUMULATOR
+    if t.consumer_rows * t.tile_n > limit:
+        how = "persistent='pingpong' with " if t.pingpong else "swap_ab=True with " if t.swap_ab is True else ""
         raise ValueError(f"gemm: {how}tile_m={t.tile_m} keeps a {t.consumer_rows} x tile_n f32 accumulator per "
-                         f"consumer; tile_n must be at most {MAX_ACCUMULATOR // t.consumer_rows} to fit in "
+                         f"consumer; tile_n must be at most {limit // t.consumer_rows} to fit in "
                          f"registers, got {t.tile_n}")
     if isinstance(t.split_k, bool) or not isinstance(t.split_k, int) or not 1 <= t.split_k <= t.k_tiles:
         raise ValueError(f"gemm: split_k must be an int from 1 to the {t.k_tiles} k-steps of k={t.k}, "
