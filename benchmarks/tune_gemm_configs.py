@@ -153,7 +153,7 @@ def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tup
         results.append((statistics.median(runs), cand.config["choice"], err))
     del sets, views, want
     torch.cuda.empty_cache()
-    return sorted(results)
+    return sorted(results, key=lambda result: result[0])  # by time only: choices mix bools and strings
 
 
 SCHEMES = {False: "", True: " persistent", "pingpong": " pingpong"}
