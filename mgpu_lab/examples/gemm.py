@@ -208,6 +208,8 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     wgmma's 64-row side and A's few rows a narrow tile_n (any multiple of 8), e.g. m = 129 as
     one 136-wide tile instead of two 128-row tiles, one nearly empty; tile_m and tile_n then tile
     C.T (tile_m over n, tile_n over m) and C is written transposed straight from the registers.
+    With no epilogue to hold registers, a swapped consumer may keep 128 x 160 f32 (tile_m=256,
+    tile_n up to 160; other tilings 128 x 128).
     Tile sizes (and split_k, swap_ab) left out come from `gemm_config` (tuned table, else a
     heuristic; with an epilogue, a tuned entry that swaps gives way to the heuristic)."""
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
