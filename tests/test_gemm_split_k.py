@@ -34,13 +34,13 @@ def test_split_k_in_a_cluster_builds_clean(m, n, k, tiles, split_k, transpose_b)
     assert compiled.cluster == (1, split_k, 1)
     assert [tuple(o.shape) for o in compiled.outputs] == [(m, n)]
     sass = compiled.sass
-    # every consumer thread parks 16 f32 pairs per 64-row x 64-column piece, two pairs per
-    # 128-bit store, then reads each piece it sums from its own smem and from every other block
-    # of the cluster (generic 128-bit loads of the cluster window)
-    parked = tile_n // 64 * 16 // 2  # per consumer thread: 64 rows each here
-    assert len(re.findall(r"\bSTS\.128\b", sass)) == parked
-    assert len(re.findall(r"\bLDS\.128\b", sass)) == parked
-    assert len(re.findall(r"\bLD\.E\.128\b", sass)) == parked * (split_k - 1)
+    # every consumer thread parks 16 f32 pairs per 64-row x 64-column piece, then reads each
+    # piece it sums from its own smem and from every other block of the cluster (generic 64-bit
+    # loads of the cluster window)
+    parked = tile_n // 64 * 16  # per consumer thread: 64 rows each here
+    assert len(re.findall(r"\bSTS\.64\b", sass)) == parked
+    assert len(re.findall(r"\bLDS\.64\b", sass)) == parked
+    assert len(re.findall(r"\bLD\.E\.64\b", sass)) == parked * (split_k - 1)
     assert len(re.findall(r"\bUCGABAR_ARV\b", sass)) == 4  # two cluster barriers, producer and consumer paths
 
 

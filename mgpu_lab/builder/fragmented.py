@@ -547,23 +547,16 @@ class FragmentedArray:
             for reg, idx in zip(self.registers, indices):
                 vector.store(reg, ref, idx)
 
-    def store_by_thread(self, ref: ir.Value, *, pack: int = 1) -> None:
+    def store_by_thread(self, ref: ir.Value) -> None:
         """Park the registers in shared memory as they are: register r of warpgroup thread t at
         ref[r, t], ref a (registers, 128, vec) smem array of the element type (consecutive
         threads write consecutive bytes: no bank conflicts). `load_by_thread` reads them back in
         the same layout, here or, with cta=, from a peer block of the cluster (distributed
-        shared memory): how the blocks of a cluster sum their partial tiles (split-K).
-        pack: registers r .. r + pack - 1 side by side at ref[r // pack, t] (ref (registers /
-        pack, 128, vec * pack)): wider accesses, e.g. 16 bytes for pairs of f32 pairs."""
-        _check_by_thread(ref, self.layout, self.element_type, "FragmentedArray.store_by_thread", pack)
+        shared memory): how the blocks of a cluster sum their partial tiles (split-K)."""
+        _check_by_thread(ref, self.layout, self.element_type, "FragmentedArray.store_by_thread")
         thread = thread_in_warpgroup()
-        for r in range(0, len(self.registers), pack):
-            group = self.registers[r:r + pack]
-            wide = group[0]
-            for reg in group[1:]:  # concatenate: shuffle indices run over both operands
-                n, m = ir.VectorType(wide.type).shape[0], ir.VectorType(reg.type).shape[0]
-                wide = vector.shuffle(wide, reg, list(range(n + m)))
-            vector.store(wide, ref, [c(r // pack), thread, c(0)])
+        for r, reg in enumerate(self.registers):
+            vector.store(reg, ref, [c(r), thread, c(0)])
 
     def store_transposed(self, ref: ir.Value, row: Any, col: Any) -> None:
         """Store an (m, n) WGMMAFragLayout array transposed into a 2-d `ref` (global or shared)
@@ -591,39 +584,36 @@ class FragmentedArray:
                             memref.store(value, ref, [target_row, source_row])
 
     @classmethod
-    def load_by_thread(cls, ref: ir.Value, layout: Layout, *, cta: int | ir.Value | None = None,
-                       pack: int = 1) -> FragmentedArray:
-        """The array `store_by_thread` parked in `ref` (a (layout.registers / pack, 128, vec *
-        pack) smem array, `pack` as it was stored with): this block's, or with `cta` (a cluster
-        rank) the same smem location in that block of the cluster (`mapa` + `ld.shared::cluster`;
-        32-bit elements, at most 4 per access). The peer must have stored before a cluster
-        barrier this block has passed, and must not exit or overwrite the buffer before a later
-        one (e.g. `cluster_sync()` after the loads)."""
+    def load_by_thread(cls, ref: ir.Value, layout: Layout, *, cta: int | ir.Value | None = None) -> FragmentedArray:
+        """The array `store_by_thread` parked in `ref` (a (layout.registers, 128, vec) smem
+        array): this block's, or with `cta` (a cluster rank) the same smem location in that block
+        of the cluster (`mapa` + `ld.shared::cluster`; 32-bit elements). The peer must have
+        stored before a cluster barrier this block has passed, and must not exit or overwrite
+        the buffer before a later one (e.g. `cluster_sync()` after the loads)."""
         elem = ir.MemRefType(ref.type).element_type
-        _check_by_thread(ref, layout, elem, "FragmentedArray.load_by_thread", pack)
+        _check_by_thread(ref, layout, elem, "FragmentedArray.load_by_thread")
         thread = thread_in_warpgroup()
-        vec, wide = layout.vec, layout.vec * pack
+        vtype = _vtype(layout.vec, elem)
         if cta is None:
-            slots = [vector.load(_vtype(wide, elem), ref, [c(r), thread, c(0)]) for r in range(layout.registers // pack)]
-            return cls(_unpack(slots, vec, pack), layout)
-        if bitwidth(elem) != 32 or wide not in (1, 2, 4):
+            return cls([vector.load(vtype, ref, [c(r), thread, c(0)]) for r in range(layout.registers)], layout)
+        if bitwidth(elem) != 32 or layout.vec not in (1, 2, 4):
             raise ValueError(f"FragmentedArray.load_by_thread: reading a peer block needs 32-bit elements, 1, 2 or "
-                             f"4 per access (register width x pack); got {vec} x {pack} x {elem}")
-        step = wide * 4  # bytes per slot
+                             f"4 per register; got {layout.vec} x {elem}")
+        step = layout.vec * 4  # bytes per register slot
         mine = smem_address(ref) + arith.index_cast(i32(), thread) * step
         peer = map_to_peer(mine, cta)
         kind = "f" if _is_float(elem) else "r"
-        outs = ", ".join(f"${i}" for i in range(wide))
-        width = "" if wide == 1 else f".v{wide}"
-        slots = []
-        for r in range(layout.registers // pack):
+        outs = ", ".join(f"${i}" for i in range(layout.vec))
+        width = "" if layout.vec == 1 else f".v{layout.vec}"
+        regs = []
+        for r in range(layout.registers):
             offset = r * WARPGROUP_SIZE * step
-            values = inline_ptx(f"ld.shared::cluster{width}.b32 {{{outs}}}, [${wide}+{offset}];" if wide > 1
+            values = inline_ptx(f"ld.shared::cluster{width}.b32 {{{outs}}}, [${layout.vec}+{offset}];" if layout.vec > 1
                                 else f"ld.shared::cluster.b32 $0, [$1+{offset}];",
-                                [peer], [f"={kind}"] * wide + ["r"], [elem] * wide, memory=False)
+                                [peer], [f"={kind}"] * layout.vec + ["r"], [elem] * layout.vec, memory=False)
             values = values if isinstance(values, list) else [values]
-            slots.append(vector.from_elements(_vtype(wide, elem), values))
-        return cls(_unpack(slots, vec, pack), layout)
+            regs.append(vector.from_elements(vtype, values))
+        return cls(regs, layout)
 
     @classmethod
     def load_tiled(cls, ref: ir.Value, swizzle: int = 128, *, m: int | None = None) -> FragmentedArray:
@@ -677,28 +667,17 @@ class FragmentedArray:
             vector.store(vector.from_elements(_vtype(1, elem), [value]), ref3, index)
 
 
-def _check_by_thread(ref: ir.Value, layout: Layout, elem: ir.Type, what: str, pack: int = 1) -> None:
+def _check_by_thread(ref: ir.Value, layout: Layout, elem: ir.Type, what: str) -> None:
     ref_type = ir.MemRefType(ref.type)
     if str(ref_type.memory_space) != "#gpu.address_space<workgroup>":
         raise ValueError(f"{what}: ref must be in shared memory, got {ref_type}")
-    if isinstance(pack, bool) or not isinstance(pack, int) or pack < 1 or layout.registers % pack:
-        raise ValueError(f"{what}: pack must be a positive int dividing the {layout.registers} registers, "
-                         f"got {pack!r}")
-    want = (layout.registers // pack, WARPGROUP_SIZE, layout.vec * pack)
+    want = (layout.registers, WARPGROUP_SIZE, layout.vec)
     if tuple(ref_type.shape) != want or ref_type.element_type != elem:
-        raise ValueError(f"{what}: ref must be a {want} smem array of {elem} (registers{' / pack' if pack > 1 else ''}, "
-                         f"warpgroup threads, elements per register{' x pack' if pack > 1 else ''}), got "
-                         f"{tuple(ref_type.shape)} of {ref_type.element_type}")
+        raise ValueError(f"{what}: ref must be a {want} smem array of {elem} (registers, warpgroup threads, "
+                         f"elements per register), got {tuple(ref_type.shape)} of {ref_type.element_type}")
     strides, offset = ref_type.get_strides_and_offset()
-    if list(strides) != [WARPGROUP_SIZE * want[2], want[2], 1]:
+    if list(strides) != [WARPGROUP_SIZE * layout.vec, layout.vec, 1]:
         raise ValueError(f"{what}: ref must be contiguous, got strides {tuple(strides)}")
-
-
-def _unpack(slots: list[ir.Value], vec: int, pack: int) -> list[ir.Value]:
-    """Split slots of vec * pack elements back into pack registers of vec each."""
-    if pack == 1:
-        return slots
-    return [vector.shuffle(slot, slot, list(range(i * vec, (i + 1) * vec))) for slot in slots for i in range(pack)]
 
 
 def combine_all(values: list[ir.Value], combine: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:

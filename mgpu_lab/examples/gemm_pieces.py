@@ -29,7 +29,6 @@ from mgpu_lab.dsl import arith, c, ir, memref, vector
 
 WARPGROUP = 128
 WGMMA_ROWS = 64  # rows of one wgmma instruction (one warpgroup)
-PARTIAL_PACK = 2  # a cluster-split partial parks register pairs together (16-byte DSMEM reads)
 SWIZZLE = 128  # bytes: A and K-major B rows are one 128-byte swizzle span of k
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
 CONSUMER_BARRIER = 1  # named barrier of all consumer threads
@@ -217,9 +216,7 @@ class GemmTiling:
         epilogue = sd((self.consumers, self.epilogue_slots, self.consumer_rows, self.out_width), self.out_dtype)
         if self.cluster_split:
             per_piece = (self.consumer_rows // WGMMA_ROWS) * (self.out_width // 8) * 2  # registers
-            # register pairs side by side: 16-byte accesses (store_by_thread / load_by_thread pack=2)
-            partials = sd((self.consumers, self.epilogue_pieces, per_piece // PARTIAL_PACK, WARPGROUP,
-                           2 * PARTIAL_PACK), "float32")
+            partials = sd((self.consumers, self.epilogue_pieces, per_piece, WARPGROUP, 2), "float32")
             staging = sd((self.consumers, self.consumer_rows, self.out_width), self.out_dtype)
             both = (dsl.Union([ring, partials]), staging)
         else:

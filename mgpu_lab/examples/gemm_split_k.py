@@ -30,7 +30,6 @@ from mgpu_lab.dsl import arith, ir, vector
 
 from .gemm_pieces import (
     CONSUMER_BARRIER,
-    PARTIAL_PACK,
     WARPGROUP,
     Epilogue,
     EpilogueTile,
@@ -85,7 +84,7 @@ def reduce_in_cluster(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, partial
     with ctx.named_region("park"):
         dsl.named_barrier(CONSUMER_BARRIER, t.consumers * WARPGROUP)  # every consumer is done with the ring
         for p in range(t.epilogue_pieces):
-            acc.columns(p * width, width).store_by_thread(dsl.memref_slice(partials, (wg, p)), pack=PARTIAL_PACK)
+            acc.columns(p * width, width).store_by_thread(dsl.memref_slice(partials, (wg, p)))
     with ctx.named_region("meet"):  # (also waits for the slowest block's mainloop)
         dsl.cluster_sync()
     with ctx.named_region("sum"):
@@ -115,8 +114,8 @@ def _slices(t: GemmTiling, piece_ref: Any, layout: Any, rank: Any) -> list[dsl.F
     others through distributed shared memory (ranks rank + 1, rank + 2, ... mod split_k: the
     order is fixed for each piece, so its sum is the same in every run). The own read stays
     local: the SM-to-SM network carries ~35 GB/s per SM, the reduce's cost."""
-    own = [dsl.FragmentedArray.load_by_thread(piece_ref, layout, pack=PARTIAL_PACK)]
-    return own + [dsl.FragmentedArray.load_by_thread(piece_ref, layout, cta=(rank + d) % t.split_k, pack=PARTIAL_PACK)
+    own = [dsl.FragmentedArray.load_by_thread(piece_ref, layout)]
+    return own + [dsl.FragmentedArray.load_by_thread(piece_ref, layout, cta=(rank + d) % t.split_k)
                   for d in range(1, t.split_k)]
 
 
