@@ -98,7 +98,10 @@ def _sum_pieces(ctx: Any, t: GemmTiling, partials: Any, staging: Any, c_ref: Any
     """reduce_in_cluster's middle: block `split` sums its share of the pieces over every peer
     and stores them. (Issuing all of a block's peer reads before its first sum did not shorten
     this on a 128x144 tile split 3, ~2 us either way: the reads are bound by the SM-to-SM
-    network's throughput, not its latency.)"""
+    network's throughput, not its latency. Parking register pairs side by side for 16-byte
+    accesses, half the requests, did not either (commit e9e602cb, reverted: 129x4096x4104 at
+    0.977x cuBLAS against 0.987x with 8-byte ones, gemm_options_2026-12-01T153429Z_e9e602cb.json):
+    bound by bytes.)"""
     width = t.out_width
     layout = dsl.WGMMAFragLayout(width, t.consumer_rows)
     row = row0 + t.row_offset(wg)
