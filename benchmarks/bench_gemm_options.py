@@ -51,8 +51,9 @@ PERSISTENT = [_tiles(128, 256, True), _tiles(256, 128, True), _tiles(128, 128, "
 MULTICAST = [_tiles(128, 256, True, cluster_m=2), _tiles(256, 128, True, cluster_m=2)]
 GROUPS = [_tiles(128, 256, True, group_m=g) for g in (2, 4, 16)]
 ONE_TILE = [_tiles(128, 256), _tiles(256, 128)]
+STREAM_K = [_tiles(128, 256, "stream_k"), _tiles(128, 256, "stream_k", cluster_m=2), _tiles(256, 128, "stream_k")]
 # (dtype, problem key, candidates besides the default)
-BIG = [_tiles(128, 256), _tiles(128, 256, True)] + MULTICAST + GROUPS
+BIG = [_tiles(128, 256), _tiles(128, 256, True)] + MULTICAST + GROUPS + STREAM_K
 CASES = [
     ("bf16", "4096x14336x4096", BIG + [_tiles(256, 128, True), _tiles(128, 128, "pingpong")]),
     ("bf16", "8192x8192x2048", BIG + [_tiles(256, 128, True), _tiles(128, 128, "pingpong")]),
@@ -61,7 +62,14 @@ CASES = [
     ("bf16", "8192x8192x8192", BIG),
     ("bf16", "4096x4096x4096", BIG + [_tiles(256, 128)]),
     ("bf16", "4000x4000x4000", BIG),
-    ("bf16", "1024x6144x4096", [_tiles(128, 256), _tiles(128, 128, "pingpong"), _tiles(128, 128, True)]),
+    ("bf16", "1024x6144x4096", [_tiles(128, 256), _tiles(128, 128, "pingpong"), _tiles(128, 128, True),
+                                _tiles(128, 256, "stream_k"), _tiles(128, 128, "stream_k")]),
+    ("bf16", "2048x2048x8192", [_tiles(256, 128), _tiles(256, 128, "stream_k"), _tiles(128, 256, "stream_k"),
+                                _tiles(128, 128, "stream_k")]),
+    ("bf16", "1024x8192x8192", [_tiles(128, 256, True)] + STREAM_K),
+    ("bf16", "1024x4096x14336", [_tiles(128, 256), _tiles(128, 256, "stream_k"), _tiles(256, 128, "stream_k")]),
+    ("bf16", "2048x2048x2048", [_tiles(64, 256, "pingpong"), _tiles(128, 256, "stream_k"),
+                                _tiles(128, 128, "stream_k")]),
     ("bf16", "129x4096x4104", [_split(256, 128, 3), _swap(128, 144, 3), _swap(128, 136, 3), _swap(128, 136, 2),
                                _swap(64, 136, 2), _swap(128, 144, 2), _swap(256, 136, 3), _swap(256, 136, 4),
                                _swap(256, 136, 5), _swap(256, 136, 6), _swap(256, 144, 4)]),
@@ -76,11 +84,11 @@ CASES = [
     ("bf16", "16x8192x28672", [_split(64, 128, 2), _split(64, 64, 1), _swap(64, 16), _swap(128, 16, 2)]),
     ("bf16", "64x4096x4096", [_split(64, 64, 2), _split(64, 32, 1), _swap(64, 64, 2), _swap(128, 64, 4)]),
     ("bf16", "128x4096x4096", [_split(64, 64, 1), _swap(64, 128, 2), _swap(128, 128, 2), _split(64, 128, 2)]),
-    ("fp8", "4096x4096x4096", PERSISTENT + MULTICAST),
-    ("fp8", "4096x28672x4096", PERSISTENT + MULTICAST),
-    ("fp8", "16384x6144x4096", PERSISTENT + MULTICAST),
-    ("fp8", "8192x8192x8192", PERSISTENT + MULTICAST),
-    ("fp8", "4096x10240x8192", PERSISTENT + MULTICAST),
+    ("fp8", "4096x4096x4096", PERSISTENT + MULTICAST + STREAM_K),
+    ("fp8", "4096x28672x4096", PERSISTENT + MULTICAST + STREAM_K),
+    ("fp8", "16384x6144x4096", PERSISTENT + MULTICAST + STREAM_K),
+    ("fp8", "8192x8192x8192", PERSISTENT + MULTICAST + STREAM_K),
+    ("fp8", "4096x10240x8192", PERSISTENT + MULTICAST + STREAM_K),
     ("fp8", "1024x6144x4096", [_tiles(128, 128), _tiles(128, 256, True)]),
     ("fp8", "16x6144x4096", [_tiles(64, 128), _split(64, 128, 2), _split(64, 96, 2), _swap(64, 16),
                              _swap(64, 16, 2), _swap(128, 16, 2)]),
@@ -92,7 +100,7 @@ def name_of(options: dict) -> str:
         return "default"
     if "tile_m" not in options:
         return "default_" + "_".join(str(v) for v in options.values())
-    scheme = {True: "_persistent", "pingpong": "_pingpong"}.get(options.get("persistent"), "")
+    scheme = {True: "_persistent", "pingpong": "_pingpong", "stream_k": "_streamk"}.get(options.get("persistent"), "")
     short = {"split_k": "split", "split_k_reduce": "", "stages": "stages", "cluster_m": "cluster_m", "group_m": "group"}
     skip = ("tile_m", "tile_n", "persistent", "swap_ab")
     rest = "".join(f"_{short.get(k, k)}{v}" for k, v in options.items() if k not in skip)

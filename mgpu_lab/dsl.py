@@ -6,7 +6,8 @@ Values are typed (`builder/values.py`): index, integer and float values have Pyt
 The MLIR dialect modules (`dsl.arith`, `dsl.memref`, `dsl.scf`, `dsl.gpu`, `dsl.nvvm`, ...) come
 from `mgpu_lab._mlir`, so swapping the MLIR provider changes no kernel code.
 
-Hopper: TMA copies (`ctx.async_copy` / `async_copy(ctx, ...)`, with cluster multicast),
+Hopper: TMA copies (`ctx.async_copy` / `async_copy(ctx, ...)`, with cluster multicast), bulk
+copies of contiguous bytes (`async_bulk_load`), signals between blocks (`signal`, `wait_signal`),
 mbarriers (`BarrierArray`, `BarrierRef`), register arrays (`FragmentedArray` and its layouts),
 warpgroup MMA (`wgmma`, `WGMMAAccumulator`), warpgroup and cluster helpers.
 """
@@ -15,7 +16,7 @@ from ._mlir import arith, gpu, ir, llvm, math, memref, nvgpu, nvvm, scf, vector
 from .builder.barriers import BarrierArray, BarrierRef
 from .builder.dtypes import itemsize
 from .builder.control import flatten_values, for_range, if_else, when
-from .builder.fragmented import FragmentedArray, where
+from .builder.fragmented import FragmentedArray, optimization_barrier, where
 from .builder.layouts import (
     WGMMAColLayout,
     WGMMAFragLayout,
@@ -23,7 +24,7 @@ from .builder.layouts import (
     WGStridedLayout,
 )
 from .builder.layouts import swizzled_position
-from .builder.ptx import inline_ptx, smem_address
+from .builder.ptx import global_address, inline_ptx, smem_address
 from .builder.memref_ops import (
     DynamicSlice,
     ds,
@@ -46,7 +47,8 @@ from .builder.threads import (
     warp_idx,
     warpgroup_idx,
 )
-from .builder.tma import async_copy, await_async_copy
+from .builder.signals import signal, wait_signal
+from .builder.tma import async_bulk_load, async_copy, await_async_copy
 from .builder.transforms import MemRefTransform, TileTransform, TransposeTransform
 from .builder.values import (
     ArithValue,
@@ -114,6 +116,7 @@ __all__ = [
     "WGStridedLayout",
     "arith",
     "as_index",
+    "async_bulk_load",
     "async_copy",
     "await_async_copy",
     "block_dim",
@@ -131,6 +134,7 @@ __all__ = [
     "fence_async_shared",
     "flatten_values",
     "for_range",
+    "global_address",
     "gpu",
     "grid_dim",
     "if_else",
@@ -150,8 +154,10 @@ __all__ = [
     "named_barrier",
     "nvgpu",
     "nvvm",
+    "optimization_barrier",
     "scf",
     "setmaxnreg",
+    "signal",
     "single_thread",
     "smem_address",
     "swizzled_position",
@@ -166,6 +172,7 @@ __all__ = [
     "wgmma_commit_group",
     "wgmma_fence",
     "wgmma_wait_group",
+    "wait_signal",
     "when",
     "where",
 ]

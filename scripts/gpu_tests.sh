@@ -11,7 +11,7 @@ export MGPU_LAB_MBARRIER_TIMEOUT_S="${MGPU_LAB_MBARRIER_TIMEOUT_S:-10}"
 LOGS="${OUT:-/tmp}"
 declare -A FILES=(
   [isolation]="tests/test_isolation_gpu.py"
-  [gemm]="tests/test_gemm_gpu.py tests/test_gemm_epilogues_gpu.py tests/test_gemm_fp8_gpu.py tests/test_gemm_persistent_gpu.py tests/test_gemm_split_k_gpu.py tests/test_gemm_swap_ab_gpu.py"
+  [gemm]="tests/test_gemm_gpu.py tests/test_gemm_epilogues_gpu.py tests/test_gemm_fp8_gpu.py tests/test_gemm_persistent_gpu.py tests/test_gemm_split_k_gpu.py tests/test_gemm_swap_ab_gpu.py tests/test_gemm_stream_k_gpu.py"
   [attention]="tests/test_attention_gpu.py"
   [torch]="tests/test_torch_op_gpu.py"
 )

@@ -138,29 +138,30 @@ def make_tiled_roundtrip(dtype: str, swizzle: int, m: int = 64, chunks: int = 2,
                            smem=(tile, tile, mgpu_lab.Barriers(1)), name=f"tiled_{dtype}_{swizzle}_{m}", **options)
 
 
-def make_peer_exchange(m: int = 128, n: int = 64, start: int = 16, width: int = 32, **options) -> mgpu_lab.Kernel:
+def make_peer_exchange(m: int = 128, n: int = 64, start: int = 16, width: int = 32, pack: int = 1,
+                       **options) -> mgpu_lab.Kernel:
     """Two blocks in a (2, 1, 1) cluster. Block r loads x[r] (m, n) in the WGMMA layout, parks
     its columns [start, start + width) in smem (`store_by_thread`), the cluster meets, and it
     writes the piece block 1 - r parked (`load_by_thread(cta=1 - r)`, distributed shared memory)
     to out[r] and its own piece read back locally to own[r]. out[r] must equal x[1 - r][:, piece],
-    own[r] x[r][:, piece]."""
+    own[r] x[r][:, piece]. pack: registers parked (and read) that many side by side."""
     layout = WGMMAFragLayout(width, m)
-    parked = mgpu_lab.ShapeDtype((layout.registers, 128, 2), "float32")
+    parked = mgpu_lab.ShapeDtype((layout.registers // pack, 128, 2 * pack), "float32")
     piece = mgpu_lab.ShapeDtype((2, m, width), "float32")
 
     def peer_exchange(ctx, x, out, own, smem):
         (park,) = smem
         rank = dsl.cluster_rank()
         arr = FragmentedArray.load(dsl.memref_slice(x, rank), layout=WGMMAFragLayout(n, m))
-        arr.columns(start, width).store_by_thread(park)
+        arr.columns(start, width).store_by_thread(park, pack=pack)
         dsl.cluster_sync()
-        FragmentedArray.load_by_thread(park, layout, cta=1 - rank).store(dsl.memref_slice(out, rank))
-        FragmentedArray.load_by_thread(park, layout).store(dsl.memref_slice(own, rank))
+        FragmentedArray.load_by_thread(park, layout, cta=1 - rank, pack=pack).store(dsl.memref_slice(out, rank))
+        FragmentedArray.load_by_thread(park, layout, pack=pack).store(dsl.memref_slice(own, rank))
         dsl.cluster_sync()  # the peer has read this block's smem before it exits
 
     return mgpu_lab.kernel(peer_exchange, grid=2, cluster=2, block=128,
                            in_shapes=mgpu_lab.ShapeDtype((2, m, n), "float32"), out_shapes=(piece, piece),
-                           smem=(parked,), name="peer_exchange", **options)
+                           smem=(parked,), name=f"peer_exchange_pack{pack}", **options)
 
 
 # -- layouts and smem access patterns ---------------------------------------------------------
@@ -357,15 +358,31 @@ def test_peer_exchange_sass():
     assert ops["UCGABAR_ARV"] == 2
 
 
+def test_peer_exchange_packs_register_pairs():
+    """pack=2: register pairs parked with one 128-bit store and read back (here and from the
+    peer) with one 128-bit load each: half the accesses (how split-K partials cross the cluster)."""
+    k = make_peer_exchange(pack=2)
+    assert_clean(k)
+    ops = collections.Counter(opcodes(k.compiled.sass))
+    pairs = WGMMAFragLayout(32, 128).registers // 2
+    assert ops["STS.128"] == pairs and ops["LDS.128"] == pairs and ops["LD.E.128"] == pairs
+    assert not ops["STS.64"] and not ops["LD.E.64"]
+
+
 @pytest.mark.parametrize("body, message", [
     (lambda x, s: x.columns(4, 16), r"columns: start must be an int multiple of 8 \(a column group\), got 4"),
     (lambda x, s: x.columns(0, 12), r"columns: width must be an int multiple of 8 \(a column group\), got 12"),
     (lambda x, s: x.columns(48, 32), r"columns \[48, 80\) must lie inside the array's 64 columns"),
     (lambda x, s: x.reduce_sum(axis=1).columns(0, 8), r"columns: needs an array in WGMMAFragLayout, got WGMMARowLayout"),
-    (lambda x, s: x.store_by_thread(s), r"store_by_thread: ref must be a \(16, 128, 2\) smem array of f32 \(registers, "
+    (lambda x, s: x.store_by_thread(s), r"store_by_thread: ref must be a \(16, 128, 2\) array of f32 \(registers, "
                                         r"warpgroup threads, elements per register\), got \(8, 128, 2\) of f32"),
     (lambda x, s: FragmentedArray.load_by_thread(s, WGMMAFragLayout(64), cta=1),
-     r"load_by_thread: ref must be a \(16, 128, 2\) smem array of f32 .*, got \(8, 128, 2\) of f32"),
+     r"load_by_thread: ref must be a \(16, 128, 2\) array of f32 .*, got \(8, 128, 2\) of f32"),
+    (lambda x, s: x.store_by_thread(s, pack=3), r"store_by_thread: pack must be a positive int dividing the 16 "
+                                                r"registers, got 3"),
+    (lambda x, s: x.columns(0, 32).store_by_thread(s, pack=2),
+     r"store_by_thread: ref must be a \(4, 128, 4\) array of f32 \(registers / pack, warpgroup threads, "
+     r"elements per register x pack\), got \(8, 128, 2\) of f32"),
     (lambda x, s: x.store_transposed(s, 0, 0), r"store_transposed: ref must be a 2-d array of f32, got \(8, 128, 2\)"),
     (lambda x, s: x.reduce_sum(axis=1).store_transposed(s, 0, 0),
      r"store_transposed: needs an array in WGMMAFragLayout, got WGMMARowLayout"),
@@ -423,6 +440,6 @@ def test_reading_a_peer_block_needs_32_bit_elements():
         FragmentedArray.load_by_thread(smem[0], WGMMAFragLayout(32), cta=1)
 
     with pytest.raises(KernelBuildError, match=r"load_by_thread: reading a peer block needs 32-bit elements, 1, 2 or "
-                                               r"4 per register; got 2 x bf16") as info:
+                                               r"4 per access \(register width x pack\); got 2 x 1 x bf16") as info:
         _build(kernel, (mgpu_lab.ShapeDtype((8, 128, 2), "bfloat16"),))
     assert "test_fragmented_ops.py" in str(info.value)  # points at the user's line

@@ -142,15 +142,16 @@ def test_tiled_roundtrip(dtype, swizzle, m, rng):
         np.testing.assert_array_equal(out.get().view(bits), x.view(bits), err_msg=name)
 
 
-def test_peer_exchange_reads_the_other_blocks_piece(rng):
+@pytest.mark.parametrize("pack", [1, 2])
+def test_peer_exchange_reads_the_other_blocks_piece(rng, pack):
     """Column pieces parked by thread and read back here and from the cluster peer (distributed
-    shared memory) are exactly the inputs' columns."""
+    shared memory) are exactly the inputs' columns (pack=2: register pairs side by side)."""
     import cupy
 
     m, n, start, width = 128, 64, 16, 32
     x = rng.standard_normal((2, m, n)).astype(np.float32)
     out, own = poisoned(cupy, (2, m, width), "float32"), poisoned(cupy, (2, m, width), "float32")
-    make_peer_exchange(m, n, start, width)(to_device(x), out=(out, own))
+    make_peer_exchange(m, n, start, width, pack=pack)(to_device(x), out=(out, own))
     piece = x[:, :, start:start + width]
     np.testing.assert_array_equal(own.get(), piece)
     np.testing.assert_array_equal(out.get(), piece[::-1])

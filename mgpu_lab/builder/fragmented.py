@@ -44,7 +44,7 @@ from .ptx import i32, inline_ptx, smem_address
 from .warpgroup import map_to_peer, warpgroup_barrier
 
 __all__ = ["FragmentedArray", "Layout", "WGMMAColLayout", "WGMMAFragLayout", "WGMMARowLayout",
-           "WGStridedLayout", "where"]
+           "WGStridedLayout", "optimization_barrier", "where"]
 
 _F8 = ("f8E4M3FN", "f8E5M2")
 _F8_PTX = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
@@ -527,6 +527,24 @@ class FragmentedArray:
                 for j in range(start // 8, (start + width) // 8) for h in range(2)]
         return FragmentedArray(regs, WGMMAFragLayout(width, layout.m), signed=self.signed)
 
+    @classmethod
+    def from_columns(cls, pieces: Sequence[FragmentedArray]) -> FragmentedArray:
+        """The (m, n1 + n2 + ...) WGMMAFragLayout array whose columns are the pieces' side by side
+        (each (m, n_i) in WGMMAFragLayout, one element type): the inverse of `columns`, e.g. to
+        put a tile back together after working on it piece by piece. Moves no data."""
+        if not pieces or not all(isinstance(p, FragmentedArray) and isinstance(p.layout, WGMMAFragLayout)
+                                 for p in pieces):
+            raise ValueError("FragmentedArray.from_columns: needs one or more arrays in WGMMAFragLayout, got "
+                             f"{[getattr(p, 'layout', type(p).__name__) for p in pieces]}")
+        m, elem = pieces[0].layout.m, pieces[0].element_type
+        if any(p.layout.m != m or p.element_type != elem for p in pieces):
+            raise ValueError(f"FragmentedArray.from_columns: the pieces must have the same rows and element type, got "
+                             f"{[(p.shape, str(p.element_type)) for p in pieces]}")
+        layout = WGMMAFragLayout(sum(p.layout.n for p in pieces), m)
+        regs = [p.registers[p.layout.index(i, j, h)] for i in range(m // 64) for p in pieces
+                for j in range(p.layout.n // 8) for h in range(2)]
+        return cls(regs, layout, signed=pieces[0].signed)
+
     # -- memory ----------------------------------------------------------------------
     def store(self, ref: ir.Value) -> None:
         """Store to a memref of the array's shape and element type (global or shared). Row /
@@ -547,16 +565,24 @@ class FragmentedArray:
             for reg, idx in zip(self.registers, indices):
                 vector.store(reg, ref, idx)
 
-    def store_by_thread(self, ref: ir.Value) -> None:
-        """Park the registers in shared memory as they are: register r of warpgroup thread t at
-        ref[r, t], ref a (registers, 128, vec) smem array of the element type (consecutive
-        threads write consecutive bytes: no bank conflicts). `load_by_thread` reads them back in
-        the same layout, here or, with cta=, from a peer block of the cluster (distributed
-        shared memory): how the blocks of a cluster sum their partial tiles (split-K)."""
-        _check_by_thread(ref, self.layout, self.element_type, "FragmentedArray.store_by_thread")
+    def store_by_thread(self, ref: ir.Value, *, pack: int = 1) -> None:
+        """Park the registers as they are: register r of warpgroup thread t at ref[r, t], ref a
+        (registers, 128, vec) array of the element type in shared or global memory (consecutive
+        threads write consecutive bytes: no bank conflicts, coalesced). `load_by_thread` reads
+        them back in the same layout, here or, with cta=, from a peer block of the cluster
+        (distributed shared memory): how the blocks of a cluster sum their partial tiles
+        (split-K); in global memory, how stream-K blocks hand partial tiles to each other.
+        pack: registers r .. r + pack - 1 side by side at ref[r // pack, t] (ref (registers /
+        pack, 128, vec * pack)): wider accesses, e.g. 16 bytes for pairs of f32 pairs."""
+        _check_by_thread(ref, self.layout, self.element_type, "FragmentedArray.store_by_thread", pack)
         thread = thread_in_warpgroup()
-        for r, reg in enumerate(self.registers):
-            vector.store(reg, ref, [c(r), thread, c(0)])
+        for r in range(0, len(self.registers), pack):
+            group = self.registers[r:r + pack]
+            wide = group[0]
+            for reg in group[1:]:  # concatenate: shuffle indices run over both operands
+                n, m = ir.VectorType(wide.type).shape[0], ir.VectorType(reg.type).shape[0]
+                wide = vector.shuffle(wide, reg, list(range(n + m)))
+            vector.store(wide, ref, [c(r // pack), thread, c(0)])
 
     def store_transposed(self, ref: ir.Value, row: Any, col: Any) -> None:
         """Store an (m, n) WGMMAFragLayout array transposed into a 2-d `ref` (global or shared)
@@ -584,36 +610,39 @@ class FragmentedArray:
                             memref.store(value, ref, [target_row, source_row])
 
     @classmethod
-    def load_by_thread(cls, ref: ir.Value, layout: Layout, *, cta: int | ir.Value | None = None) -> FragmentedArray:
-        """The array `store_by_thread` parked in `ref` (a (layout.registers, 128, vec) smem
-        array): this block's, or with `cta` (a cluster rank) the same smem location in that block
-        of the cluster (`mapa` + `ld.shared::cluster`; 32-bit elements). The peer must have
-        stored before a cluster barrier this block has passed, and must not exit or overwrite
-        the buffer before a later one (e.g. `cluster_sync()` after the loads)."""
+    def load_by_thread(cls, ref: ir.Value, layout: Layout, *, cta: int | ir.Value | None = None,
+                       pack: int = 1) -> FragmentedArray:
+        """The array `store_by_thread` parked in `ref` (a (layout.registers / pack, 128, vec *
+        pack) array in shared or global memory, `pack` as it was stored with): this block's, or
+        with `cta` (a cluster rank; smem only) the same smem location in that block of the
+        cluster (`mapa` + `ld.shared::cluster`; 32-bit elements, at most 4 per access). The peer
+        must have stored before a cluster barrier this block has passed, and must not exit or
+        overwrite the buffer before a later one (e.g. `cluster_sync()` after the loads)."""
         elem = ir.MemRefType(ref.type).element_type
-        _check_by_thread(ref, layout, elem, "FragmentedArray.load_by_thread")
+        _check_by_thread(ref, layout, elem, "FragmentedArray.load_by_thread", pack, peer=cta is not None)
         thread = thread_in_warpgroup()
-        vtype = _vtype(layout.vec, elem)
+        vec, wide = layout.vec, layout.vec * pack
         if cta is None:
-            return cls([vector.load(vtype, ref, [c(r), thread, c(0)]) for r in range(layout.registers)], layout)
-        if bitwidth(elem) != 32 or layout.vec not in (1, 2, 4):
+            slots = [vector.load(_vtype(wide, elem), ref, [c(r), thread, c(0)]) for r in range(layout.registers // pack)]
+            return cls(_unpack(slots, vec, pack), layout)
+        if bitwidth(elem) != 32 or wide not in (1, 2, 4):
             raise ValueError(f"FragmentedArray.load_by_thread: reading a peer block needs 32-bit elements, 1, 2 or "
-                             f"4 per register; got {layout.vec} x {elem}")
-        step = layout.vec * 4  # bytes per register slot
+                             f"4 per access (register width x pack); got {vec} x {pack} x {elem}")
+        step = wide * 4  # bytes per slot
         mine = smem_address(ref) + arith.index_cast(i32(), thread) * step
         peer = map_to_peer(mine, cta)
         kind = "f" if _is_float(elem) else "r"
-        outs = ", ".join(f"${i}" for i in range(layout.vec))
-        width = "" if layout.vec == 1 else f".v{layout.vec}"
-        regs = []
-        for r in range(layout.registers):
+        outs = ", ".join(f"${i}" for i in range(wide))
+        width = "" if wide == 1 else f".v{wide}"
+        slots = []
+        for r in range(layout.registers // pack):
             offset = r * WARPGROUP_SIZE * step
-            values = inline_ptx(f"ld.shared::cluster{width}.b32 {{{outs}}}, [${layout.vec}+{offset}];" if layout.vec > 1
+            values = inline_ptx(f"ld.shared::cluster{width}.b32 {{{outs}}}, [${wide}+{offset}];" if wide > 1
                                 else f"ld.shared::cluster.b32 $0, [$1+{offset}];",
-                                [peer], [f"={kind}"] * layout.vec + ["r"], [elem] * layout.vec, memory=False)
+                                [peer], [f"={kind}"] * wide + ["r"], [elem] * wide, memory=False)
             values = values if isinstance(values, list) else [values]
-            regs.append(vector.from_elements(vtype, values))
-        return cls(regs, layout)
+            slots.append(vector.from_elements(_vtype(wide, elem), values))
+        return cls(_unpack(slots, vec, pack), layout)
 
     @classmethod
     def load_tiled(cls, ref: ir.Value, swizzle: int = 128, *, m: int | None = None) -> FragmentedArray:
@@ -667,17 +696,32 @@ class FragmentedArray:
             vector.store(vector.from_elements(_vtype(1, elem), [value]), ref3, index)
 
 
-def _check_by_thread(ref: ir.Value, layout: Layout, elem: ir.Type, what: str) -> None:
+def _check_by_thread(ref: ir.Value, layout: Layout, elem: ir.Type, what: str, pack: int = 1, *,
+                     peer: bool = False) -> None:
     ref_type = ir.MemRefType(ref.type)
-    if str(ref_type.memory_space) != "#gpu.address_space<workgroup>":
-        raise ValueError(f"{what}: ref must be in shared memory, got {ref_type}")
-    want = (layout.registers, WARPGROUP_SIZE, layout.vec)
+    smem = str(ref_type.memory_space) == "#gpu.address_space<workgroup>"
+    if peer and not smem:
+        raise ValueError(f"{what}: reading a peer block (cta=) needs a shared-memory ref, got {ref_type}")
+    if not smem and ref_type.memory_space is not None:
+        raise ValueError(f"{what}: ref must be in shared or global memory, got {ref_type}")
+    if isinstance(pack, bool) or not isinstance(pack, int) or pack < 1 or layout.registers % pack:
+        raise ValueError(f"{what}: pack must be a positive int dividing the {layout.registers} registers, "
+                         f"got {pack!r}")
+    want = (layout.registers // pack, WARPGROUP_SIZE, layout.vec * pack)
     if tuple(ref_type.shape) != want or ref_type.element_type != elem:
-        raise ValueError(f"{what}: ref must be a {want} smem array of {elem} (registers, warpgroup threads, "
-                         f"elements per register), got {tuple(ref_type.shape)} of {ref_type.element_type}")
+        raise ValueError(f"{what}: ref must be a {want} array of {elem} (registers{' / pack' if pack > 1 else ''}, "
+                         f"warpgroup threads, elements per register{' x pack' if pack > 1 else ''}), got "
+                         f"{tuple(ref_type.shape)} of {ref_type.element_type}")
     strides, offset = ref_type.get_strides_and_offset()
-    if list(strides) != [WARPGROUP_SIZE * layout.vec, layout.vec, 1]:
+    if list(strides) != [WARPGROUP_SIZE * want[2], want[2], 1]:
         raise ValueError(f"{what}: ref must be contiguous, got strides {tuple(strides)}")
+
+
+def _unpack(slots: list[ir.Value], vec: int, pack: int) -> list[ir.Value]:
+    """Split slots of vec * pack elements back into pack registers of vec each."""
+    if pack == 1:
+        return slots
+    return [vector.shuffle(slot, slot, list(range(i * vec, (i + 1) * vec))) for slot in slots for i in range(pack)]
 
 
 def combine_all(values: list[ir.Value], combine: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:
@@ -741,6 +785,35 @@ def _tiled_ref(ref: ir.Value, swizzle: int, what: str) -> tuple[ir.Type, int, in
         raise ValueError(f"{what}: the tile starts {offset * itemsize} bytes into its buffer; a {swizzle}-byte "
                          f"swizzle repeats every {period} bytes, so the start must be a multiple of {period}")
     return elem, shape[1], shape[0] * width, ref
+
+
+def optimization_barrier(*arrays: FragmentedArray) -> tuple[FragmentedArray, ...]:
+    """The same arrays, passed through an empty volatile asm: everything that computes them
+    happens before it and everything after it that uses them, after. The compiler schedules
+    freely otherwise; this keeps e.g. a running sum from being deferred below the loads of the
+    next piece (which would hold every piece in registers at once, and spill). 32-bit elements."""
+    values, shapes = [], []
+    for array in arrays:
+        if not isinstance(array, FragmentedArray) or bitwidth(array.element_type) != 32:
+            raise ValueError(f"optimization_barrier: expected FragmentedArrays of 32-bit elements, got "
+                             f"{getattr(array, 'element_type', type(array).__name__)}")
+        regs = [elements(reg) for reg in array.registers]
+        shapes.append([len(r) for r in regs])
+        values += [v for r in regs for v in r]
+    if not values:
+        return tuple(arrays)
+    kinds = ["f" if _is_float(v.type) else "r" for v in values]
+    outs = inline_ptx("", values, [f"={k}" for k in kinds] + [str(i) for i in range(len(values))],
+                      [v.type for v in values], memory=False)
+    outs = outs if isinstance(outs, list) else [outs]
+    result, at = [], 0
+    for array, sizes in zip(arrays, shapes):
+        regs = []
+        for size in sizes:
+            regs.append(vector.from_elements(_vtype(size, array.element_type), outs[at:at + size]))
+            at += size
+        result.append(FragmentedArray(regs, array.layout, signed=array.signed))
+    return tuple(result)
 
 
 def where(condition: FragmentedArray, on_true: Any, on_false: Any, dtype: Any = None) -> FragmentedArray:

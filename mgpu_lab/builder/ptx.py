@@ -1,5 +1,6 @@
-"""The two low-level helpers the Hopper modules build on: `inline_ptx` (a volatile inline asm
-with operands) and `smem_address` (the 32-bit shared-window address of an smem memref).
+"""The low-level helpers the Hopper modules build on: `inline_ptx` (a volatile inline asm with
+operands), `smem_address` (the 32-bit shared-window address of an smem memref) and
+`global_address` (the 64-bit global address of a global-memory memref).
 
 Inline PTX is used where an upstream op's builder is awkward or hides what is emitted.
 """
@@ -12,7 +13,7 @@ from typing import Any
 from .._mlir import arith, ir, llvm, memref
 from .dtypes import bitwidth
 
-__all__ = ["i32", "i64", "inline_ptx", "smem_address"]
+__all__ = ["global_address", "i32", "i64", "inline_ptx", "smem_address"]
 
 
 def i32() -> ir.Type:
@@ -55,3 +56,17 @@ def smem_address(ref: ir.Value) -> ir.Value:
     nbytes = bitwidth(ref_type.element_type) // 8
     address = base + offset * nbytes
     return arith.index_cast(i32(), address)
+
+
+def global_address(ref: ir.Value) -> ir.Value:
+    """The 64-bit `.global` address of a global-memory memref's first element, including any
+    static or dynamic view offset (for PTX that names the global state space: bulk copies,
+    acquire/release flags)."""
+    ref_type = ir.MemRefType(ref.type)
+    if ref_type.memory_space is not None:
+        raise ValueError(f"global_address: expected a global-memory memref, got {ref_type}")
+    base = memref.extract_aligned_pointer_as_index(ref)
+    offset = memref.extract_strided_metadata(ref)[1]
+    nbytes = bitwidth(ref_type.element_type) // 8
+    generic = arith.index_cast(i64(), base + offset * nbytes)
+    return inline_ptx("cvta.to.global.u64 $0, $1;", [generic], ["=l", "l"], [i64()], memory=False)

@@ -33,7 +33,7 @@ from .values import as_index, c
 from .dtypes import bitwidth, dtype_of_mlir
 from .memref_ops import DynamicSlice, memref_slice
 from .transforms import MemRefTransform
-from .ptx import i32, inline_ptx, smem_address
+from .ptx import global_address, i32, inline_ptx, smem_address
 from .warpgroup import cluster_rank, single_thread, warpgroup_barrier
 
 if TYPE_CHECKING:
@@ -355,6 +355,39 @@ def async_copy(ctx: LaunchContext, *, src_ref: ir.Value, dst_ref: ir.Value, gmem
 
 
 _AXES = "xyz"
+
+
+def async_bulk_load(*, src_ref: ir.Value, dst_ref: ir.Value, barrier: BarrierRef, arrive: bool = False) -> None:
+    """(The calling thread.) Copy a contiguous global-memory view into a contiguous smem buffer
+    of the same bytes with one bulk copy (`cp.async.bulk`, no TMA descriptor, no box limits),
+    completing its bytes on `barrier`; arrive=True also does `arrive.expect_tx(bytes)` there.
+    Both start 16-byte aligned and the size is a multiple of 16 bytes. For data that is
+    already laid out as the smem buffer wants it, e.g. a partial tile another block wrote.
+    Reading what other blocks wrote with generic stores: acquire it first (`dsl.wait_signal`,
+    which also orders the async proxy's reads after the acquire)."""
+    src_type, dst_type = ir.MemRefType(src_ref.type), ir.MemRefType(dst_ref.type)
+    if not _is_gmem(src_type) or not _is_smem(dst_type):
+        raise ValueError(f"async_bulk_load: src_ref must be a global and dst_ref a shared-memory memref, got "
+                         f"{src_type} and {dst_type}")
+    if not isinstance(barrier, BarrierRef):
+        raise TypeError(f"async_bulk_load: barrier must be a BarrierRef (e.g. barriers[i]), got "
+                        f"{type(barrier).__name__}")
+    nbytes = []
+    for name, ref_type in (("src_ref", src_type), ("dst_ref", dst_type)):
+        shape = tuple(ref_type.shape)
+        strides, _ = ref_type.get_strides_and_offset()
+        expected = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+        if any(s != e for s, e, d in zip(strides, expected, shape) if d != 1):
+            raise ValueError(f"async_bulk_load: {name} must be a contiguous row-major view, got {ref_type}")
+        nbytes.append(math.prod(shape) * bitwidth(ref_type.element_type) // 8)
+    if nbytes[0] != nbytes[1] or nbytes[0] % 16:
+        raise ValueError(f"async_bulk_load: src_ref and dst_ref must hold the same bytes, a multiple of 16; got "
+                         f"{nbytes[0]} and {nbytes[1]}")
+    if arrive:
+        barrier.arrive_expect_tx(nbytes[0])
+    inline_ptx("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];",
+               [smem_address(dst_ref), global_address(src_ref), c(nbytes[0], i32()), barrier.address()],
+               ["r", "l", "r", "r"])
 
 
 def _mask_value(mask: int | ir.Value, cluster_size: int) -> ir.Value:

@@ -55,6 +55,7 @@ from mgpu_lab.profiler.format import words_per_block
 from .gemm_configs import gemm_config, heuristic_config
 from .gemm_padding import PaddedGemm, aligned_shape
 from .gemm_split_k import MAX_CLUSTER_SPLIT, SplitKGemm, even_split_k, reduce_in_cluster
+from .gemm_stream_k import StreamKGemm, StreamKPlan, check_stream_k, consume, produce, signal_partials, stream_k_inputs
 from .gemm_pieces import (
     Epilogue,
     EpilogueTile,
@@ -135,8 +136,9 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: out_dtype must be 'bfloat16', 'float16' or 'float32', got {t.out_dtype!r}")
     if isinstance(t.stages, bool) or not isinstance(t.stages, int) or t.stages < 2:
         raise ValueError(f"gemm: stages must be an int >= 2, got {t.stages!r}")
-    if t.persistent not in (False, True, "pingpong") or t.persistent in (0, 1) and not isinstance(t.persistent, bool):
-        raise ValueError(f"gemm: persistent must be False, True or 'pingpong', got {t.persistent!r}")
+    if t.persistent not in (False, True, "pingpong", "stream_k") or \
+            t.persistent in (0, 1) and not isinstance(t.persistent, bool):
+        raise ValueError(f"gemm: persistent must be False, True, 'pingpong' or 'stream_k', got {t.persistent!r}")
     if t.pingpong and t.tile_m not in (64, 128):
         raise ValueError(f"gemm: persistent='pingpong' gives each consumer whole tiles: tile_m must be 64 or 128, "
                          f"got {t.tile_m}")
@@ -154,9 +156,9 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
                          f"persistent={t.persistent!r}")
     if t.cluster_m not in (1, 2) or isinstance(t.cluster_m, bool):
         raise ValueError(f"gemm: cluster_m must be 1 or 2, got {t.cluster_m!r}")
-    if t.cluster_m == 2 and (t.persistent is not True or t.split_k > 1):
-        raise ValueError(f"gemm: cluster_m=2 (two blocks sharing B tiles by multicast) needs persistent=True and "
-                         f"split_k=1, got persistent={t.persistent!r}, split_k={t.split_k}")
+    if t.cluster_m == 2 and (t.persistent not in (True, "stream_k") or t.split_k > 1):
+        raise ValueError(f"gemm: cluster_m=2 (two blocks sharing B tiles by multicast) needs persistent=True (or "
+                         f"'stream_k') and split_k=1, got persistent={t.persistent!r}, split_k={t.split_k}")
     if t.cluster_m == 2 and t.tile_n not in (128, 256):
         raise ValueError(f"gemm: cluster_m=2 splits the B tile between the two blocks: tile_n must be 128 or 256, "
                          f"got {t.tile_n}")
@@ -177,6 +179,8 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
                          f"split_k_reduce={t.split_k_reduce!r} (split_k={t.split_k})")
     if isinstance(t.group_m, bool) or not isinstance(t.group_m, int) or t.group_m < 1:
         raise ValueError(f"gemm: group_m must be an int >= 1, got {t.group_m!r}")
+    if t.stream_k:
+        check_stream_k(t)
     if t.smem_bytes > SMEM_LIMIT:
         raise ValueError(f"gemm: {t.stages} stages of a {t.tile_m}x{t.tile_n}x{t.tile_k} tile need {t.smem_bytes} "
                          f"bytes of smem, more than the {SMEM_LIMIT} a Hopper block can have; use fewer stages")
@@ -244,13 +248,19 @@ def build_gemm_kernel(t: GemmTiling, options: dict[str, Any], *, stages_given: b
             t = room_for_profiler(t, capacity, options.get("profile_unit", "warpgroup"))
     kwargs = tiled_gemm_definition(t, **definition)
     kwargs.pop("profile_capacity")
-    return mgpu_lab.kernel(**kwargs, **options)
+    kernel = mgpu_lab.kernel(**kwargs, **options)
+    return StreamKGemm(kernel, t) if t.stream_k else kernel
 
 
 def profile_events(t: GemmTiling) -> int:
     """Events per profiled unit that hold every region a block records: 2 per producer k-step,
     4 per consumer k-step and the epilogue (with its split-K reduce's park, meet, sum, meet),
-    for each of the block's tiles."""
+    for each of the block's tiles (stream-K: its k-steps, up to three split segments and the
+    partials it sums)."""
+    if t.stream_k:
+        plan = StreamKPlan.of(t)
+        steps = plan.max_steps + plan.max_contributors * t.partial_chunks
+        return 4 * steps + 12 * (plan.dp_rounds + 3)
     return (4 * t.k_tiles + 12) * -(-t.tiles // t.grid)
 
 
@@ -319,13 +329,18 @@ def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
 
     profile_capacity: the events per unit (`profile_unit`) the kernel will be profiled with
     (`%%mosaic --profile --profile-capacity N`): the ring gives up slots so that the profiler's
-    smem buffer fits beside it (unless `stages` is given)."""
+    smem buffer fits beside it (unless `stages` is given).
+    A tuned persistent='stream_k' entry gives way to persistent=True here (a stream-K body takes
+    a workspace and flags after the epilogue's arrays: ask for it with persistent='stream_k' and
+    pass `gemm_stream_k.stream_k_inputs(tiling)` arrays, the flags zeroed)."""
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         raise ValueError(f"gemm_definition: TMA needs rows of A, B and C that are multiples of 16 bytes; "
                          f"{m}x{n}x{k} ({dtype} in, {out_dtype} out) is not: use make_gemm (it pads)")
     t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
                        tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
                        unswapped=epilogue is not None)
+    if t.stream_k and persistent is None:
+        t = dataclasses.replace(t, persistent=True)
     if profile_capacity is not None and stages is None:
         t = room_for_profiler(t, profile_capacity, profile_unit)
     return tiled_gemm_definition(t, epilogue=epilogue, epilogue_inputs=epilogue_inputs)
@@ -340,9 +355,9 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     consumer's EpilogueTile) and returning its f32 accumulator."""
     if epilogue is not None and not callable(epilogue):
         raise TypeError(f"gemm: epilogue must be a callable f(acc, tile, *refs), got {type(epilogue).__name__}")
-    if mainloop is not None and (t.cluster_m > 1 or t.split_k > 1):
-        raise ValueError("gemm: cluster_m=2 and split_k need the built-in mainloop (slots released in both blocks, "
-                         "K slices)")
+    if mainloop is not None and (t.cluster_m > 1 or t.split_k > 1 or t.stream_k):
+        raise ValueError("gemm: cluster_m=2, split_k and persistent='stream_k' need the built-in mainloop (slots "
+                         "released in both blocks, K slices)")
     if epilogue is not None and t.swap_ab and not getattr(epilogue, "scalars_only", False):
         raise ValueError(SWAP_AB_EPILOGUE)
     extras = tuple(_shape_dtype(s, i) for i, s in enumerate(epilogue_inputs))
@@ -354,13 +369,19 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     c_sd = dsl.ShapeDtype((t.split_k, t.m, t.n) if workspace else (t.m, t.n), t.out_dtype)
     if t.swap_ab:  # the caller's A (its m = our n) and B, and C = (our C).T
         a_sd, b_sd, c_sd = b_sd, a_sd, dsl.ShapeDtype((t.n, t.m), t.out_dtype)
+    stream_k = stream_k_inputs(t) if t.stream_k else ()  # the partials' workspace and flags, after the extras
 
     def gemm(ctx, a, b, *refs):
         if t.swap_ab:
             a, b = b, a
         *extra_refs, c_ref, smem = refs
+        if t.stream_k:
+            *extra_refs, sk_workspace, sk_flags = extra_refs
         if t.cluster_split:
             (ring, partials), epilogue_smem = smem[0]  # the partial tile overlaps the ring
+        elif t.stream_k:  # the B buffers double as landing slots of other blocks' partial tiles
+            (a_ring, (b_ring, chunks)), epilogue_smem = smem[0]
+            ring = (a_ring, b_ring)
         else:
             ring, epilogue_smem = smem[0]  # one-tile blocks: a Union (the epilogue overlaps the ring)
         full, empty = smem[1], smem[2]
@@ -379,6 +400,11 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                 acc = mainloop(ctx, t, ring, full, empty, me, first, release_last, tile, extra_refs)
             if after_mainloop is not None:
                 after_mainloop()
+            finish(acc, row0, col0)
+
+        def finish(acc, row0, col0):
+            """The epilogue and the store of this consumer's accumulator of the tile at (row0, col0)."""
+            tile = EpilogueTile(t, row0 + t.row_offset(me), col0)
             if t.cluster_split:
                 with ctx.named_region("epilogue"):
                     reduce_in_cluster(ctx, t, acc, partials, epilogue_smem, c_ref, row0, col0, me, split,
@@ -444,13 +470,28 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
 
         def producer():
             producer_registers(t)
-            with dsl.single_thread("warpgroup"):
-                tiles(lambda tile, first: load_tile(ctx, t, a, b, ring, full, empty, *origin(tile), first, rank=rank))
+            if t.stream_k:
+                plan = StreamKPlan.of(t)
+                with dsl.single_thread("warpgroup"):
+                    produce(ctx, t, plan, a, b, ring, chunks, full, empty, sk_workspace, sk_flags, block, rank,
+                            origin)
+                signal_partials(t, plan, sk_flags, block, dsl.block_idx("x"))
+            else:
+                with dsl.single_thread("warpgroup"):
+                    tiles(lambda tile, first: load_tile(ctx, t, a, b, ring, full, empty, *origin(tile), first,
+                                                        rank=rank))
             if t.cluster_m > 1:  # no block exits while its peer may still write into it or arrive on its barriers
                 dsl.cluster_sync()
 
         def consumer():
             consumer_registers(t)
+            if t.stream_k:
+                consume(ctx, t, StreamKPlan.of(t), ring, chunks, full, empty, sk_workspace, me, block,
+                        dsl.block_idx("x"), peer, origin, finish)
+                drain_stores(ctx)
+                if t.cluster_m > 1:
+                    dsl.cluster_sync()
+                return
             if not t.pingpong:
                 tiles(lambda tile, first: compute(*origin(tile), first, release_last=True))
                 drain_stores(ctx)
@@ -475,7 +516,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     grid = (t.grid, t.split_k) if t.split_k > 1 else t.grid
     cluster = (1, t.split_k) if t.cluster_split else (t.cluster_m, 1)
     shape = f"{t.n}x{t.m}x{t.k}_swapab" if t.swap_ab else f"{t.m}x{t.n}x{t.k}"
-    return dict(body=gemm, grid=grid, cluster=cluster, block=t.threads, in_shapes=(a_sd, b_sd, *extras),
+    return dict(body=gemm, grid=grid, cluster=cluster, block=t.threads, in_shapes=(a_sd, b_sd, *extras, *stream_k),
                 out_shapes=c_sd, smem=t.smem(), name=name or f"gemm_{layout}_{shape}",
                 profile_capacity=profile_events(t))
 

@@ -51,7 +51,9 @@ class PaddedGemm:
         self.inner = make(m, self.n_pad, self.k_pad, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                           epilogue_inputs=padded, **kwargs)
         # every array after a and b (the maker's own, e.g. fp8 scales, then the epilogue's)
-        self.extra_shapes = [self._unpadded(tuple(spec.shape)) for spec in self.inner.compiled.inputs[2:]]
+        # (a stream-K kernel's own workspace and flags are not the caller's: its `inputs` leave them out)
+        self.inner_inputs = tuple(getattr(self.inner, "inputs", self.inner.compiled.inputs))
+        self.extra_shapes = [self._unpadded(tuple(spec.shape)) for spec in self.inner_inputs[2:]]
 
     def _padded_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         if shape == (self.n,):
@@ -111,7 +113,7 @@ class PaddedGemm:
             b_pad = self._pad(b, b_shape, b_padded, "b")
             extra_pad = [self._pad(x, want, tuple(spec.shape), f"array {i + 2} (after a and b)")
                          for i, (x, want, spec) in enumerate(zip(extras, self.extra_shapes,
-                                                                 self.inner.compiled.inputs[2:]))]
+                                                                 self.inner_inputs[2:]))]
             result = self.inner(a_pad, b_pad, *extra_pad)
             if out is None:
                 out = cupy.empty((self.m, self.n), result.dtype)

@@ -55,7 +55,8 @@ class GemmTiling:
     dtype: str = "bfloat16"
     out_dtype: str = "bfloat16"
     # True: one block per SM looping over tiles (its own epilogue buffer); "pingpong": that, with
-    # the two consumers taking alternate whole tiles
+    # the two consumers taking alternate whole tiles; "stream_k": that, with the tiles of the last
+    # waves split over K so every block gets the same k-steps (gemm_stream_k.py)
     persistent: bool | str = False
     sms: int = 132  # blocks of a persistent grid
     # > 1: blocks (grid y) compute K slices of k_steps pipeline steps each (the last slice's boxes
@@ -92,6 +93,26 @@ class GemmTiling:
     @property
     def pingpong(self) -> bool:
         return self.persistent == "pingpong"
+
+    @property
+    def stream_k(self) -> bool:
+        return self.persistent == "stream_k"
+
+    @property
+    def partial_chunks(self) -> int:
+        """Stream-K: a partial tile (tile_m x tile_n f32) crosses between blocks in chunks of one
+        ring slot's B buffer (tile_n rows of 128 bytes): tile_m / 32 of them."""
+        return self.tile_m // 32
+
+    @property
+    def partial_width(self) -> int:
+        """Stream-K: columns of a consumer's accumulator per chunk (a multiple of 8 where stream_k is allowed)."""
+        return self.tile_n * 32 // self.tile_m
+
+    @property
+    def partial_groups(self) -> int:
+        """Stream-K: 16-byte register groups of each consumer thread per chunk."""
+        return self.tile_n // (16 * self.consumers)
 
     @property
     def slot_consumers(self) -> int:
@@ -199,6 +220,8 @@ class GemmTiling:
     def grid(self) -> int:
         if not self.persistent:
             return self.tiles
+        if self.stream_k:  # every SM: the split tiles spread over all of them
+            return self.sms // self.cluster_m * self.cluster_m
         per_block = 2 if self.pingpong else 1  # a pingpong block keeps both consumers busy
         clusters = min(-(-self.work_items // per_block), self.sms // self.cluster_m)
         return clusters * self.cluster_m
@@ -212,7 +235,11 @@ class GemmTiling:
             b_slot = (self.stages, self.tile_n, self.tile_k)
         else:
             b_slot = (self.stages, self.tile_n // self.b_chunk, self.tile_k, self.b_chunk)
-        ring = (sd((self.stages, self.tile_m, self.tile_k), self.dtype), sd(b_slot, self.dtype))
+        b_ring = sd(b_slot, self.dtype)
+        if self.stream_k:  # partial tiles from other blocks arrive in the B buffers (f32, by thread)
+            chunks = sd((self.stages, self.consumers, self.partial_groups, WARPGROUP, 4), "float32")
+            b_ring = dsl.Union([b_ring, chunks])
+        ring = (sd((self.stages, self.tile_m, self.tile_k), self.dtype), b_ring)
         epilogue = sd((self.consumers, self.epilogue_slots, self.consumer_rows, self.out_width), self.out_dtype)
         if self.cluster_split:
             per_piece = (self.consumer_rows // WGMMA_ROWS) * (self.out_width // 8) * 2  # registers
@@ -303,6 +330,18 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
                                gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(col0 + t.b_chunk * j, t.b_chunk)), **copy)
 
 
+def release_slot(empty: Any, it: ir.Value, peer: ir.Value | None = None, condition: ir.Value | None = None) -> None:
+    """A consumer warp is done with the ring slot of pipeline iteration `it`: one arrival per warp
+    on its 'empty' barrier (and, with cluster_m = 2, on the peer block's, whose multicast writes
+    into this block's slots too); condition: only where it holds."""
+    lane0 = dsl.lane_idx() == 0
+    with dsl.when(lane0 if condition is None else lane0 & condition):
+        slot = empty.for_iteration(it)[0]
+        slot.arrive()
+        if peer is not None:
+            slot.arrive(cta=peer)
+
+
 def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir.Value,
              first: ir.Value | int = 0, release_last: bool = False,
              steps: ir.Value | int | None = None, peer: ir.Value | None = None) -> dsl.FragmentedArray:
@@ -315,7 +354,6 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
     writes over the ring). With cluster_m = 2, `peer` is the other block of the cluster: its
     multicast writes into this block's slots too, so each warp releases a slot in both blocks."""
     a_smem, b_smem = ring
-    lane0 = dsl.lane_idx() == 0
     parts = t.consumer_rows // WGMMA_ROWS  # wgmma row tiles per consumer
     b_major = "k" if t.transpose_b else "mn"
     b_swizzle = SWIZZLE if t.transpose_b else t.b_chunk * t.itemsize
@@ -326,11 +364,7 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
         return [dsl.WGMMAAccumulator(list(values[i * width:(i + 1) * width]), t.tile_n) for i in range(parts)]
 
     def release(it: ir.Value, condition: ir.Value | None = None) -> None:
-        with dsl.when(lane0 if condition is None else lane0 & condition):  # one arrival per warp
-            slot = empty.for_iteration(it)[0]
-            slot.arrive()
-            if peer is not None:
-                slot.arrive(cta=peer)
+        release_slot(empty, it, peer, condition)
 
     steps = t.k_steps if steps is None else steps
 

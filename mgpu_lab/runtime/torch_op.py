@@ -10,8 +10,9 @@ What the op does on a call:
   CUDA-graph capture work as they do for torch's own kernels;
 - tensors cross as CuPy views of their memory (no copies, no DLPack stream handshake, which would
   record events on other streams and break graph capture); bf16 and float8 map without copies;
-- scratch buffers a launcher declares (`spec["scratch"]`, e.g. split-K's f32 partial sums) come from
-  torch's allocator on every call too, so concurrent streams never share one and graphs capture them;
+- scratch buffers a launcher declares (`spec["scratch"]`: (shape, dtype) or (shape, dtype, "zeros"),
+  e.g. split-K's f32 partial sums, stream-K's zeroed flags) come from torch's allocator on every call
+  too, so concurrent streams never share one and graphs capture them;
 - the launcher's own checks (shape, dtype, contiguity, alignment, device) run on every call, so the
   errors read as they do on the CuPy path; the fake implementation repeats the shape and dtype
   checks, so `torch.compile` reports them while tracing.
@@ -85,7 +86,7 @@ def register_torch_op(launcher: Any, qualname: str) -> Any:
     spec = launcher.spec
     inputs = [(tuple(s), _torch_dtype(torch, d)) for s, d in spec["inputs"]]
     outputs = [(tuple(s), _torch_dtype(torch, d)) for s, d in spec["outputs"]]
-    scratch = [(tuple(s), _torch_dtype(torch, d), d) for s, d in spec.get("scratch", ())]
+    scratch = [(tuple(s), _torch_dtype(torch, d), d, "zeros" in fill) for s, d, *fill in spec.get("scratch", ())]
     if not inputs:
         raise TorchOpError(f"kernel {spec['name']!r} has no inputs: a torch op needs at least one input tensor "
                            f"to know its device")
@@ -133,8 +134,8 @@ def register_torch_op(launcher: Any, qualname: str) -> Any:
             out_arrays = arrays[len(inputs):]
             out_arg = out_arrays[0] if len(out_arrays) == 1 else tuple(out_arrays)
             if scratch:
-                temps = [_cupy_view(cupy, torch.empty(shape, dtype=dtype, device=device), cupy.dtype(name))
-                         for shape, dtype, name in scratch]
+                temps = [_cupy_view(cupy, (torch.zeros if zeroed else torch.empty)(shape, dtype=dtype, device=device),
+                                    cupy.dtype(name)) for shape, dtype, name, zeroed in scratch]
                 launcher.call(tuple(arrays[: len(inputs)]), out_arg, stream, scratch=tuple(temps))
             else:
                 launcher.call(tuple(arrays[: len(inputs)]), out_arg, stream)

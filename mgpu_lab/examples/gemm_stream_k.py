@@ -1,0 +1,356 @@
+"""Stream-K for the persistent GEMM (persistent="stream_k"): every block gets the same number of
+k-steps, so no SM idles through a last, partial wave.
+
+A persistent grid of P units (blocks, or clusters of cluster_m blocks) over T work items
+(tiles, or tile pairs) of ks k-steps each: with whole tiles per unit, T / P rounds up, and the
+power-of-two tile counts of most shapes leave 4 of the H200's 132 SMs idle in every wave (512
+tiles are 3.88 waves: 3% of the SM time). Here the first `dp_rounds` = T // P - 1 rounds are
+whole tiles (data-parallel, as persistent=True); the remaining T - dp_rounds * P tiles (between
+P and 2P, or all T when T < P) are one range of k-steps cut into P equal pieces, unit u taking
+steps [u * S // P, (u + 1) * S // P) of the S = (T - dp_rounds * P) * ks. A unit's piece
+crosses tile boundaries, so it is one to three segments (the end of one tile, whole tiles, the
+start of another), each a run of the ordinary mainloop over part of a tile's K.
+
+A tile cut between units is finished by the unit whose segment starts it (k-step 0, its
+"owner": the owner's last segment): the units whose first segment lies in the same tile
+(normally just the next unit) each park their f32 partial in a global workspace in the layout
+of their registers (`store_by_thread`, 16-byte coalesced stores) and signal a flag (a warp of
+the producer warpgroup signals, so the consumers go straight on to their next segment). The
+owner's producer waits for the flags in unit order and bulk-copies the partials, one ring
+slot's B buffer at a time, into the ring as extra pipeline iterations; the owner's consumers add
+them to their accumulator in that order (the same sum in every run), then run the epilogue and
+store the tile as the persistent kernel does. Each partial is its writer's first segment and
+each owner's sum its last, so an owner never waits for a unit that is still behind it.
+
+The workspace (grid, chunks, consumers, groups, 128, 4) f32 and the flags (grid,) int32 are the
+kernel's last two inputs; `StreamKGemm` owns them per device (the flags allocated zeroed; each
+owner resets the flags it waited for, so they are zero again after every launch).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from mgpu_lab import dsl
+
+from .gemm_pieces import WARPGROUP, GemmTiling, load_tile, multiply, release_slot
+
+SIGNAL_BARRIER = 6  # + consumer index: the consumer's partial is parked (it arrives, the signaller syncs)
+SIGNALLER_WARP = 1  # of the producer warpgroup (warp 0 issues the TMA loads)
+
+
+@dataclass(frozen=True)
+class StreamKPlan:
+    """The static schedule: `units` persistent units over `items` work items of `k_steps` each."""
+
+    units: int
+    items: int
+    k_steps: int
+
+    @classmethod
+    def of(cls, t: GemmTiling) -> StreamKPlan:
+        return cls(t.grid // t.cluster_m, t.work_items, t.k_steps)
+
+    @property
+    def dp_rounds(self) -> int:
+        """Whole-tile rounds before the split ones (every unit takes one tile per round)."""
+        return max(0, self.items // self.units - 1)
+
+    @property
+    def dp_items(self) -> int:
+        return self.dp_rounds * self.units
+
+    @property
+    def sk_steps(self) -> int:
+        """k-steps of the split tiles, shared out evenly over the units."""
+        return (self.items - self.dp_items) * self.k_steps
+
+    def start(self, unit: Any) -> Any:
+        """First split k-step of `unit` (an int, or an index value in a kernel)."""
+        return unit * self.sk_steps // self.units
+
+    def segments(self, unit: int) -> list[tuple[int, int, int]]:
+        """(split item, first k-step, k-steps) of unit's segments (host side, for checks and tests)."""
+        s0, s1 = self.start(unit), self.start(unit + 1)
+        out = []
+        for item in range(s0 // self.k_steps, -(-s1 // self.k_steps)):
+            lo, hi = max(s0, item * self.k_steps), min(s1, (item + 1) * self.k_steps)
+            out.append((item, lo - item * self.k_steps, hi - lo))
+        return out
+
+    @property
+    def max_contributors(self) -> int:
+        """The most units whose split range starts strictly inside one item: the partials an owner sums."""
+        starts = [self.start(u) for u in range(1, self.units)]
+        items = self.items - self.dp_items
+        return max((sum(item * self.k_steps < s < (item + 1) * self.k_steps for s in starts)
+                    for item in range(items)), default=0)
+
+    @property
+    def max_steps(self) -> int:
+        """The most k-steps one unit multiplies (whole tiles and its split range)."""
+        return self.dp_rounds * self.k_steps + -(-self.sk_steps // self.units)
+
+
+def check_stream_k(t: GemmTiling) -> None:
+    """ValueError naming what stream_k needs that the tiling lacks."""
+    step = math.lcm(16 * t.consumers, t.tile_m // 4)  # whole 16-byte groups per thread; 8-column slices
+    if t.tile_n % step:
+        raise ValueError(f"gemm: persistent='stream_k' hands partial tiles over in slices of tile_n * 32 / tile_m "
+                         f"columns (a multiple of 8), 16 bytes per thread: tile_n must be a multiple of {step} for "
+                         f"tile_m={t.tile_m}, got tile_n={t.tile_n}")
+    if t.split_k > 1:
+        raise ValueError(f"gemm: persistent='stream_k' splits K itself; it cannot be combined with "
+                         f"split_k={t.split_k}")
+    plan = StreamKPlan.of(t)
+    if plan.units * (plan.sk_steps + plan.k_steps) >= 2 ** 31:
+        raise ValueError(f"gemm: persistent='stream_k' schedules k-steps in 32-bit arithmetic; {t.m}x{t.n}x{t.k} "
+                         f"has too many ({plan.sk_steps} split k-steps over {plan.units} units)")
+    if plan.sk_steps < plan.units:
+        raise ValueError(f"gemm: persistent='stream_k' gives each of the {plan.units} persistent units at least one "
+                         f"k-step; {t.m}x{t.n}x{t.k} in {t.tile_m}x{t.tile_n} tiles has {plan.sk_steps}: use "
+                         f"persistent=False or split_k")
+
+
+def stream_k_inputs(t: GemmTiling) -> tuple[dsl.ShapeDtype, dsl.ShapeDtype]:
+    """The workspace (one partial tile per block, in chunks laid out by thread) and the flags."""
+    workspace = dsl.ShapeDtype((t.grid, t.partial_chunks, t.consumers, t.partial_groups, WARPGROUP, 4), "float32",
+                               name="stream_k_partials")
+    return workspace, dsl.ShapeDtype((t.grid,), "int32", name="stream_k_flags")
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """One unit's split range in a kernel: steps [s0, s1) of the split items, their pipeline
+    iterations counted on from its whole tiles'. 32-bit arithmetic (check_stream_k keeps the
+    products in range): the producer has 40 registers, and 64-bit values live through the
+    segment loop spilled there."""
+
+    plan: StreamKPlan
+    unit: Any  # i32
+    s0: Any
+    s1: Any
+
+    @classmethod
+    def of(cls, plan: StreamKPlan, unit: Any) -> _Unit:
+        unit = dsl.cast(unit, "int32")
+        return cls(plan, unit, plan.start(unit), plan.start(unit + 1))
+
+    @property
+    def base(self) -> int:
+        return self.plan.dp_rounds * self.plan.k_steps
+
+    def for_segments(self, body: Callable[..., None]) -> None:
+        """body(i, split item, first k-step in it, k-steps, first pipeline iteration) per
+        segment (index values but i)."""
+        ks = self.plan.k_steps
+        first_item = self.s0 // ks
+
+        @dsl.for_range(0, (self.s1 + (ks - 1)) // ks - first_item, dtype="int32")
+        def _(i):
+            item = first_item + i
+            lo = dsl.max(self.s0, item * ks)
+            hi = dsl.min(self.s1, item * ks + ks)
+            body(i, *(dsl.as_index(x) for x in (item, lo - item * ks, hi - lo, lo - self.s0 + self.base)))
+
+    @property
+    def writes_partial(self) -> Any:
+        """Its first segment starts inside a tile: it parks that partial for the tile's owner."""
+        return self.s0 % self.plan.k_steps != 0
+
+    @property
+    def owns_split_tile(self) -> Any:
+        """Its last segment starts a tile and stops inside it: it sums the others' partials."""
+        ks = self.plan.k_steps
+        return (self.s1 % ks != 0) & (self.s0 <= (self.s1 - 1) // ks * ks)
+
+    def contributes(self, d: int) -> Any:
+        """Unit unit + d wrote a partial of this unit's last tile (d = 1, 2, ...)."""
+        ks = self.plan.k_steps
+        end = ((self.s1 - 1) // ks + 1) * ks
+        return self.plan.start(self.unit + d) < end
+
+    def partial_iteration(self, t: GemmTiling, d: int, chunk: int) -> Any:
+        """Pipeline iteration of chunk `chunk` of unit + d's partial (after the last segment's k-steps)."""
+        return dsl.as_index(self.s1 - self.s0 + (self.base + (d - 1) * t.partial_chunks + chunk))
+
+
+def produce(ctx: Any, t: GemmTiling, plan: StreamKPlan, a: Any, b: Any, ring: tuple, chunks: Any, full: Any,
+            empty: Any, workspace: Any, flags: Any, unit: Any, rank: Any, origin: Callable[[Any], tuple]) -> None:
+    """(The producer's TMA thread.) The unit's whole tiles, its split segments, then, if it owns a
+    split tile, each contributor's partial into the ring once its flag is up."""
+    @dsl.for_range(unit, plan.dp_items, plan.units)
+    def _(item):
+        load_tile(ctx, t, a, b, ring, full, empty, *origin(item), (item - unit) // plan.units * plan.k_steps,
+                  rank=rank)
+
+    me = _Unit.of(plan, unit)
+    me.for_segments(lambda i, item, k_first, steps, first: load_tile(
+        ctx, t, a, b, ring, full, empty, *origin(plan.dp_items + item), first, k_first=k_first, steps=steps,
+        rank=rank))
+    with dsl.when(me.owns_split_tile):
+        for d in range(1, plan.max_contributors + 1):
+            with dsl.when(me.contributes(d)):
+                source = (unit + d) * t.cluster_m + (0 if rank is None else rank)
+                dsl.wait_signal(flags, source)
+                for chunk in range(t.partial_chunks):
+                    it = me.partial_iteration(t, d, chunk)
+                    with ctx.named_region("load"):
+                        empty.wait_for_iteration(it, flip=True)
+                        bar, _ = full.for_iteration(it)
+                        dsl.async_bulk_load(src_ref=dsl.memref_slice(workspace, (source, chunk)),
+                                            dst_ref=dsl.memref_slice(chunks, it % t.stages), barrier=bar, arrive=True)
+
+
+def signal_partials(t: GemmTiling, plan: StreamKPlan, flags: Any, unit: Any, block: Any) -> None:
+    """(Every producer thread.) Warp SIGNALLER_WARP waits until each consumer has parked its part of
+    the unit's partial (if it writes one) and raises the block's flag."""
+    warp = dsl.thread_in_warpgroup() // 32
+    with dsl.when((warp == SIGNALLER_WARP) & _Unit.of(plan, unit).writes_partial):
+        for wg in range(t.consumers):
+            dsl.named_barrier(SIGNAL_BARRIER + wg, WARPGROUP + 32)
+        with dsl.when(dsl.lane_idx() == 0):
+            dsl.signal(flags, block)
+
+
+def consume(ctx: Any, t: GemmTiling, plan: StreamKPlan, ring: tuple, chunks: Any, full: Any, empty: Any,
+            workspace: Any, wg: Any, unit: Any, block: Any, peer: Any, origin: Callable[[Any], tuple],
+            finish: Callable[[dsl.FragmentedArray, Any, Any], None]) -> None:
+    """(A consumer warpgroup.) The unit's whole tiles, then its split segments: a segment that
+    starts its tile is finished here (`finish(acc, row0, col0)`: epilogue and store), after the
+    contributors' partials are added if it stops inside the tile; one that does not parks its
+    partial for the owner."""
+    @dsl.for_range(unit, plan.dp_items, plan.units)
+    def _(item):
+        acc = multiply(ctx, t, ring, full, empty, wg, (item - unit) // plan.units * plan.k_steps,
+                       release_last=True, peer=peer)
+        finish(acc, *origin(item))
+
+    me = _Unit.of(plan, unit)
+
+    def segment(i, item, k_first, steps, first):
+        acc = multiply(ctx, t, ring, full, empty, wg, first, release_last=True, steps=steps, peer=peer)
+        starts_tile = k_first == 0
+        owner = starts_tile & (k_first + steps != plan.k_steps)
+        acc = dsl.if_else(owner, lambda: _add_partials(ctx, t, plan, me, acc, chunks, full, empty, wg, peer),
+                          lambda: acc)
+        row0, col0 = origin(plan.dp_items + item)
+        dsl.if_else(starts_tile, lambda: finish(acc, row0, col0),
+                    lambda: _park(ctx, t, acc, workspace, block, wg))
+
+    me.for_segments(segment)
+
+
+def _park(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, workspace: Any, block: Any, wg: Any) -> None:
+    """Write this consumer's part of the block's partial to the workspace, then tell the signaller."""
+    width = t.partial_width
+    with ctx.named_region("park"):
+        for chunk in range(t.partial_chunks):
+            acc.columns(chunk * width, width).store_by_thread(dsl.memref_slice(workspace, (block, chunk, wg)), pack=2)
+        dsl.named_barrier(SIGNAL_BARRIER + wg, WARPGROUP + 32, arrive=True)
+
+
+def _add_partials(ctx: Any, t: GemmTiling, plan: StreamKPlan, me: _Unit, acc: dsl.FragmentedArray, chunks: Any,
+                  full: Any, empty: Any, wg: Any, peer: Any) -> dsl.FragmentedArray:
+    """The accumulator plus every contributor's partial, in unit order, read from the ring."""
+    width = t.partial_width
+    layout = dsl.WGMMAFragLayout(width, t.consumer_rows)
+    pieces = [acc.columns(chunk * width, width) for chunk in range(t.partial_chunks)]
+
+    def add(d: int, pieces: list) -> list:
+        out = []
+        for chunk, piece in enumerate(pieces):
+            it = me.partial_iteration(t, d, chunk)
+            with ctx.named_region("wait_data"):
+                full.wait_for_iteration(it)
+            part = dsl.FragmentedArray.load_by_thread(dsl.memref_slice(chunks, (it % t.stages, wg)), layout, pack=2)
+            release_slot(empty, it, peer)
+            # summed before the next chunk's loads: deferred, every chunk would be live at once (spills)
+            out.append(dsl.optimization_barrier(piece + part)[0])
+        return out
+
+    for d in range(1, plan.max_contributors + 1):
+        pieces = dsl.if_else(me.contributes(d), lambda d=d, pieces=pieces: add(d, pieces), lambda pieces=pieces: pieces)
+    return dsl.FragmentedArray.from_columns(pieces)
+
+
+class StreamKGemm:
+    """`make_gemm`'s (and `make_fp8_gemm`'s) kernel with persistent='stream_k': call it as the
+    others, `kernel(a, b, *epilogue_arrays, out=None)`; it adds the workspace and the flags it
+    keeps per device. `.kernel` is the `mgpu_lab.Kernel`, taking them as its last two inputs.
+    The buffers are this object's: two launches of it must not run at once (different streams);
+    `as_torch_op` gives every call its own."""
+
+    def __init__(self, kernel: Any, tiling: GemmTiling):
+        self.kernel = kernel
+        self.tiling = tiling
+        self._buffers: dict[int, tuple[Any, Any]] = {}
+
+    @property
+    def compiled(self) -> Any:
+        return self.kernel.compiled
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @property
+    def inputs(self) -> tuple:
+        """The arrays a caller passes (the kernel's inputs but the workspace and flags)."""
+        return tuple(self.kernel.compiled.inputs[:-2])
+
+    @property
+    def last_trace(self) -> Any:
+        return self.kernel.last_trace
+
+    def __repr__(self) -> str:
+        t = self.tiling
+        return f"<StreamKGemm {t.m}x{t.n}x{t.k} via {self.kernel!r}>"
+
+    def buffers(self) -> tuple[Any, Any]:
+        """(workspace, flags) of the current device: allocated once, the flags zeroed."""
+        import cupy
+
+        device = cupy.cuda.Device().id
+        if device not in self._buffers:
+            workspace, flags = stream_k_inputs(self.tiling)
+            self._buffers[device] = (cupy.empty(workspace.shape, cupy.float32), cupy.zeros(flags.shape, cupy.int32))
+        return self._buffers[device]
+
+    def __call__(self, *args: Any, out: Any = None, stream: Any = None, **launch: Any) -> Any:
+        return self.kernel(*args, *self.buffers(), out=out, stream=stream, **launch)
+
+    def launch_unchecked(self, *arrays: Any, stream: Any = None) -> None:
+        """Inputs, then the output, without argument checks (benchmarks)."""
+        *inputs, out = arrays
+        self.kernel.launch_unchecked(*inputs, *self.buffers(), out, stream=stream)
+
+    def as_torch_op(self, qualname: str) -> Any:
+        """Register as the PyTorch custom op `qualname`, like `Kernel.as_torch_op`; the workspace
+        and (zeroed) flags come from torch's allocator on every call."""
+        from mgpu_lab.runtime.torch_op import register_torch_op
+
+        return register_torch_op(_StreamKOpLauncher(self), qualname)
+
+
+class _StreamKOpLauncher:
+    """A StreamKGemm as the launcher `register_torch_op` takes: its inputs, with the workspace and
+    the flags declared as scratch (the flags zeroed)."""
+
+    def __init__(self, gemm: StreamKGemm):
+        self._launcher = gemm.kernel.launcher
+        spec = self._launcher.spec
+        workspace, flags = stream_k_inputs(gemm.tiling)
+        self.name = gemm.name
+        self.spec = {**spec, "inputs": spec["inputs"][:-2],
+                     "scratch": [(workspace.shape, "float32"), (flags.shape, "int32", "zeros")]}
+        self.in_specs, self.out_specs = self._launcher.in_specs[:-2], self._launcher.out_specs
+
+    def call(self, args: tuple, out: Any, stream: Any, scratch: tuple = ()) -> Any:
+        return self._launcher.call((*args, *scratch), out, stream)
+
+
+__all__ = ["SIGNAL_BARRIER", "StreamKGemm", "StreamKPlan", "check_stream_k", "consume", "produce",
+           "signal_partials", "stream_k_inputs"]

@@ -1,0 +1,153 @@
+"""CPU tests of the stream-K GEMM (persistent='stream_k'): the schedule covers every k-step of
+every tile exactly once, each split tile's owner sums exactly the partials written for it; the
+kernels compile clean (no spills) with the hand-over in the SASS (16-byte partial stores, bulk
+copies, acquire/release flags); bad arguments are refused by name."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import re
+
+import pytest
+from test_gemm import assert_clean, opcodes
+
+from mgpu_lab.examples.gemm import gemm_definition, make_gemm, resolve_tiling
+from mgpu_lab.examples.gemm_stream_k import StreamKGemm, StreamKPlan, _Unit, stream_k_inputs
+
+
+def _simulate(plan: StreamKPlan) -> None:
+    """Replay the kernel's decisions on the host and check the hand-over is consistent."""
+    ks = plan.k_steps
+    covered = collections.Counter()
+    written = collections.defaultdict(list)  # split item -> units that parked a partial of it
+    owned, sums = {}, {}
+    for u in range(plan.units):
+        me = _Unit(plan, u, plan.start(u), plan.start(u + 1))
+        segments = plan.segments(u)
+        assert segments, f"unit {u} has no k-steps"
+        for i, (item, k_first, steps) in enumerate(segments):
+            assert steps > 0 and 0 <= k_first and k_first + steps <= ks
+            assert i == 0 or k_first == 0, "only a unit's first segment may start inside a tile"
+            for kk in range(k_first, k_first + steps):
+                covered[item, kk] += 1
+            if k_first > 0:
+                written[item].append(u)
+            elif k_first + steps < ks:
+                assert i == len(segments) - 1, "an owned split tile is the unit's last segment"
+                owned[item] = u
+        assert bool(me.writes_partial) == (segments[0][1] > 0)
+        last_item, last_first, last_steps = segments[-1]
+        assert bool(me.owns_split_tile) == (last_first == 0 and last_steps < ks)
+        if me.owns_split_tile:
+            contributors = [d for d in range(1, plan.max_contributors + 1) if me.contributes(d)]
+            assert contributors == list(range(1, len(contributors) + 1))  # a prefix: the kernel's nested guards
+            sums[last_item] = [u + d for d in contributors]
+    assert sums == {item: written[item] for item in owned}, "an owner sums other partials than were written"
+    split_items = plan.items - plan.dp_items
+    assert covered == {(item, kk): 1 for item in range(split_items) for kk in range(ks)}
+    assert set(written) <= set(owned), "a partial nobody sums"
+    assert all(len(units) <= plan.max_contributors for units in written.values())
+    assert plan.max_steps >= max(plan.dp_rounds * ks + sum(s for _, _, s in plan.segments(u))
+                                 for u in range(plan.units))
+
+
+@pytest.mark.parametrize("units, items, k_steps", [
+    (132, 512, 64), (132, 2048, 128), (132, 128, 128), (66, 896, 64), (132, 16, 20), (132, 133, 3),
+    (132, 264, 7), (5, 9, 4), (132, 132, 1), (66, 65, 2), (132, 3584, 64), (132, 128, 2),
+])
+def test_schedule_covers_every_k_step_once(units, items, k_steps):
+    _simulate(StreamKPlan(units, items, k_steps))
+
+
+def test_schedule_balances_the_units():
+    """512 tiles of 64 k-steps on 132 SMs: 2 whole rounds, then 248 tiles' k-steps shared evenly:
+    each unit does at most 249 k-steps where whole tiles would take 256 (4 tiles)."""
+    plan = StreamKPlan(132, 512, 64)
+    assert (plan.dp_rounds, plan.dp_items, plan.sk_steps) == (2, 264, 248 * 64)
+    per_unit = [plan.dp_rounds * 64 + sum(s for _, _, s in plan.segments(u)) for u in range(132)]
+    assert max(per_unit) - min(per_unit) <= 1 and max(per_unit) == 249
+    assert plan.max_contributors == 1
+    assert StreamKPlan(132, 128, 128).max_contributors == 1  # fewer tiles than units: each cut in two
+    assert StreamKPlan(132, 64, 16).max_contributors == 2  # half as many tiles as units: up to three pieces
+
+
+def test_exhaustive_small_schedules():
+    for units, items, k_steps in itertools.product((1, 2, 3, 7, 12), (1, 2, 5, 13, 30), (1, 2, 3, 8)):
+        plan = StreamKPlan(units, items, k_steps)
+        if plan.sk_steps >= units:  # what check_stream_k admits
+            _simulate(plan)
+
+
+@pytest.mark.parametrize("kwargs, chunks", [
+    ({"tile_m": 128, "tile_n": 256}, 4),
+    ({"tile_m": 256, "tile_n": 128, "transpose_b": True}, 8),
+    ({"tile_m": 128, "tile_n": 256, "cluster_m": 2}, 4),
+    ({"tile_m": 64, "tile_n": 256}, 2),
+])
+def test_stream_k_gemm_compiles(kwargs, chunks):
+    k = make_gemm(4000, 4000, 4000, persistent="stream_k", **kwargs)
+    assert isinstance(k, StreamKGemm)
+    ops = assert_clean(k, rf"HGMMA\.64x{kwargs['tile_n']}x16")
+    assert k.compiled.grid == (132, 1, 1)
+    t = k.tiling
+    # the workspace and the flags are the kernel's last inputs, not the caller's
+    assert [tuple(i.shape) for i in k.compiled.inputs[2:]] == [s.shape for s in stream_k_inputs(t)]
+    assert len(k.inputs) == 2
+    sass = k.compiled.sass
+    # each consumer parks its partial with 16-byte stores; the owner bulk-copies a chunk per slot
+    assert ops.count("STG.E.128") == t.partial_chunks * t.partial_groups
+    assert ops.count("UBLKCP.S.G") == chunks * StreamKPlan.of(t).max_contributors
+    assert re.search(r"LDG\.E\.STRONG\.GPU", sass), "no acquire load of a flag"
+    assert "MEMBAR.ALL.GPU" in sass, "no release fence before a flag"
+    # the consumers arrive (bar.arrive: no wait) where the signaller warp syncs
+    assert re.search(r"BAR\.ARV R\d+, 0xa0", sass) and re.search(r"BAR\.SYNC\.DEFER_BLOCKING 0x6, 0xa0", sass)
+
+
+def test_fp8_stream_k_compiles():
+    from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
+
+    k = make_fp8_gemm(4096, 4096, 4096, tile_m=128, tile_n=256, persistent="stream_k")
+    assert isinstance(k, StreamKGemm)
+    assert_clean(k, r"QGMMA\.64x256x32")
+
+
+def test_a_tuned_stream_k_entry_gives_way_in_a_definition(monkeypatch):
+    """gemm_definition's body takes (a, b, *epilogue arrays): a tuned stream-K entry runs as the
+    plain persistent kernel there; asking for it gives the body the workspace and flags too."""
+    from mgpu_lab.examples import gemm as gemm_module
+
+    monkeypatch.setattr(gemm_module, "gemm_config", lambda *a, **k: {
+        "tile_m": 128, "tile_n": 256, "persistent": "stream_k", "group_m": 8, "source": "tuned"})
+    plain = gemm_definition(4096, 4096, 4096)
+    assert len(plain["in_shapes"]) == 2 and plain["grid"] == 132
+    asked = gemm_definition(4096, 4096, 4096, persistent="stream_k")
+    assert [tuple(s.shape) for s in asked["in_shapes"][2:]] == [(132, 4, 2, 8, 128, 4), (132,)]
+
+
+@pytest.mark.parametrize("shape, kwargs, message", [
+    ((4096, 4096, 4096), {"tile_m": 128, "tile_n": 48, "transpose_b": True},
+     r"persistent='stream_k' hands partial tiles over in slices of tile_n \* 32 / tile_m columns \(a multiple of 8\), "
+     r"16 bytes per thread: tile_n must be a multiple of 32 for tile_m=128, got tile_n=48"),
+    ((4096, 4096, 4096), {"tile_m": 256, "tile_n": 32},
+     r"tile_n must be a multiple of 64 for tile_m=256, got tile_n=32"),
+    ((128, 128, 64), {"tile_m": 128, "tile_n": 128},
+     r"persistent='stream_k' gives each of the 132 persistent units at least one k-step; 128x128x64 in 128x128 "
+     r"tiles has 1: use persistent=False or split_k"),
+    ((4096, 4096, 4096), {"tile_m": 128, "tile_n": 256, "split_k": 2},
+     r"split_k=2 runs one tile slice per block; it cannot be combined with persistent='stream_k'"),
+    ((4096, 4096, 4096), {"tile_m": 128, "tile_n": 256, "persistent": "streamk"},
+     r"persistent must be False, True, 'pingpong' or 'stream_k', got 'streamk'"),
+])
+def test_stream_k_rejects_bad_arguments(shape, kwargs, message):
+    kwargs = {"persistent": "stream_k", **kwargs}
+    with pytest.raises(ValueError, match=message):
+        make_gemm(*shape, **kwargs)
+
+
+def test_stream_k_refuses_a_custom_mainloop():
+    from mgpu_lab.examples.gemm import tiled_gemm_definition
+
+    t = resolve_tiling(4096, 4096, 4096, tile_m=128, tile_n=256, persistent="stream_k")
+    with pytest.raises(ValueError, match=r"persistent='stream_k' need the built-in mainloop"):
+        tiled_gemm_definition(t, mainloop=lambda *args: None)

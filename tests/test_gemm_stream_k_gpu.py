@@ -1,0 +1,70 @@
+"""GPU tests of the stream-K GEMM (persistent='stream_k': the last waves' tiles split over K
+between the persistent blocks, partial tiles handed over through a global workspace and flags):
+bf16 on ragged, aligned and fewer-tiles-than-SMs shapes, B (k, n) and (n, k), multicast pairs,
+256-row tiles, fused epilogues and FP8; repeated launches (the flags must be zero again after
+each) give the same bits, and every flag is back at zero."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_gemm_epilogues_gpu import _check
+from test_gemm_fp8_gpu import _run as _run_fp8
+from test_gemm_gpu import _run, random_operands, reference, relative_error
+from test_hopper import host_f32, poison
+
+from mgpu_lab.examples.gemm import make_gemm
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("m, n, k, tiles", [
+    (4096, 4096, 4096, {"tile_m": 128, "tile_n": 256}),  # 512 tiles: 2 whole rounds, 248 split
+    (4000, 4000, 4000, {"tile_m": 128, "tile_n": 256}),  # ragged M, N and a K tail
+    (2048, 2048, 8192, {"tile_m": 256, "tile_n": 128}),  # 128 tiles on 132 blocks: every tile split
+    (1000, 3000, 640, {"tile_m": 128, "tile_n": 128}),  # short K: tiles cut into three
+    (3000, 3000, 1000, {"tile_m": 64, "tile_n": 256}),  # one consumer
+])
+@pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
+def test_stream_k_gemm(m, n, k, tiles, transpose_b, rng):
+    assert _run(m, n, k, rng, transpose_b, runs=1, persistent="stream_k", **tiles) <= 1e-2
+
+
+@pytest.mark.parametrize("m, n, k, tiles", [
+    (4096, 4096, 4096, {"tile_m": 128, "tile_n": 256}),
+    (2944, 4000, 1000, {"tile_m": 128, "tile_n": 256}),  # 23 row tiles: the last pair's lower tile is past M
+    (2100, 3000, 1000, {"tile_m": 256, "tile_n": 128}),
+])
+def test_stream_k_multicast_pairs(m, n, k, tiles, rng):
+    assert _run(m, n, k, rng, True, runs=1, persistent="stream_k", cluster_m=2, **tiles) <= 1e-2
+
+
+def test_stream_k_fused_epilogue_and_fp8(rng):
+    """The owner applies the epilogue (and FP8's scales) to the summed tile."""
+    assert _check(3000, 4104, 1000, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": "stream_k"},
+                  bias="bfloat16", activation="gelu", residual="bfloat16", scale=True) <= 1e-2
+    assert _run_fp8(4000, 4000, 4096, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": "stream_k"}) <= 2e-2
+    assert _run_fp8(4096, 4096, 4096, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": "stream_k",
+                                                  "cluster_m": 2}) <= 2e-2
+
+
+def test_stream_k_repeats_bit_for_bit_and_leaves_the_flags_zero(rng):
+    """Each partial is summed in a fixed order, so launches agree to the bit; each owner resets
+    the flags it waited for, so a second launch cannot read a stale one."""
+    import cupy
+
+    m, n, k = 4096, 4096, 4096
+    kern = make_gemm(m, n, k, tile_m=128, tile_n=256, persistent="stream_k")
+    a, b = random_operands(m, n, k, rng, False, "bfloat16")
+    a, b = cupy.asarray(a), cupy.asarray(b)
+    outs = []
+    for _ in range(3):
+        out = poison(cupy, (m, n), "bfloat16")
+        kern(a, b, out=out)
+        outs.append(out)
+    workspace, flags = kern.buffers()
+    assert int(cupy.count_nonzero(flags)) == 0
+    bits = [o.view(cupy.uint16).get() for o in outs]
+    np.testing.assert_array_equal(bits[0], bits[1])
+    np.testing.assert_array_equal(bits[0], bits[2])
+    assert relative_error(host_f32(outs[0]), reference(a.get(), b.get(), False)) <= 1e-2
