@@ -231,9 +231,9 @@ def test_persistent_gemm_compiles(tile_m, tile_n, transpose_b):
 def test_persistent_small_problem_has_one_block_per_tile():
     k = make_gemm(256, 512, 128, tile_m=128, tile_n=256, persistent=True)
     assert k.compiled.grid == (4, 1, 1)
-    with pytest.raises(ValueError, match="persistent must be False, True or 'pingpong', got 'yes'"):
+    with pytest.raises(ValueError, match="persistent must be False, True, 'pingpong' or 'stream_k', got 'yes'"):
         make_gemm(256, 512, 128, tile_m=128, tile_n=256, persistent="yes")
-    with pytest.raises(ValueError, match="persistent must be False, True or 'pingpong', got 1"):
+    with pytest.raises(ValueError, match="persistent must be False, True, 'pingpong' or 'stream_k', got 1"):
         make_gemm(256, 512, 128, tile_m=128, tile_n=256, persistent=1)
 
 
@@ -280,9 +280,10 @@ def test_multicast_pairs_compile(tile_m, tile_n, transpose_b):
 @pytest.mark.parametrize("kwargs, message", [
     ({"persistent": True, "cluster_m": 3}, r"cluster_m must be 1 or 2, got 3"),
     ({"persistent": False, "cluster_m": 2}, r"cluster_m=2 \(two blocks sharing B tiles by multicast\) needs "
-                                            r"persistent=True and split_k=1, got persistent=False, split_k=1"),
+                                            r"persistent=True \(or 'stream_k'\) and split_k=1, got persistent=False, "
+                                            r"split_k=1"),
     ({"persistent": "pingpong", "cluster_m": 2, "tile_m": 128, "tile_n": 128},
-     r"needs persistent=True and split_k=1, got persistent='pingpong'"),
+     r"needs persistent=True \(or 'stream_k'\) and split_k=1, got persistent='pingpong'"),
     ({"persistent": True, "cluster_m": 2, "tile_n": 64}, r"tile_n must be 128 or 256, got 64"),
 ])
 def test_multicast_pairs_reject_bad_arguments(kwargs, message):
@@ -313,5 +314,5 @@ def test_a_custom_mainloop_refuses_split_k_and_multicast_pairs(kwargs):
     from mgpu_lab.examples.gemm import tiled_gemm_definition
 
     t = resolve_tiling(1024, 1024, 4096, tile_m=128, tile_n=256, **kwargs)
-    with pytest.raises(ValueError, match=r"cluster_m=2 and split_k need the built-in mainloop"):
+    with pytest.raises(ValueError, match=r"cluster_m=2, split_k and persistent='stream_k' need the built-in mainloop"):
         tiled_gemm_definition(t, mainloop=lambda *args: None)

@@ -13,7 +13,7 @@ import pytest
 from test_gemm import assert_clean, opcodes
 
 from mgpu_lab.examples.gemm import gemm_definition, make_gemm, resolve_tiling
-from mgpu_lab.examples.gemm_stream_k import StreamKGemm, StreamKPlan, _Unit, stream_k_inputs
+from mgpu_lab.examples.gemm_stream_k import MAX_CONTRIBUTORS, StreamKGemm, StreamKPlan, _Unit, stream_k_inputs
 
 
 def _simulate(plan: StreamKPlan) -> None:
@@ -25,29 +25,34 @@ def _simulate(plan: StreamKPlan) -> None:
     for u in range(plan.units):
         me = _Unit(plan, u, plan.start(u), plan.start(u + 1))
         segments = plan.segments(u)
+        if not plan.sk_steps:
+            assert not segments and not me.writes_partial and not me.owns_split_tile
+            continue
         assert segments, f"unit {u} has no k-steps"
+        assert [item for item, _, _ in segments] == sorted((item for item, _, _ in segments), reverse=True)
         for i, (item, k_first, steps) in enumerate(segments):
             assert steps > 0 and 0 <= k_first and k_first + steps <= ks
-            assert i == 0 or k_first == 0, "only a unit's first segment may start inside a tile"
+            assert i == 0 or k_first + steps == ks, "only the first segment a unit runs may stop inside a tile"
+            assert i == 0 or k_first == 0 or i == len(segments) - 1
             for kk in range(k_first, k_first + steps):
                 covered[item, kk] += 1
-            if k_first > 0:
+            if k_first + steps < ks:
                 written[item].append(u)
-            elif k_first + steps < ks:
-                assert i == len(segments) - 1, "an owned split tile is the unit's last segment"
+            elif k_first > 0:
+                assert i == len(segments) - 1, "an owned split tile is the last segment a unit runs"
                 owned[item] = u
-        assert bool(me.writes_partial) == (segments[0][1] > 0)
+        assert bool(me.writes_partial) == (segments[0][1] + segments[0][2] < ks)
         last_item, last_first, last_steps = segments[-1]
-        assert bool(me.owns_split_tile) == (last_first == 0 and last_steps < ks)
+        assert bool(me.owns_split_tile) == (last_first > 0 and last_first + last_steps == ks)
         if me.owns_split_tile:
             contributors = [d for d in range(1, plan.max_contributors + 1) if me.contributes(d)]
             assert contributors == list(range(1, len(contributors) + 1))  # a prefix: the kernel's nested guards
-            sums[last_item] = [u + d for d in contributors]
-    assert sums == {item: written[item] for item in owned}, "an owner sums other partials than were written"
+            sums[last_item] = [u - d for d in contributors]
+    assert sums == {item: written[item][::-1] for item in owned}, "an owner sums other partials than were written"
     split_items = plan.items - plan.dp_items
     assert covered == {(item, kk): 1 for item in range(split_items) for kk in range(ks)}
     assert set(written) <= set(owned), "a partial nobody sums"
-    assert all(len(units) <= plan.max_contributors for units in written.values())
+    assert all(len(units) <= plan.max_contributors <= MAX_CONTRIBUTORS for units in written.values())
     assert plan.max_steps >= max(plan.dp_rounds * ks + sum(s for _, _, s in plan.segments(u))
                                  for u in range(plan.units))
 
@@ -61,34 +66,45 @@ def test_schedule_covers_every_k_step_once(units, items, k_steps):
 
 
 def test_schedule_balances_the_units():
-    """512 tiles of 64 k-steps on 132 SMs: 2 whole rounds, then 248 tiles' k-steps shared evenly:
+    """512 tiles of 64 k-steps on 132 SMs: 3 whole rounds, then 116 tiles' k-steps shared evenly:
     each unit does at most 249 k-steps where whole tiles would take 256 (4 tiles)."""
     plan = StreamKPlan(132, 512, 64)
-    assert (plan.dp_rounds, plan.dp_items, plan.sk_steps) == (2, 264, 248 * 64)
+    assert (plan.dp_rounds, plan.dp_items, plan.sk_steps) == (3, 396, 116 * 64)
     per_unit = [plan.dp_rounds * 64 + sum(s for _, _, s in plan.segments(u)) for u in range(132)]
     assert max(per_unit) - min(per_unit) <= 1 and max(per_unit) == 249
-    assert plan.max_contributors == 1
+    assert plan.max_contributors == 2  # 56.2 k-steps a unit: some tiles in three pieces
     assert StreamKPlan(132, 128, 128).max_contributors == 1  # fewer tiles than units: each cut in two
-    assert StreamKPlan(132, 64, 16).max_contributors == 2  # half as many tiles as units: up to three pieces
+    assert StreamKPlan(132, 264, 64).sk_steps == 0  # two exact rounds: nothing to split
+    # 4 tiles left of 3584 would be cut in 33 pieces: one round fewer is split instead
+    few = StreamKPlan(132, 3568, 64)
+    assert few.items - few.dp_items == 3568 - 26 * 132 and few.max_contributors <= MAX_CONTRIBUTORS
 
 
 def test_exhaustive_small_schedules():
     for units, items, k_steps in itertools.product((1, 2, 3, 7, 12), (1, 2, 5, 13, 30), (1, 2, 3, 8)):
         plan = StreamKPlan(units, items, k_steps)
-        if plan.sk_steps >= units:  # what check_stream_k admits
+        if not 0 < plan.sk_steps < units:  # what check_stream_k admits
             _simulate(plan)
 
 
-@pytest.mark.parametrize("kwargs, chunks", [
-    ({"tile_m": 128, "tile_n": 256}, 4),
-    ({"tile_m": 256, "tile_n": 128, "transpose_b": True}, 8),
-    ({"tile_m": 128, "tile_n": 256, "cluster_m": 2}, 4),
-    ({"tile_m": 64, "tile_n": 256}, 2),
+@pytest.mark.parametrize("kwargs, chunks, spill", [
+    ({"tile_m": 128, "tile_n": 256}, 4, 0),
+    # one 4-byte value spilled around the owner's sum (two 64-row wgmma tiles a consumer), outside any k-loop
+    ({"tile_m": 256, "tile_n": 128, "transpose_b": True}, 8, 4),
+    ({"tile_m": 128, "tile_n": 256, "cluster_m": 2}, 4, 0),
+    ({"tile_m": 64, "tile_n": 256}, 2, 0),
 ])
-def test_stream_k_gemm_compiles(kwargs, chunks):
+def test_stream_k_gemm_compiles(kwargs, chunks, spill):
     k = make_gemm(4000, 4000, 4000, persistent="stream_k", **kwargs)
     assert isinstance(k, StreamKGemm)
-    ops = assert_clean(k, rf"HGMMA\.64x{kwargs['tile_n']}x16")
+    r = k.compiled.resources
+    assert r.spill_stores_bytes <= spill and r.spill_loads_bytes <= spill
+    if spill:
+        loop = re.search(r"HGMMA.*?WARPGROUP\.DEPBAR", k.compiled.sass, re.S).group(0)
+        assert "LDL" not in loop and "STL" not in loop
+    else:
+        assert_clean(k, rf"HGMMA\.64x{kwargs['tile_n']}x16")
+    ops = opcodes(k.compiled.sass)
     assert k.compiled.grid == (132, 1, 1)
     t = k.tiling
     # the workspace and the flags are the kernel's last inputs, not the caller's

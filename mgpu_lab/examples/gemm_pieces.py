@@ -330,11 +330,13 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
                                gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(col0 + t.b_chunk * j, t.b_chunk)), **copy)
 
 
-def release_slot(empty: Any, it: ir.Value, peer: ir.Value | None = None, condition: ir.Value | None = None) -> None:
+def release_slot(empty: Any, it: ir.Value, peer: ir.Value | None = None, condition: ir.Value | None = None,
+                 lane0: ir.Value | None = None) -> None:
     """A consumer warp is done with the ring slot of pipeline iteration `it`: one arrival per warp
     on its 'empty' barrier (and, with cluster_m = 2, on the peer block's, whose multicast writes
-    into this block's slots too); condition: only where it holds."""
-    lane0 = dsl.lane_idx() == 0
+    into this block's slots too); condition: only where it holds. lane0: `lane_idx() == 0`, if
+    the caller has it (a loop computes it once)."""
+    lane0 = dsl.lane_idx() == 0 if lane0 is None else lane0
     with dsl.when(lane0 if condition is None else lane0 & condition):
         slot = empty.for_iteration(it)[0]
         slot.arrive()
@@ -354,6 +356,7 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
     writes over the ring). With cluster_m = 2, `peer` is the other block of the cluster: its
     multicast writes into this block's slots too, so each warp releases a slot in both blocks."""
     a_smem, b_smem = ring
+    lane0 = dsl.lane_idx() == 0
     parts = t.consumer_rows // WGMMA_ROWS  # wgmma row tiles per consumer
     b_major = "k" if t.transpose_b else "mn"
     b_swizzle = SWIZZLE if t.transpose_b else t.b_chunk * t.itemsize
@@ -364,7 +367,7 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
         return [dsl.WGMMAAccumulator(list(values[i * width:(i + 1) * width]), t.tile_n) for i in range(parts)]
 
     def release(it: ir.Value, condition: ir.Value | None = None) -> None:
-        release_slot(empty, it, peer, condition)
+        release_slot(empty, it, peer, condition, lane0)
 
     steps = t.k_steps if steps is None else steps
 

@@ -4,23 +4,29 @@ k-steps, so no SM idles through a last, partial wave.
 A persistent grid of P units (blocks, or clusters of cluster_m blocks) over T work items
 (tiles, or tile pairs) of ks k-steps each: with whole tiles per unit, T / P rounds up, and the
 power-of-two tile counts of most shapes leave 4 of the H200's 132 SMs idle in every wave (512
-tiles are 3.88 waves: 3% of the SM time). Here the first `dp_rounds` = T // P - 1 rounds are
-whole tiles (data-parallel, as persistent=True); the remaining T - dp_rounds * P tiles (between
-P and 2P, or all T when T < P) are one range of k-steps cut into P equal pieces, unit u taking
-steps [u * S // P, (u + 1) * S // P) of the S = (T - dp_rounds * P) * ks. A unit's piece
-crosses tile boundaries, so it is one to three segments (the end of one tile, whole tiles, the
-start of another), each a run of the ordinary mainloop over part of a tile's K.
+tiles are 3.88 waves: 3% of the SM time). Here the first `dp_rounds` = T // P rounds are whole
+tiles (data-parallel, as persistent=True); the T - dp_rounds * P tiles left (fewer than P) are
+one range of k-steps cut into P equal pieces, unit u taking steps [u * S // P, (u + 1) * S // P)
+of the S = (T - dp_rounds * P) * ks. Where that would cut a tile into more than
+MAX_CONTRIBUTORS + 1 pieces (few tiles left), one round fewer is whole and the range is longer.
 
-A tile cut between units is finished by the unit whose segment starts it (k-step 0, its
-"owner": the owner's last segment): the units whose first segment lies in the same tile
-(normally just the next unit) each park their f32 partial in a global workspace in the layout
-of their registers (`store_by_thread`, 16-byte coalesced stores) and signal a flag (a warp of
-the producer warpgroup signals, so the consumers go straight on to their next segment). The
-owner's producer waits for the flags in unit order and bulk-copies the partials, one ring
-slot's B buffer at a time, into the ring as extra pipeline iterations; the owner's consumers add
-them to their accumulator in that order (the same sum in every run), then run the epilogue and
-store the tile as the persistent kernel does. Each partial is its writer's first segment and
-each owner's sum its last, so an owner never waits for a unit that is still behind it.
+A unit's piece crosses tile boundaries: it is one to three segments, each a run of the ordinary
+mainloop over part of a tile's K. It runs them in reverse: the start of its last tile first (from
+k-step 0), its first tile's end last. So in every unit the split phase begins at k-step 0 at the
+same moment, and the tiles that share panels of A and B in L2 read them at about the same time,
+as whole tiles do (run the other way round, each unit starts at its own offset into K and the
+units' working set outgrows L2: 0.84x of one tile per block at 2048x2048x8192, measured).
+
+A tile cut between units is finished by the unit whose segment ends it (its last k-step: the
+"owner", its last segment): the units whose segment stops inside the tile (the previous unit, or
+the two before it, each with its first segment) park their f32 partials in a global workspace
+in the layout of their registers (`store_by_thread`, 16-byte coalesced stores) and raise a flag
+(a warp of the producer warpgroup does, so the consumers go straight on). The owner's producer
+waits for the flags in unit order and bulk-copies the partials into the ring, one slot's B
+buffer at a time, as extra pipeline iterations; the owner's consumers add them to their
+accumulator in that order (the same sum in every run), then run the epilogue and store the tile
+as the persistent kernel does. Each partial is its writer's first segment and each sum its
+owner's last, so an owner never waits for a unit that is still behind it.
 
 The workspace (grid, chunks, consumers, groups, 128, 4) f32 and the flags (grid,) int32 are the
 kernel's last two inputs; `StreamKGemm` owns them per device (the flags allocated zeroed; each
@@ -29,6 +35,7 @@ owner resets the flags it waited for, so they are zero again after every launch)
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -39,6 +46,7 @@ from .gemm_pieces import WARPGROUP, GemmTiling, load_tile, multiply, release_slo
 
 SIGNAL_BARRIER = 6  # + consumer index: the consumer's partial is parked (it arrives, the signaller syncs)
 SIGNALLER_WARP = 1  # of the producer warpgroup (warp 0 issues the TMA loads)
+MAX_CONTRIBUTORS = 8  # partials one owner may sum: beyond, one whole round fewer (longer pieces)
 
 
 @dataclass(frozen=True)
@@ -53,10 +61,13 @@ class StreamKPlan:
     def of(cls, t: GemmTiling) -> StreamKPlan:
         return cls(t.grid // t.cluster_m, t.work_items, t.k_steps)
 
-    @property
+    @functools.cached_property
     def dp_rounds(self) -> int:
         """Whole-tile rounds before the split ones (every unit takes one tile per round)."""
-        return max(0, self.items // self.units - 1)
+        whole = self.items // self.units
+        if whole and _contributors(self.units, self.items - whole * self.units, self.k_steps) > MAX_CONTRIBUTORS:
+            return whole - 1
+        return whole
 
     @property
     def dp_items(self) -> int:
@@ -72,26 +83,35 @@ class StreamKPlan:
         return unit * self.sk_steps // self.units
 
     def segments(self, unit: int) -> list[tuple[int, int, int]]:
-        """(split item, first k-step, k-steps) of unit's segments (host side, for checks and tests)."""
+        """(split item, first k-step in it, k-steps) of unit's segments in the order it runs them
+        (host side, for checks and tests)."""
         s0, s1 = self.start(unit), self.start(unit + 1)
         out = []
-        for item in range(s0 // self.k_steps, -(-s1 // self.k_steps)):
+        for item in reversed(range(s0 // self.k_steps, -(-s1 // self.k_steps))):
             lo, hi = max(s0, item * self.k_steps), min(s1, (item + 1) * self.k_steps)
             out.append((item, lo - item * self.k_steps, hi - lo))
         return out
 
     @property
     def max_contributors(self) -> int:
-        """The most units whose split range starts strictly inside one item: the partials an owner sums."""
-        starts = [self.start(u) for u in range(1, self.units)]
-        items = self.items - self.dp_items
-        return max((sum(item * self.k_steps < s < (item + 1) * self.k_steps for s in starts)
-                    for item in range(items)), default=0)
+        """The most partials an owner sums: units whose split range ends strictly inside one item."""
+        return _contributors(self.units, self.items - self.dp_items, self.k_steps)
 
     @property
     def max_steps(self) -> int:
         """The most k-steps one unit multiplies (whole tiles and its split range)."""
         return self.dp_rounds * self.k_steps + -(-self.sk_steps // self.units)
+
+
+def _contributors(units: int, items: int, k_steps: int) -> int:
+    """The most of `units` range ends (u * S // units, S = items * k_steps) strictly inside one item."""
+    total = items * k_steps
+    counts = [0] * max(items, 1)
+    for u in range(1, units):
+        end = u * total // units
+        if end % k_steps:
+            counts[end // k_steps] += 1
+    return max(counts)
 
 
 def check_stream_k(t: GemmTiling) -> None:
@@ -108,7 +128,7 @@ def check_stream_k(t: GemmTiling) -> None:
     if plan.units * (plan.sk_steps + plan.k_steps) >= 2 ** 31:
         raise ValueError(f"gemm: persistent='stream_k' schedules k-steps in 32-bit arithmetic; {t.m}x{t.n}x{t.k} "
                          f"has too many ({plan.sk_steps} split k-steps over {plan.units} units)")
-    if plan.sk_steps < plan.units:
+    if 0 < plan.sk_steps < plan.units:
         raise ValueError(f"gemm: persistent='stream_k' gives each of the {plan.units} persistent units at least one "
                          f"k-step; {t.m}x{t.n}x{t.k} in {t.tile_m}x{t.tile_n} tiles has {plan.sk_steps}: use "
                          f"persistent=False or split_k")
@@ -123,10 +143,10 @@ def stream_k_inputs(t: GemmTiling) -> tuple[dsl.ShapeDtype, dsl.ShapeDtype]:
 
 @dataclass(frozen=True)
 class _Unit:
-    """One unit's split range in a kernel: steps [s0, s1) of the split items, their pipeline
-    iterations counted on from its whole tiles'. 32-bit arithmetic (check_stream_k keeps the
-    products in range): the producer has 40 registers, and 64-bit values live through the
-    segment loop spilled there."""
+    """One unit's split range in a kernel: steps [s0, s1) of the split items, its segments run
+    last tile first, their pipeline iterations counted on from its whole tiles'. 32-bit
+    arithmetic (check_stream_k keeps the products in range): the producer has 40 registers, and
+    64-bit values live through the segment loop spilled there."""
 
     plan: StreamKPlan
     unit: Any  # i32
@@ -143,37 +163,37 @@ class _Unit:
         return self.plan.dp_rounds * self.plan.k_steps
 
     def for_segments(self, body: Callable[..., None]) -> None:
-        """body(i, split item, first k-step in it, k-steps, first pipeline iteration) per
-        segment (index values but i)."""
+        """body(i, split item, first k-step in it, k-steps, first pipeline iteration) per segment,
+        in the order run (index values but i)."""
         ks = self.plan.k_steps
-        first_item = self.s0 // ks
+        last_item = (self.s1 - 1) // ks
 
-        @dsl.for_range(0, (self.s1 + (ks - 1)) // ks - first_item, dtype="int32")
+        @dsl.for_range(0, last_item - self.s0 // ks + 1, dtype="int32")
         def _(i):
-            item = first_item + i
+            item = last_item - i
             lo = dsl.max(self.s0, item * ks)
             hi = dsl.min(self.s1, item * ks + ks)
-            body(i, *(dsl.as_index(x) for x in (item, lo - item * ks, hi - lo, lo - self.s0 + self.base)))
+            body(i, *(dsl.as_index(x) for x in (item, lo - item * ks, hi - lo, self.s1 - hi + self.base)))
 
     @property
     def writes_partial(self) -> Any:
-        """Its first segment starts inside a tile: it parks that partial for the tile's owner."""
-        return self.s0 % self.plan.k_steps != 0
+        """Its range stops inside a tile: its first segment is a partial for that tile's owner."""
+        return self.s1 % self.plan.k_steps != 0
 
     @property
     def owns_split_tile(self) -> Any:
-        """Its last segment starts a tile and stops inside it: it sums the others' partials."""
+        """Its range starts inside a tile and reaches that tile's end: its last segment sums the
+        others' partials of it."""
         ks = self.plan.k_steps
-        return (self.s1 % ks != 0) & (self.s0 <= (self.s1 - 1) // ks * ks)
+        return (self.s0 % ks != 0) & (self.s1 >= (self.s0 // ks + 1) * ks)
 
     def contributes(self, d: int) -> Any:
-        """Unit unit + d wrote a partial of this unit's last tile (d = 1, 2, ...)."""
-        ks = self.plan.k_steps
-        end = ((self.s1 - 1) // ks + 1) * ks
-        return self.plan.start(self.unit + d) < end
+        """Unit unit - d wrote a partial of this unit's first tile (d = 1, 2, ...): its range ends
+        inside the tile."""
+        return self.plan.start(self.unit - (d - 1)) > self.s0 // self.plan.k_steps * self.plan.k_steps
 
     def partial_iteration(self, t: GemmTiling, d: int, chunk: int) -> Any:
-        """Pipeline iteration of chunk `chunk` of unit + d's partial (after the last segment's k-steps)."""
+        """Pipeline iteration of chunk `chunk` of unit - d's partial (after the last segment's k-steps)."""
         return dsl.as_index(self.s1 - self.s0 + (self.base + (d - 1) * t.partial_chunks + chunk))
 
 
@@ -186,6 +206,8 @@ def produce(ctx: Any, t: GemmTiling, plan: StreamKPlan, a: Any, b: Any, ring: tu
         load_tile(ctx, t, a, b, ring, full, empty, *origin(item), (item - unit) // plan.units * plan.k_steps,
                   rank=rank)
 
+    if not plan.sk_steps:  # the tiles fill the rounds exactly
+        return
     me = _Unit.of(plan, unit)
     me.for_segments(lambda i, item, k_first, steps, first: load_tile(
         ctx, t, a, b, ring, full, empty, *origin(plan.dp_items + item), first, k_first=k_first, steps=steps,
@@ -193,7 +215,7 @@ def produce(ctx: Any, t: GemmTiling, plan: StreamKPlan, a: Any, b: Any, ring: tu
     with dsl.when(me.owns_split_tile):
         for d in range(1, plan.max_contributors + 1):
             with dsl.when(me.contributes(d)):
-                source = (unit + d) * t.cluster_m + (0 if rank is None else rank)
+                source = (unit - d) * t.cluster_m + (0 if rank is None else rank)
                 dsl.wait_signal(flags, source)
                 for chunk in range(t.partial_chunks):
                     it = me.partial_iteration(t, d, chunk)
@@ -207,6 +229,8 @@ def produce(ctx: Any, t: GemmTiling, plan: StreamKPlan, a: Any, b: Any, ring: tu
 def signal_partials(t: GemmTiling, plan: StreamKPlan, flags: Any, unit: Any, block: Any) -> None:
     """(Every producer thread.) Warp SIGNALLER_WARP waits until each consumer has parked its part of
     the unit's partial (if it writes one) and raises the block's flag."""
+    if not plan.sk_steps:
+        return
     warp = dsl.thread_in_warpgroup() // 32
     with dsl.when((warp == SIGNALLER_WARP) & _Unit.of(plan, unit).writes_partial):
         for wg in range(t.consumers):
@@ -219,8 +243,8 @@ def consume(ctx: Any, t: GemmTiling, plan: StreamKPlan, ring: tuple, chunks: Any
             workspace: Any, wg: Any, unit: Any, block: Any, peer: Any, origin: Callable[[Any], tuple],
             finish: Callable[[dsl.FragmentedArray, Any, Any], None]) -> None:
     """(A consumer warpgroup.) The unit's whole tiles, then its split segments: a segment that
-    starts its tile is finished here (`finish(acc, row0, col0)`: epilogue and store), after the
-    contributors' partials are added if it stops inside the tile; one that does not parks its
+    ends its tile is finished here (`finish(acc, row0, col0)`: epilogue and store), after the
+    contributors' partials are added if it started inside the tile; one that does not parks its
     partial for the owner."""
     @dsl.for_range(unit, plan.dp_items, plan.units)
     def _(item):
@@ -228,16 +252,21 @@ def consume(ctx: Any, t: GemmTiling, plan: StreamKPlan, ring: tuple, chunks: Any
                        release_last=True, peer=peer)
         finish(acc, *origin(item))
 
+    if not plan.sk_steps:
+        return
     me = _Unit.of(plan, unit)
+    # decided before the segment loop: predicates, not integers kept live through the mainloops
+    contributors = [me.contributes(d) for d in range(1, plan.max_contributors + 1)]
+    after = me.partial_iteration(t, 1, 0)
 
     def segment(i, item, k_first, steps, first):
         acc = multiply(ctx, t, ring, full, empty, wg, first, release_last=True, steps=steps, peer=peer)
-        starts_tile = k_first == 0
-        owner = starts_tile & (k_first + steps != plan.k_steps)
-        acc = dsl.if_else(owner, lambda: _add_partials(ctx, t, plan, me, acc, chunks, full, empty, wg, peer),
-                          lambda: acc)
+        ends_tile = k_first + steps == plan.k_steps
+        owner = ends_tile & (k_first != 0)
+        acc = dsl.if_else(owner, lambda: _add_partials(ctx, t, contributors, after, acc, chunks, full, empty, wg,
+                                                       peer), lambda: acc)
         row0, col0 = origin(plan.dp_items + item)
-        dsl.if_else(starts_tile, lambda: finish(acc, row0, col0),
+        dsl.if_else(ends_tile, lambda: finish(acc, row0, col0),
                     lambda: _park(ctx, t, acc, workspace, block, wg))
 
     me.for_segments(segment)
@@ -252,9 +281,10 @@ def _park(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, workspace: Any, blo
         dsl.named_barrier(SIGNAL_BARRIER + wg, WARPGROUP + 32, arrive=True)
 
 
-def _add_partials(ctx: Any, t: GemmTiling, plan: StreamKPlan, me: _Unit, acc: dsl.FragmentedArray, chunks: Any,
+def _add_partials(ctx: Any, t: GemmTiling, contributors: list, after: Any, acc: dsl.FragmentedArray, chunks: Any,
                   full: Any, empty: Any, wg: Any, peer: Any) -> dsl.FragmentedArray:
-    """The accumulator plus every contributor's partial, in unit order, read from the ring."""
+    """The accumulator plus the partials of unit - 1, unit - 2, ... (where `contributors[d - 1]`
+    holds), in that order, read from the ring from pipeline iteration `after` on."""
     width = t.partial_width
     layout = dsl.WGMMAFragLayout(width, t.consumer_rows)
     pieces = [acc.columns(chunk * width, width) for chunk in range(t.partial_chunks)]
@@ -262,7 +292,7 @@ def _add_partials(ctx: Any, t: GemmTiling, plan: StreamKPlan, me: _Unit, acc: ds
     def add(d: int, pieces: list) -> list:
         out = []
         for chunk, piece in enumerate(pieces):
-            it = me.partial_iteration(t, d, chunk)
+            it = after + ((d - 1) * t.partial_chunks + chunk)
             with ctx.named_region("wait_data"):
                 full.wait_for_iteration(it)
             part = dsl.FragmentedArray.load_by_thread(dsl.memref_slice(chunks, (it % t.stages, wg)), layout, pack=2)
@@ -271,8 +301,8 @@ def _add_partials(ctx: Any, t: GemmTiling, plan: StreamKPlan, me: _Unit, acc: ds
             out.append(dsl.optimization_barrier(piece + part)[0])
         return out
 
-    for d in range(1, plan.max_contributors + 1):
-        pieces = dsl.if_else(me.contributes(d), lambda d=d, pieces=pieces: add(d, pieces), lambda pieces=pieces: pieces)
+    for d, contributes in enumerate(contributors, start=1):
+        pieces = dsl.if_else(contributes, lambda d=d, pieces=pieces: add(d, pieces), lambda pieces=pieces: pieces)
     return dsl.FragmentedArray.from_columns(pieces)
 
 
