@@ -216,7 +216,8 @@ def produce(ctx: Any, t: GemmTiling, plan: StreamKPlan, a: Any, b: Any, ring: tu
         for d in range(1, plan.max_contributors + 1):
             with dsl.when(me.contributes(d)):
                 source = (unit - d) * t.cluster_m + (0 if rank is None else rank)
-                dsl.wait_signal(flags, source)
+                with ctx.named_region("flag"):
+                    dsl.wait_signal(flags, source)
                 for chunk in range(t.partial_chunks):
                     it = me.partial_iteration(t, d, chunk)
                     with ctx.named_region("load"):
@@ -301,8 +302,9 @@ def _add_partials(ctx: Any, t: GemmTiling, contributors: list, after: Any, acc: 
             out.append(dsl.optimization_barrier(piece + part)[0])
         return out
 
-    for d, contributes in enumerate(contributors, start=1):
-        pieces = dsl.if_else(contributes, lambda d=d, pieces=pieces: add(d, pieces), lambda pieces=pieces: pieces)
+    with ctx.named_region("sum"):
+        for d, contributes in enumerate(contributors, start=1):
+            pieces = dsl.if_else(contributes, lambda d=d, pieces=pieces: add(d, pieces), lambda pieces=pieces: pieces)
     return dsl.FragmentedArray.from_columns(pieces)
 
 
