@@ -99,7 +99,7 @@ def _sweep(problems: list[Problem], figures: dict, rows: list, kind: str, one) -
 
 
 def _describe(config: dict) -> str:
-    scheme = {True: " persistent", "pingpong": " pingpong"}.get(config.get("persistent"), "")
+    scheme = {True: " persistent", "pingpong": " pingpong", "stream_k": " stream-K"}.get(config.get("persistent"), "")
     if config.get("swap_ab"):
         scheme += " swap_ab"
     if config.get("cluster_m", 1) > 1:

@@ -93,8 +93,12 @@ def space(p: Problem, persistent: bool = True, split_k: bool = True, dtype: str 
         if persistent and -(-p.m // tile_m) * -(-p.n // tile_n) > SMS:
             choices.append((tile_m, tile_n, True, 1, ONE, 1, False))
             choices.append((tile_m, tile_n, "pingpong", 1, ONE, 1, False))  # where a whole tile fits one consumer
+            if tile_m * tile_n >= 128 * 128:  # the last waves' tiles split over K (gemm_stream_k.py)
+                choices.append((tile_m, tile_n, "stream_k", 1, ONE, 1, False))
             if tile_n in (128, 256):
                 choices.append((tile_m, tile_n, True, 1, ONE, 2, False))
+                if tile_m * tile_n >= 128 * 128:
+                    choices.append((tile_m, tile_n, "stream_k", 1, ONE, 2, False))
         if split_k:  # FP8: in a cluster only (its scales apply to the sums)
             reduces = ("cluster", "workspace") if dtype == "bfloat16" else ("cluster",)
             for s in split_choices(p, tile_m, tile_n, 64 if dtype == "bfloat16" else 128):
@@ -156,11 +160,11 @@ def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tup
     return sorted(results, key=lambda result: result[0])  # by time only: choices mix bools and strings
 
 
-SCHEMES = {False: "", True: " persistent", "pingpong": " pingpong"}
+SCHEMES = {False: "", True: " persistent", "pingpong": " pingpong", "stream_k": " stream-K"}
 
 
 def scheme(choice: Choice) -> str:
-    """' swap-AB', ' persistent', ' pingpong', ' multicast', ' split-K' or '' (one-tile blocks)."""
+    """' swap-AB', ' persistent', ' pingpong', ' stream-K', ' multicast', ' split-K' or '' (one-tile blocks)."""
     if choice[6]:
         return " swap-AB"
     return " split-K" if choice[3] > 1 else " multicast" if choice[5] > 1 else SCHEMES[choice[2]]
@@ -217,15 +221,15 @@ def main() -> None:
                     "(fastest correct candidate, blocking-kernel CUDA-event timing); read by gemm_configs.py")
     names = [*SCHEMES.values(), " multicast", " split-K", " swap-AB"]
     rows = [("dtype", "problem", "best", "ms", "runner-up", "ms", "one-tile ms", "persistent ms", "pingpong ms",
-             "multicast ms", "split-K ms", "swap-AB ms", "tried")]
+             "stream-K ms", "multicast ms", "split-K ms", "swap-AB ms", "tried")]
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     for dtype, p in work:
         if args.budget_s is not None and time.perf_counter() - t0 > args.budget_s:
-            rows.append((dtype, p.key, "skipped (time)", "", "", "", "", "", "", "", "", "", "0"))
+            rows.append((dtype, p.key, "skipped (time)", "", "", "", "", "", "", "", "", "", "", "0"))
             continue
         results = time_candidates(p, dtype, compiled[(dtype, p)], torch)
         if not results:
-            rows.append((dtype, p.key, "none correct", "", "", "", "", "", "", "", "", "", "0"))
+            rows.append((dtype, p.key, "none correct", "", "", "", "", "", "", "", "", "", "", "0"))
             continue
         (best_ms, (tile_m, tile_n, persistent, split_k, reduce, cluster_m, swap_ab), _), *rest = results
         table_for_device[shape_key(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)] = {
