@@ -142,8 +142,9 @@ def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tup
         if cand.status != "built":
             continue
         choice = cand.config["choice"]
-        # a split-K candidate is two kernels: built again here (from the compile cache)
-        one_kernel = choice[3] == 1 or choice[4] == "cluster"
+        # a split-K candidate is two kernels, a stream-K one a kernel with its workspace: built
+        # again here (from the compile cache)
+        one_kernel = (choice[3] == 1 or choice[4] == "cluster") and choice[2] != "stream_k"
         kern = Kernel(cand.compiled) if one_kernel else build(dtype, p.m, p.n, p.k, p.transpose_b, choice)
         out.fill_(float("nan"))
         kern(*views[0], *scales, out=out_view)
