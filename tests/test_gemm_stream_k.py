@@ -167,3 +167,15 @@ def test_stream_k_refuses_a_custom_mainloop():
     t = resolve_tiling(4096, 4096, 4096, tile_m=128, tile_n=256, persistent="stream_k")
     with pytest.raises(ValueError, match=r"persistent='stream_k' need the built-in mainloop"):
         tiled_gemm_definition(t, mainloop=lambda *args: None)
+
+
+def test_stream_k_exports_with_its_buffers_as_inputs(tmp_path):
+    """The exported module's launcher takes the workspace and the flags after a and b."""
+    import ast
+
+    k = make_gemm(4096, 4096, 4096, tile_m=128, tile_n=256, persistent="stream_k")
+    path = k.export(str(tmp_path / "gemm_sk.py"))
+    source = open(path).read()
+    ast.parse(source)
+    for shape in ("(132, 4, 2, 8, 128, 4)", "(132,)"):
+        assert shape in source.replace("[", "(").replace("]", ")")

@@ -24,7 +24,10 @@ order: the producer loads the next tile during the epilogue, which streams the t
 TMA box at a time through small slots of its own (gemm_pieces.stream_tile: 32 KB for 128x256
 tiles, so the ring keeps 4 stages) and waits for no store to finish; persistent="pingpong"
 gives the two consumers alternate whole tiles, taking turns at the ring (named barriers) so
-that their mbarrier waits stay in pipeline order. cluster_m=2 (with persistent=True) runs the
+that their mbarrier waits stay in pipeline order; persistent="stream_k" balances the last
+wave: the tiles left after the whole rounds are cut over K into equal ranges, one per block,
+partial tiles handed to the block that finishes each tile through a global workspace and
+release/acquire flags (gemm_stream_k.py). cluster_m=2 (with persistent=True or "stream_k") runs the
 blocks in (2, 1) clusters on vertically adjacent tiles that share B by TMA multicast; each
 consumer warp releases a slot in both blocks (a peer mbarrier arrival at cta scope: at cluster
 scope it waited ~0.5 us per k-step for the warp's writes, which is what made the first multicast
@@ -191,7 +194,7 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
               stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
               split_k: int | None = None, split_k_reduce: str | None = None, cluster_m: int | None = None,
               swap_ab: bool | None = None, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
-              **options) -> mgpu_lab.Kernel | PaddedGemm | SplitKGemm:
+              **options) -> mgpu_lab.Kernel | PaddedGemm | SplitKGemm | StreamKGemm:
     """C (m, n) = epilogue(A (m, k) @ B), B of shape (k, n), or (n, k) with transpose_b=True.
 
     Call it as `kernel(a, b, *epilogue_arrays)`. epilogue: `f(acc, tile, *refs) -> FragmentedArray`
@@ -199,7 +202,10 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     gemm_epilogues.py); epilogue_inputs: the ShapeDtypes (or (shape, dtype)) of its arrays.
     persistent: True launches one block per SM that loops over the tiles, loading the next tile
     during the epilogue; "pingpong" also gives the two consumers alternate whole tiles, so one's
-    epilogue overlaps the other's tensor-core work.
+    epilogue overlaps the other's tensor-core work; "stream_k" splits the tiles left after the
+    whole rounds over K so every block gets the same k-steps, handing partial tiles over
+    through a workspace and flags the returned `StreamKGemm` keeps (gemm_stream_k.py; combines
+    with cluster_m=2).
     split_k: > 1 splits K over that many blocks per tile; for shapes whose tiles fill few SMs
     over a long K. split_k_reduce: how the slices are summed (gemm_split_k.py): "cluster" (the
     default up to 8 slices) by the tile's blocks, a cluster, through distributed shared memory
@@ -545,5 +551,5 @@ def reference_gemm(a: np.ndarray, b: np.ndarray, transpose_b: bool = False) -> n
     return a32 @ (b32.T if transpose_b else b32)
 
 
-__all__ = ["GemmTiling", "PaddedGemm", "SplitKGemm", "build_gemm_kernel", "default_stages", "gemm_definition", "gemm_smem_bytes",
+__all__ = ["GemmTiling", "PaddedGemm", "SplitKGemm", "StreamKGemm", "build_gemm_kernel", "default_stages", "gemm_definition", "gemm_smem_bytes",
            "make_gemm", "reference_gemm", "resolve_tiling", "tiled_gemm_definition"]

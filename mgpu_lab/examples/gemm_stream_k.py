@@ -359,6 +359,13 @@ class StreamKGemm:
         *inputs, out = arrays
         self.kernel.launch_unchecked(*inputs, *self.buffers(), out, stream=stream)
 
+    def export(self, path: str, overwrite: bool = False) -> Any:
+        """Write the kernel as a standalone module (`Kernel.export`). Its launcher takes the
+        workspace and the flags as its last two inputs: shapes and dtypes as
+        `stream_k_inputs(self.tiling)` (its `inputs` list them), the flags zeroed once; one
+        launch at a time per pair of buffers."""
+        return self.kernel.export(path, overwrite=overwrite)
+
     def as_torch_op(self, qualname: str) -> Any:
         """Register as the PyTorch custom op `qualname`, like `Kernel.as_torch_op`; the workspace
         and (zeroed) flags come from torch's allocator on every call."""
