@@ -93,11 +93,12 @@ def space(p: Problem, persistent: bool = True, split_k: bool = True, dtype: str 
         if persistent and -(-p.m // tile_m) * -(-p.n // tile_n) > SMS:
             choices.append((tile_m, tile_n, True, 1, ONE, 1, False))
             choices.append((tile_m, tile_n, "pingpong", 1, ONE, 1, False))  # where a whole tile fits one consumer
-            if tile_m * tile_n >= 128 * 128:  # the last waves' tiles split over K (gemm_stream_k.py)
+            stream_k = tile_m * tile_n >= 128 * 128  # the last waves' tiles split over K (gemm_stream_k.py)
+            if stream_k:
                 choices.append((tile_m, tile_n, "stream_k", 1, ONE, 1, False))
             if tile_n in (128, 256):
                 choices.append((tile_m, tile_n, True, 1, ONE, 2, False))
-                if tile_m * tile_n >= 128 * 128:
+                if stream_k:
                     choices.append((tile_m, tile_n, "stream_k", 1, ONE, 2, False))
         if split_k:  # FP8: in a cluster only (its scales apply to the sums)
             reduces = ("cluster", "workspace") if dtype == "bfloat16" else ("cluster",)

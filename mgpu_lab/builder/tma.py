@@ -114,7 +114,8 @@ def _parse_slice(gmem_slice: Any, shape: Sequence[int]) -> tuple[list[int | ir.V
     return starts, sizes, squeezed
 
 
-def _contiguous_shape(ref_type: ir.MemRefType, what: str) -> tuple[int, ...]:
+def _contiguous_shape(ref_type: ir.MemRefType, what: str, op: str = "async_copy",
+                      kind: str = "smem buffer") -> tuple[int, ...]:
     shape = tuple(ref_type.shape)
     strides, _ = ref_type.get_strides_and_offset()
     expected, acc = [], 1
@@ -122,7 +123,7 @@ def _contiguous_shape(ref_type: ir.MemRefType, what: str) -> tuple[int, ...]:
         expected.insert(0, acc)
         acc *= d
     if any(s != e for s, e, d in zip(strides, expected, shape) if d != 1):
-        raise ValueError(f"async_copy: {what} must be a contiguous row-major smem buffer, got {ref_type}")
+        raise ValueError(f"{op}: {what} must be a contiguous row-major {kind}, got {ref_type}")
     return shape
 
 
@@ -372,14 +373,8 @@ def async_bulk_load(*, src_ref: ir.Value, dst_ref: ir.Value, barrier: BarrierRef
     if not isinstance(barrier, BarrierRef):
         raise TypeError(f"async_bulk_load: barrier must be a BarrierRef (e.g. barriers[i]), got "
                         f"{type(barrier).__name__}")
-    nbytes = []
-    for name, ref_type in (("src_ref", src_type), ("dst_ref", dst_type)):
-        shape = tuple(ref_type.shape)
-        strides, _ = ref_type.get_strides_and_offset()
-        expected = [math.prod(shape[i + 1:]) for i in range(len(shape))]
-        if any(s != e for s, e, d in zip(strides, expected, shape) if d != 1):
-            raise ValueError(f"async_bulk_load: {name} must be a contiguous row-major view, got {ref_type}")
-        nbytes.append(math.prod(shape) * bitwidth(ref_type.element_type) // 8)
+    nbytes = [math.prod(_contiguous_shape(ref_type, name, "async_bulk_load", "view"))
+              * bitwidth(ref_type.element_type) // 8 for name, ref_type in (("src_ref", src_type), ("dst_ref", dst_type))]
     if nbytes[0] != nbytes[1] or nbytes[0] % 16:
         raise ValueError(f"async_bulk_load: src_ref and dst_ref must hold the same bytes, a multiple of 16; got "
                          f"{nbytes[0]} and {nbytes[1]}")

@@ -192,9 +192,16 @@ class _Unit:
         inside the tile."""
         return self.plan.start(self.unit - (d - 1)) > self.s0 // self.plan.k_steps * self.plan.k_steps
 
-    def partial_iteration(self, t: GemmTiling, d: int, chunk: int) -> Any:
-        """Pipeline iteration of chunk `chunk` of unit - d's partial (after the last segment's k-steps)."""
-        return dsl.as_index(self.s1 - self.s0 + (self.base + (d - 1) * t.partial_chunks + chunk))
+    @property
+    def partials_first_iteration(self) -> Any:
+        """Pipeline iteration of the first partial chunk (after the last segment's k-steps); chunk c
+        of unit - d's partial follows at `partial_offset(t, d, c)`."""
+        return dsl.as_index(self.s1 - self.s0 + self.base)
+
+
+def partial_offset(t: GemmTiling, d: int, chunk: int) -> int:
+    """Iterations from an owner's first partial chunk to chunk `chunk` of unit - d's partial."""
+    return (d - 1) * t.partial_chunks + chunk
 
 
 def produce(ctx: Any, t: GemmTiling, plan: StreamKPlan, a: Any, b: Any, ring: tuple, chunks: Any, full: Any,
@@ -213,13 +220,14 @@ def produce(ctx: Any, t: GemmTiling, plan: StreamKPlan, a: Any, b: Any, ring: tu
         ctx, t, a, b, ring, full, empty, *origin(plan.dp_items + item), first, k_first=k_first, steps=steps,
         rank=rank))
     with dsl.when(me.owns_split_tile):
+        after = me.partials_first_iteration
         for d in range(1, plan.max_contributors + 1):
             with dsl.when(me.contributes(d)):
                 source = (unit - d) * t.cluster_m + (0 if rank is None else rank)
                 with ctx.named_region("flag"):
                     dsl.wait_signal(flags, source)
                 for chunk in range(t.partial_chunks):
-                    it = me.partial_iteration(t, d, chunk)
+                    it = after + partial_offset(t, d, chunk)
                     with ctx.named_region("load"):
                         empty.wait_for_iteration(it, flip=True)
                         bar, _ = full.for_iteration(it)
@@ -258,7 +266,7 @@ def consume(ctx: Any, t: GemmTiling, plan: StreamKPlan, ring: tuple, chunks: Any
     me = _Unit.of(plan, unit)
     # decided before the segment loop: predicates, not integers kept live through the mainloops
     contributors = [me.contributes(d) for d in range(1, plan.max_contributors + 1)]
-    after = me.partial_iteration(t, 1, 0)
+    after = me.partials_first_iteration
 
     def segment(i, item, k_first, steps, first):
         acc = multiply(ctx, t, ring, full, empty, wg, first, release_last=True, steps=steps, peer=peer)
@@ -293,7 +301,7 @@ def _add_partials(ctx: Any, t: GemmTiling, contributors: list, after: Any, acc: 
     def add(d: int, pieces: list) -> list:
         out = []
         for chunk, piece in enumerate(pieces):
-            it = after + ((d - 1) * t.partial_chunks + chunk)
+            it = after + partial_offset(t, d, chunk)
             with ctx.named_region("wait_data"):
                 full.wait_for_iteration(it)
             part = dsl.FragmentedArray.load_by_thread(dsl.memref_slice(chunks, (it % t.stages, wg)), layout, pack=2)
