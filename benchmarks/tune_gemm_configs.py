@@ -28,6 +28,7 @@ import os
 import statistics
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from common import table
@@ -42,9 +43,15 @@ from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
 from mgpu_lab.examples.gemm_split_k import MAX_CLUSTER_SPLIT, SPLIT_K_MIN_STEPS, even_split_k
 
 TILES = [(128, 256), (128, 128), (256, 128), (128, 64), (256, 64), (64, 256), (64, 128), (64, 64), (64, 32)]
-NT_TILES = [(64, 96), (64, 160), (64, 224)]  # B (n, k) tiles any multiple of 16 wide: fill 128 SMs with N = 6144, 10240, 28672
+# B (n, k) tiles any multiple of 16 wide: fill 128 SMs with N = 6144, 10240, 28672; 128x192 makes
+# 1024x6144 two even waves (cuBLAS's pick there, benchmarks/peer_kernels.py)
+NT_TILES = [(64, 96), (64, 160), (64, 224), (128, 192)]
 TOLERANCE = {"bfloat16": 1e-2, "float8_e4m3fn": 2e-2}
 SPLITS = (2, 3, 4, 6, 8)
+# raster groups of tile rows (make_gemm's group_m) where the tiles take GROUP_WAVES waves or more: a
+# wave of 128x256 tiles 16 rows high is about square (less of A and B read from DRAM per wave)
+GROUPS = (8, 16)
+GROUP_WAVES = 4
 SPLIT_WAVES = 2.1  # split-K blocks may take up to about two waves (a ragged M wastes a tile's rows anyway)
 
 
@@ -74,54 +81,66 @@ def swap_choices(p: Problem, split_k: bool = True, tile_k: int = 64) -> list:
             tiles = -(-p.n // tile_m)
             splits = {even_split_k(k_tiles, s) for s in SPLITS if split_k and s <= MAX_CLUSTER_SPLIT
                       and tiles * s <= SPLIT_WAVES * SMS and k_tiles // s >= SPLIT_K_MIN_STEPS}
-            choices += [(tile_m, width, False, s, ONE, 1, True) for s in sorted(splits | {1})]
+            choices += [Choice(tile_m, width, split_k=s, swap_ab=True) for s in sorted(splits | {1})]
     return choices
 
 
 def space(p: Problem, persistent: bool = True, split_k: bool = True, dtype: str = "bfloat16") -> dict:
-    """(tile_m, tile_n, persistent, split_k, split_k_reduce, cluster_m, swap_ab) as one axis: 256-row tiles
-    only where M has the rows, the persistent kernels (True, 'pingpong', and True in multicast
-    pairs for 128/256-column tiles; unless persistent=False) only where the tiles take more than
-    one wave, split-K (unless split_k=False) where they take less, its slices summed in a cluster
-    (up to 8) and, for bf16, through a workspace; swap_ab (`swap_choices`) for m <= 256."""
+    """`Choice`s as one axis: 256-row tiles only where M has the rows, the persistent kernels (True,
+    'pingpong', 'stream_k', and True / 'stream_k' in multicast pairs for 128/256-column tiles;
+    unless persistent=False) only where the tiles take more than one wave, with wider raster
+    groups (`GROUPS`) where they take many; split-K (unless split_k=False) where they take less,
+    its slices summed in a cluster (up to 8) and, for bf16, through a workspace; swap_ab
+    (`swap_choices`) for m <= 256."""
     choices = []
     big = -(-p.m // 128) * -(-p.n // 256) >= SMS  # compute-bound: small tiles only lose
     for tile_m, tile_n in TILES + (NT_TILES if p.transpose_b else []):
         if tile_m >= 2 * max(64, p.m) or big and tile_m * tile_n < 128 * 128:  # 256 rows for M = 129
             continue
-        choices.append((tile_m, tile_n, False, 1, ONE, 1, False))
-        if persistent and -(-p.m // tile_m) * -(-p.n // tile_n) > SMS:
-            choices.append((tile_m, tile_n, True, 1, ONE, 1, False))
-            choices.append((tile_m, tile_n, "pingpong", 1, ONE, 1, False))  # where a whole tile fits one consumer
+        choices.append(Choice(tile_m, tile_n))
+        tiles = -(-p.m // tile_m) * -(-p.n // tile_n)
+        if persistent and tiles > SMS:
             stream_k = tile_m * tile_n >= 128 * 128  # the last waves' tiles split over K (gemm_stream_k.py)
-            if stream_k:
-                choices.append((tile_m, tile_n, "stream_k", 1, ONE, 1, False))
+            schemes = [(True, 1), ("pingpong", 1)] + [("stream_k", 1)] * stream_k  # pingpong: where a tile fits one consumer
             if tile_n in (128, 256):
-                choices.append((tile_m, tile_n, True, 1, ONE, 2, False))
-                if stream_k:
-                    choices.append((tile_m, tile_n, "stream_k", 1, ONE, 2, False))
+                schemes += [(True, 2)] + [("stream_k", 2)] * stream_k
+            groups = GROUPS if tiles >= GROUP_WAVES * SMS and tile_m * tile_n >= 128 * 192 else (8,)
+            choices += [Choice(tile_m, tile_n, scheme, cluster_m=cluster_m, group_m=g)
+                        for scheme, cluster_m in schemes for g in groups]
         if split_k:  # FP8: in a cluster only (its scales apply to the sums)
             reduces = ("cluster", "workspace") if dtype == "bfloat16" else ("cluster",)
             for s in split_choices(p, tile_m, tile_n, 64 if dtype == "bfloat16" else 128):
-                choices += [(tile_m, tile_n, False, s, reduce, 1, False) for reduce in reduces
+                choices += [Choice(tile_m, tile_n, split_k=s, reduce=reduce) for reduce in reduces
                             if reduce == "workspace" or s <= MAX_CLUSTER_SPLIT]
     choices += swap_choices(p, split_k, 64 if dtype == "bfloat16" else 128)
     return {"choice": choices}
 
 
-Choice = tuple[int, int, bool | str, int, str, int, bool]
 ONE = "cluster"  # split_k_reduce of one-slice choices (unused)
 
 
+class Choice(NamedTuple):
+    """One candidate: make_gemm's tiling keywords (reduce: split_k_reduce)."""
+
+    tile_m: int
+    tile_n: int
+    persistent: bool | str = False
+    split_k: int = 1
+    reduce: str = ONE
+    cluster_m: int = 1
+    swap_ab: bool = False
+    group_m: int = 8
+
+
 def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, choice: Choice):
-    """make_gemm / make_fp8_gemm with one (tile_m, tile_n, persistent, split_k, reduce, cluster_m, swap_ab)
-    (picklable for the process pool; a split-K GEMM's worker compiles both kernels into the compile cache)."""
-    tile_m, tile_n, persistent, split_k, reduce, cluster_m, swap_ab = choice
+    """make_gemm / make_fp8_gemm with one `Choice` (picklable for the process pool; a split-K GEMM's
+    worker compiles both kernels into the compile cache)."""
+    c = Choice(*choice)
+    tiling = dict(tile_m=c.tile_m, tile_n=c.tile_n, persistent=c.persistent, cluster_m=c.cluster_m,
+                  split_k=c.split_k, swap_ab=c.swap_ab, group_m=c.group_m)
     if dtype == "float8_e4m3fn":
-        return make_fp8_gemm(m, n, k, tile_m=tile_m, tile_n=tile_n, persistent=persistent, cluster_m=cluster_m,
-                             split_k=split_k, swap_ab=swap_ab)
-    return make_gemm(m, n, k, transpose_b=transpose_b, tile_m=tile_m, tile_n=tile_n, persistent=persistent,
-                     split_k=split_k, split_k_reduce=reduce, cluster_m=cluster_m, swap_ab=swap_ab)
+        return make_fp8_gemm(m, n, k, **tiling)
+    return make_gemm(m, n, k, transpose_b=transpose_b, split_k_reduce=c.reduce, **tiling)
 
 
 def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tuple[float, tuple, float]]:
@@ -145,7 +164,7 @@ def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tup
         choice = cand.config["choice"]
         # a split-K candidate is two kernels, a stream-K one a kernel with its workspace: built
         # again here (from the compile cache)
-        one_kernel = (choice[3] == 1 or choice[4] == "cluster") and choice[2] != "stream_k"
+        one_kernel = (choice.split_k == 1 or choice.reduce == "cluster") and choice.persistent != "stream_k"
         kern = Kernel(cand.compiled) if one_kernel else build(dtype, p.m, p.n, p.k, p.transpose_b, choice)
         out.fill_(float("nan"))
         kern(*views[0], *scales, out=out_view)
@@ -167,15 +186,16 @@ SCHEMES = {False: "", True: " persistent", "pingpong": " pingpong", "stream_k": 
 
 def scheme(choice: Choice) -> str:
     """' swap-AB', ' persistent', ' pingpong', ' stream-K', ' multicast', ' split-K' or '' (one-tile blocks)."""
-    if choice[6]:
+    if choice.swap_ab:
         return " swap-AB"
-    return " split-K" if choice[3] > 1 else " multicast" if choice[5] > 1 else SCHEMES[choice[2]]
+    return " split-K" if choice.split_k > 1 else " multicast" if choice.cluster_m > 1 else SCHEMES[choice.persistent]
 
 
 def describe(choice: Choice) -> str:
-    tile_m, tile_n, persistent, split_k, reduce, cluster_m, swap_ab = choice
-    return (f"{tile_m}x{tile_n}{SCHEMES[persistent]}" + (" swap_ab" if swap_ab else "")
-            + (" multicast" if cluster_m > 1 else "") + (f" split_k={split_k} {reduce}" if split_k > 1 else ""))
+    c = choice
+    return (f"{c.tile_m}x{c.tile_n}{SCHEMES[c.persistent]}" + (" swap_ab" if c.swap_ab else "")
+            + (" multicast" if c.cluster_m > 1 else "") + (f" split_k={c.split_k} {c.reduce}" if c.split_k > 1 else "")
+            + (f" group_m={c.group_m}" if c.group_m != 8 else ""))
 
 
 def save(data: dict) -> None:
@@ -233,13 +253,13 @@ def main() -> None:
         if not results:
             rows.append((dtype, p.key, "none correct", "", "", "", "", "", "", "", "", "", "", "0"))
             continue
-        (best_ms, (tile_m, tile_n, persistent, split_k, reduce, cluster_m, swap_ab), _), *rest = results
+        (best_ms, best, _), *rest = results
         table_for_device[shape_key(p.m, p.n, p.k, transpose_b=p.transpose_b, dtype=dtype)] = {
-            "tile_m": tile_m, "tile_n": tile_n, "group_m": 8, "persistent": persistent,
-            "split_k": split_k,
-            **({"split_k_reduce": reduce} if split_k > 1 else {}),
-            **({"cluster_m": cluster_m} if cluster_m > 1 else {}),
-            **({"swap_ab": True} if swap_ab else {}),
+            "tile_m": best.tile_m, "tile_n": best.tile_n, "group_m": best.group_m, "persistent": best.persistent,
+            "split_k": best.split_k,
+            **({"split_k_reduce": best.reduce} if best.split_k > 1 else {}),
+            **({"cluster_m": best.cluster_m} if best.cluster_m > 1 else {}),
+            **({"swap_ab": True} if best.swap_ab else {}),
             "median_ms": round(best_ms, 5), "candidates": len(results), "tuned_utc": stamp}
         runner = rest[0] if rest else None
         by_scheme = [min((ms for ms, choice, _ in results if scheme(choice) == name), default=None)

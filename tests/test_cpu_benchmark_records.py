@@ -164,15 +164,34 @@ def test_the_tuner_tries_split_k_where_tiles_leave_sms_idle_and_only_there():
 
     ragged = space(Problem(129, 4096, 4104, True, "ragged decode"))["choice"]
     plain = [c for c in ragged if not c[6]]
-    splits = {(tm, tn, s) for tm, tn, _, s, _, _, _ in plain if s > 1}
-    assert {reduce for *_, s, reduce, _, _ in plain if s > 1} == {"cluster", "workspace"}  # both ways of summing
+    splits = {(c.tile_m, c.tile_n, c.split_k) for c in plain if c.split_k > 1}
+    assert {c.reduce for c in plain if c.split_k > 1} == {"cluster", "workspace"}  # both ways of summing
     assert (128, 256, 4) in splits and (64, 256, 3) in splits
     for tm, tn, s in splits:
         assert -(-129 // tm) * -(-4096 // tn) * s <= SPLIT_WAVES * SMS and -(-4104 // 64) // s >= 8
     square = space(Problem(8192, 8192, 8192, False, "square"))["choice"]
-    assert all(s == 1 for _, _, _, s, _, _, _ in square)
-    assert any(cluster_m == 2 for *_, cluster_m, _ in square)  # multicast pairs where the tiles take waves
-    assert not any(swap for *_, swap in square)
+    assert all(c.split_k == 1 for c in square)
+    assert any(c.cluster_m == 2 for c in square)  # multicast pairs where the tiles take waves
+    assert not any(c.swap_ab for c in square)
+
+
+def test_the_tuner_tries_wider_raster_groups_where_tiles_take_many_waves_only():
+    """8192^3 in 128x256 tiles is 15.5 waves: its persistent and stream-K candidates of 128x256 and 256x128 come with
+    group_m 8 and 16; 2048^3 (128 tiles of 128x256) gets group_m 8 only. B (n, k) problems get
+    128x192 tiles (1024x6144 in two even waves)."""
+    from gemm_sweep import Problem
+    from tune_gemm_configs import GROUPS, space
+
+    square = space(Problem(8192, 8192, 8192, False, "square"))["choice"]
+    wide = {(c.tile_m, c.tile_n, c.persistent, c.cluster_m) for c in square if c.group_m == 16}
+    assert (128, 256, True, 1) in wide and (128, 256, "stream_k", 2) in wide and (256, 128, True, 2) in wide
+    assert all((c.tile_m, c.tile_n, c.persistent, c.cluster_m) in wide for c in square
+               if c.group_m == 8 and c.persistent and c.tile_m * c.tile_n >= 128 * 192)
+    assert {c.group_m for c in square} == set(GROUPS)
+    assert {c.group_m for c in space(Problem(2048, 2048, 2048, False, "square"))["choice"]} == {8}
+    nt = space(Problem(1024, 6144, 4096, True, "qkv"))["choice"]
+    assert any((c.tile_m, c.tile_n, c.persistent) == (128, 192, False) for c in nt)
+    assert not any(c.tile_n == 192 for c in space(Problem(1024, 6144, 4096, False, "B (k, n)"))["choice"])
 
 
 def test_the_tuner_tries_swap_ab_for_skinny_a_only():
@@ -182,10 +201,10 @@ def test_the_tuner_tries_swap_ab_for_skinny_a_only():
     from tune_gemm_configs import space
 
     ragged = [c for c in space(Problem(129, 4096, 4104, True, "ragged decode"))["choice"] if c[6]]
-    assert {tn for _, tn, *_ in ragged} == {136, 144} and (128, 144, False, 3, "cluster", 1, True) in ragged
-    assert all(persistent is False and (s == 1 or reduce == "cluster") for _, _, persistent, s, reduce, _, _ in ragged)
-    decode = [c for c in space(Problem(16, 6144, 4096, True, "decode"))["choice"] if c[6]]
-    assert (64, 16, False, 1, "cluster", 1, True) in decode
+    assert {c.tile_n for c in ragged} == {136, 144} and (128, 144, False, 3, "cluster", 1, True, 8) in ragged
+    assert all(c.persistent is False and (c.split_k == 1 or c.reduce == "cluster") for c in ragged)
+    decode = [c for c in space(Problem(16, 6144, 4096, True, "decode"))["choice"] if c.swap_ab]
+    assert (64, 16, False, 1, "cluster", 1, True, 8) in decode
     assert not any(c[6] for c in space(Problem(16, 6144, 4096, False, "B (k, n)"))["choice"])
     assert not any(c[6] for c in space(Problem(512, 4096, 4096, True, "not skinny"))["choice"])
 
