@@ -101,7 +101,8 @@ def space(p: Problem, persistent: bool = True, split_k: bool = True, dtype: str 
         tiles = -(-p.m // tile_m) * -(-p.n // tile_n)
         if persistent and tiles > SMS:
             stream_k = tile_m * tile_n >= 128 * 128  # the last waves' tiles split over K (gemm_stream_k.py)
-            schemes = [(True, 1), ("pingpong", 1)] + [("stream_k", 1)] * stream_k  # pingpong: where a tile fits one consumer
+            # pingpong builds where a whole tile fits one consumer
+            schemes = [(True, 1), ("pingpong", 1)] + [("stream_k", 1)] * stream_k
             if tile_n in (128, 256):
                 schemes += [(True, 2)] + [("stream_k", 2)] * stream_k
             groups = GROUPS if tiles >= GROUP_WAVES * SMS and tile_m * tile_n >= 128 * 192 else (8,)
