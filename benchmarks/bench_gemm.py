@@ -373,10 +373,20 @@ def main() -> None:
         "ratio": "peer median time / our median time (above 1: ours faster)",
         "order": "A B B A ... (common.interleaved_rounds), launches queued behind a blocking kernel",
         "bf16 peer": "torch.matmul (cuBLAS)", "fp8 peer": "torch._scaled_mm(use_fast_accum=True)",
-        "configs": "gemm_configs.json where tuned, else the heuristic (per problem: *_config.source)"})
+        "configs": "gemm_configs.json where tuned, else the heuristic (per problem: *_config.source)",
+        "gemm_configs_sha256": _table_digest()})
     print(f"clock/power: {gpu.summary()}")
     print(f"record: {path}")
     print(table(rows))
+
+
+def _table_digest() -> str:
+    """The tuned table's content hash: which table a record measured, even before it is committed."""
+    import hashlib
+
+    from mgpu_lab.examples.gemm_configs import CONFIG_FILE
+
+    return hashlib.sha256(CONFIG_FILE.read_bytes()).hexdigest()[:16] if CONFIG_FILE.exists() else "absent"
 
 
 if __name__ == "__main__":
