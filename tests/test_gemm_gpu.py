@@ -54,7 +54,7 @@ def _run(m, n, k, rng, transpose_b=False, runs=2, **kwargs):
 
 @pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
 @pytest.mark.parametrize("m, n, k", [(128, 256, 64), (256, 512, 192), (1408, 768, 320), (1024, 1024, 1024),
-                                     (4096, 4096, 4096)])
+                                     (4096, 4096, 4096), (1024, 6144, 4096)])  # B (n, k): tuned 128x192 tiles
 def test_gemm(m, n, k, transpose_b, rng):
     assert _run(m, n, k, rng, transpose_b) <= 1e-2
 
