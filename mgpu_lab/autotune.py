@@ -44,8 +44,40 @@ class Candidate:
     retimed_ms: float | None = None
 
 
+@dataclass
+class WrappedKernel:
+    """A built candidate that is more than one plain Kernel: split-K's two launches, stream-K's
+    workspace and flags, the padded GEMM's copies. Only `make_kernel(**config)` knows how to put
+    those together, so the process that times it calls that again (its kernels come from the
+    compile cache); `compiled` is its main kernel's CompiledKernel, and attributes it lacks
+    (`sass`, `resources`, ...) are read from there."""
+
+    make_kernel: Callable[..., Any]
+    config: dict[str, Any]
+    compiled: Any
+
+    def launchable(self) -> Any:
+        return self.make_kernel(**self.config)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("make_kernel", "config", "compiled"):  # (unpickling)
+            raise AttributeError(name)
+        return getattr(self.compiled, name)
+
+
+def launchable(payload: Any) -> Any:
+    """What a built candidate is launched as: a Kernel of its CompiledKernel, or a WrappedKernel's
+    object built again."""
+    if isinstance(payload, WrappedKernel):
+        return payload.launchable()
+    from .builder.kernel import Kernel
+
+    return Kernel(payload)
+
+
 def _compile_one(make_kernel: Callable[..., Any], config: dict[str, Any]) -> tuple[str, Any]:
-    """Runs in a worker: build and compile; return ("built", CompiledKernel) or (status, reason)."""
+    """Runs in a worker: build and compile; return ("built", CompiledKernel or WrappedKernel) or
+    (status, reason)."""
     from .errors import KernelBuildError, KernelCompileError, ResourceLimitError
 
     try:
@@ -58,9 +90,11 @@ def _compile_one(make_kernel: Callable[..., Any], config: dict[str, Any]) -> tup
         return "failed-build", f"{type(e).__name__}: {e} (raised by make_kernel{_where(e)})"
     if not hasattr(kernel, "compiled"):
         return "failed-build", f"make_kernel returned {type(kernel).__name__}, not a Kernel"
+    from .builder.kernel import Kernel
+
     compiled = kernel.compiled
     compiled.sass  # noqa: B018 - finish the background disassembly before pickling
-    return "built", compiled
+    return "built", compiled if type(kernel) is Kernel else WrappedKernel(make_kernel, dict(config), compiled)
 
 
 def _where(error: BaseException) -> str:
@@ -140,11 +174,10 @@ class TuneResult:
 
     @property
     def best_kernel(self) -> Any:
+        """The best candidate, ready to call (a Kernel, or what make_kernel returned for it)."""
         if self.best is None or self.best.compiled is None:
             return None
-        from .builder.kernel import Kernel
-
-        return Kernel(self.best.compiled)
+        return launchable(self.best.compiled)
 
     def rows(self) -> list[dict[str, Any]]:
         return [{**c.config, "status": c.status, "median_ms": c.median_ms, "rel_error": c.rel_error,
@@ -306,15 +339,20 @@ def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args:
             return TuneResult([best], best, from_cache=True, cache_path=str(cache_file))
 
     candidates = compile_candidates(make_kernel, space, executor, _progress_reporter("compile"))
-    from .builder.kernel import Kernel
     from .runtime.timing import time_cuda
+    from .tuning.timers import poison
 
     built = [c for c in candidates if c.status == "built"]
     report = _progress_reporter("time")
     for i, cand in enumerate(built):
-        kernel = Kernel(cand.compiled)
         try:
+            kernel = launchable(cand.compiled)
             out = kernel(*input_sets[0])
+            # checked on outputs poisoned first: a candidate that writes nothing must not pass on
+            # memory the pool handed back from the previous one
+            for o in out if isinstance(out, tuple) else (out,):
+                poison(o)
+            out = kernel(*input_sets[0], out=out)
         except Exception as e:  # noqa: BLE001 - a launch failure disqualifies this candidate only
             cand.status, cand.reason = "failed-launch", f"{type(e).__name__}: {e}"
             report(i + 1, len(built))

@@ -88,3 +88,66 @@ def test_tune_rejects_wrong_results(rng, tmp_path, monkeypatch):
                            reference=lambda a, b: a - b)
     assert result.best is None
     assert result.candidates[0].status == "wrong-result"
+
+
+def test_a_gemm_that_is_more_than_one_kernel_is_built_again_where_it_is_timed():
+    """Split-K (two launches and a workspace), stream-K (a workspace and flags) and the padded GEMM
+    come back from the compile workers as a WrappedKernel: its CompiledKernel to read, and
+    make_kernel(**config) built again (from the compile cache) to launch; a plain GEMM as its
+    CompiledKernel. Each pickles (it crosses processes)."""
+    import pickle
+
+    from mgpu_lab.autotune import WrappedKernel, _compile_one, launchable
+    from mgpu_lab.compiler.compiled_kernel import CompiledKernel
+    from mgpu_lab.examples.gemm import make_gemm
+
+    make = functools.partial(make_gemm, 512, 1024, 2048, transpose_b=True)
+    tiles = {"tile_m": 128, "tile_n": 256}
+    status, plain = _compile_one(make, tiles)
+    assert status == "built" and isinstance(plain, CompiledKernel)
+    for config, wrapper in [({**tiles, "persistent": "stream_k"}, "StreamKGemm"),
+                            ({**tiles, "split_k": 2, "split_k_reduce": "workspace"}, "SplitKGemm")]:
+        status, built = _compile_one(make, config)
+        assert status == "built" and isinstance(built, WrappedKernel), (config, built)
+        again = pickle.loads(pickle.dumps(built))
+        assert again.config == config and again.resources.registers == built.compiled.resources.registers
+        assert "HGMMA" in again.sass
+        assert type(launchable(again)).__name__ == wrapper
+    status, padded = _compile_one(functools.partial(make_gemm, 129, 257, 72), {"tile_m": 128, "tile_n": 128})
+    assert status == "built" and type(launchable(padded)).__name__ == "PaddedGemm"
+
+
+@pytest.mark.gpu
+def test_tune_times_split_k_and_stream_k_gemms(rng, tmp_path, monkeypatch):
+    """mgpu_lab.tune over make_gemm's block schemes: the split-K and stream-K candidates launch
+    with their workspaces, are checked (outputs poisoned first) and timed; the invalid pairing
+    fails its build; the best kernel computes A @ B.T."""
+    import cupy
+
+    from mgpu_lab.builder.dtypes import numpy_dtype
+    from mgpu_lab.examples.gemm import make_gemm
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    m, n, k = 512, 1024, 2048
+    bf16 = numpy_dtype("bfloat16")
+    host = [(rng.standard_normal((m, k), dtype=np.float32).astype(bf16),
+             rng.standard_normal((n, k), dtype=np.float32).astype(bf16)) for _ in range(2)]
+    sets = [tuple(cupy.asarray(x) for x in pair) for pair in host]
+
+    def reference(a, b):
+        return a.get().astype(np.float32) @ b.get().astype(np.float32).T
+
+    space = {"tile_m": [128], "tile_n": [256], "persistent": [False, "stream_k"], "split_k": [1, 2],
+             "split_k_reduce": ["workspace"]}
+    result = mgpu_lab.tune(functools.partial(make_gemm, m, n, k, transpose_b=True), space, args=sets,
+                           reference=reference, use_cache=False)
+    status = {(c.config["persistent"], c.config["split_k"]): c for c in result.candidates}
+    for scheme in [(False, 1), (False, 2), ("stream_k", 1)]:
+        cand = status[scheme]
+        assert cand.status == "timed", (scheme, cand.status, cand.reason)
+        assert cand.rel_error <= 1e-2 and cand.median_ms > 0
+    assert status[("stream_k", 2)].status == "failed-build"
+    out = result.best_kernel(*sets[1])
+    got = np.asarray(out.get(), dtype=np.float32)
+    want = reference(*sets[1])
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) <= 1e-2

@@ -121,9 +121,9 @@ class CudaTimer:
     def _kernel(self, key: str, compiled: Any) -> Any:
         kernel = self._kernels.pop(key, None)
         if kernel is None:
-            from ..builder.kernel import Kernel
+            from ..autotune import launchable
 
-            kernel = Kernel(compiled)
+            kernel = launchable(compiled)
             while len(self._kernels) >= KEEP_LOADED:
                 self._kernels.pop(next(iter(self._kernels)))  # the least recently used
         self._kernels[key] = kernel
@@ -148,7 +148,7 @@ class CudaTimer:
         out = kernel(*sets[0])
         outs = out if isinstance(out, tuple) else (out,)
         for o in outs:
-            _poison(o)
+            poison(o)
         kernel(*sets[0], out=out)
         cupy.cuda.get_current_stream().synchronize()
         error = None
@@ -172,7 +172,7 @@ class CudaTimer:
         return props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
 
 
-def _poison(array: Any) -> None:
+def poison(array: Any) -> None:
     """NaN everywhere (bf16 NaN bits for 2-byte custom floats, all-ones bytes otherwise)."""
     import cupy
 
