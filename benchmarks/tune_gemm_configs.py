@@ -34,9 +34,8 @@ import numpy as np
 from common import table
 from gemm_sweep import Problem, bf16_problems, blocking_timer, cupy_view, fp8_problems, iterations, operand_sets
 
-from mgpu_lab.autotune import compile_candidates
+from mgpu_lab.autotune import compile_candidates, launchable
 from mgpu_lab.builder.dtypes import numpy_dtype
-from mgpu_lab.builder.kernel import Kernel
 from mgpu_lab.examples.gemm import MAX_SWAP_AB_ACCUMULATOR, make_gemm
 from mgpu_lab.examples.gemm_configs import CONFIG_FILE, SMS, device_name, shape_key
 from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
@@ -162,11 +161,9 @@ def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tup
     for cand in candidates:
         if cand.status != "built":
             continue
-        choice = cand.config["choice"]
-        # a split-K candidate is two kernels, a stream-K one a kernel with its workspace: built
-        # again here (from the compile cache)
-        one_kernel = (choice.split_k == 1 or choice.reduce == "cluster") and choice.persistent != "stream_k"
-        kern = Kernel(cand.compiled) if one_kernel else build(dtype, p.m, p.n, p.k, p.transpose_b, choice)
+        # a split-K candidate is two kernels, a stream-K one a kernel with its workspace: those
+        # come back as a WrappedKernel, built again here (from the compile cache)
+        kern = launchable(cand.compiled)
         out.fill_(float("nan"))
         kern(*views[0], *scales, out=out_view)
         err = float((out.float() - want).norm() / want.norm())
