@@ -1,9 +1,11 @@
 """Which kernels the peers run for each sweep problem: cuBLAS's torch.matmul (bf16) and cuBLASLt's
-torch._scaled_mm (FP8), named as torch's profiler sees them, with their grid and duration.
+torch._scaled_mm (FP8), named as torch's profiler sees them, with their duration.
 
-A cuBLAS kernel name carries its tile (`tilesize128x256x64`), cluster (`cga1x2x1`), scheduler
-(`persistent`, `stream_k`/`segment_k`) and split: what to try first when a shape runs slower than
-the peer. Names only; nothing here is timed against anything.
+On the H200 these are nvjet kernels whose names carry the tile and k-step with the ring depth,
+the cluster and the variant, e.g. `nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT` (256x128 tiles,
+k-step 64 in 4 stages, 1x2 clusters), with `splitK` and a separate reduce kernel where K is
+split: what to try first when a shape runs slower than the peer. Names only; nothing here is
+timed against anything.
 
 Run on a GPU machine:  python benchmarks/peer_kernels.py [--only 4096x4096x4096,...]
 Writes `peer_kernels_<time>_<commit>.json` (under $OUT when set) and prints a table last.
@@ -19,8 +21,8 @@ from gemm_sweep import Problem, bf16_problems, fp8_problems, operand_sets
 FP8_SCALES = (0.05, 0.02)
 
 
-def _kernels(run, torch) -> list[tuple[str, str, float]]:
-    """(name, grid, microseconds) of each GPU kernel one call of `run` launches (after a warm-up)."""
+def _kernels(run, torch) -> list[tuple[str, float]]:
+    """(name, microseconds) of each GPU kernel one call of `run` launches (after a warm-up)."""
     from torch.profiler import ProfilerActivity, profile
 
     run()
@@ -28,12 +30,8 @@ def _kernels(run, torch) -> list[tuple[str, str, float]]:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         run()
         torch.cuda.synchronize()
-    found = []
-    for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA:
-            grid = getattr(event, "grid", None) or ""  # absent in some torch versions
-            found.append((event.name, str(grid), event.device_time))
-    return found
+    return [(event.name, event.device_time) for event in prof.events()
+            if event.device_type == torch.autograd.DeviceType.CUDA]
 
 
 def _peer_call(dtype: str, p: Problem, torch):
@@ -60,8 +58,8 @@ def main() -> None:
                 continue
             tag = f"{dtype}_{p.key}{'_nt' if p.transpose_b and p.m == p.n == p.k else ''}"
             kernels = _kernels(_peer_call(dtype, p, torch), torch)
-            figures[f"peer_kernels_{tag}"] = [{"name": n, "grid": g, "us": us} for n, g, us in kernels]
-            rows += [(tag, n[:110], f"{us:.1f}") for n, _, us in kernels]
+            figures[f"peer_kernels_{tag}"] = [{"name": n, "us": us} for n, us in kernels]
+            rows += [(tag, n[:110], f"{us:.1f}") for n, us in kernels]
             torch.cuda.empty_cache()
     print(f"record: {write_record('peer_kernels', figures)}")
     print(table(rows))

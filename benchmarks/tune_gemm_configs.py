@@ -135,17 +135,15 @@ class Choice(NamedTuple):
 def build(dtype: str, m: int, n: int, k: int, transpose_b: bool, choice: Choice):
     """make_gemm / make_fp8_gemm with one `Choice` (picklable for the process pool; a split-K GEMM's
     worker compiles both kernels into the compile cache)."""
-    c = Choice(*choice)
-    tiling = dict(tile_m=c.tile_m, tile_n=c.tile_n, persistent=c.persistent, cluster_m=c.cluster_m,
-                  split_k=c.split_k, swap_ab=c.swap_ab, group_m=c.group_m)
+    tiling = choice._asdict()
+    reduce = tiling.pop("reduce")
     if dtype == "float8_e4m3fn":
         return make_fp8_gemm(m, n, k, **tiling)
-    return make_gemm(m, n, k, transpose_b=transpose_b, split_k_reduce=c.reduce, **tiling)
+    return make_gemm(m, n, k, transpose_b=transpose_b, split_k_reduce=reduce, **tiling)
 
 
-def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tuple[float, tuple, float]]:
-    """(median ms, (tile_m, tile_n, persistent, split_k), relative error) of every candidate that
-    built and is correct, fastest first."""
+def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tuple[float, Choice, float]]:
+    """(median ms, Choice, relative error) of every candidate that built and is correct, fastest first."""
     import cupy
 
     fp8 = dtype == "float8_e4m3fn"
