@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from conftest import ARTIFACTS, REPO
 
-from test_widgets_browser import RENDER_TIMEOUT_MS, STEP_TIMEOUT_MS, PlaywrightTimeoutError, _open_and_run_all
+from test_widgets_browser import RENDER_TIMEOUT_MS, STEP_TIMEOUT_MS, _open_and_run_all
 
 pytestmark = pytest.mark.browser
 
@@ -47,6 +47,13 @@ def _shut_down_kernels_of(jupyter_url: str, path: str) -> None:
     for session in _api(f"{jupyter_url}api/sessions"):
         if session["path"] == path:
             _api(f"{jupyter_url}api/sessions/{session['id']}", "DELETE")
+
+
+def _restart_kernels_of(jupyter_url: str, path: str) -> None:
+    sessions = [s for s in _api(f"{jupyter_url}api/sessions") if s["path"] == path]
+    assert sessions, f"no kernel runs {path}"
+    for session in sessions:
+        _api(f"{jupyter_url}api/kernels/{session['kernel']['id']}/restart", "POST", {})
 
 
 def _assert_static_views_readable(page: Any, shot: str) -> None:
@@ -83,25 +90,22 @@ def test_saved_notebook_shows_static_views_after_restart(jupyter_url: str, brows
             "() => [...document.querySelectorAll('[data-mgl-static]')].every((n) => n.offsetParent === null)",
             timeout=STEP_TIMEOUT_MS,
         )
-        page.keyboard.press("Control+s")
-        page.wait_for_function(
-            f"""async () => {{
-              const r = await fetch('{jupyter_url}api/contents/{name}?content=1');
-              if (!r.ok) return false;  // mid-save: ask again
-              const nb = (await r.json()).content;
-              return !!nb && nb.cells.some((c) => (c.outputs || []).some((o) => JSON.stringify(o).includes('data-mgl-static')));
-            }}""",
-            timeout=STEP_TIMEOUT_MS,
-        )
+        # Wait for the save's own answer, then read the file once. Polling the contents API
+        # while the server writes the notebook can read a half-written file; the server then
+        # takes the file for corrupt, moves it to `.invalid` and restores the copy from before.
+        with page.expect_response(
+            lambda r: r.request.method == "PUT" and f"api/contents/{name}" in r.url, timeout=STEP_TIMEOUT_MS
+        ) as saved:
+            page.keyboard.press("Control+s")
+        assert saved.value.ok, f"saving {name} answered {saved.value.status}"
+        outputs = [o for c in _api(f"{jupyter_url}api/contents/{name}?content=1")["content"]["cells"]
+                   for o in c.get("outputs", [])]
+        assert any("data-mgl-static" in json.dumps(o) for o in outputs), "the saved notebook holds no static views"
         # Restart the kernel (the live views stay up, disconnected, until the page reloads).
-        page.get_by_role("menuitem", name="Kernel", exact=True).click()
-        page.get_by_role("menuitem", name="Restart Kernel…").click()
-        accept = page.locator(".jp-Dialog .jp-mod-accept")
-        try:
-            accept.wait_for(timeout=5000)
-            accept.click()
-        except PlaywrightTimeoutError:
-            pass  # restarted without asking (the "ask before restarting" setting is off)
+        # Through the server, which answers once the new kernel is up: a restart from the menu
+        # could miss its confirmation dialog on a loaded machine, and then the reload below
+        # would find the old kernel's widget models and render live views, not static ones.
+        _restart_kernels_of(jupyter_url, name)
         page.wait_for_selector(
             ".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status='idle'], #notebook-container",
             timeout=RENDER_TIMEOUT_MS,
