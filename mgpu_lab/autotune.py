@@ -340,19 +340,14 @@ def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args:
 
     candidates = compile_candidates(make_kernel, space, executor, _progress_reporter("compile"))
     from .runtime.timing import time_cuda
-    from .tuning.timers import poison
+    from .tuning.timers import launch_on_poisoned_outputs
 
     built = [c for c in candidates if c.status == "built"]
     report = _progress_reporter("time")
     for i, cand in enumerate(built):
         try:
             kernel = launchable(cand.compiled)
-            out = kernel(*input_sets[0])
-            # checked on outputs poisoned first: a candidate that writes nothing must not pass on
-            # memory the pool handed back from the previous one
-            for o in out if isinstance(out, tuple) else (out,):
-                poison(o)
-            out = kernel(*input_sets[0], out=out)
+            out = launch_on_poisoned_outputs(kernel, input_sets[0])
         except Exception as e:  # noqa: BLE001 - a launch failure disqualifies this candidate only
             cand.status, cand.reason = "failed-launch", f"{type(e).__name__}: {e}"
             report(i + 1, len(built))
