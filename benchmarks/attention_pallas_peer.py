@@ -1,5 +1,5 @@
 """Pallas Mosaic GPU's flash attention (jax.experimental.pallas.ops.gpu.attention_mgpu, FA3-style)
-as a peer of examples/attention.py, for bench_attention.py.
+as a peer of mgpu_lab/kernels/attention.py, for bench_attention.py.
 
 It takes float16 only and [batch, seq, heads, head_dim] arrays, applies no softmax scale (q is
 pre-scaled here, outside the timing) and needs seq_q a multiple of 2 * block_q: every shape of
@@ -76,7 +76,7 @@ def pallas_attention_peer(figures: dict, rows: list, tokens: int, model_width: i
     import jax.numpy as jnp
     import numpy as np
 
-    from mgpu_lab.examples.attention import make_attention
+    from mgpu_lab.kernels.attention import make_attention
     try:
         from jax.experimental.pallas.ops.gpu import attention_mgpu as pallas_attention
     except Exception as e:  # noqa: BLE001 - a JAX without it: say so in the record, measure nothing

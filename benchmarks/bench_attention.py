@@ -1,4 +1,4 @@
-"""Flash attention forward (examples/attention.py) against torch SDPA with the cuDNN backend and
+"""Flash attention forward (mgpu_lab/kernels/attention.py) against torch SDPA with the cuDNN backend and
 with the flash backend, in the same run, interleaved in rounds (A B B A ...) per peer.
 
 Shapes: head dims 64/128/256 x seq 512/1k/4k/16k with 16k tokens in total (batch = 16384 / seq)
@@ -30,7 +30,7 @@ import time
 from attention_pallas_peer import pallas_attention_peer
 from common import GpuSampler, interleaved_rounds, table, write_record
 
-from mgpu_lab.examples.attention import make_attention
+from mgpu_lab.kernels.attention import make_attention
 
 TOKENS = 16384
 MODEL_WIDTH = 2048
@@ -220,7 +220,7 @@ def main() -> None:
                          "err vs Pallas") + ("",) * (len(rows[0]) - 7))
             pallas_attention_peer(figures, rows, TOKENS, MODEL_WIDTH)
     path = write_record("attention", figures, notes={
-        "order": "A B B A ... per peer", "A": "ours (examples/attention.py)",
+        "order": "A B B A ... per peer", "A": "ours (mgpu_lab/kernels/attention.py)",
         "B": "torch SDPA, cuDNN or flash backend", "speedup": "peer ms / ours ms (> 1: ours faster)",
         "shapes": f"{TOKENS} tokens, {MODEL_WIDTH} / head_dim heads, bf16"}, sampler=gpu)
     print(table(rows))

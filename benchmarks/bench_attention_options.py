@@ -22,7 +22,7 @@ import statistics
 from bench_attention import MODEL_WIDTH, TOKENS, _tensors
 from common import GpuSampler, interleaved_runs, table, write_record
 
-from mgpu_lab.examples.attention import make_attention
+from mgpu_lab.kernels.attention import make_attention
 
 NO_PINGPONG = {"pingpong": False}
 

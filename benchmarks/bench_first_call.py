@@ -30,7 +30,7 @@ OURS = textwrap.dedent("""
     import json, time
     t0 = time.perf_counter()
     import cupy, numpy as np, ml_dtypes
-    from mgpu_lab.examples.gemm import make_gemm
+    from mgpu_lab.kernels.gemm import make_gemm
     imports = time.perf_counter() - t0
     n = {size}
     rng = np.random.default_rng(0)

@@ -1,10 +1,10 @@
-"""The GEMM sweep: our bf16 GEMM (examples/gemm.py) against torch.matmul (cuBLAS) on 28 problems
+"""The GEMM sweep: our bf16 GEMM (mgpu_lab/kernels/gemm/kernel.py) against torch.matmul (cuBLAS) on 28 problems
 (squares 1024..16384, 8B/70B-class LLM projections at M = 16..16384, the issue's shapes, ragged
 ones), and our FP8 e4m3 GEMM against torch._scaled_mm (cuBLASLt, fast accumulation: ours has no
 fp32 promotion either) on 8, all on the same inputs in the same run.
 
 Each problem uses the configuration `gemm_config` gives it: the tuned table
-(mgpu_lab/examples/gemm_configs.json, written by benchmarks/tune_gemm_configs.py) or, for shapes
+(mgpu_lab/kernels/gemm/configs.json, written by benchmarks/tune_gemm_configs.py) or, for shapes
 it lacks, the heuristic; the record says which. Every result is checked against a float32
 matmul before it is timed. Timing: ours and the peer alternate in rounds A B, B A, A B, ...
 (common.interleaved_rounds), each block a run of launches queued behind a blocking kernel
@@ -43,9 +43,9 @@ from gemm_sweep import (
 )
 
 from mgpu_lab.builder.dtypes import numpy_dtype
-from mgpu_lab.examples.gemm import make_gemm
-from mgpu_lab.examples.gemm_configs import SMS, gemm_config
-from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
+from mgpu_lab.kernels.gemm import make_gemm
+from mgpu_lab.kernels.gemm.configs import SMS, gemm_config
+from mgpu_lab.kernels.gemm.fp8 import make_fp8_gemm
 from mgpu_lab.examples.scaled_add import make_scaled_add
 from mgpu_lab.runtime.timing import time_cuda
 
@@ -384,7 +384,7 @@ def _table_digest() -> str:
     """The tuned table's content hash: which table a record measured, even before it is committed."""
     import hashlib
 
-    from mgpu_lab.examples.gemm_configs import CONFIG_FILE
+    from mgpu_lab.kernels.gemm.configs import CONFIG_FILE
 
     return hashlib.sha256(CONFIG_FILE.read_bytes()).hexdigest()[:16] if CONFIG_FILE.exists() else "absent"
 

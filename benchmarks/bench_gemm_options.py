@@ -26,8 +26,8 @@ from common import GpuSampler, interleaved_runs, table, write_record
 from gemm_sweep import Problem, bf16_problems, blocking_timer, cupy_view, fp8_problems, iterations, operand_sets
 
 from mgpu_lab.builder.dtypes import numpy_dtype
-from mgpu_lab.examples.gemm import make_gemm
-from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
+from mgpu_lab.kernels.gemm import make_gemm
+from mgpu_lab.kernels.gemm.fp8 import make_fp8_gemm
 
 TOLERANCE = {"bf16": 1e-2, "fp8": 2e-2}
 FP8_SCALES = (0.05, 0.02)

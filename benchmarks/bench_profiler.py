@@ -20,7 +20,7 @@ from common import GpuSampler, interleaved_rounds, table, write_record
 from gemm_sweep import cupy_view as _cupy_view
 
 from mgpu_lab.builder.dtypes import numpy_dtype
-from mgpu_lab.examples.gemm import make_gemm
+from mgpu_lab.kernels.gemm import make_gemm
 
 ROTATE = 3  # input sets rotated between runs: 3 x 2 x 128 MiB at 8192^2 bf16 miss L2
 

@@ -71,7 +71,7 @@ def main() -> None:
 
     from common import GpuSampler, table, write_record
 
-    from mgpu_lab.examples.gemm import make_gemm
+    from mgpu_lab.kernels.gemm import make_gemm
 
     space = QUICK if args.quick else SPACE
     make = functools.partial(make_gemm, N, N, N)

@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
 
-    from mgpu_lab.examples.gemm import make_gemm
+    from mgpu_lab.kernels.gemm import make_gemm
     from mgpu_lab.profiler.trace import Trace
     from mgpu_lab.widgets import IrView, SassView, SmemView, Timeline
 

@@ -3,7 +3,7 @@
 # FP8 / block-scaled FP8 GEMMs (~100 tests), then the persistent and pingpong kernels' (~25,
 # its own process), then the split-K GEMM's (~10, its own process; all recorded as
 # gpu_tests_gemm*_*.json), then the tile tuner (without the persistent or split-K kernels if
-# their tests failed) (writes mgpu_lab/examples/gemm_configs.json, copied to $OUT: commit it),
+# their tests failed) (writes mgpu_lab/kernels/gemm/configs.json, copied to $OUT: commit it),
 # then the sweep against cuBLAS and torch._scaled_mm (a `gemm` record). Each stage has a time
 # limit (120 + 80 + 90 + 110 + 170 s) so the whole stays under 10 minutes; the sweep's table is printed
 # last, ending with the rows gemm_sweep (geomean, min vs cuBLAS) and gemm_fp8_sweep.

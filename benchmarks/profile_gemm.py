@@ -22,7 +22,7 @@ import numpy as np
 from common import GpuSampler, write_record
 
 from mgpu_lab.builder.dtypes import numpy_dtype
-from mgpu_lab.examples.gemm import make_gemm
+from mgpu_lab.kernels.gemm import make_gemm
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ step, one process pool for all problems), checked against a float32 matmul,
 and timed with the sweep's blocking-kernel timer. (`mgpu_lab.tune`'s own CUDA-event timing
 includes the Python launch path, which is as long as a decode GEMM: it would pick at random
 among the small shapes' candidates.) The fastest correct configuration of each problem goes
-into mgpu_lab/examples/gemm_configs.json under this device's name, merged with what is
+into mgpu_lab/kernels/gemm/configs.json under this device's name, merged with what is
 there; `gemm_config` reads it, so make_gemm and the sweep use it from then on. A copy goes to
 $OUT when set (commit it from there).
 
@@ -36,10 +36,10 @@ from gemm_sweep import Problem, bf16_problems, blocking_timer, cupy_view, fp8_pr
 
 from mgpu_lab.autotune import compile_candidates, launchable
 from mgpu_lab.builder.dtypes import numpy_dtype
-from mgpu_lab.examples.gemm import MAX_SWAP_AB_ACCUMULATOR, make_gemm
-from mgpu_lab.examples.gemm_configs import CONFIG_FILE, SMS, device_name, shape_key
-from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
-from mgpu_lab.examples.gemm_split_k import MAX_CLUSTER_SPLIT, SPLIT_K_MIN_STEPS, even_split_k
+from mgpu_lab.kernels.gemm import MAX_SWAP_AB_ACCUMULATOR, make_gemm
+from mgpu_lab.kernels.gemm.configs import CONFIG_FILE, SMS, device_name, shape_key
+from mgpu_lab.kernels.gemm.fp8 import make_fp8_gemm
+from mgpu_lab.kernels.gemm.split_k import MAX_CLUSTER_SPLIT, SPLIT_K_MIN_STEPS, even_split_k
 
 TILES = [(128, 256), (128, 128), (256, 128), (128, 64), (256, 64), (64, 256), (64, 128), (64, 64), (64, 32)]
 # B (n, k) tiles any multiple of 16 wide: fill 128 SMs with N = 6144, 10240, 28672; 128x192 makes

@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 # name -> (module, attribute); resolved on first access so that `import mgpu_lab` stays light.
 _LAZY = {
     "kernel": ("mgpu_lab.builder.kernel", "kernel"),
-    "Kernel": ("mgpu_lab.builder.kernel", "Kernel"),
+    "Kernel": ("mgpu_lab.runtime.kernel", "Kernel"),
     "ShapeDtype": ("mgpu_lab.builder.shapes", "ShapeDtype"),
     "Union": ("mgpu_lab.builder.shapes", "Union"),
     "Barriers": ("mgpu_lab.builder.shapes", "Barriers"),
@@ -27,10 +27,10 @@ _LAZY = {
     "CompiledKernel": ("mgpu_lab.compiler.compiled_kernel", "CompiledKernel"),
     "dsl": ("mgpu_lab.dsl", None),
     "bench": ("mgpu_lab.bench", None),
-    "tune": ("mgpu_lab.autotune", "tune"),
+    "tune": ("mgpu_lab.tuning", "tune"),
     "to_device": ("mgpu_lab.runtime.arrays", "to_device"),
     "to_host": ("mgpu_lab.runtime.arrays", "to_host"),
-    "export": ("mgpu_lab.exporter", "export"),
+    "export": ("mgpu_lab.runtime.export", "export"),
     "isolated": ("mgpu_lab.runtime.isolation", "isolated"),
     "set_isolation": ("mgpu_lab.runtime.isolation", "set_isolation"),
     "KernelFaultError": ("mgpu_lab.errors", "KernelFaultError"),

@@ -135,7 +135,7 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .exporter import export
+    from .runtime.export import export
 
     kernel = load_kernel(args.kernel)
     print(f"wrote {export(kernel, args.output, overwrite=args.overwrite)}")
@@ -172,7 +172,7 @@ def _trace_convert(args: argparse.Namespace) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from .autotune import tune
+    from .tuning import tune
 
     file, sep, name = args.setup.rpartition(":")
     if not sep:
@@ -195,7 +195,7 @@ def _tune(args: argparse.Namespace) -> int:
         result = tune(**problem, use_cache=not args.no_cache)
     print(result)
     if args.export and result.best_kernel is not None:
-        from .exporter import export
+        from .runtime.export import export
 
         print(f"wrote {export(result.best_kernel, args.export, overwrite=args.overwrite)}")
     return 0 if result.best is not None else 1
@@ -203,7 +203,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 def _tune_on_cluster(address: str, problem: dict, make_kernel: Any, *, use_cache: bool) -> Any:
     """`tune --scheduler ADDRESS`: the two stages on that Dask cluster's workers."""
-    from .autotune import tune
+    from .tuning import tune
 
     try:
         import cloudpickle

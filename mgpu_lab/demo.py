@@ -48,7 +48,7 @@ def _examples() -> list[tuple[str, Callable, Callable]]:
         k(cupy.asarray(x), out=out)
         return out.get(), reference_tiled_copy(x)
 
-    from .examples.gemm import make_gemm
+    from .kernels.gemm import make_gemm
     from .examples.scaled_add import make_scaled_add, reference_scaled_add
 
     def run_scaled_add(k, rng, cupy):

@@ -19,7 +19,7 @@ FLASH_ATTENTION = [
     md("""
 # 05 · Flash attention: the FlashAttention-3 schedule, built, checked, profiled and tuned
 
-`mgpu_lab/examples/attention.py` is a forward pass with FA3's structure, written from the public DSL:
+`mgpu_lab/kernels/attention.py` is a forward pass with FA3's structure, written from the public DSL:
 
 - a **producer** warpgroup (`setmaxnreg 24`) loads Q once and streams K and V tiles into a ring of
   smem slots with TMA; K and V have their own barriers, so S can start before V lands;
@@ -35,7 +35,7 @@ FLASH_ATTENTION = [
 import re, collections
 import numpy as np
 import mgpu_lab
-from mgpu_lab.examples.attention import make_attention, reference_attention
+from mgpu_lab.kernels.attention import make_attention, reference_attention
 
 k = make_attention(4, 16, 4096, 4096, 128)
 print(k)

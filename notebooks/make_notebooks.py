@@ -160,7 +160,7 @@ GEMM = [
     md("""
 # 03 · The Hopper GEMM: pipeline, warp specialization, timeline, tuning, export
 
-`mgpu_lab/examples/gemm.py`: a producer warpgroup streams A and B tiles with TMA into a ring of
+`mgpu_lab/kernels/gemm/kernel.py`: a producer warpgroup streams A and B tiles with TMA into a ring of
 `stages` smem slots; two consumer warpgroups multiply them with WGMMA (128B-swizzled operands,
 f32 accumulators in registers, `setmaxnreg` 40/232). Read the source, then its SASS.
 """),
@@ -168,7 +168,7 @@ f32 accumulators in registers, `setmaxnreg` 40/232). Read the source, then its S
 import re, collections
 import numpy as np
 import mgpu_lab
-from mgpu_lab.examples.gemm import make_gemm
+from mgpu_lab.kernels.gemm import make_gemm
 
 k = make_gemm(4096, 4096, 4096, transpose_b=True)
 print(k.compiled.resources)
@@ -225,7 +225,7 @@ fix it.
 """),
     code("""
 import numpy as np
-from mgpu_lab.examples.gemm import make_gemm, default_stages
+from mgpu_lab.kernels.gemm import make_gemm, default_stages
 print("stages that fit with tile_n=256:", default_stages(256))
 shallow = make_gemm(4096, 4096, 4096, transpose_b=True, stages=2, profile=True)
 deep = make_gemm(4096, 4096, 4096, transpose_b=True, profile=True)

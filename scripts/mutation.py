@@ -80,7 +80,7 @@ MODULES: dict[str, Target] = {
                                        ("tests/test_profiler_export.py", "tests/test_cpu_profiler_flags.py")),
     "profiler.chrome_export": Target("mgpu_lab/profiler/chrome_export.py",
                                      ("tests/test_profiler_export.py", "tests/test_cpu_profiler_flags.py")),
-    "exporter": Target("mgpu_lab/exporter.py", ("tests/test_export.py", "tests/test_cpu_export_launch.py"), max_mutants=40),
+    "exporter": Target("mgpu_lab/runtime/export.py", ("tests/test_export.py", "tests/test_cpu_export_launch.py"), max_mutants=40),
     "magics": Target("mgpu_lab/magics.py", ("tests/test_magics.py", "tests/test_cpu_magics.py"), max_mutants=40),
 }
 

@@ -59,9 +59,9 @@ def _notebook_kernel():
 
 def kernels() -> dict[str, Callable[[], object]]:
     """name -> a function building the kernel (sm_90a, no GPU needed)."""
-    from mgpu_lab.examples.attention import make_attention
+    from mgpu_lab.kernels.attention import make_attention
     from mgpu_lab.examples.block_sum import make_block_sum
-    from mgpu_lab.examples.gemm import make_gemm
+    from mgpu_lab.kernels.gemm import make_gemm
     from mgpu_lab.examples.scaled_add import make_scaled_add
     from mgpu_lab.examples.softmax import make_softmax
     from mgpu_lab.examples.tiled_copy import make_tiled_copy

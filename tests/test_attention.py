@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from mgpu_lab.examples.attention import (
+from mgpu_lab.kernels.attention import (
     SMS,
     attention_smem_bytes,
     default_persistent,

@@ -14,7 +14,7 @@ import pytest
 from test_hopper import host_f32, poison
 
 from mgpu_lab.builder.dtypes import numpy_dtype
-from mgpu_lab.examples.attention import make_attention, reference_attention
+from mgpu_lab.kernels.attention import make_attention, reference_attention
 
 pytestmark = pytest.mark.gpu
 

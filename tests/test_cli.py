@@ -87,7 +87,7 @@ def test_compile_bad_kernel_argument_exits_2(kernel_file, capsys, target, messag
 def test_export_writes_a_module(kernel_file, tmp_path, capsys):
     out = tmp_path / "exported_vadd.py"
     assert main(["export", f"{kernel_file}:small", str(out)]) == 0
-    assert out.exists() and "PortableLauncher(SPEC" in out.read_text()
+    assert out.exists() and "ProgramLauncher(PROGRAM" in out.read_text()
     assert main(["export", f"{kernel_file}:small", str(tmp_path / "bad-name.py")]) == 2
     assert "is not a Python identifier" in capsys.readouterr().err
 

@@ -160,7 +160,7 @@ def test_the_tuner_tries_split_k_where_tiles_leave_sms_idle_and_only_there():
     from gemm_sweep import Problem
     from tune_gemm_configs import SPLIT_WAVES, space
 
-    from mgpu_lab.examples.gemm_configs import SMS
+    from mgpu_lab.kernels.gemm.configs import SMS
 
     ragged = space(Problem(129, 4096, 4104, True, "ragged decode"))["choice"]
     plain = [c for c in ragged if not c[6]]

@@ -118,19 +118,22 @@ def test_the_exported_module_docstring_describes_the_kernel():
     import ast
 
     from mgpu_lab import __version__
-    from mgpu_lab.exporter import export_source
+    from mgpu_lab.runtime.export import export_source
 
     compiled = make_vector_add(1 << 10).compiled
     doc = ast.get_docstring(ast.parse(export_source(compiled, "my_vadd")), clean=False)
-    assert doc.splitlines()[:7] == [
-        f"vector_add: a Hopper kernel exported by mgpu_lab {__version__} ('sm_90a', grid (1, 1, 1), "
+    assert doc.splitlines()[:10] == [
+        f"vector_add: a Hopper kernel exported by mgpu_lab {__version__} ('sm_90a'; 'vector_add' grid (1, 1, 1) "
         f"block (256, 1, 1)).",
         "",
         "    import my_vadd",
-        "    out = my_vadd.vector_add(*inputs)          # CuPy arrays (or DLPack / CUDA array interface)",
+        "    out = my_vadd.vector_add(*inputs)          # CuPy arrays or torch tensors (or DLPack / CUDA array interface)",
+        '    op = my_vadd.as_torch_op("ns::vector_add")  # the same as a torch custom op (needs torch)',
         "",
         "Inputs: (1024,) 'float32', (1024,) 'float32'",
         "Outputs: (1024,) 'float32'",
+        "Scratch (allocated by the module, per device and stream): none",
+        "Needs numpy, cupy and cuda-bindings; as_torch_op needs torch. Generated file: do not edit.",
     ]
 
 
@@ -139,26 +142,24 @@ def test_a_kernel_without_inputs_says_so_in_the_docstring():
 
     from fault_kernels import N, make_trap
 
-    from mgpu_lab.exporter import export_source
+    from mgpu_lab.runtime.export import export_source
 
     doc = ast.get_docstring(ast.parse(export_source(make_trap().compiled, "trap_mod")), clean=False)
-    assert doc.splitlines()[5:7] == ["Inputs: none", f"Outputs: ({N},) 'float32'"]
+    assert doc.splitlines()[6:8] == ["Inputs: none", f"Outputs: ({N},) 'float32'"]
 
 
-def test_the_exported_spec_is_the_launch_spec(tmp_path, monkeypatch):
-    from mgpu_lab.runtime.launcher import launch_spec
-
+def test_the_exported_program_is_the_kernels_program(tmp_path, monkeypatch):
     k = make_scaled_add(64, 512, tile=(32, 256))
     install(monkeypatch)
     module = _exported(k, tmp_path, monkeypatch, "scaled_add_spec")
-    assert module.SPEC == launch_spec(k.compiled)
-    assert module._TMA_DESCRIPTORS == [dataclasses.asdict(d) for d in k.compiled.tma_descriptors]
+    assert module.PROGRAM == k.program.to_dict() and module.SPEC is module.PROGRAM
+    assert module._TMA_DESCRIPTORS == {0: [dataclasses.asdict(d) for d in k.compiled.tma_descriptors]}
 
 
 @pytest.mark.parametrize("name", ["class", "two-words", "ünïcode"])
 def test_kernel_names_that_cannot_be_python_names_are_refused(name):
     from mgpu_lab.errors import ExportError
-    from mgpu_lab.exporter import export_source
+    from mgpu_lab.runtime.export import export_source
 
     compiled = make_vector_add(1 << 10).compiled.renamed(name)
     with pytest.raises(ExportError, match="kernel name: expected an ASCII identifier that is not a Python keyword"):

@@ -17,7 +17,7 @@ import warnings
 import pytest
 
 from mgpu_lab.errors import PerformanceWarning
-from mgpu_lab.examples.gemm import make_gemm, resolve_tiling
+from mgpu_lab.kernels.gemm import make_gemm, resolve_tiling
 
 _WGMMA_OP = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?((?:HGMMA|WARPGROUP)[^;]*);")
 

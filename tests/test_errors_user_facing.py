@@ -141,7 +141,7 @@ def test_wgmma_serialized_by_ptxas_warns_at_the_users_line():
 
 
 def test_a_failing_tune_candidate_is_reported_and_the_tune_goes_on():
-    from mgpu_lab.autotune import compile_candidates
+    from mgpu_lab.tuning import compile_candidates
     from mgpu_lab.examples.vector_add import make_vector_add
 
     def make_kernel(block):
@@ -159,7 +159,7 @@ def test_a_failing_tune_candidate_is_reported_and_the_tune_goes_on():
 
 
 def test_corrupt_tuning_cache_file_is_a_miss(tmp_path):
-    from mgpu_lab.autotune import _cached_best_config
+    from mgpu_lab.tuning.candidates import cached_best_config as _cached_best_config
 
     path = tmp_path / "t.json"
     for junk in ("{ not json", '{"median_ms": 1}', '{"best_config": [1, 2]}'):
@@ -176,15 +176,16 @@ def test_tune_with_a_corrupt_cache_file_tunes_again(tmp_path, monkeypatch):
     import cupy
     import numpy as np
 
-    from mgpu_lab import autotune
     from mgpu_lab.examples.vector_add import make_vector_add
+    from mgpu_lab.tuning.cache_key import key_digest, tune_dir, tune_key
+    from mgpu_lab.tuning.timers import CudaTimer
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     n = 1 << 16
     x = cupy.asarray(np.random.default_rng().standard_normal(n).astype(np.float32))
     make = functools.partial(make_vector_add, n)
     space = {"block": [128, 256]}
-    path = autotune._cache_path(make, space, (x, x))
+    path = tune_dir() / f"{key_digest(tune_key(CudaTimer().device_model(0), make, [(x, x)], space))}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("{ truncated")
     with pytest.warns(UserWarning, match="corrupt tuning cache file"):

@@ -87,7 +87,7 @@ def test_torch_bfloat16_tensors_are_accepted_as_inputs_and_outputs(rng):
     out = torch.full((1 << 16,), float("nan"), device="cuda", dtype=torch.float16)
     k(a, a, out=out)
     torch.testing.assert_close(out, a + a)
-    from mgpu_lab.examples.gemm import make_gemm
+    from mgpu_lab.kernels.gemm import make_gemm
 
     g = make_gemm(256, 256, 128, transpose_b=True)
     x = torch.randn(256, 128, device="cuda").to(torch.bfloat16)

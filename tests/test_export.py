@@ -39,8 +39,8 @@ def test_exported_module_imports_only_numpy_cupy_and_cuda_bindings(tmp_path):
     script = BLOCKER + textwrap.dedent(f"""
         sys.path.insert(0, {str(tmp_path)!r})
         import vadd_export
-        assert vadd_export.SPEC["cubin"] == open({str(tmp_path / 'cubin.bin')!r}, 'rb').read()
-        assert vadd_export.SPEC["name"] == "vector_add"
+        assert vadd_export.PROGRAM["launches"][0]["cubin"] == open({str(tmp_path / 'cubin.bin')!r}, 'rb').read()
+        assert vadd_export.PROGRAM["name"] == "vector_add"
         print("imported", vadd_export.vector_add.n_in)
     """)
     (tmp_path / "cubin.bin").write_bytes(k.compiled.cubin)
@@ -56,7 +56,7 @@ def test_export_refuses_bad_paths_and_leaves_nothing(tmp_path):
     with pytest.raises(ValueError, match="is not a Python identifier"):
         k.export(tmp_path / "my-kernel.py")
     with pytest.raises(TypeError, match="kernel: expected an mgpu_lab Kernel or CompiledKernel, got int"):
-        from mgpu_lab.exporter import export
+        from mgpu_lab.runtime.export import export
 
         export(3, tmp_path / "x.py")
     assert list(tmp_path.iterdir()) == []
@@ -106,7 +106,7 @@ def test_tuned_gemm_exports_and_runs_without_mgpu_lab(tmp_path, rng, monkeypatch
     import ml_dtypes
 
     import mgpu_lab
-    from mgpu_lab.examples.gemm import make_gemm
+    from mgpu_lab.kernels.gemm import make_gemm
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     m = n = k = 2048

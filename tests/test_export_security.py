@@ -14,7 +14,7 @@ import pytest
 from mgpu_lab.compiler.compiled_kernel import ArraySpec
 from mgpu_lab.errors import ExportError
 from mgpu_lab.examples.vector_add import make_vector_add
-from mgpu_lab.exporter import export, export_source
+from mgpu_lab.runtime.export import export, export_source
 
 BLOCKER = "import sys\nsys.modules['mlir'] = None\nsys.modules['mgpu_lab'] = None\n"
 
@@ -80,7 +80,7 @@ def test_export_does_not_overwrite_by_default(compiled, tmp_path):
         export(compiled, path)
     assert path.read_text() == "# my own work\n"
     export(compiled, path, overwrite=True)
-    assert "PortableLauncher(SPEC" in path.read_text()
+    assert "ProgramLauncher(PROGRAM" in path.read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.py"]
 
 
@@ -123,4 +123,4 @@ def test_cli_export_refuses_to_overwrite(tmp_path):
     assert main(["export", f"{kernels}:small", str(out)]) == 2
     assert out.read_text() == "keep me\n"
     assert main(["export", f"{kernels}:small", str(out), "--overwrite"]) == 0
-    assert "PortableLauncher" in out.read_text()
+    assert "ProgramLauncher" in out.read_text()

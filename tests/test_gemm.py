@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from mgpu_lab.examples.gemm import PaddedGemm, default_stages, gemm_definition, make_gemm, resolve_tiling
-from mgpu_lab.examples.gemm_configs import gemm_config, heuristic_config
+from mgpu_lab.kernels.gemm import default_stages, gemm_definition, make_gemm, resolve_tiling
+from mgpu_lab.kernels.gemm.configs import gemm_config, heuristic_config
 
 
 def opcodes(sass: str) -> list[str]:
@@ -53,7 +53,7 @@ def test_gemm_4096_sass(transpose_b):
 ])
 def test_ragged_and_decode_shapes_compile(shape, kwargs, hgmma, grid):
     k = make_gemm(*shape, **kwargs)
-    assert not isinstance(k, PaddedGemm), "aligned rows must not go through the padded path"
+    assert k.program.is_single, "aligned rows must not go through the padded path"
     assert_clean(k, hgmma)
     # the descriptors carry the true sizes: TMA zero-fills and clips at the edges
     m, n, kk = shape
@@ -79,11 +79,12 @@ def test_every_tile_compiles_without_spills(tile_m, tile_n, transpose_b):
 
 def test_unaligned_rows_go_through_padding():
     k = make_gemm(129, 257, 72)  # B (72, 257) and C (129, 257) rows are 514 bytes: not TMA-addressable
-    assert isinstance(k, PaddedGemm)
-    assert (k.n_pad, k.k_pad) == (264, 72)
+    assert [s.name for s in k.program.scratch] == ["padded_input_1", "padded_output_0"]
+    assert [tuple(s.shape) for s in k.program.scratch] == [(72, 264), (129, 264)]  # n padded to 264
+    assert [tuple(s.shape) for s in k.inputs] == [(129, 72), (72, 257)] and tuple(k.outputs[0].shape) == (129, 257)
     assert_clean(k, r"HGMMA\.64x\d+x16")
     k = make_gemm(33, 64, 100, transpose_b=True)  # K rows of 200 bytes
-    assert isinstance(k, PaddedGemm) and k.k_pad == 104
+    assert [tuple(s.shape) for s in k.program.scratch] == [(33, 104), (64, 104)]
 
 
 @pytest.mark.parametrize("kwargs", [{"tile_n": 128}, {"out_dtype": "float32"},
@@ -146,8 +147,8 @@ def test_swap_ab_refuses_an_epilogue():
 def test_a_tuned_swapped_configuration_gives_way_to_an_epilogue():
     """The table swaps A and B for the 8B model's decode QKV projection; with a bias epilogue the
     kernel (and a %%mosaic cell's gemm_definition) takes the heuristic's plain tiling instead."""
-    from mgpu_lab.examples.gemm import gemm_definition
-    from mgpu_lab.examples.gemm_epilogues import fused
+    from mgpu_lab.kernels.gemm import gemm_definition
+    from mgpu_lab.kernels.gemm.epilogues import fused
 
     assert gemm_config(16, 6144, 4096, transpose_b=True).get("swap_ab") is True  # the tuned table's pick
     assert make_gemm(16, 6144, 4096, transpose_b=True).name.endswith("_swapab")
@@ -311,7 +312,7 @@ def test_definition_leaves_room_for_the_profiler():
 @pytest.mark.parametrize("kwargs", [{"split_k": 2}, {"persistent": True, "cluster_m": 2}])
 def test_a_custom_mainloop_refuses_split_k_and_multicast_pairs(kwargs):
     """Both need the built-in mainloop (K slices; slots released in both blocks)."""
-    from mgpu_lab.examples.gemm import tiled_gemm_definition
+    from mgpu_lab.kernels.gemm import tiled_gemm_definition
 
     t = resolve_tiling(1024, 1024, 4096, tile_m=128, tile_n=256, **kwargs)
     with pytest.raises(ValueError, match=r"cluster_m=2, split_k and persistent='stream_k' need the built-in mainloop"):

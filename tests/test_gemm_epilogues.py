@@ -8,9 +8,9 @@ import re
 import pytest
 from test_gemm import assert_clean
 
-from mgpu_lab.examples.gemm import make_gemm
+from mgpu_lab.kernels.gemm import make_gemm
 from mgpu_lab.errors import KernelBuildError
-from mgpu_lab.examples.gemm_epilogues import fused
+from mgpu_lab.kernels.gemm.epilogues import fused
 
 
 def bias_relu(acc, tile, bias):

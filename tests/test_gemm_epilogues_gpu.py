@@ -10,8 +10,8 @@ from test_gemm_gpu import random_operands, reference, relative_error
 from test_hopper import host_f32, poison
 
 from mgpu_lab.builder.dtypes import numpy_dtype
-from mgpu_lab.examples.gemm import make_gemm
-from mgpu_lab.examples.gemm_epilogues import fused, reference_fused
+from mgpu_lab.kernels.gemm import make_gemm
+from mgpu_lab.kernels.gemm.epilogues import fused, reference_fused
 
 pytestmark = pytest.mark.gpu
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from test_gemm import assert_clean
 
-from mgpu_lab.examples.gemm_epilogues import fused
-from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
+from mgpu_lab.kernels.gemm.epilogues import fused
+from mgpu_lab.kernels.gemm.fp8 import make_fp8_gemm
 
 
 @pytest.mark.parametrize("shape, tiles, qgmma", [
@@ -52,7 +52,7 @@ def test_fp8_gemm_errors():
                                           ((1000, 1000, 1000), {"tile_m": 64}),
                                           ((4000, 4000, 4096), {"persistent": True})])
 def test_fp8_block_scaled_gemm_compiles(shape, tiles):
-    from mgpu_lab.examples.gemm_fp8_block import make_fp8_block_scaled_gemm, scale_shapes
+    from mgpu_lab.kernels.gemm.fp8_block import make_fp8_block_scaled_gemm, scale_shapes
 
     k = make_fp8_block_scaled_gemm(*shape, **tiles)
     assert_clean(k, r"QGMMA\.64x\d+x32\.F32\.E4M3\.E4M3")
@@ -62,7 +62,7 @@ def test_fp8_block_scaled_gemm_compiles(shape, tiles):
 
 
 def test_fp8_block_scaled_gemm_errors():
-    from mgpu_lab.examples.gemm_fp8_block import make_fp8_block_scaled_gemm
+    from mgpu_lab.kernels.gemm.fp8_block import make_fp8_block_scaled_gemm
 
     with pytest.raises(ValueError, match=r"tile_n must be one of \(32, 64, 128\)"):
         make_fp8_block_scaled_gemm(256, 256, 256, tile_n=256)

@@ -9,8 +9,8 @@ from test_gemm_gpu import relative_error
 from test_hopper import host_f32, poison
 
 from mgpu_lab.builder.dtypes import numpy_dtype
-from mgpu_lab.examples.gemm_epilogues import fused, reference_fused
-from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
+from mgpu_lab.kernels.gemm.epilogues import fused, reference_fused
+from mgpu_lab.kernels.gemm.fp8 import make_fp8_gemm
 from mgpu_lab.runtime.arrays import to_device
 
 pytestmark = pytest.mark.gpu
@@ -68,7 +68,7 @@ def block_scaled_error(m, n, k, tiles, rng):
     expanded to their blocks (a block scale factors into the two operands)."""
     import cupy
 
-    from mgpu_lab.examples.gemm_fp8_block import BLOCK, make_fp8_block_scaled_gemm, scale_shapes
+    from mgpu_lab.kernels.gemm.fp8_block import BLOCK, make_fp8_block_scaled_gemm, scale_shapes
 
     a = (rng.standard_normal((m, k), dtype=np.float32) * 2).astype(E4M3)
     b = (rng.standard_normal((n, k), dtype=np.float32) * 2).astype(E4M3)

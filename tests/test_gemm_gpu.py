@@ -10,7 +10,7 @@ import pytest
 from test_hopper import host_f32, poison
 
 from mgpu_lab.builder.dtypes import numpy_dtype
-from mgpu_lab.examples.gemm import make_gemm
+from mgpu_lab.kernels.gemm import make_gemm
 
 pytestmark = pytest.mark.gpu
 

@@ -12,9 +12,9 @@ import re
 import pytest
 from test_gemm import assert_clean
 
-from mgpu_lab.examples.gemm import PaddedGemm, SplitKGemm, make_gemm, resolve_tiling
-from mgpu_lab.examples.gemm_configs import heuristic_config
-from mgpu_lab.examples.gemm_split_k import choose_split_k, even_split_k
+from mgpu_lab.kernels.gemm import make_gemm, resolve_tiling
+from mgpu_lab.kernels.gemm.configs import heuristic_config
+from mgpu_lab.kernels.gemm.split_k import choose_split_k, even_split_k
 
 SHAPES = pytest.mark.parametrize("m, n, k, tiles, split_k, transpose_b", [
     (16, 4096, 14336, (64, 128), 4, True),
@@ -27,7 +27,7 @@ SHAPES = pytest.mark.parametrize("m, n, k, tiles, split_k, transpose_b", [
 def test_split_k_in_a_cluster_builds_clean(m, n, k, tiles, split_k, transpose_b):
     tile_m, tile_n = tiles
     kern = make_gemm(m, n, k, transpose_b=transpose_b, tile_m=tile_m, tile_n=tile_n, split_k=split_k)
-    assert not isinstance(kern, SplitKGemm)  # the default up to 8 slices: one kernel
+    assert kern.program.is_single  # the default up to 8 slices: one kernel
     assert_clean(kern, rf"HGMMA\.64x{tile_n}x16\.F32\.BF16")
     compiled = kern.compiled
     assert compiled.grid == (-(-m // tile_m) * -(-n // tile_n), split_k, 1)
@@ -49,23 +49,25 @@ def test_split_k_through_a_workspace_builds_clean(m, n, k, tiles, split_k, trans
     tile_m, tile_n = tiles
     kern = make_gemm(m, n, k, transpose_b=transpose_b, tile_m=tile_m, tile_n=tile_n, split_k=split_k,
                      split_k_reduce="workspace")
-    assert isinstance(kern, SplitKGemm)
-    assert_clean(kern.partial, rf"HGMMA\.64x{tile_n}x16\.F32\.BF16")
+    partial, reduce = kern.launches  # two launches through one f32 scratch buffer
+    assert [(s.shape, s.dtype) for s in kern.program.scratch] == [((split_k, m, n), "float32")]
+    assert_clean(kern, rf"HGMMA\.64x{tile_n}x16\.F32\.BF16")  # the main launch: the partial GEMM
     grid = (-(-m // tile_m) * -(-n // tile_n), split_k, 1)
-    assert kern.partial.compiled.grid == grid
-    assert [tuple(o.shape) for o in kern.partial.compiled.outputs] == [(split_k, m, n)]
-    r = kern.reduce.compiled.resources
+    assert partial.grid == grid
+    assert [tuple(o.shape) for o in partial.outputs] == [(split_k, m, n)]
+    r = reduce.resources
     assert r.spill_stores_bytes == r.spill_loads_bytes == r.stack_frame_bytes == 0
-    assert [tuple(o.shape) for o in kern.reduce.compiled.outputs] == [(m, n)]
-    assert kern.reduce.compiled.grid[0] * 256 * 4 >= m * n
+    assert [tuple(o.shape) for o in reduce.outputs] == [(m, n)] == [tuple(o.shape) for o in kern.outputs]
+    assert reduce.grid[0] * 256 * 4 >= m * n
 
 
 def test_split_k_ragged_shape_goes_through_the_padded_path():
     kern = make_gemm(129, 257, 1000, tile_m=64, tile_n=64, split_k=3, split_k_reduce="workspace")
-    assert isinstance(kern, PaddedGemm) and isinstance(kern.inner, SplitKGemm)
-    assert kern.inner.tiling.split_k == 3 and kern.inner.tiling.k_steps == 6  # 16 k-steps: 6, 6, 4
+    assert len(kern.launches) == 2 and any(type(s).__name__ == "Copy" for s in kern.program.steps)
+    tiling = kern.config["tiling"]
+    assert tiling.split_k == 3 and tiling.k_steps == 6  # 16 k-steps: 6, 6, 4
     kern = make_gemm(129, 257, 1000, tile_m=64, tile_n=64, split_k=3)
-    assert isinstance(kern, PaddedGemm) and kern.inner.compiled.cluster == (1, 3, 1)
+    assert len(kern.launches) == 1 and kern.compiled.cluster == (1, 3, 1) and kern.program.scratch
 
 
 def test_split_k_leaves_no_slice_empty():
@@ -89,11 +91,11 @@ def test_heuristic_splits_k_only_for_few_tiles_over_a_long_k():
 
 
 def test_split_k_with_an_epilogue_from_the_config_is_dropped():
-    from mgpu_lab.examples.gemm_epilogues import relu
+    from mgpu_lab.kernels.gemm.epilogues import relu
 
     assert resolve_tiling(16, 4096, 14336, transpose_b=True, split_k=None).split_k > 1  # what the config picks
     kern = make_gemm(16, 4096, 14336, transpose_b=True, epilogue=lambda acc, tile: relu(acc))
-    assert not isinstance(kern, SplitKGemm)
+    assert len(kern.launches) == 1
     assert kern.compiled.grid[1] == 1 and kern.compiled.cluster == (1, 1, 1)
 
 
@@ -113,7 +115,7 @@ def test_split_k_rejects_bad_arguments(kwargs, message):
 
 
 def test_split_k_through_a_workspace_refuses_an_epilogue():
-    from mgpu_lab.examples.gemm_epilogues import relu
+    from mgpu_lab.kernels.gemm.epilogues import relu
 
     with pytest.raises(ValueError, match=r"split_k=2 with split_k_reduce='workspace' sums the K slices in a second "
                                          r"kernel and cannot apply an epilogue; use split_k_reduce='cluster'"):
@@ -122,7 +124,7 @@ def test_split_k_through_a_workspace_refuses_an_epilogue():
 
 
 def test_split_k_in_a_cluster_applies_the_epilogue_to_the_sums():
-    from mgpu_lab.examples.gemm_epilogues import fused
+    from mgpu_lab.kernels.gemm.epilogues import fused
 
     e = fused(16, 6144, bias="bfloat16", activation="gelu", residual="bfloat16", scale=True)
     kern = make_gemm(16, 6144, 4096, transpose_b=True, tile_m=64, tile_n=128, split_k=2, epilogue=e.fn,
@@ -132,7 +134,7 @@ def test_split_k_in_a_cluster_applies_the_epilogue_to_the_sums():
 
 
 def test_fp8_split_k_sums_in_a_cluster_only():
-    from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
+    from mgpu_lab.kernels.gemm.fp8 import make_fp8_gemm
 
     kern = make_fp8_gemm(16, 6144, 4096, tile_m=64, tile_n=128, split_k=2)
     assert kern.compiled.cluster == (1, 2, 1) and kern.compiled.grid == (48, 2, 1)

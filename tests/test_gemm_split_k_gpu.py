@@ -14,7 +14,7 @@ from test_gemm_fp8_gpu import _run as _run_fp8
 from test_gemm_gpu import random_operands, reference, relative_error
 from test_hopper import host_f32, poison
 
-from mgpu_lab.examples.gemm import PaddedGemm, SplitKGemm, make_gemm
+from mgpu_lab.kernels.gemm import PaddedGemm, SplitKGemm, make_gemm
 
 pytestmark = pytest.mark.gpu
 

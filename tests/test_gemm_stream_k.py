@@ -12,8 +12,8 @@ import re
 import pytest
 from test_gemm import assert_clean, opcodes
 
-from mgpu_lab.examples.gemm import gemm_definition, make_gemm, resolve_tiling
-from mgpu_lab.examples.gemm_stream_k import MAX_CONTRIBUTORS, StreamKGemm, StreamKPlan, _Unit, stream_k_inputs
+from mgpu_lab.kernels.gemm import gemm_definition, make_gemm, resolve_tiling
+from mgpu_lab.kernels.gemm.stream_k import MAX_CONTRIBUTORS, StreamKPlan, _Unit, stream_k_inputs
 
 
 def _simulate(plan: StreamKPlan) -> None:
@@ -96,7 +96,8 @@ def test_exhaustive_small_schedules():
 ])
 def test_stream_k_gemm_compiles(kwargs, chunks, spill):
     k = make_gemm(4000, 4000, 4000, persistent="stream_k", **kwargs)
-    assert isinstance(k, StreamKGemm)
+    assert [s.name for s in k.program.scratch] == ["stream_k_partials", "stream_k_flags"]
+    assert [s.zeroed for s in k.program.scratch] == [False, True]
     r = k.compiled.resources
     assert r.spill_stores_bytes <= spill and r.spill_loads_bytes <= spill
     if spill:
@@ -106,7 +107,7 @@ def test_stream_k_gemm_compiles(kwargs, chunks, spill):
         assert_clean(k, rf"HGMMA\.64x{kwargs['tile_n']}x16")
     ops = opcodes(k.compiled.sass)
     assert k.compiled.grid == (132, 1, 1)
-    t = k.tiling
+    t = k.config["tiling"]
     # the workspace and the flags are the kernel's last inputs, not the caller's
     assert [tuple(i.shape) for i in k.compiled.inputs[2:]] == [s.shape for s in stream_k_inputs(t)]
     assert len(k.inputs) == 2
@@ -121,17 +122,17 @@ def test_stream_k_gemm_compiles(kwargs, chunks, spill):
 
 
 def test_fp8_stream_k_compiles():
-    from mgpu_lab.examples.gemm_fp8 import make_fp8_gemm
+    from mgpu_lab.kernels.gemm.fp8 import make_fp8_gemm
 
     k = make_fp8_gemm(4096, 4096, 4096, tile_m=128, tile_n=256, persistent="stream_k")
-    assert isinstance(k, StreamKGemm)
+    assert [s.name for s in k.program.scratch] == ["stream_k_partials", "stream_k_flags"]
     assert_clean(k, r"QGMMA\.64x256x32")
 
 
 def test_a_tuned_stream_k_entry_gives_way_in_a_definition(monkeypatch):
     """gemm_definition's body takes (a, b, *epilogue arrays): a tuned stream-K entry runs as the
     plain persistent kernel there; asking for it gives the body the workspace and flags too."""
-    from mgpu_lab.examples import gemm as gemm_module
+    from mgpu_lab.kernels.gemm import kernel as gemm_module
 
     monkeypatch.setattr(gemm_module, "gemm_config", lambda *a, **k: {
         "tile_m": 128, "tile_n": 256, "persistent": "stream_k", "group_m": 8, "source": "tuned"})
@@ -162,7 +163,7 @@ def test_stream_k_rejects_bad_arguments(shape, kwargs, message):
 
 
 def test_stream_k_refuses_a_custom_mainloop():
-    from mgpu_lab.examples.gemm import tiled_gemm_definition
+    from mgpu_lab.kernels.gemm import tiled_gemm_definition
 
     t = resolve_tiling(4096, 4096, 4096, tile_m=128, tile_n=256, persistent="stream_k")
     with pytest.raises(ValueError, match=r"persistent='stream_k' need the built-in mainloop"):

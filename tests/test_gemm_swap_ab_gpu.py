@@ -12,7 +12,7 @@ from test_gemm_epilogues_gpu import _check
 from test_gemm_gpu import random_operands, reference, relative_error
 from test_hopper import host_f32, poison
 
-from mgpu_lab.examples.gemm import PaddedGemm, make_gemm
+from mgpu_lab.kernels.gemm import PaddedGemm, make_gemm
 
 pytestmark = pytest.mark.gpu
 

@@ -14,7 +14,7 @@ AFTER_COMPILATION_PACKAGES = ("runtime", "profiler", "widgets")
 AFTER_COMPILATION = sorted(
     f"mgpu_lab.{pkg}.{path.stem}" for pkg in AFTER_COMPILATION_PACKAGES
     for path in (PACKAGE / pkg).glob("*.py") if path.stem != "__init__"
-) + ["mgpu_lab.exporter"]
+)
 
 
 def test_every_package_module_is_checked():

@@ -361,18 +361,15 @@ def test_the_fault_message_names_kernel_error_line_and_instruction():
 
 
 def test_kernel_call_routes_to_the_isolated_worker_when_asked(monkeypatch):
-    from mgpu_lab.builder.kernel import Kernel
-    from mgpu_lab.runtime.launcher import Launcher
+    from mgpu_lab.examples.vector_add import make_vector_add
+    from mgpu_lab.runtime.kernel import Kernel
 
     calls = []
-    monkeypatch.setattr(Launcher, "call_isolated", lambda self, args, out, stream, timeout_s: calls.append(timeout_s))
-    monkeypatch.setattr(Launcher, "call", lambda self, args, out, stream: calls.append("in process"))
-
-    def init(self, compiled, may_alias=None):
-        self.isolation = isolation.SETTINGS
-
-    monkeypatch.setattr(Launcher, "__init__", init)
-    k = Kernel(SimpleNamespace(name="k", inputs=(), outputs=()))
+    monkeypatch.setattr(Kernel, "_call_isolated",
+                        lambda self, launcher, args, out, stream, timeout_s: calls.append(timeout_s))
+    k = Kernel(make_vector_add(1024).program)
+    k._launcher = SimpleNamespace(call=lambda args, out, stream: calls.append("in process"),
+                                  launchers=[SimpleNamespace(isolation=isolation.SETTINGS)])
     k(isolate=True, timeout_s=3)
     with isolation.isolated():
         k()

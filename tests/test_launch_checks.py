@@ -134,8 +134,8 @@ def test_may_alias_reaches_the_launcher_from_the_kernel_builder():
     from mgpu_lab.examples.vector_add import make_vector_add
 
     k = make_vector_add(1024, may_alias={0: 0})
-    assert k._new_launcher()._no_alias == [(2, 1)], "only output 0 against input 1 is still refused"
-    assert make_vector_add(1024)._new_launcher()._no_alias == [(2, 0), (2, 1)]
+    assert k._new_launcher().single._no_alias == [(2, 1)], "only output 0 against input 1 is still refused"
+    assert make_vector_add(1024)._new_launcher().single._no_alias == [(2, 0), (2, 1)]
     with pytest.raises(ValueError, match=r"may_alias: \(0, 5\) is not an \(output index < 1, input index < 2\) pair"):
         make_vector_add(1024, may_alias={0: 5})
 
@@ -147,7 +147,7 @@ def test_exported_module_keeps_the_kernels_declared_aliases(tmp_path):
     path = make_vector_add(1024, may_alias={0: 0}).export(tmp_path / "in_place.py")
     exec(compile(path.read_text(), str(path), "exec"), namespace)
     assert [tuple(pair) for pair in namespace["SPEC"]["may_alias"]] == [(0, 0)]
-    assert namespace["vector_add"]._no_alias == [(2, 1)], "the export must refuse only what the kernel refuses"
+    assert namespace["vector_add"].single._no_alias == [(2, 1)], "the export must refuse only what the kernel refuses"
 
 
 # -- the generated call: checks, slot writes and the driver call in one function ------------------

@@ -52,7 +52,7 @@ def builder_calls(text: str) -> list[tuple[int, str]]:
 
 def test_the_scan_covers_the_public_face():
     names = {p.relative_to(ROOT).as_posix() for p in _public_sources()}
-    assert {"README.md", "mgpu_lab/examples/attention.py", "mgpu_lab/examples/gemm.py",
+    assert {"README.md", "mgpu_lab/kernels/attention.py", "mgpu_lab/kernels/gemm/kernel.py",
             "notebooks/make_notebooks.py", "notebooks/05_flash_attention.ipynb"} <= names
 
 

@@ -11,7 +11,7 @@ HGMMA / 4 WARPGROUP.ARRIVE / 5 WARPGROUP.DEPBAR, with 25 fewer BRA).
 Everything else is as first recorded. When a default changed, the entry was pinned at the options
 it was recorded with and the new default added beside it (d 256's K/V tiles; d 64's exp2 on the
 FMA pipes, `attention_d64_exp2_fma`; pingpong off for full attention at d 128, `attention_d128_nopp`). The attention entries were
-added (recorded before `examples/attention.py` moved to operators) without touching the others.
+added (recorded before `mgpu_lab/kernels/attention.py` moved to operators) without touching the others.
 """
 
 from __future__ import annotations

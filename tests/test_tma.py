@@ -181,7 +181,7 @@ def test_async_copy_records_the_swizzle_of_planned_buffers(monkeypatch):
         contexts.append(self)
 
     monkeypatch.setattr(lc.LaunchContext, "__init__", record)
-    from mgpu_lab.examples.gemm import make_gemm
+    from mgpu_lab.kernels.gemm import make_gemm
 
     make_gemm(256, 256, 128, tile_m=128, tile_n=256, stages=4, persistent=False, use_cache=False)
     assert contexts[-1].smem_swizzles == {(0, (4, 128, 64)): 128, (65536, (4, 4, 64, 64)): 128,

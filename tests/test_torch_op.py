@@ -7,7 +7,7 @@ import re
 import pytest
 
 from mgpu_lab.examples.vector_add import make_vector_add
-from mgpu_lab.exporter import export_source
+from mgpu_lab.runtime.export import export_source
 from mgpu_lab.runtime.torch_op import TorchOpError, _schema
 
 

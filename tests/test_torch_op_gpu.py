@@ -252,7 +252,7 @@ def test_split_k_gemm_as_one_op_eager_compiled_and_captured(reduce, rng):
     """A split-K GEMM is one op, both ways: one cluster launch summing through distributed
     shared memory, or two launches and an f32 workspace that comes from torch's allocator per
     call, so two streams at once and a captured graph stay correct."""
-    from mgpu_lab.examples.gemm import make_gemm
+    from mgpu_lab.kernels.gemm import make_gemm
 
     m, n, k = 64, 256, 4096
     gemm = make_gemm(m, n, k, split_k=4, split_k_reduce=reduce)

@@ -12,7 +12,7 @@ import pytest
 import mgpu_lab
 from mgpu_lab.examples.block_sum import make_block_sum
 from mgpu_lab.examples.vector_add import make_vector_add
-from mgpu_lab.autotune import compile_candidates
+from mgpu_lab.tuning import compile_candidates
 
 
 def test_candidates_compile_and_failures_carry_their_reason():
@@ -21,7 +21,7 @@ def test_candidates_compile_and_failures_carry_their_reason():
         cands = compile_candidates(make, {"blocks": [256, 3], "block": [128, 256]}, executor=pool)
     by = {(c.config["blocks"], c.config["block"]): c for c in cands}
     assert by[(256, 128)].status == by[(256, 256)].status == "built"
-    assert by[(256, 128)].compiled.resources.registers > 0
+    assert by[(256, 128)].kernel.compiled.resources.registers > 0
     assert by[(3, 128)].status == "failed-build"
     assert "n: expected a multiple of blocks * block * 4" in by[(3, 128)].reason
 
@@ -43,7 +43,7 @@ def test_candidates_that_do_not_fit_are_skipped_with_the_reason(monkeypatch):
 def test_process_pool_is_the_default_executor():
     cands = compile_candidates(functools.partial(make_vector_add, 1 << 12), {"block": [64, 128]})
     assert [c.status for c in cands] == ["built", "built"]
-    assert cands[0].compiled.block == (64, 1, 1) and cands[1].compiled.block == (128, 1, 1)
+    assert cands[0].kernel.compiled.block == (64, 1, 1) and cands[1].kernel.compiled.block == (128, 1, 1)
 
 
 @pytest.mark.parametrize("space, message", [
@@ -90,31 +90,28 @@ def test_tune_rejects_wrong_results(rng, tmp_path, monkeypatch):
     assert result.candidates[0].status == "wrong-result"
 
 
-def test_a_gemm_that_is_more_than_one_kernel_is_built_again_where_it_is_timed():
-    """Split-K (two launches and a workspace), stream-K (a workspace and flags) and the padded GEMM
-    come back from the compile workers as a WrappedKernel: its CompiledKernel to read, and
-    make_kernel(**config) built again (from the compile cache) to launch; a plain GEMM as its
-    CompiledKernel. Each pickles (it crosses processes)."""
+def test_every_candidate_is_a_kernel_that_pickles_whole():
+    """Split-K (two launches and a workspace), stream-K (a workspace and flags), the padded GEMM
+    (copies) and the plain GEMM all come back from the compile workers as a Kernel, and cross
+    processes whole: the same program, SASS and scratch after a pickle round trip."""
     import pickle
 
-    from mgpu_lab.autotune import WrappedKernel, _compile_one, launchable
-    from mgpu_lab.compiler.compiled_kernel import CompiledKernel
-    from mgpu_lab.examples.gemm import make_gemm
+    from mgpu_lab.kernels.gemm import make_gemm
+    from mgpu_lab.runtime.kernel import Kernel
+    from mgpu_lab.tuning.candidates import compile_candidate
 
     make = functools.partial(make_gemm, 512, 1024, 2048, transpose_b=True)
     tiles = {"tile_m": 128, "tile_n": 256}
-    status, plain = _compile_one(make, tiles)
-    assert status == "built" and isinstance(plain, CompiledKernel)
-    for config, wrapper in [({**tiles, "persistent": "stream_k"}, "StreamKGemm"),
-                            ({**tiles, "split_k": 2, "split_k_reduce": "workspace"}, "SplitKGemm")]:
-        status, built = _compile_one(make, config)
-        assert status == "built" and isinstance(built, WrappedKernel), (config, built)
+    for make_one, config, launches, scratch in [
+            (make, tiles, 1, 0), (make, {**tiles, "persistent": "stream_k"}, 1, 2),
+            (make, {**tiles, "split_k": 2, "split_k_reduce": "workspace"}, 2, 1),
+            (functools.partial(make_gemm, 129, 257, 72), {"tile_m": 128, "tile_n": 128}, 1, 2)]:
+        status, built = compile_candidate(make_one, config)
+        assert status == "built" and isinstance(built, Kernel), (config, built)
         again = pickle.loads(pickle.dumps(built))
-        assert again.config == config and again.resources.registers == built.compiled.resources.registers
-        assert "HGMMA" in again.sass
-        assert type(launchable(again)).__name__ == wrapper
-    status, padded = _compile_one(functools.partial(make_gemm, 129, 257, 72), {"tile_m": 128, "tile_n": 128})
-    assert status == "built" and type(launchable(padded)).__name__ == "PaddedGemm"
+        assert len(again.launches) == launches and len(again.program.scratch) == scratch, config
+        assert again.program.to_dict() == built.program.to_dict()
+        assert "HGMMA" in again.compiled.sass
 
 
 @pytest.mark.gpu
@@ -125,7 +122,7 @@ def test_tune_times_split_k_and_stream_k_gemms(rng, tmp_path, monkeypatch):
     import cupy
 
     from mgpu_lab.builder.dtypes import numpy_dtype
-    from mgpu_lab.examples.gemm import make_gemm
+    from mgpu_lab.kernels.gemm import make_gemm
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     m, n, k = 512, 1024, 2048

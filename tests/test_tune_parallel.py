@@ -181,7 +181,6 @@ def test_the_default_compile_pool_and_progress_text(cache, capsys):
     ({"gpus": [0, 0]}, "gpus: expected 'all', None or a list of distinct device indices"),
     ({"gpus": [0], "timeout_s": 0}, "timeout_s: expected a positive number of seconds, got 0"),
     ({"gpus": [0], "retime_top": -1}, "retime_top: expected a count >= 0, got -1"),
-    ({"timer": HostTimer()}, "tune: timer need gpus= or cluster= (the parallel tune)"),
     ({"cluster": object(), "timer": HostTimer()}, "cluster: expected a dask.distributed Client, got object"),
 ])
 def test_bad_parallel_arguments(cache, kw, message):
@@ -194,7 +193,7 @@ def test_the_single_host_path_does_not_import_dask():
     import subprocess
     import sys
 
-    code = ("import sys, mgpu_lab.tuning.pipeline, mgpu_lab.autotune; "
+    code = ("import sys, mgpu_lab.tuning.pipeline, mgpu_lab.tuning; "
             "print(any(m.split('.')[0] in ('dask', 'distributed') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -69,7 +69,7 @@ def test_faults_and_hangs_cost_their_worker_only(tmp_path, monkeypatch):
 
 def test_a_gemm_space_on_every_gpu(tmp_path, monkeypatch):
     from mgpu_lab.builder.dtypes import numpy_dtype
-    from mgpu_lab.examples.gemm import make_gemm
+    from mgpu_lab.kernels.gemm import make_gemm
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     rng = np.random.default_rng(2)

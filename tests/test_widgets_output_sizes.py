@@ -30,7 +30,7 @@ def test_the_executed_notebooks_are_there() -> None:
 
 def test_gemm_viewers_with_every_pass_stay_under_1_mb() -> None:
     pytest.importorskip("anywidget")
-    from mgpu_lab.examples.gemm import make_gemm
+    from mgpu_lab.kernels.gemm import make_gemm
     from mgpu_lab.profiler.trace import Trace
     from mgpu_lab.widgets import IrView, SassView, SmemView, Timeline
 

@@ -1,7 +1,7 @@
 """Element types: dtype names <-> MLIR types.
 
-One table: names and their numpy dtypes come from `runtime/portable.py` (which exports copy
-verbatim, so it keeps that table self-contained); this module adds the MLIR type of each name
+One table: names and their numpy dtypes come from `compiler/dtype_names.py` (`runtime/portable.py`,
+which exports copy verbatim, keeps a checked copy); this module adds the MLIR type of each name
 and the way back.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .._mlir import ir
-from ..runtime.portable import ML_DTYPES, dtype_from_name
+from ..compiler.dtype_names import ML_DTYPES, dtype_from_name
 _MLIR_FLOAT_CTORS = {
     "float64": ir.F64Type.get, "float32": ir.F32Type.get, "float16": ir.F16Type.get,
     "bfloat16": ir.BF16Type.get, "float8_e4m3fn": ir.Float8E4M3FNType.get,

@@ -1,4 +1,5 @@
-"""`mgpu_lab.kernel`: trace a Python body into a gpu.module, compile it, return a callable."""
+"""`mgpu_lab.kernel`: trace a Python body into a gpu.module, compile it, return a `Kernel`
+(runtime/kernel.py, the one launchable type; importable from here too)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from ..compiler.kernel_names import check_kernel_name, kernel_name_from
 from ..compiler.kernel_spec import KernelSpec
 from ..compiler.options import CompileOptions
 from ..errors import KernelBuildError, ResourceLimitError
-from ..user_errors import trim_for_user, user_facing
+from ..runtime.kernel import Kernel
+from ..user_errors import user_facing
 from .dtypes import mlir_type
 from .launch_context import LaunchContext
 from .locations import describe_frame, innermost_user_frame, user_locations
@@ -69,95 +71,6 @@ def _shape_tuple(shapes: Any, what: str) -> tuple[ShapeDtype, ...]:
             len(shapes) == 2 and isinstance(shapes[0], (tuple, list)) and not isinstance(shapes[1], (tuple, list))):
         return tuple(as_shape_dtype(s, f"{what}[{i}]") for i, s in enumerate(shapes))
     return (as_shape_dtype(shapes, what),)
-
-
-class Kernel:
-    """A compiled kernel you can call on CuPy arrays (or anything with DLPack / CUDA array interface).
-
-    `kernel(*inputs)` returns the outputs (one array, or a tuple when there are several).
-    `kernel.compiled` has every artifact: PTX, SASS, resources, smem layout, IR passes.
-    """
-
-    def __init__(self, compiled: CompiledKernel, *, may_alias: Any = None, isolate: bool | None = None):
-        if may_alias:
-            from ..runtime.launcher import alias_pairs
-
-            alias_pairs(may_alias, len(compiled.inputs), len(compiled.outputs))  # refuse bad ones now
-        self.compiled = compiled
-        self.may_alias = may_alias  # outputs that may overlap inputs: True or {output: input}
-        self.isolate = isolate  # None: follow mgpu_lab.isolated() / set_isolation()
-        self._launcher = None
-
-    @property
-    def name(self) -> str:
-        return self.compiled.name
-
-    @property
-    def launcher(self) -> Any:
-        """The in-process launcher of this kernel (loads the module on first use): what wrappers
-        that launch several kernels as one, e.g. a torch op, call as `launcher.call(inputs, out, stream)`."""
-        return self._launcher or self._new_launcher()
-
-    def _new_launcher(self) -> Any:
-        from ..runtime.launcher import Launcher
-
-        self._launcher = Launcher(self.compiled, self.may_alias)
-        return self._launcher
-
-    def __call__(self, *args: Any, out: Any = None, stream: Any = None, isolate: bool | None = None,
-                 timeout_s: float | None = None) -> Any:
-        """Run on `args`; `isolate=True` runs this launch in the isolated GPU worker (a fault
-        raises KernelFaultError instead of poisoning this process), `timeout_s` bounds it there."""
-        launcher = self._launcher or self._new_launcher()
-        if isolate is None:
-            isolate = self.isolate
-        try:
-            if isolate or (isolate is None and launcher.isolation.enabled):
-                return launcher.call_isolated(args, out, stream, timeout_s)
-            return launcher.call(args, out, stream)
-        except Exception as error:
-            trim_for_user(error)  # a wrong argument shows the caller's line, not the launcher's
-            raise
-
-    def launch_unchecked(self, *arrays: Any, stream: Any = None) -> None:
-        """Launch on CuPy arrays (inputs, then outputs) skipping every argument check.
-
-        Call the kernel normally once first; this is for hot loops where ~2 us of checks per
-        launch matter. Wrong arguments here are undefined behaviour on the GPU."""
-        launcher = self._launcher or self._new_launcher()
-        isolate = self.isolate
-        if isolate or (isolate is None and launcher.isolation.enabled):
-            launcher.launch_unchecked(*arrays, stream=stream, isolate=True)
-        else:
-            launcher.unchecked(arrays, stream)  # the arrays as one tuple: no repacking
-
-    def as_torch_op(self, qualname: str) -> Any:
-        """Register this kernel as the PyTorch custom op `qualname` ("namespace::name") and return it.
-
-        `torch.ops.namespace.name(*inputs)` then launches on torch's current stream with outputs from
-        torch's allocator, and `torch.compile(fullgraph=True)` traces through it (a fake
-        implementation gives the output shapes). An exported module offers the same (`as_torch_op`)."""
-        from ..runtime.torch_op import register_torch_op
-
-        return register_torch_op(self.launcher, qualname)
-
-    @property
-    def last_trace(self) -> Any:
-        """The profiler Trace of the most recent call (decoded on access; None if not profiled)."""
-        return None if self._launcher is None else self._launcher.last_trace
-
-    def export(self, path: str, overwrite: bool = False) -> Any:
-        """Write a standalone Python module (cubin + launcher; numpy, CuPy, cuda-bindings only).
-
-        An existing file is only replaced with overwrite=True."""
-        from ..exporter import export
-
-        return export(self, path, overwrite=overwrite)
-
-    def __repr__(self) -> str:
-        r = self.compiled.resources
-        return (f"<mgpu_lab.Kernel {self.name} {self.compiled.target} grid={self.compiled.grid} "
-                f"block={self.compiled.block} regs={r.registers} smem={r.total_smem_bytes}B>")
 
 
 @user_facing
@@ -370,3 +283,6 @@ def _check_smem_against_device(total: int, plan: Any, profiler: Any) -> None:
         raise ResourceLimitError(
             f"smem: the kernel needs {total} bytes of shared memory ({parts}) but the device "
             f"allows at most {limit} bytes per block")
+
+
+__all__ = ["Kernel", "check_launch_dims", "kernel", "merge_options"]

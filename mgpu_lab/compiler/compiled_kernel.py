@@ -105,6 +105,13 @@ class CompiledKernel:
             self.set_disassembly(*self.disassembly.result())
         return self.disassembly
 
+    def __getstate__(self) -> dict:
+        """Pickled with its disassembly finished: a Future cannot cross processes (tuning moves
+        kernels between compile and timing processes)."""
+        state = dict(self.__dict__)
+        state["disassembly"] = self.wait_disassembly()
+        return state
+
     def set_disassembly(self, sass: str, line_map: tuple[SourceSpan, ...], sources: dict[str, str]) -> None:
         """Fill in the SASS, line map and sources (ends a pending background disassembly)."""
         self.disassembly = Disassembly(sass, tuple(line_map), dict(sources))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..runtime.portable import dtype_from_name
+from .dtype_names import dtype_from_name
 
 
 @dataclass(frozen=True)

@@ -1,2 +1,4 @@
-"""Example kernels, used by the demo and the tests. Each `make_*` returns a compiled Kernel
-and each `reference_*` computes the expected result with numpy in float64."""
+"""Small teaching kernels (vector add, tiled copy, block sum, softmax, scaled add, a torch MLP).
+Each `make_*` returns an `mgpu_lab.Kernel` and each `reference_*` computes the expected result with
+numpy. The library kernels (GEMM, attention) live in `mgpu_lab.kernels`; their old paths here
+(`mgpu_lab.examples.gemm`, `...gemm_*`, `...attention`) still work until 0.3, with a DeprecationWarning."""

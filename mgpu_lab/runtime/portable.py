@@ -1,7 +1,7 @@
 """The launcher core: argument checks, module loading, the launch. Self-contained on purpose.
 
 This file imports only the standard library, numpy, CuPy and cuda-bindings, because
-`mgpu_lab.exporter` copies its source verbatim into exported modules: the exported launcher is
+`mgpu_lab.runtime.export` copies its source verbatim into exported modules: the exported launcher is
 the same tested code that `Kernel.__call__` runs. Keep it free of mgpu_lab imports.
 
 A kernel is described by a plain dict (see `PortableLauncher.__init__`). The call path is lean:
@@ -344,19 +344,13 @@ def _launch_lines(pointers: list[str], dims: tuple[int, ...]) -> list[str]:
                     "        recover(device, error, s, argv)"]
 
 
-class PortableLauncher:
-    """Checks arguments and launches one kernel on CuPy's current stream.
+class ArgumentChecker:
+    """The argument checks of a signature: inputs and outputs ([(shape, dtype name)]), and which
+    outputs may overlap which inputs (`may_alias`). `checked` accepts exactly matching CuPy arrays
+    with a few attribute compares and explains anything else; `PortableLauncher` and the program
+    runner check the user's arrays with it."""
 
-    spec keys: name, grid, block, cluster, dynamic_smem, static_smem, inputs and outputs
-    ([(shape, dtype name)]), params ([(kind, index)] with kind "array"|"tma"|"profile"),
-    cubin (bytes), ptx (str, optional fallback), profile_words (words per block, or None),
-    may_alias (optional: [(output index, input index)] pairs whose memory may overlap, or
-    True for all; any other overlap of an output with an input or another output is refused).
-    tma_encoder: object with encode(index, arrays) -> np.uint64[16], for "tma" params.
-    """
-
-    def __init__(self, spec: dict, *, error: type[Exception] = PortableLaunchError,
-                 resource_error: type[Exception] = ValueError, tma_encoder: Any = None):
+    def __init__(self, spec: dict, error: type[Exception] = PortableLaunchError):
         import cupy
 
         self._cupy = cupy
@@ -364,9 +358,8 @@ class PortableLauncher:
         self._get_device = cupy.cuda.runtime.getDevice
         self._current_stream = cupy.cuda.get_current_stream
         self.spec = spec
-        self._profiled = spec.get("profile_words") is not None
         self.name = spec["name"]
-        self._error, self._resource_error = error, resource_error
+        self._error = error
         self.n_in = len(spec["inputs"])
         self.in_specs = [(tuple(s), device_dtype(d)) for s, d in spec["inputs"]]
         self.out_specs = [(tuple(s), device_dtype(d)) for s, d in spec["outputs"]]
@@ -376,17 +369,6 @@ class PortableLauncher:
         self._no_alias = _pairs_that_may_not_alias(self.n_in, len(self.out_specs), spec.get("may_alias"))
         self._exact_inputs = exact_match_checker(self._ndarray, self.in_specs)
         self._exact_all = exact_match_checker(self._ndarray, self._all_specs, self._nbytes, self._no_alias)
-        self.param_kinds = [tuple(p) for p in spec["params"]]
-        # Every parameter an array pointer in order: the call writes pointers and launches.
-        self._pointer_only = self.param_kinds == [("array", i) for i in range(len(self._all_specs))]
-        self._pointer_slots = slice(0, len(self.param_kinds) * _SLOT_WORDS, _SLOT_WORDS)  # first word of each slot
-        self.num_blocks = int(np.prod(spec["grid"]))
-        self._storage = _ParamStorage(len(self.param_kinds))
-        self._functions: dict[int, LoadedFunction] = {}
-        self._handles: dict[int, int] = {}  # device -> CUfunction, read by the generated call
-        self._tma = tma_encoder
-        self._profile_buffer = None
-        self.last_profile = None
 
     # -- arguments -----------------------------------------------------------------------
     def _as_device_array(self, x: Any, position: int, what: str, spec: tuple) -> Any:
@@ -463,6 +445,53 @@ class PortableLauncher:
         return (f"{head}: the kernel may read data it already overwrote. Pass a separate output array, or "
                 f"build the kernel with may_alias={{{a - self.n_in}: {b}}} if it is written to work in place")
 
+    def checked(self, args: tuple, out: Any, device: int) -> tuple[list, list[int]]:
+        """(arrays, data pointers) of a call: inputs then outputs, every check passed, outputs
+        allocated when `out` is None."""
+        if out is None:
+            pointers = self._exact_inputs(args, device)
+            if pointers is None:
+                arrays = self._checked_arrays(args, None, device)
+                return arrays, [a.data.ptr for a in arrays]
+            outs = [self._cupy.empty(shape, dtype) for shape, dtype in self.out_specs]
+            return [*args, *outs], pointers + [o.data.ptr for o in outs]
+        arrays = args + tuple(out) if isinstance(out, (tuple, list)) else (*args, out)
+        pointers = self._exact_all(arrays, device)
+        if pointers is None:  # something differs: find it and say what
+            arrays = self._checked_arrays(args, out, device)
+            pointers = [a.data.ptr for a in arrays]
+            if self._no_alias:
+                self._check_aliasing(pointers)
+        return arrays, pointers
+
+class PortableLauncher(ArgumentChecker):
+    """Checks arguments and launches one kernel on CuPy's current stream.
+
+    spec keys: name, grid, block, cluster, dynamic_smem, static_smem, inputs and outputs
+    ([(shape, dtype name)]), params ([(kind, index)] with kind "array"|"tma"|"profile"),
+    cubin (bytes), ptx (str, optional fallback), profile_words (words per block, or None),
+    may_alias (optional: [(output index, input index)] pairs whose memory may overlap, or
+    True for all; any other overlap of an output with an input or another output is refused).
+    tma_encoder: object with encode(index, arrays) -> np.uint64[16], for "tma" params.
+    """
+
+    def __init__(self, spec: dict, *, error: type[Exception] = PortableLaunchError,
+                 resource_error: type[Exception] = ValueError, tma_encoder: Any = None):
+        super().__init__(spec, error)
+        self._profiled = spec.get("profile_words") is not None
+        self._resource_error = resource_error
+        self.param_kinds = [tuple(p) for p in spec["params"]]
+        # Every parameter an array pointer in order: the call writes pointers and launches.
+        self._pointer_only = self.param_kinds == [("array", i) for i in range(len(self._all_specs))]
+        self._pointer_slots = slice(0, len(self.param_kinds) * _SLOT_WORDS, _SLOT_WORDS)  # first word of each slot
+        self.num_blocks = int(np.prod(spec["grid"]))
+        self._storage = _ParamStorage(len(self.param_kinds))
+        self._functions: dict[int, LoadedFunction] = {}
+        self._handles: dict[int, int] = {}  # device -> CUfunction, read by the generated call
+        self._tma = tma_encoder
+        self._profile_buffer = None
+        self.last_profile = None
+
     # -- launching -----------------------------------------------------------------------
     def _function(self, device: int) -> LoadedFunction:
         # CuPy (and torch) run on each device's primary context, so a device id names the
@@ -537,25 +566,6 @@ class PortableLauncher:
         device = self._get_device()
         arrays, pointers = self.checked(args, out, device)
         return self._launch(arrays, pointers, device, stream)
-
-    def checked(self, args: tuple, out: Any, device: int) -> tuple[list, list[int]]:
-        """(arrays, data pointers) of a call: inputs then outputs, every check passed, outputs
-        allocated when `out` is None."""
-        if out is None:
-            pointers = self._exact_inputs(args, device)
-            if pointers is None:
-                arrays = self._checked_arrays(args, None, device)
-                return arrays, [a.data.ptr for a in arrays]
-            outs = [self._cupy.empty(shape, dtype) for shape, dtype in self.out_specs]
-            return [*args, *outs], pointers + [o.data.ptr for o in outs]
-        arrays = args + tuple(out) if isinstance(out, (tuple, list)) else (*args, out)
-        pointers = self._exact_all(arrays, device)
-        if pointers is None:  # something differs: find it and say what
-            arrays = self._checked_arrays(args, out, device)
-            pointers = [a.data.ptr for a in arrays]
-            if self._no_alias:
-                self._check_aliasing(pointers)
-        return arrays, pointers
 
     def launch_unchecked(self, *arrays: Any, stream: Any = None) -> None:
         """Launch on CuPy arrays (inputs then outputs) without any argument check.

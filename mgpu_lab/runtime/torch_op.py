@@ -57,7 +57,7 @@ def _check_tensor(torch: Any, op: str, position: int, t: Any, shape: tuple, dtyp
         raise TorchOpError(f"input {position} of {op}: expected dtype {dtype}, got {t.dtype}")
 
 
-def _cupy_view(cupy: Any, t: Any, device_dtype: Any) -> Any:
+def cupy_view(cupy: Any, t: Any, device_dtype: Any) -> Any:
     """A CuPy array over a contiguous CUDA tensor's memory (any dtype, float8 as its bytes)."""
     memory = cupy.cuda.UnownedMemory(t.data_ptr(), t.numel() * t.element_size(), t, device_id=t.device.index)
     return cupy.ndarray(tuple(t.shape), device_dtype, cupy.cuda.MemoryPointer(memory, 0))
@@ -124,7 +124,7 @@ def register_torch_op(launcher: Any, qualname: str) -> Any:
         outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in outputs]
         # Contiguous tensors cross as views; others go to the launcher as they are, which refuses
         # them with its own message (expected a C-contiguous array ...).
-        arrays = [_cupy_view(cupy, t, device_dtypes[i]) if t.is_contiguous() else t
+        arrays = [cupy_view(cupy, t, device_dtypes[i]) if t.is_contiguous() else t
                   for i, t in enumerate(list(tensors) + outs)]
         with cupy.cuda.Device(device.index):
             stream = torch.cuda.current_stream(device).cuda_stream
@@ -134,7 +134,7 @@ def register_torch_op(launcher: Any, qualname: str) -> Any:
             out_arrays = arrays[len(inputs):]
             out_arg = out_arrays[0] if len(out_arrays) == 1 else tuple(out_arrays)
             if scratch:
-                temps = [_cupy_view(cupy, (torch.zeros if zeroed else torch.empty)(shape, dtype=dtype, device=device),
+                temps = [cupy_view(cupy, (torch.zeros if zeroed else torch.empty)(shape, dtype=dtype, device=device),
                                     cupy.dtype(name)) for shape, dtype, name, zeroed in scratch]
                 launcher.call(tuple(arrays[: len(inputs)]), out_arg, stream, scratch=tuple(temps))
             else:

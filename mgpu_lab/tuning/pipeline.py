@@ -1,6 +1,6 @@
-"""The parallel tune: compile every candidate on CPU cores, time the built ones on many GPUs
-(one worker per GPU) as soon as each is built, re-time the top k on one GPU, journal every
-finished candidate (resume), cache the winner.
+"""The tuner (`mgpu_lab.tune`): compile every candidate on CPU cores, time the built ones on one
+or many GPUs (one worker process per GPU) as soon as each is built, re-time the top k on one
+GPU, journal every finished candidate (resume), cache the winner.
 
 The stages run on a backend: `LocalStages` (a process pool + one timing worker per local GPU)
 or `dask_backend.DaskStages` (a Dask cluster). Both yield one record per finished candidate;
@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from ..atomic_files import write_atomically
-from ..autotune import Candidate, TuneResult, _cached_best_config, _compile_one, _configs
+from ..user_errors import user_facing
+from .candidates import Candidate, TuneResult, cached_best_config, compile_candidate, expand_space
 from .cache_key import key_digest, tune_dir, tune_key
 from .journal import Journal, config_key
 from .progress import Counts, TuneProgress
@@ -177,6 +178,17 @@ def _devices(gpus: Any) -> list[str]:
     return [visible_device(g) for g in gpus]
 
 
+def _current_device(timer: Any) -> int:
+    """The device a tune without gpus= times on: CuPy's current one (0 for host timers)."""
+    if isinstance(timer, HostTimer):
+        return 0
+    from ..runtime.device import current_device, has_gpu
+
+    if not has_gpu():
+        raise RuntimeError("no CUDA GPU or driver found: compiling works, launching and tuning need a Hopper GPU")
+    return current_device()
+
+
 def _worker_setup(timer: Any, input_sets: list[tuple], make_inputs: Callable[[], Any] | None,
                   reference: Callable[..., Any] | None) -> Setup:
     """What every worker gets once: host copies of the inputs (or make_inputs) and the reference
@@ -207,28 +219,50 @@ def _resumed(configs: list[dict[str, Any]], book: Journal | None, bar: TuneProgr
 def _candidate(record: dict[str, Any]) -> Candidate:
     cand = Candidate(record["config"], record["status"], record.get("reason") or "",
                      median_ms=record.get("median_ms"), rel_error=record.get("rel_error"),
-                     compiled=record.get("payload"))
+                     kernel=record.get("payload"))
     for name in ("compile_s", "spread", "worker"):
         setattr(cand, name, record.get(name))
     return cand
 
 
-def tune_parallel(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args: Any,
-                  reference: Callable[..., Any] | None = None, *, rtol: float = 1e-2,
-                  executor: concurrent.futures.Executor | None = None, warmup: int = 5, iters: int = 20,
-                  use_cache: bool = True, gpus: Any = None, cluster: Any = None, timer: Any = None,
-                  build: Callable[..., Any] | None = None, journal: bool = True, retime_top: int = 3,
-                  retime_rounds: int = 3, timeout_s: float = 60.0, progress: bool = True,
-                  on_record: Callable[[dict[str, Any]], None] | None = None) -> TuneResult:
-    """`mgpu_lab.tune` on many GPUs (`gpus`) or a Dask cluster (`cluster`); see autotune.tune."""
-    configs = _configs(space)
+@user_facing
+def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args: Any,
+         reference: Callable[..., Any] | None = None, *, rtol: float = 1e-2,
+         executor: concurrent.futures.Executor | None = None, warmup: int = 5, iters: int = 20,
+         use_cache: bool = True, gpus: Any = None, cluster: Any = None, timer: Any = None,
+         build: Callable[..., Any] | None = None, journal: bool = True, retime_top: int = 3,
+         retime_rounds: int = 3, timeout_s: float = 60.0, progress: bool = True,
+         on_record: Callable[[dict[str, Any]], None] | None = None) -> TuneResult:
+    """Build `make_kernel(**config)` for every config in `space`, check each against `reference`
+    and time it; return every candidate and the fastest correct one (`mgpu_lab.tune`).
+
+    Every candidate is a Kernel, whatever it runs (a split-K GEMM's two launches, stream-K's
+    scratch, a padded GEMM's copies). Builds run in a process pool (`executor`, default one
+    process per CPU core) and each built candidate is timed as soon as it is built, in a worker
+    process per GPU (`gpus`: "all" or device indices; default: the current device), so a
+    candidate that faults or hangs costs its worker a restart, nothing more; the top
+    `retime_top` are re-timed in interleaved rounds on one GPU; every finished candidate is
+    journalled, so an interrupted tune resumes with the rest; the winner is cached per device
+    model, kernel, input shapes and toolchain (a cached answer is rebuilt from the kernel cache,
+    not re-timed). `cluster`: a dask.distributed Client: build on its workers, time on those with
+    a GPU resource.
+
+    args: the input arrays, a list of input tuples to rotate through while timing (several sets
+    larger than L2 in total, so timings do not measure the cache), or a picklable callable
+    returning them. reference: `reference(*inputs)` -> the expected output (the first output is
+    compared; relative error <= rtol). timer: what a worker does with a candidate (default
+    `CudaTimer`; `HostTimer` times plain Python callables). timeout_s bounds each timing.
+    """
+    configs = expand_space(space)
     if not isinstance(retime_top, int) or retime_top < 0:
         raise ValueError(f"retime_top: expected a count >= 0, got {retime_top!r}")
     if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
         raise ValueError(f"timeout_s: expected a positive number of seconds, got {timeout_s!r}")
     timer = timer if timer is not None else CudaTimer(warmup=warmup, iters=iters, rtol=rtol)
-    build = build or (build_callable if isinstance(timer, HostTimer) else _compile_one)
+    build = build or (build_callable if isinstance(timer, HostTimer) else compile_candidate)
     input_sets, make_inputs = _input_sets(args)
+    if gpus is None and cluster is None:
+        gpus = [_current_device(timer)]
     devices = _devices(gpus) if cluster is None else []
 
     if cluster is not None:
@@ -242,11 +276,11 @@ def tune_parallel(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any
     cache_file = tune_dir() / f"{digest}.json"
     book = Journal(tune_dir() / f"{digest}.journal.jsonl") if journal else None
     if use_cache:
-        config = _cached_best_config(cache_file)
+        config = cached_best_config(cache_file)
         if config is not None:
             status, payload = build(make_kernel, config)
             if status == "built":
-                best = Candidate(config, "cached", compiled=payload)
+                best = Candidate(config, "cached", kernel=payload)
                 return TuneResult([best], best, from_cache=True, cache_path=str(cache_file))
     elif book is not None:
         book.remove()
@@ -297,13 +331,13 @@ def _retime_top(candidates: list[Candidate], stages: Any, top_k: int, rounds: in
     if not timed:
         return None
     top = timed[:top_k]
-    missing = [c for c in top if c.compiled is None]  # resumed from the journal: rebuild (kernel cache)
+    missing = [c for c in top if c.kernel is None]  # resumed from the journal: rebuild (kernel cache)
     for cand, (status, payload, _) in zip(missing, stages.payloads([c.config for c in missing])):
         if status == "built":
-            cand.compiled = payload
-    top = [c for c in top if c.compiled is not None]
+            cand.kernel = payload
+    top = [c for c in top if c.kernel is not None]
     if len(top) >= 2:
-        again = retime(stages.measure_one, [(config_key(c.config), c.compiled) for c in top], rounds=rounds)
+        again = retime(stages.measure_one, [(config_key(c.config), c.kernel) for c in top], rounds=rounds)
         for cand in top:
             cand.retimed_ms = again[config_key(cand.config)][0]
         finite = [c for c in top if np.isfinite(c.retimed_ms)]
@@ -311,7 +345,7 @@ def _retime_top(candidates: list[Candidate], stages: Any, top_k: int, rounds: in
     else:
         best = top[0] if top else timed[0]
     for cand in top:
-        cand.compiled = stages.resolve(cand.compiled)  # a cluster's build future -> the kernel
+        cand.kernel = stages.resolve(cand.kernel)  # a cluster's build future -> the kernel
     return best
 
 

@@ -94,7 +94,7 @@ class HostTimer:
 
 @dataclass
 class CudaTimer:
-    """Times CompiledKernels with CUDA events on this worker's GPU.
+    """Times candidate Kernels with CUDA events on this worker's GPU.
 
     Inputs and the reference are copied to the GPU once per worker; loaded kernels stay loaded
     (keyed by candidate) so a re-time costs no module load. Outputs are allocated once per
@@ -118,12 +118,11 @@ class CudaTimer:
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         return f"{name} (pci {props['pciBusID']:02x})"
 
-    def _kernel(self, key: str, compiled: Any) -> Any:
+    def _kernel(self, key: str, candidate: Any) -> Any:
+        """The candidate's Kernel, kept loaded (the most recent KEEP_LOADED) for a re-time."""
         kernel = self._kernels.pop(key, None)
         if kernel is None:
-            from ..autotune import launchable
-
-            kernel = launchable(compiled)
+            kernel = candidate
             while len(self._kernels) >= KEEP_LOADED:
                 self._kernels.pop(next(iter(self._kernels)))  # the least recently used
         self._kernels[key] = kernel

@@ -1,0 +1,558 @@
+"""bf16 GEMM on Hopper: C = epilogue(A @ B) (or A @ B.T), any M, N, K, f32 accumulation,
+warp-specialized (the pieces are in gemm_pieces.py):
+
+- warpgroup 0 is the producer: it gives up registers (setmaxnreg 40) and one elected thread
+  streams (tile_m x 64) tiles of A and (64 x tile_n) tiles of B into a ring of `stages` smem
+  slots with TMA (128-byte swizzle). `full[s]` completes when slot s has landed (TMA
+  transaction bytes); the producer waits on `empty[s]` before refilling it.
+- one (tile_m = 64) or two consumer warpgroups (setmaxnreg 232) multiply their rows of the A
+  tile (64 or 128 rows each: one or two wgmma row tiles) with the B tile on the tensor cores,
+  keep one wgmma group in flight and release the previous slot when its group is done.
+- epilogue: an optional callable rewrites the f32 tile in registers (bias, activation,
+  residual, scaling: gemm_epilogues.py), the result is rounded to the output type, written to
+  smem in the 128-byte swizzled layout (conflict-free) and TMA-stored to C. The epilogue buffer
+  reuses the pipeline slots (a smem Union): the consumers pass a named barrier first.
+
+Ragged shapes: the TMA descriptors carry the true sizes of A, B and C, so boxes over an edge
+load zeros (M and N edges, the K tail) and stores are clipped. TMA also needs row strides that
+are multiples of 16 bytes (K and, for A @ B or C, N multiples of 8 bf16); shapes that miss
+that are served by `padded_gemm`, a program that copies the operands into padded buffers first.
+
+Blocks are rasterized in groups of `group_m` tile rows so blocks running together share tiles
+of A and B in L2. persistent=True launches one block per SM that loops over the tiles in that
+order: the producer loads the next tile during the epilogue, which streams the tile out one
+TMA box at a time through small slots of its own (gemm_pieces.stream_tile: 32 KB for 128x256
+tiles, so the ring keeps 4 stages) and waits for no store to finish; persistent="pingpong"
+gives the two consumers alternate whole tiles, taking turns at the ring (named barriers) so
+that their mbarrier waits stay in pipeline order; persistent="stream_k" balances the last
+wave: the tiles left after the whole rounds are cut over K into equal ranges, one per block,
+partial tiles handed to the block that finishes each tile through a global workspace and
+release/acquire flags (gemm_stream_k.py). cluster_m=2 (with persistent=True or "stream_k") runs the
+blocks in (2, 1) clusters on vertically adjacent tiles that share B by TMA multicast; each
+consumer warp releases a slot in both blocks (a peer mbarrier arrival at cta scope: at cluster
+scope it waited ~0.5 us per k-step for the warp's writes, which is what made the first multicast
+GEMM run at 0.6x; profiled with the named regions). On the H200 it runs at 0.95-1.01x the
+plain persistent kernel, so the tuner picks it only where it measures faster. split_k=S (for
+shapes whose tiles fill few SMs over a long K) gives each tile S blocks, one per K slice, which
+sum their f32 partial tiles as a cluster through distributed shared memory (up to 8; the
+epilogue then applies to the sums), or through a workspace and a second kernel
+(gemm_split_k.py). Without tile_m / tile_n / stages, the configuration comes from the tuned
+table (gemm_configs.json, per device and shape) or a heuristic (`gemm_config`).
+
+FP8: gemm_fp8.py (per-tensor scales) and gemm_fp8_block.py (DeepGEMM-style block scales).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+import mgpu_lab
+from mgpu_lab import dsl
+from mgpu_lab.profiler.format import words_per_block
+from mgpu_lab.runtime.kernel import Kernel
+
+from .configs import gemm_config, heuristic_config
+from .padding import aligned_shape, padded_gemm
+from .split_k import MAX_CLUSTER_SPLIT, even_split_k, reduce_in_cluster, split_k_gemm
+from .stream_k import StreamKPlan, check_stream_k, consume, produce, signal_partials, stream_k_gemm, stream_k_inputs
+from .pieces import (
+    Epilogue,
+    EpilogueTile,
+    TURN_BARRIER,
+    GemmTiling,
+    consumer_registers,
+    drain_stores,
+    load_operands,
+    load_tile,
+    multiply,
+    producer_registers,
+    run_epilogue,
+    store_tile,
+    stream_tile,
+    tile_origin,
+)
+
+TILE_MS = (64, 128, 256)
+TILE_NS = (32, 64, 128, 192, 256)
+SMEM_LIMIT = 227 * 1024
+MAX_STAGES = 8
+SWAP_AB_EPILOGUE = ("gemm: swap_ab=True writes C transposed straight from the registers and applies no epilogue; "
+                    "use swap_ab=False with an epilogue")
+MAX_ACCUMULATOR = 128 * 128  # f32 accumulator elements per consumer warpgroup (128 registers a thread)
+# swap_ab tiles take no epilogue but the FP8 scales: 160 registers of accumulator leave no spills
+# there (a fused bias + GELU + residual epilogue spills above 128), and m = 129..160 fits one tile
+MAX_SWAP_AB_ACCUMULATOR = 128 * 160
+_INPUT_DTYPES = ("bfloat16", "float16")
+_OUTPUT_DTYPES = ("bfloat16", "float16", "float32")
+
+
+def gemm_smem_bytes(tile_n: int, stages: int, out_dtype: str = "bfloat16", tile_m: int = 128) -> int:
+    """Shared memory of one block: the pipeline ring (or the epilogue tile, if larger) + barriers."""
+    return GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, stages=stages, out_dtype=out_dtype).smem_bytes
+
+
+def default_stages(tile_n: int, tile_m: int = 128, dtype: str = "bfloat16", persistent: bool | str = False) -> int:
+    """The deepest ring (at most 8 slots) that fits in a block's shared memory."""
+    return _deepest_ring(GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, dtype=dtype, persistent=persistent))
+
+
+def _deepest_ring(t: GemmTiling) -> int:
+    fits = [s for s in range(2, MAX_STAGES + 1) if dataclasses.replace(t, stages=s).smem_bytes <= SMEM_LIMIT]
+    return max(fits) if fits else 2
+
+
+def valid_tile_n(tile_n: Any, transpose_b: bool, swap_ab: bool = False) -> bool:
+    """B (k, n) is loaded in 64-column boxes: TILE_NS; B (n, k) tiles are tile_n rows of k: any
+    multiple of 16 up to 256 (the narrowest store box is 16 columns), or of 8 with swap_ab
+    (C is written from the registers: no store box; 8 is a wgmma's narrowest N)."""
+    if isinstance(tile_n, bool) or not isinstance(tile_n, int):
+        return False
+    if not transpose_b:
+        return tile_n in TILE_NS
+    step = 8 if swap_ab is True else 16
+    return step <= tile_n <= 256 and tile_n % step == 0
+
+
+def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> None:
+    """ValueError naming the argument for anything the kernel cannot do."""
+    for name in ("m", "n", "k"):
+        size = getattr(t, name)
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ValueError(f"gemm: {name} must be a positive int, got {size!r}")
+    if t.tile_m not in TILE_MS:
+        raise ValueError(f"gemm: tile_m must be one of {TILE_MS}, got {t.tile_m!r}")
+    if not valid_tile_n(t.tile_n, t.transpose_b, t.swap_ab):
+        if t.transpose_b:
+            step = 8 if t.swap_ab is True else 16
+            raise ValueError(f"gemm: tile_n must be a multiple of {step} from {step} to 256 (B (n, k)"
+                             f"{', swap_ab' if step == 8 else ''}), got {t.tile_n!r}")
+        raise ValueError(f"gemm: tile_n must be one of {TILE_NS} (B (k, n) loads 64-column boxes; B (n, k) takes "
+                         f"any multiple of 16), got {t.tile_n!r}")
+
+    if t.dtype not in input_dtypes:
+        raise ValueError(f"gemm: dtype must be one of {', '.join(map(repr, input_dtypes))}, got {t.dtype!r}")
+    if t.out_dtype not in _OUTPUT_DTYPES:
+        raise ValueError(f"gemm: out_dtype must be 'bfloat16', 'float16' or 'float32', got {t.out_dtype!r}")
+    if isinstance(t.stages, bool) or not isinstance(t.stages, int) or t.stages < 2:
+        raise ValueError(f"gemm: stages must be an int >= 2, got {t.stages!r}")
+    if t.persistent not in (False, True, "pingpong", "stream_k") or \
+            t.persistent in (0, 1) and not isinstance(t.persistent, bool):
+        raise ValueError(f"gemm: persistent must be False, True, 'pingpong' or 'stream_k', got {t.persistent!r}")
+    if t.pingpong and t.tile_m not in (64, 128):
+        raise ValueError(f"gemm: persistent='pingpong' gives each consumer whole tiles: tile_m must be 64 or 128, "
+                         f"got {t.tile_m}")
+    limit = MAX_SWAP_AB_ACCUMULATOR if t.swap_ab is True else MAX_ACCUMULATOR
+    if t.consumer_rows * t.tile_n > limit:
+        how = "persistent='pingpong' with " if t.pingpong else "swap_ab=True with " if t.swap_ab is True else ""
+        raise ValueError(f"gemm: {how}tile_m={t.tile_m} keeps a {t.consumer_rows} x tile_n f32 accumulator per "
+                         f"consumer; tile_n must be at most {limit // t.consumer_rows} to fit in "
+                         f"registers, got {t.tile_n}")
+    if isinstance(t.split_k, bool) or not isinstance(t.split_k, int) or not 1 <= t.split_k <= t.k_tiles:
+        raise ValueError(f"gemm: split_k must be an int from 1 to the {t.k_tiles} k-steps of k={t.k}, "
+                         f"got {t.split_k!r}")
+    if t.split_k > 1 and t.persistent:
+        raise ValueError(f"gemm: split_k={t.split_k} runs one tile slice per block; it cannot be combined with "
+                         f"persistent={t.persistent!r}")
+    if t.cluster_m not in (1, 2) or isinstance(t.cluster_m, bool):
+        raise ValueError(f"gemm: cluster_m must be 1 or 2, got {t.cluster_m!r}")
+    if t.cluster_m == 2 and (t.persistent not in (True, "stream_k") or t.split_k > 1):
+        raise ValueError(f"gemm: cluster_m=2 (two blocks sharing B tiles by multicast) needs persistent=True (or "
+                         f"'stream_k') and split_k=1, got persistent={t.persistent!r}, split_k={t.split_k}")
+    if t.cluster_m == 2 and t.tile_n not in (128, 256):
+        raise ValueError(f"gemm: cluster_m=2 splits the B tile between the two blocks: tile_n must be 128 or 256, "
+                         f"got {t.tile_n}")
+    if t.split_k_reduce not in ("cluster", "workspace"):
+        raise ValueError(f"gemm: split_k_reduce must be 'cluster' or 'workspace', got {t.split_k_reduce!r}")
+    if t.cluster_split and t.split_k > MAX_CLUSTER_SPLIT:
+        raise ValueError(f"gemm: split_k_reduce='cluster' sums the K slices in one cluster of at most "
+                         f"{MAX_CLUSTER_SPLIT} blocks, got split_k={t.split_k}; use split_k_reduce='workspace'")
+    if t.split_k > 1 and t.dtype not in _INPUT_DTYPES and not t.cluster_split:
+        raise ValueError(f"gemm: split_k with dtype {t.dtype!r} needs split_k_reduce='cluster' (its scales apply "
+                         f"to the sums), got {t.split_k_reduce!r}")
+    if t.swap_ab not in (False, True) or not isinstance(t.swap_ab, bool):
+        raise ValueError(f"gemm: swap_ab must be True or False, got {t.swap_ab!r}")
+    if t.swap_ab and (not t.transpose_b or t.persistent or t.cluster_m > 1 or t.split_k > 1 and not t.cluster_split):
+        raise ValueError(f"gemm: swap_ab=True (C.T = B @ A.T, written transposed from registers) needs transpose_b=True, "
+                         f"one tile per block and the cluster split-K reduce; got transpose_b={t.transpose_b!r}, "
+                         f"persistent={t.persistent!r}, cluster_m={t.cluster_m!r}, "
+                         f"split_k_reduce={t.split_k_reduce!r} (split_k={t.split_k})")
+    if isinstance(t.group_m, bool) or not isinstance(t.group_m, int) or t.group_m < 1:
+        raise ValueError(f"gemm: group_m must be an int >= 1, got {t.group_m!r}")
+    if t.stream_k:
+        check_stream_k(t)
+    if t.smem_bytes > SMEM_LIMIT:
+        raise ValueError(f"gemm: {t.stages} stages of a {t.tile_m}x{t.tile_n}x{t.tile_k} tile need {t.smem_bytes} "
+                         f"bytes of smem, more than the {SMEM_LIMIT} a Hopper block can have; use fewer stages")
+
+
+def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
+              out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
+              stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
+              split_k: int | None = None, split_k_reduce: str | None = None, cluster_m: int | None = None,
+              swap_ab: bool | None = None, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
+              **options) -> mgpu_lab.Kernel:
+    """C (m, n) = epilogue(A (m, k) @ B), B of shape (k, n), or (n, k) with transpose_b=True.
+
+    Call it as `kernel(a, b, *epilogue_arrays)`. epilogue: `f(acc, tile, *refs) -> FragmentedArray`
+    on the f32 (rows, tile_n) register tile of each consumer (see gemm_pieces.EpilogueTile and
+    gemm_epilogues.py); epilogue_inputs: the ShapeDtypes (or (shape, dtype)) of its arrays.
+    persistent: True launches one block per SM that loops over the tiles, loading the next tile
+    during the epilogue; "pingpong" also gives the two consumers alternate whole tiles, so one's
+    epilogue overlaps the other's tensor-core work; "stream_k" splits the tiles left after the
+    whole rounds over K so every block gets the same k-steps, handing partial tiles over
+    through a workspace and flags, scratch buffers of the returned Kernel's program (stream_k.py; combines
+    with cluster_m=2).
+    split_k: > 1 splits K over that many blocks per tile; for shapes whose tiles fill few SMs
+    over a long K. split_k_reduce: how the slices are summed (gemm_split_k.py): "cluster" (the
+    default up to 8 slices) by the tile's blocks, a cluster, through distributed shared memory
+    inside the one kernel, the epilogue applied to the sums; "workspace" (the default above 8)
+    by a second kernel from an f32 workspace, no epilogue (with one, a configured workspace
+    split is dropped).
+    cluster_m: 2 runs persistent blocks in pairs (a (2, 1) cluster) on vertically adjacent tiles,
+    each loading half of their common B tile and multicasting it into both (needs persistent=True).
+    swap_ab: True computes C.T = B @ A.T (needs transpose_b=True, no epilogue): B's rows fill the
+    wgmma's 64-row side and A's few rows a narrow tile_n (any multiple of 8), e.g. m = 129 as
+    one 136-wide tile instead of two 128-row tiles, one nearly empty; tile_m and tile_n then tile
+    C.T (tile_m over n, tile_n over m) and C is written transposed straight from the registers.
+    With no epilogue to hold registers, a swapped consumer may keep 128 x 160 f32 (tile_m=256,
+    tile_n up to 160; other tilings 128 x 128).
+    Tile sizes (and split_k, swap_ab) left out come from `gemm_config` (tuned table, else a
+    heuristic; with an epilogue, a tuned entry that swaps gives way to the heuristic)."""
+    if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
+        return padded_gemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+                          tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
+                          split_k=split_k, split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab,
+                          epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
+    resolve = functools.partial(resolve_tiling, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+                                tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
+                                cluster_m=cluster_m, swap_ab=swap_ab, unswapped=epilogue is not None)
+    t = resolve(split_k=split_k, split_k_reduce=split_k_reduce)
+    if epilogue is not None and t.split_k > 1 and not t.cluster_split:
+        if split_k is not None:
+            raise ValueError(f"gemm: split_k={split_k!r} with split_k_reduce='workspace' sums the K slices in a second "
+                             f"kernel and cannot apply an epilogue; use split_k_reduce='cluster' (up to "
+                             f"{MAX_CLUSTER_SPLIT} slices) or split_k=1")
+        t = resolve(split_k=1)  # the configuration's workspace split: none
+    if t.split_k > 1 and not t.cluster_split:
+        return split_k_gemm(t, options, stages_given=stages is not None)
+    return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=epilogue,
+                             epilogue_inputs=epilogue_inputs)
+
+
+def build_gemm_kernel(t: GemmTiling, options: dict[str, Any], *, stages_given: bool,
+                      **definition: Any) -> mgpu_lab.Kernel:
+    """`mgpu_lab.kernel` of a checked tiling. With profile=True the profiler's smem buffer
+    (sized for every region the kernel records) needs room: the ring gives up slots for it
+    unless the caller chose `stages`."""
+    if options.get("profile"):
+        capacity = options.setdefault("profile_capacity", profile_events(t))
+        if not stages_given:
+            t = room_for_profiler(t, capacity, options.get("profile_unit", "warpgroup"))
+    kwargs = tiled_gemm_definition(t, **definition)
+    kwargs.pop("profile_capacity")
+    kernel = mgpu_lab.kernel(**kwargs, **options)
+    if t.stream_k:
+        return stream_k_gemm(kernel, t)
+    return Kernel(dataclasses.replace(kernel.program, notes={"tiling": t}), isolate=kernel.isolate)
+
+
+def profile_events(t: GemmTiling) -> int:
+    """Events per profiled unit that hold every region a block records: 2 per producer k-step,
+    4 per consumer k-step and the epilogue (with its split-K reduce's park, meet, sum, meet),
+    for each of the block's tiles (stream-K: its k-steps, up to three split segments and the
+    partials it sums)."""
+    if t.stream_k:
+        plan = StreamKPlan.of(t)
+        steps = plan.max_steps + plan.max_contributors * t.partial_chunks
+        return 4 * steps + 12 * (plan.dp_rounds + 3)
+    return (4 * t.k_tiles + 12) * -(-t.tiles // t.grid)
+
+
+def room_for_profiler(t: GemmTiling, capacity: int, unit: str = "warpgroup") -> GemmTiling:
+    """The tiling with as many ring slots given up (down to 2) as the profiler's smem buffer
+    (`capacity` events per warpgroup or warp) needs beside the kernel's own buffers."""
+    units = t.threads // (32 if unit == "warp" else WARPGROUP)
+    room = SMEM_LIMIT - words_per_block(units, capacity) * 4 - 1024  # 1 KiB: the buffer's alignment
+    while t.stages > 2 and t.smem_bytes > room:
+        t = dataclasses.replace(t, stages=t.stages - 1)
+    return t
+
+
+def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
+                   out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
+                   stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
+                   split_k: int | None = 1, split_k_reduce: str | None = None, cluster_m: int | None = None,
+                   swap_ab: bool | None = None, unswapped: bool = False,
+                   input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
+    """The checked GemmTiling: given tile sizes, the rest from `gemm_config` (split_k=None:
+    the configuration's, 1 when the tile sizes were given; split_k_reduce=None: 'cluster' up
+    to MAX_CLUSTER_SPLIT slices, else 'workspace'). With swap_ab the tiling is of C.T (m and n
+    swapped, B the wgmma A operand). unswapped=True (an epilogue, which needs C's own tiles):
+    a configuration that swaps gives way to the heuristic's, and swap_ab=True is refused."""
+    picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype) if tile_m is None or tile_n is None else {}
+    if unswapped and swap_ab is True:
+        raise ValueError(SWAP_AB_EPILOGUE)
+    if unswapped and picked.get("swap_ab"):
+        picked = heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)
+    if swap_ab is None:
+        swap_ab = picked.get("swap_ab", False)
+    if swap_ab is True and not transpose_b:
+        raise ValueError("gemm: swap_ab=True computes C.T = B @ A.T with B as the wgmma A operand, which must be "
+                         "K-major: it needs transpose_b=True (B an (n, k) array), got transpose_b=False")
+    tile_m = picked["tile_m"] if tile_m is None else tile_m
+    tile_n = picked["tile_n"] if tile_n is None else tile_n
+    stages = picked.get("stages") if stages is None else stages
+    group_m = picked.get("group_m", 8) if group_m is None else group_m
+    persistent = picked.get("persistent", False) if persistent is None else persistent
+    cluster_m = picked.get("cluster_m", 1) if cluster_m is None else cluster_m
+    if split_k is None:  # the configuration's split, summed its way
+        split_k = picked.get("split_k", 1)
+        split_k_reduce = picked.get("split_k_reduce") if split_k_reduce is None else split_k_reduce
+    if swap_ab is True:
+        m, n = n, m
+    t = GemmTiling(m, n, k, tile_m=tile_m, tile_n=tile_n, stages=stages if stages is not None else 2,
+                   group_m=group_m, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+                   persistent=persistent, split_k=split_k, swap_ab=swap_ab)
+    if split_k_reduce is None:
+        split_k_reduce = "cluster" if isinstance(split_k, int) and split_k <= MAX_CLUSTER_SPLIT else "workspace"
+    t = dataclasses.replace(t, split_k_reduce=split_k_reduce, cluster_m=cluster_m)
+    if tile_m in TILE_MS and valid_tile_n(tile_n, transpose_b, swap_ab) and stages is None:
+        t = dataclasses.replace(t, stages=_deepest_ring(t if t.dtype in input_dtypes else
+                                                        dataclasses.replace(t, dtype="bfloat16")))
+    check_tiling(t, input_dtypes)
+    return dataclasses.replace(t, split_k=even_split_k(t.k_tiles, t.split_k))  # no empty K slice
+
+
+def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
+                    out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
+                    stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
+                    epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
+                    profile_capacity: int | None = None, profile_unit: str = "warpgroup") -> dict:
+    """The GEMM as `mgpu_lab.kernel` arguments: body, grid, block, in/out shapes, smem, name, and
+    the profile_capacity its regions need. `%%mosaic` cells can call the body directly.
+
+    profile_capacity: the events per unit (`profile_unit`) the kernel will be profiled with
+    (`%%mosaic --profile --profile-capacity N`): the ring gives up slots so that the profiler's
+    smem buffer fits beside it (unless `stages` is given).
+    A tuned persistent='stream_k' entry gives way to persistent=True here (a stream-K body takes
+    a workspace and flags after the epilogue's arrays: ask for it with persistent='stream_k' and
+    pass `gemm_stream_k.stream_k_inputs(tiling)` arrays, the flags zeroed)."""
+    if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
+        raise ValueError(f"gemm_definition: TMA needs rows of A, B and C that are multiples of 16 bytes; "
+                         f"{m}x{n}x{k} ({dtype} in, {out_dtype} out) is not: use make_gemm (it pads)")
+    t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
+                       tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
+                       unswapped=epilogue is not None)
+    if t.stream_k and persistent is None:
+        t = dataclasses.replace(t, persistent=True)
+    if profile_capacity is not None and stages is None:
+        t = room_for_profiler(t, profile_capacity, profile_unit)
+    return tiled_gemm_definition(t, epilogue=epilogue, epilogue_inputs=epilogue_inputs)
+
+
+def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
+                          name: str | None = None, mainloop: Mainloop | None = None) -> dict:
+    """`mgpu_lab.kernel` arguments of the GEMM for a checked tiling (also used by gemm_fp8*.py).
+
+    mainloop: a consumer mainloop other than `multiply`, called as
+    `mainloop(ctx, t, ring, full, empty, consumer, first, release_last, tile, extra_refs)` (tile: the
+    consumer's EpilogueTile) and returning its f32 accumulator."""
+    if epilogue is not None and not callable(epilogue):
+        raise TypeError(f"gemm: epilogue must be a callable f(acc, tile, *refs), got {type(epilogue).__name__}")
+    if mainloop is not None and (t.cluster_m > 1 or t.split_k > 1 or t.stream_k):
+        raise ValueError("gemm: cluster_m=2, split_k and persistent='stream_k' need the built-in mainloop (slots "
+                         "released in both blocks, K slices)")
+    if epilogue is not None and t.swap_ab and not getattr(epilogue, "scalars_only", False):
+        raise ValueError(SWAP_AB_EPILOGUE)
+    extras = tuple(_shape_dtype(s, i) for i, s in enumerate(epilogue_inputs))
+    if extras and epilogue is None:
+        raise ValueError("gemm: epilogue_inputs were given without an epilogue to read them")
+    a_sd = dsl.ShapeDtype((t.m, t.k), t.dtype)
+    b_sd = dsl.ShapeDtype((t.n, t.k) if t.transpose_b else (t.k, t.n), t.dtype)
+    workspace = t.split_k > 1 and not t.cluster_split
+    c_sd = dsl.ShapeDtype((t.split_k, t.m, t.n) if workspace else (t.m, t.n), t.out_dtype)
+    if t.swap_ab:  # the caller's A (its m = our n) and B, and C = (our C).T
+        a_sd, b_sd, c_sd = b_sd, a_sd, dsl.ShapeDtype((t.n, t.m), t.out_dtype)
+    stream_k = stream_k_inputs(t) if t.stream_k else ()  # the partials' workspace and flags, after the extras
+
+    def gemm(ctx, a, b, *refs):
+        if t.swap_ab:
+            a, b = b, a
+        *extra_refs, c_ref, smem = refs
+        if t.stream_k:
+            *extra_refs, sk_workspace, sk_flags = extra_refs
+        if t.cluster_split:
+            (ring, partials), epilogue_smem = smem[0]  # the partial tile overlaps the ring
+        elif t.stream_k:  # the B buffers double as landing slots of other blocks' partial tiles
+            (a_ring, (b_ring, chunks)), epilogue_smem = smem[0]
+            ring = (a_ring, b_ring)
+        else:
+            ring, epilogue_smem = smem[0]  # one-tile blocks: a Union (the epilogue overlaps the ring)
+        full, empty = smem[1], smem[2]
+        full.init(1, sync=False)
+        # one arrival per consumer warp (of both blocks when they multicast into each other's slots)
+        empty.init(t.slot_consumers * WARPGROUP_WARPS * t.cluster_m, sync="cluster" if t.cluster_m > 1 else True)
+        wg = dsl.warpgroup_idx()
+        me = wg - 1  # consumer index
+
+        def compute(row0, col0, first=0, release_last=False, after_mainloop=None, steps=None):
+            """This consumer's tile at (row0, col0): the mainloop, the epilogue, the store."""
+            tile = EpilogueTile(t, row0 + t.row_offset(me), col0)
+            if mainloop is None:
+                acc = multiply(ctx, t, ring, full, empty, me, first, release_last, steps, peer)
+            else:
+                acc = mainloop(ctx, t, ring, full, empty, me, first, release_last, tile, extra_refs)
+            if after_mainloop is not None:
+                after_mainloop()
+            finish(acc, row0, col0)
+
+        def finish(acc, row0, col0):
+            """The epilogue and the store of this consumer's accumulator of the tile at (row0, col0)."""
+            tile = EpilogueTile(t, row0 + t.row_offset(me), col0)
+            if t.cluster_split:
+                with ctx.named_region("epilogue"):
+                    reduce_in_cluster(ctx, t, acc, partials, epilogue_smem, c_ref, row0, col0, me, split,
+                                      epilogue, extra_refs)
+                return
+            with ctx.named_region("epilogue"):
+                acc = run_epilogue(epilogue, acc, tile, extra_refs)
+                if t.swap_ab:
+                    acc.astype(t.out_dtype).store_transposed(c_ref, col0, row0 + t.row_offset(me))
+                elif t.persistent:
+                    stream_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me)
+                else:
+                    store_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me, split)
+
+        split = dsl.block_idx("y") if t.split_k > 1 else None
+        peer = None
+        if not t.persistent:
+            row0, col0 = tile_origin(t)
+            # split-K: this block's K slice; the last one may be shorter (resolve_tiling leaves none empty)
+            k_first = 0 if split is None else split * t.k_steps
+            steps = None if split is None else dsl.min(t.k_tiles - k_first, t.k_steps)
+
+            def consumer():
+                consumer_registers(t)
+                compute(row0, col0, steps=steps)
+
+            def producer():
+                load_operands(ctx, t, a, b, ring, full, empty, row0, col0, k_first, steps)
+                if t.cluster_split:  # the consumers' two cluster barriers count every thread
+                    dsl.cluster_sync()
+                    dsl.cluster_sync()
+
+            dsl.if_else(wg == 0, producer, consumer)
+            return
+
+        # persistent blocks: a cluster (of one block unless cluster_m = 2) loops over work items
+        block = dsl.block_idx("x") // t.cluster_m
+        units = t.grid // t.cluster_m
+        rank = dsl.block_idx("x") % t.cluster_m if t.cluster_m > 1 else None
+        peer = 1 - rank if t.cluster_m > 1 else None
+
+        def origin(item):
+            return tile_origin(t, item, rank)
+
+        def wait_turn(tile, block, me):
+            """Pingpong: the block's first tile is consumer 0's at once; every later one waits
+            until the other consumer has finished the previous tile's mainloop."""
+            with dsl.when(tile >= block + units):
+                dsl.named_barrier(me + TURN_BARRIER, 2 * WARPGROUP)
+
+        def pass_turn(tile, me):
+            """Pingpong: hand the ring to the other consumer, if the block has a next tile (every
+            bar.arrive has its bar.sync: no barrier is left half-passed when the block exits)."""
+            with dsl.when(tile + units < t.work_items):
+                dsl.named_barrier(1 - me + TURN_BARRIER, 2 * WARPGROUP, arrive=True)
+
+        def tiles(body, first_local=0, every=1):
+            """body(tile, first pipeline iteration) for the block's tiles first_local, first_local
+            + every, ... (a pingpong consumer takes every other one)."""
+            @dsl.for_range(block + first_local * units, t.work_items, every * units)
+            def _(tile):
+                body(tile, (tile - block) // units * t.k_steps)
+
+        def producer():
+            producer_registers(t)
+            if t.stream_k:
+                plan = StreamKPlan.of(t)
+                with dsl.single_thread("warpgroup"):
+                    produce(ctx, t, plan, a, b, ring, chunks, full, empty, sk_workspace, sk_flags, block, rank,
+                            origin)
+                signal_partials(t, plan, sk_flags, block, dsl.block_idx("x"))
+            else:
+                with dsl.single_thread("warpgroup"):
+                    tiles(lambda tile, first: load_tile(ctx, t, a, b, ring, full, empty, *origin(tile), first,
+                                                        rank=rank))
+            if t.cluster_m > 1:  # no block exits while its peer may still write into it or arrive on its barriers
+                dsl.cluster_sync()
+
+        def consumer():
+            consumer_registers(t)
+            if t.stream_k:
+                consume(ctx, t, StreamKPlan.of(t), ring, chunks, full, empty, sk_workspace, me, block,
+                        dsl.block_idx("x"), peer, origin, finish)
+                drain_stores(ctx)
+                if t.cluster_m > 1:
+                    dsl.cluster_sync()
+                return
+            if not t.pingpong:
+                tiles(lambda tile, first: compute(*origin(tile), first, release_last=True))
+                drain_stores(ctx)
+                if t.cluster_m > 1:
+                    dsl.cluster_sync()
+                return
+
+            def take_turn(tile, first):
+                # The consumers' mainloops must run in tile order: mbarrier waits only know a
+                # phase's parity, so a consumer waiting on the ring for a tile more than one ring
+                # round ahead of the producer would take an older phase for its own.
+                wait_turn(tile, block, me)
+                compute(*origin(tile), first, release_last=True, after_mainloop=lambda: pass_turn(tile, me))
+
+            tiles(take_turn, me, 2)
+            drain_stores(ctx)
+
+        dsl.if_else(wg == 0, producer, consumer)
+
+    layout = "nt" if t.transpose_b else "nn"
+    # Regions per k-step: 2 events per producer step, 4 per consumer step, plus the epilogue.
+    grid = (t.grid, t.split_k) if t.split_k > 1 else t.grid
+    cluster = (1, t.split_k) if t.cluster_split else (t.cluster_m, 1)
+    shape = f"{t.n}x{t.m}x{t.k}_swapab" if t.swap_ab else f"{t.m}x{t.n}x{t.k}"
+    return dict(body=gemm, grid=grid, cluster=cluster, block=t.threads, in_shapes=(a_sd, b_sd, *extras, *stream_k),
+                out_shapes=c_sd, smem=t.smem(), name=name or f"gemm_{layout}_{shape}",
+                profile_capacity=profile_events(t))
+
+
+WARPGROUP = 128
+
+
+WARPGROUP_WARPS = 4
+Mainloop = Callable[..., dsl.FragmentedArray]
+
+
+def _shape_dtype(spec: Any, index: int) -> dsl.ShapeDtype:
+    if isinstance(spec, dsl.ShapeDtype):
+        return spec
+    try:
+        shape, dtype = spec
+        return dsl.ShapeDtype(tuple(shape), dtype)
+    except (TypeError, ValueError):
+        raise TypeError(f"gemm: epilogue_inputs[{index}] must be a ShapeDtype or (shape, dtype), "
+                        f"got {spec!r}") from None
+
+
+def reference_gemm(a: np.ndarray, b: np.ndarray, transpose_b: bool = False) -> np.ndarray:
+    """float32 reference of make_gemm's product."""
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    return a32 @ (b32.T if transpose_b else b32)
+
+
+__all__ = ["GemmTiling", "build_gemm_kernel", "default_stages", "gemm_definition", "gemm_smem_bytes",
+           "make_gemm", "reference_gemm", "resolve_tiling", "tiled_gemm_definition"]

@@ -1,0 +1,568 @@
+"""The reusable pieces of the warp-specialized Hopper GEMM (mgpu_lab/kernels/gemm/kernel.py, gemm_fp8.py).
+
+A GEMM kernel body is three pieces around one `GemmTiling` (the shapes and tile sizes):
+
+- `load_operands` (the producer warpgroup): one elected thread streams (tile_m x tile_k) tiles
+  of A and (tile_k x tile_n) tiles of B into a ring of `stages` smem slots with TMA. The TMA
+  descriptors carry the true global sizes, so boxes that hang over an edge (ragged M, N or a
+  K tail) read zeros there: no shape needs to be a multiple of a tile.
+- `multiply` (each consumer warpgroup): wgmma over the ring, one group in flight, releasing a
+  slot when its group is done; returns the f32 accumulator of the consumer's rows as a
+  `FragmentedArray` (WGMMA layout, rows x tile_n).
+- `store_tile`: round a register tile to the output type, write it swizzled into smem and
+  TMA-store it (the store clips at the array's edges).
+
+Between `multiply` and `store_tile` an epilogue callable may rewrite the tile:
+`epilogue(acc, tile, *extra_refs) -> FragmentedArray`, `tile` an `EpilogueTile` that loads
+bias vectors, residual tiles and scalars at this tile's coordinates (see gemm_epilogues.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mgpu_lab import dsl
+from mgpu_lab.compiler.compiled_kernel import dtype_itemsize
+from mgpu_lab.dsl import arith, c, ir, memref, vector
+
+WARPGROUP = 128
+WGMMA_ROWS = 64  # rows of one wgmma instruction (one warpgroup)
+SWIZZLE = 128  # bytes: A and K-major B rows are one 128-byte swizzle span of k
+PRODUCER_REGS, CONSUMER_REGS = 40, 232
+CONSUMER_BARRIER = 1  # named barrier of all consumer threads
+WG_BARRIER = 2  # + consumer index: named barrier of one consumer warpgroup
+TURN_BARRIER = 4  # + consumer index (pingpong): 'your mainloop may start', the other consumer arrives
+EPILOGUE_SLOTS_BYTES = 16 * 1024  # a persistent consumer's epilogue buffer, at most (two slots)
+
+
+@dataclass(frozen=True)
+class GemmTiling:
+    """C (m, n) = A (m, k) @ B: B (k, n), or (n, k) with transpose_b. A block computes a
+    (tile_m x tile_n) tile of C with `consumers` warpgroups of tile_m / consumers rows each; with
+    pingpong, each of the two consumers computes whole tiles, alternating, so one's epilogue runs
+    while the other multiplies."""
+
+    m: int
+    n: int
+    k: int
+    tile_m: int = 128
+    tile_n: int = 256
+    stages: int = 4
+    group_m: int = 8
+    transpose_b: bool = False
+    dtype: str = "bfloat16"
+    out_dtype: str = "bfloat16"
+    # True: one block per SM looping over tiles (its own epilogue buffer); "pingpong": that, with
+    # the two consumers taking alternate whole tiles; "stream_k": that, with the tiles of the last
+    # waves split over K so every block gets the same k-steps (gemm_stream_k.py)
+    persistent: bool | str = False
+    sms: int = 132  # blocks of a persistent grid
+    # > 1: blocks (grid y) compute K slices of k_steps pipeline steps each (the last slice's boxes
+    # past K read zeros), summed (gemm_split_k.py) by the blocks of a cluster through distributed
+    # shared memory ("cluster", at most MAX_CLUSTER_SPLIT slices) or by a second kernel from an
+    # f32 workspace (split_k, m, n) ("workspace")
+    split_k: int = 1
+    split_k_reduce: str = "cluster"
+    # 2: persistent blocks work in (2, 1) clusters on vertically adjacent tiles (a "pair"), each
+    # block loading half of the shared B tile and multicasting it into both (B traffic from L2 halves)
+    cluster_m: int = 1
+    # True: the tiling is of C.T = B @ A.T (m, n: the user's n, m; B (n, k) is the wgmma A operand,
+    # A (m, k) the B operand): a skinny A becomes a narrow tile_n (a multiple of 16) instead of
+    # a mostly empty 64-row wgmma tile; C is written transposed from the registers
+    swap_ab: bool = False
+
+    @property
+    def itemsize(self) -> int:
+        return dtype_itemsize(self.dtype)
+
+    @property
+    def tile_k(self) -> int:
+        """k per pipeline slot: one 128-byte swizzle span (64 bf16, 128 fp8)."""
+        return SWIZZLE // self.itemsize
+
+    @property
+    def consumers(self) -> int:
+        return 2 if self.pingpong or self.tile_m > WGMMA_ROWS else 1
+
+    @property
+    def consumer_rows(self) -> int:
+        return self.tile_m if self.pingpong else self.tile_m // self.consumers
+
+    @property
+    def pingpong(self) -> bool:
+        return self.persistent == "pingpong"
+
+    @property
+    def stream_k(self) -> bool:
+        return self.persistent == "stream_k"
+
+    @property
+    def partial_chunks(self) -> int:
+        """Stream-K: a partial tile (tile_m x tile_n f32) crosses between blocks in chunks of one
+        ring slot's B buffer (tile_n rows of 128 bytes): tile_m / 32 of them."""
+        return self.tile_m // 32
+
+    @property
+    def partial_width(self) -> int:
+        """Stream-K: columns of a consumer's accumulator per chunk (a multiple of 8 where stream_k is allowed)."""
+        return self.tile_n * 32 // self.tile_m
+
+    @property
+    def partial_groups(self) -> int:
+        """Stream-K: 16-byte register groups of each consumer thread per chunk."""
+        return self.tile_n // (16 * self.consumers)
+
+    @property
+    def slot_consumers(self) -> int:
+        """Consumer warpgroups reading each ring slot (its 'empty' barrier waits for their warps)."""
+        return 1 if self.pingpong else self.consumers
+
+    def row_offset(self, wg: Any) -> Any:
+        """First row of consumer `wg`'s part of the tile."""
+        return 0 if self.pingpong else wg * self.consumer_rows
+
+    @property
+    def tiles_m(self) -> int:
+        return -(-self.m // self.tile_m)
+
+    @property
+    def tiles_n(self) -> int:
+        return -(-self.n // self.tile_n)
+
+    @property
+    def k_tiles(self) -> int:
+        return -(-self.k // self.tile_k)
+
+    @property
+    def k_steps(self) -> int:
+        """Pipeline steps of one tile (of one K slice with split_k)."""
+        return -(-self.k_tiles // self.split_k)
+
+    @property
+    def b_chunk(self) -> int:
+        """Columns per B box of A @ B (MN-major B): one swizzle span, or the whole tile."""
+        return min(SWIZZLE // self.itemsize, self.tile_n)
+
+    @property
+    def out_width(self) -> int:
+        """Columns per TMA-store box (and per split-K piece): one 128-byte swizzle span, or the
+        widest power-of-two part of it that divides tile_n (tile_n = 96: 32; 144: 16)."""
+        width = SWIZZLE // dtype_itemsize(self.out_dtype)
+        while self.tile_n % width:
+            width //= 2
+        return width
+
+    @property
+    def stage_bytes(self) -> int:
+        return (self.tile_m + self.tile_n) * self.tile_k * self.itemsize
+
+    @property
+    def pipeline_bytes(self) -> int:
+        return self.stages * self.stage_bytes
+
+    @property
+    def epilogue_pieces(self) -> int:
+        """TMA-store boxes (out_width columns each) per consumer tile."""
+        return self.tile_n // self.out_width
+
+    @property
+    def epilogue_slots(self) -> int:
+        """Persistent blocks stream each consumer's tile out one box at a time through slots of
+        their own (stream_tile): two, so one slot is written while the other's store reads it,
+        where they fit in 16 KB per consumer and the pieces alternate evenly; else one. A
+        one-tile block writes the whole tile at once over the ring."""
+        if not self.persistent:
+            return self.epilogue_pieces
+        piece = self.consumer_rows * self.out_width * dtype_itemsize(self.out_dtype)
+        return 2 if self.epilogue_pieces % 2 == 0 and 2 * piece <= EPILOGUE_SLOTS_BYTES else 1
+
+    @property
+    def epilogue_bytes(self) -> int:
+        return (self.consumers * self.epilogue_slots * self.consumer_rows * self.out_width
+                * dtype_itemsize(self.out_dtype))
+
+    @property
+    def cluster_split(self) -> bool:
+        """split_k > 1 summed inside a cluster of the tile's split_k blocks (one kernel)."""
+        return self.split_k > 1 and self.split_k_reduce == "cluster"
+
+    @property
+    def partials_bytes(self) -> int:
+        """A cluster-split block's f32 partial tile, parked in smem for its peers (over the ring)."""
+        return self.tile_m * self.tile_n * 4
+
+    @property
+    def smem_bytes(self) -> int:
+        if self.cluster_split:  # partials over the ring, one output box per consumer beside them
+            staging = self.consumers * self.consumer_rows * self.out_width * dtype_itemsize(self.out_dtype)
+            return max(self.pipeline_bytes, self.partials_bytes) + staging + 2 * self.stages * 8
+        if self.persistent:  # the ring keeps loading the next tile while the epilogue writes
+            return self.pipeline_bytes + self.epilogue_bytes + 2 * self.stages * 8
+        return max(self.pipeline_bytes, self.epilogue_bytes) + 2 * self.stages * 8
+
+    @property
+    def threads(self) -> int:
+        return (self.consumers + 1) * WARPGROUP
+
+    @property
+    def tiles(self) -> int:
+        return self.tiles_m * self.tiles_n
+
+    @property
+    def work_items(self) -> int:
+        """What a persistent block loops over: tiles, or with cluster_m = 2 tile pairs (a
+        cluster's two blocks take the pair's two row tiles)."""
+        return self.tiles_n * -(-self.tiles_m // self.cluster_m)
+
+    @property
+    def grid(self) -> int:
+        if not self.persistent:
+            return self.tiles
+        if self.stream_k:  # every SM: the split tiles spread over all of them
+            return self.sms // self.cluster_m * self.cluster_m
+        per_block = 2 if self.pingpong else 1  # a pingpong block keeps both consumers busy
+        clusters = min(-(-self.work_items // per_block), self.sms // self.cluster_m)
+        return clusters * self.cluster_m
+
+    def smem(self) -> tuple:
+        """The smem tree: ((pipeline ring, epilogue tiles), full barriers, empty barriers). A
+        one-tile block's epilogue reuses the ring (a Union: the consumers pass a named barrier
+        before writing it); a persistent block's has its own buffer."""
+        sd = dsl.ShapeDtype
+        if self.transpose_b:
+            b_slot = (self.stages, self.tile_n, self.tile_k)
+        else:
+            b_slot = (self.stages, self.tile_n // self.b_chunk, self.tile_k, self.b_chunk)
+        b_ring = sd(b_slot, self.dtype)
+        if self.stream_k:  # partial tiles from other blocks arrive in the B buffers (f32, by thread)
+            chunks = sd((self.stages, self.consumers, self.partial_groups, WARPGROUP, 4), "float32")
+            b_ring = dsl.Union([b_ring, chunks])
+        ring = (sd((self.stages, self.tile_m, self.tile_k), self.dtype), b_ring)
+        epilogue = sd((self.consumers, self.epilogue_slots, self.consumer_rows, self.out_width), self.out_dtype)
+        if self.cluster_split:
+            per_piece = (self.consumer_rows // WGMMA_ROWS) * (self.out_width // 8) * 2  # registers
+            partials = sd((self.consumers, self.epilogue_pieces, per_piece, WARPGROUP, 2), "float32")
+            staging = sd((self.consumers, self.consumer_rows, self.out_width), self.out_dtype)
+            both = (dsl.Union([ring, partials]), staging)
+        else:
+            both = (ring, epilogue) if self.persistent else dsl.Union([ring, epilogue])
+        return (both, dsl.Barriers(self.stages), dsl.Barriers(self.stages))
+
+
+def tile_origin(t: GemmTiling, tile: ir.Value | None = None, rank: ir.Value | None = None) -> tuple[ir.Value, ir.Value]:
+    """(row, column) in C of tile number `tile` (default: this block's). Tiles are numbered
+    down groups of `group_m` tile rows, column by column, so tiles running together share
+    tiles of A and B in L2. With cluster_m = 2, `tile` numbers pairs of row tiles the same way
+    and `rank` (the block's in its cluster) picks the pair's upper or lower tile."""
+    if t.cluster_m > 1:
+        pair = GemmTiling(t.m, t.n, t.k, tile_m=t.cluster_m * t.tile_m, tile_n=t.tile_n, group_m=t.group_m)
+        row0, col0 = tile_origin(pair, tile)
+        return row0 + rank * t.tile_m, col0
+    group_m = max(1, min(t.group_m, t.tiles_m))
+    pid = dsl.block_idx("x") if tile is None else tile
+    per_group = group_m * t.tiles_n
+    first_m = pid // per_group * group_m
+    size = dsl.min(t.tiles_m - first_m, group_m) if t.tiles_m % group_m else group_m  # the last group is shorter
+    in_group = pid % per_group
+    return (first_m + in_group % size) * t.tile_m, in_group // size * t.tile_n
+
+
+def producer_registers(t: GemmTiling) -> None:
+    """The producer gives registers up for the consumers (with one consumer, 256 threads have
+    255 registers each without reallocation: nothing to do)."""
+    if t.consumers > 1:
+        dsl.setmaxnreg(PRODUCER_REGS)
+
+
+def consumer_registers(t: GemmTiling) -> None:
+    if t.consumers > 1:
+        dsl.setmaxnreg(CONSUMER_REGS)
+
+
+def load_operands(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, full: Any, empty: Any,
+                  row0: ir.Value, col0: ir.Value, k_first: ir.Value | int = 0,
+                  steps: ir.Value | int | None = None) -> None:
+    """The producer warpgroup of a one-tile block: give up registers, then one thread issues the
+    TMA loads of every k-step of the tile, or of its K slice (`steps` k-steps from k_first)."""
+    producer_registers(t)
+    with dsl.single_thread("warpgroup"):
+        load_tile(ctx, t, a, b, ring, full, empty, row0, col0, k_first=k_first, steps=steps)
+
+
+def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, full: Any, empty: Any,
+              row0: ir.Value, col0: ir.Value, first: ir.Value | int = 0, k_first: ir.Value | int = 0,
+              steps: ir.Value | int | None = None, rank: ir.Value | None = None) -> None:
+    """(One thread.) TMA-load the A and B tiles of every k-step of the C tile at (row0, col0)
+    (with split_k: `steps` k-steps from k_first, the slice's part of K). Pipeline iteration `first + kt`
+    uses slot (first + kt) % stages once the consumers have released it (with cluster_m = 2:
+    the consumers of both blocks); the boxes hang over the arrays' edges where the shape is
+    ragged (zero fill). With cluster_m = 2 the block of cluster rank `rank` loads half of the B
+    tile (rows of B (n, k), or 64-column chunks of B (k, n)) into both blocks' slot."""
+    a_smem, b_smem = ring
+
+    @dsl.for_range(0, t.k_steps if steps is None else steps)
+    def _(kt):
+        it = kt + first
+        with ctx.named_region("load"):
+            empty.wait_for_iteration(it, flip=True)  # passes at once on the first round
+            bar, _ = full.for_iteration(it)
+            bar.arrive_expect_tx(t.stage_bytes)  # out-of-bounds parts count too (zero filled)
+            slot = it % t.stages
+            k0 = (kt + k_first) * t.tile_k
+            copy = {"barrier": bar, "arrive": False, "swizzle": SWIZZLE, "uniform": False}
+            ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, slot),
+                           gmem_slice=(dsl.ds(row0, t.tile_m), dsl.ds(k0, t.tile_k)), **copy)
+            if t.cluster_m > 1:
+                copy["multicast_mask"] = (1 << t.cluster_m) - 1
+            if t.transpose_b:
+                rows = t.tile_n // t.cluster_m
+                first_row = 0 if t.cluster_m == 1 else rank * rows
+                ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, dsl.ds(first_row, rows))),
+                               gmem_slice=(dsl.ds(col0 + first_row, rows), dsl.ds(k0, t.tile_k)), **copy)
+                return
+            copy["swizzle"] = t.b_chunk * t.itemsize
+            chunks = t.tile_n // t.b_chunk // t.cluster_m
+            for i in range(chunks):
+                j = i if t.cluster_m == 1 else rank * chunks + i
+                ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, j)),
+                               gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(col0 + t.b_chunk * j, t.b_chunk)), **copy)
+
+
+def release_slot(empty: Any, it: ir.Value, peer: ir.Value | None = None, condition: ir.Value | None = None,
+                 lane0: ir.Value | None = None) -> None:
+    """A consumer warp is done with the ring slot of pipeline iteration `it`: one arrival per warp
+    on its 'empty' barrier (and, with cluster_m = 2, on the peer block's, whose multicast writes
+    into this block's slots too); condition: only where it holds. lane0: `lane_idx() == 0`, if
+    the caller has it (a loop computes it once)."""
+    lane0 = dsl.lane_idx() == 0 if lane0 is None else lane0
+    with dsl.when(lane0 if condition is None else lane0 & condition):
+        slot = empty.for_iteration(it)[0]
+        slot.arrive()
+        if peer is not None:
+            slot.arrive(cta=peer)
+
+
+def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir.Value,
+             first: ir.Value | int = 0, release_last: bool = False,
+             steps: ir.Value | int | None = None, peer: ir.Value | None = None) -> dsl.FragmentedArray:
+    """Consumer warpgroup `wg` (0-based): its rows of the tile times B over every k-step
+    (pipeline iterations first .. first + steps - 1; steps: k_steps unless given).
+
+    Returns the f32 accumulator, (consumer_rows, tile_n) in the WGMMA layout. Each slot is
+    released once the wgmma group after it is done; the last one only with release_last
+    (a persistent block reuses it; a one-tile block must keep it until the epilogue, which
+    writes over the ring). With cluster_m = 2, `peer` is the other block of the cluster: its
+    multicast writes into this block's slots too, so each warp releases a slot in both blocks."""
+    a_smem, b_smem = ring
+    lane0 = dsl.lane_idx() == 0
+    parts = t.consumer_rows // WGMMA_ROWS  # wgmma row tiles per consumer
+    b_major = "k" if t.transpose_b else "mn"
+    b_swizzle = SWIZZLE if t.transpose_b else t.b_chunk * t.itemsize
+    zeros = dsl.WGMMAAccumulator.zeros(t.tile_n)
+    width = len(zeros.values)
+
+    def split(values: Sequence[ir.Value]) -> list[dsl.WGMMAAccumulator]:
+        return [dsl.WGMMAAccumulator(list(values[i * width:(i + 1) * width]), t.tile_n) for i in range(parts)]
+
+    def release(it: ir.Value, condition: ir.Value | None = None) -> None:
+        release_slot(empty, it, peer, condition, lane0)
+
+    steps = t.k_steps if steps is None else steps
+
+    @dsl.for_range(0, steps, carry=tuple(zeros.values) * parts)
+    def accs(kt, values):
+        accs = split(values)
+        it = kt + first
+        with ctx.named_region("wait_data"):
+            full.wait_for_iteration(it)
+        with ctx.named_region("mma"):
+            slot = it % t.stages
+            b_tile = dsl.memref_slice(b_smem, slot)
+            for i in range(parts):
+                row = t.row_offset(wg) + WGMMA_ROWS * i
+                a_tile = dsl.memref_slice(a_smem, (slot, dsl.ds(row, WGMMA_ROWS)))
+                accs[i] = dsl.wgmma(accs[i], a_tile, b_tile, b_major=b_major, swizzle=SWIZZLE, b_swizzle=b_swizzle)
+            dsl.wgmma_commit_group()
+            accs = [dsl.wgmma_wait_group(1, acc) for acc in accs]  # the previous k-step is done with its slot
+        release(it - 1, kt > 0)
+        return tuple(v for acc in accs for v in acc.values)
+
+    accs = [dsl.wgmma_wait_group(0, acc) for acc in split(accs)]
+    if release_last:
+        release(first + (steps - 1))
+    frags = [dsl.FragmentedArray.from_accumulator(acc) for acc in accs]
+    # Row tiles stacked: WGMMAFragLayout orders registers (row tile, column group, half).
+    return dsl.FragmentedArray([r for f in frags for r in f.registers],
+                               dsl.WGMMAFragLayout(t.tile_n, t.consumer_rows))
+
+
+def store_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem: ir.Value, c_ref: ir.Value,
+               row0: ir.Value, col0: ir.Value, wg: ir.Value, split: ir.Value | None = None) -> None:
+    """One-tile blocks: write consumer `wg`'s (consumer_rows, tile_n) tile of C at (row0 + its
+    rows, col0): round to C's type, store swizzled to smem over the ring, TMA-store it (split_k:
+    into C's slice `split`, C being the (split_k, m, n) workspace, so rows past m are clipped,
+    not written into the next slice). The consumers meet at a named barrier first: every one of
+    them is done reading the ring the epilogue buffer overlaps. (Persistent blocks: stream_tile.)"""
+    width = t.out_width
+    swizzle = width * dtype_itemsize(t.out_dtype)
+    tile = tile.astype(t.out_dtype)
+    dsl.named_barrier(CONSUMER_BARRIER, t.consumers * WARPGROUP)
+    mine = dsl.memref_slice(epilogue_smem, wg)
+    tile.store_tiled(mine, swizzle)
+    dsl.fence_async_shared()
+    dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
+    with dsl.single_thread("warpgroup"):
+        row = row0 + t.row_offset(wg)
+        lead = () if split is None else (split,)
+        for j in range(t.tile_n // width):
+            ctx.async_copy(src_ref=dsl.memref_slice(mine, j), dst_ref=c_ref, swizzle=swizzle, uniform=False,
+                           gmem_slice=(*lead, dsl.ds(row, t.consumer_rows), dsl.ds(col0 + j * width, width)))
+    ctx.await_async_copy(0, await_read_only=True)
+
+
+def stream_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem: ir.Value, c_ref: ir.Value,
+                row0: ir.Value, col0: ir.Value, wg: ir.Value) -> None:
+    """Persistent blocks: write consumer `wg`'s (consumer_rows, tile_n) tile of C at (row0 +
+    its rows, col0) one TMA box (out_width columns) at a time through its `epilogue_slots`
+    smem slots. Nothing waits for a store to finish: before a slot is written again, the thread
+    that issued the stores waits until the store that last read it is done reading (with two
+    slots, the one before it may still be reading), so the warpgroup goes back to the tensor
+    cores as soon as its last piece is issued. A small buffer leaves the ring its depth (128x256
+    tiles: 32 KB instead of 64 KB, 4 stages instead of 3); `drain_stores` ends the block."""
+    width = t.out_width
+    mine = dsl.memref_slice(epilogue_smem, wg)
+    row = row0 + t.row_offset(wg)
+    for p in range(t.epilogue_pieces):
+        piece = tile.columns(p * width, width).astype(t.out_dtype)
+        store_box(ctx, t, piece, dsl.memref_slice(mine, p % t.epilogue_slots), c_ref, row, col0 + p * width, wg,
+                  pending=t.epilogue_slots - 1)
+
+
+def store_box(ctx: Any, t: GemmTiling, box: dsl.FragmentedArray, slot: ir.Value, c_ref: ir.Value,
+              row: ir.Value, col: ir.Value, wg: ir.Value, pending: int) -> None:
+    """Consumer `wg` TMA-stores one (consumer_rows, out_width) box of C, already rounded to C's
+    type, at (row, col) through smem `slot`: the thread that issues the stores first waits until
+    at most `pending` of its earlier stores are still reading smem (the slot is free), the
+    warpgroup learns that at a named barrier, writes the box swizzled, fences and meets again."""
+    swizzle = t.out_width * dtype_itemsize(t.out_dtype)
+    ctx.await_async_copy(pending, await_read_only=True)  # only the issuing thread has groups
+    dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)  # ... and the others learn here that the slot is free
+    box.store_tiled(slot, swizzle)
+    dsl.fence_async_shared()
+    dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
+    with dsl.single_thread("warpgroup"):
+        ctx.async_copy(src_ref=slot, dst_ref=c_ref, swizzle=swizzle, uniform=False,
+                       gmem_slice=(dsl.ds(row, t.consumer_rows), dsl.ds(col, t.out_width)))
+
+
+def drain_stores(ctx: Any) -> None:
+    """The end of a persistent consumer: its last stores must have read smem before the block exits."""
+    ctx.await_async_copy(0, await_read_only=True)
+
+
+class EpilogueTile:
+    """What an epilogue callable gets beside the accumulator: where its tile sits in C and
+    loaders of matching register tiles. Loads clamp indices to the arrays, so tiles that hang
+    over C's edges read valid memory (those values are never stored)."""
+
+    def __init__(self, t: GemmTiling, row0: ir.Value, col0: ir.Value, width: int | None = None):
+        self.tiling = t
+        self.shape = (t.consumer_rows, t.tile_n if width is None else width)  # width: a piece of the tile (split-K)
+        self.row0 = row0  # first row of this consumer's tile in C
+        self.col0 = col0
+
+    def thread_rows(self) -> list[ir.Value]:
+        """C rows of this thread's registers, per (row tile, half), clamped to m - 1."""
+        base, _ = _thread_base()
+        top = self.row0 + base
+        return [dsl.min(top + (WGMMA_ROWS * i + 8 * h), self.tiling.m - 1)
+                for i in range(self.shape[0] // WGMMA_ROWS) for h in range(2)]
+
+    def thread_cols(self, n: int) -> list[ir.Value]:
+        """First C column of each of this thread's column pairs, clamped so the pair is inside [0, n)."""
+        _, base = _thread_base()
+        left = self.col0 + base
+        return [dsl.min(left + 8 * j, max(n - 2, 0)) for j in range(self.shape[1] // 8)]
+
+    def columns(self, ref: ir.Value) -> dsl.FragmentedArray:
+        """A (n,) vector (e.g. a bias) at this tile's columns, broadcast over its rows, as f32."""
+        n = _shape(ref, 1, "EpilogueTile.columns")[0]
+        pair = ir.VectorType.get([2], ir.MemRefType(ref.type).element_type)
+        regs = [vector.load(pair, ref, [col]) for col in self.thread_cols(n)]
+        vec = dsl.FragmentedArray(regs, dsl.WGMMAColLayout(self.shape[1])).astype("float32")
+        return vec.broadcast(self.shape)
+
+    def rows(self, ref: ir.Value) -> dsl.FragmentedArray:
+        """A (m,) vector (e.g. per-row scales) at this tile's rows, broadcast over its columns, as f32."""
+        _shape(ref, 1, "EpilogueTile.rows")
+        one = ir.VectorType.get([1], ir.MemRefType(ref.type).element_type)
+        regs = [vector.load(one, ref, [row]) for row in self.thread_rows()]
+        vec = dsl.FragmentedArray(regs, dsl.WGMMARowLayout(self.shape[0])).astype("float32")
+        return vec.broadcast(self.shape)
+
+    def load(self, ref: ir.Value) -> dsl.FragmentedArray:
+        """This tile of an (m, n) array (e.g. a residual), as f32 in the accumulator's layout."""
+        n = _shape(ref, 2, "EpilogueTile.load")[1]
+        pair = ir.VectorType.get([2], ir.MemRefType(ref.type).element_type)
+        rows, cols = self.thread_rows(), self.thread_cols(n)
+        per_tile = len(cols) * 2
+        regs = []
+        for i in range(self.shape[0] // WGMMA_ROWS):  # register order: (row tile, column group, half)
+            for col in cols:
+                for h in range(2):
+                    regs.append(vector.load(pair, ref, [rows[2 * i + h], col]))
+        assert len(regs) == per_tile * (self.shape[0] // WGMMA_ROWS)
+        return dsl.FragmentedArray(regs, dsl.WGMMAFragLayout(self.shape[1], self.shape[0])).astype("float32")
+
+    def scalar(self, ref: ir.Value, index: int = 0) -> dsl.FragmentedArray:
+        """Element `index` of a 1-d array (e.g. an output scale) splat over the tile, as f32."""
+        _shape(ref, 1, "EpilogueTile.scalar")
+        value = memref.load(ref, [c(index)])
+        f32 = ir.F32Type.get()
+        if value.type != f32:
+            value = arith.extf(f32, value) if _bits(value.type) < 32 else arith.truncf(f32, value)
+        return dsl.FragmentedArray.splat(value, dsl.WGMMAFragLayout(self.shape[1], self.shape[0]))
+
+
+def _bits(t: ir.Type) -> int:
+    return ir.FloatType(t).width
+
+
+def _thread_base() -> tuple[ir.Value, ir.Value]:
+    """(row, column) of the calling thread's first element in a 64-row WGMMA tile."""
+    warp, lane = dsl.thread_in_warpgroup() // 32, dsl.lane_idx()
+    return warp * 16 + lane // 4, lane % 4 * 2
+
+
+def _shape(ref: ir.Value, rank: int, what: str) -> tuple[int, ...]:
+    shape = tuple(ir.MemRefType(ref.type).shape)
+    if len(shape) != rank:
+        raise ValueError(f"{what}: expected a rank-{rank} array, got shape {shape}")
+    return shape
+
+
+Epilogue = Callable[..., dsl.FragmentedArray]
+
+
+def run_epilogue(epilogue: Epilogue | None, acc: dsl.FragmentedArray, tile: EpilogueTile,
+                 extras: Sequence[ir.Value]) -> dsl.FragmentedArray:
+    """Apply the user's epilogue and check it kept the tile's shape and layout."""
+    if epilogue is None:
+        return acc
+    out = epilogue(acc, tile, *extras)
+    if not isinstance(out, dsl.FragmentedArray) or out.layout != acc.layout:
+        got = out.layout if isinstance(out, dsl.FragmentedArray) else type(out).__name__
+        raise ValueError(f"gemm epilogue: must return a FragmentedArray in the accumulator's layout {acc.layout}, "
+                         f"got {got}")
+    return out
+
+
+def rows_aligned(cols: int, itemsize: int) -> bool:
+    """TMA needs row strides that are multiples of 16 bytes."""
+    return (cols * itemsize) % 16 == 0
+
+
+def round_up(x: int, multiple: int) -> int:
+    return -(-x // multiple) * multiple

@@ -1,0 +1,225 @@
+"""`Kernel`: the one launchable type. Whatever `mgpu_lab.kernel`, `%%mosaic`, `make_gemm` (any
+variant) and `make_attention` return is a Kernel over a `Program` (program.py), and every tool
+takes it the same way: the call, `launch_unchecked`, the profiler's traces, isolation, tuning,
+`export`, `show`, `as_torch_op` and the CLI.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..compiler.compiled_kernel import CompiledKernel
+from ..errors import LaunchArgumentError
+from ..user_errors import trim_for_user
+from .program import Program
+
+
+def _torch_tensor_type(x: Any) -> Any:
+    """torch.Tensor when `x` is a torch tensor (without importing torch otherwise), else None."""
+    cls = type(x)
+    if cls.__module__.startswith("torch") and hasattr(x, "data_ptr"):
+        import torch
+
+        return torch.Tensor if isinstance(x, torch.Tensor) else None
+    return None
+
+
+class Kernel:
+    """A compiled program you call like a function: `kernel(*inputs)` returns its output (or a
+    tuple of them). Inputs may be CuPy arrays, torch tensors or any CUDA array with DLPack / the
+    CUDA array interface; outputs come back in the framework of the inputs (torch in, torch out,
+    on torch's current stream; otherwise CuPy on CuPy's current stream).
+
+    `kernel.program` is what it runs (launches, scratch buffers, copies: plain data);
+    `kernel.compiled` is its main kernel's CompiledKernel (PTX, SASS, resources, smem layout, IR
+    passes) and `kernel.launches` every launch's."""
+
+    def __init__(self, program: Program | CompiledKernel, *, may_alias: Any = None, isolate: bool | None = None):
+        if isinstance(program, CompiledKernel):
+            program = Program.single(program, may_alias)
+        elif not isinstance(program, Program):
+            raise TypeError(f"program: expected an mgpu_lab Program or CompiledKernel, got {type(program).__name__}")
+        self.program = program
+        self.isolate = isolate  # None: follow mgpu_lab.isolated() / set_isolation()
+        self._launcher = None
+
+    def __getstate__(self) -> dict:
+        """Picklable (tuning moves Kernels between processes): the program and the isolation
+        choice; the loaded modules stay behind and load again where it is called."""
+        return {"program": self.program, "isolate": self.isolate}
+
+    def __setstate__(self, state: dict) -> None:
+        self.program, self.isolate, self._launcher = state["program"], state["isolate"], None
+
+    # -- what it is ------------------------------------------------------------------------
+    @property
+    def compiled(self) -> CompiledKernel:
+        """The main kernel's CompiledKernel (the first launch of the program)."""
+        return self.program.main
+
+    @property
+    def launches(self) -> tuple[CompiledKernel, ...]:
+        """Every launch's CompiledKernel, in the order the program runs them."""
+        return tuple(launch.compiled for launch in self.program.launches)
+
+    @property
+    def name(self) -> str:
+        return self.program.name
+
+    @property
+    def may_alias(self) -> Any:
+        return self.program.may_alias
+
+    @property
+    def inputs(self) -> tuple:
+        """The user's inputs (ArraySpec: shape, dtype)."""
+        return self.program.inputs
+
+    @property
+    def outputs(self) -> tuple:
+        return self.program.outputs
+
+    @property
+    def config(self) -> dict:
+        """What the builder chose (e.g. a GEMM's tiles), for people and tuners; may be empty."""
+        return dict(self.program.notes)
+
+    # -- running ---------------------------------------------------------------------------
+    @property
+    def launcher(self) -> Any:
+        """The in-process ProgramLauncher (loads the modules on first use): what wrappers that
+        launch it as part of something else call as `launcher.call(inputs, out, stream)`."""
+        return self._launcher or self._new_launcher()
+
+    def _new_launcher(self) -> Any:
+        from .launcher import Launcher
+        from .program_runner import ProgramLauncher
+
+        launchers = [Launcher(launch.compiled, launch.may_alias) for launch in self.program.launches]
+        self._launcher = ProgramLauncher(self.program.to_dict(), launchers=launchers, error=LaunchArgumentError)
+        return self._launcher
+
+    def _isolated(self, isolate: bool | None, launcher: Any) -> bool:
+        if isolate is None:
+            isolate = self.isolate
+        return bool(isolate or (isolate is None and launcher.launchers[0].isolation.enabled))
+
+    def __call__(self, *args: Any, out: Any = None, stream: Any = None, isolate: bool | None = None,
+                 timeout_s: float | None = None) -> Any:
+        """Run on `args`. `out`: output array(s) to write instead of new ones. `stream`: a CuPy
+        or torch stream or a raw handle. `isolate=True` runs the launches in the isolated GPU
+        worker (a fault raises KernelFaultError instead of poisoning this process) and
+        `timeout_s` bounds each there."""
+        launcher = self._launcher or self._new_launcher()
+        try:
+            if args and _torch_tensor_type(args[0]) is not None:
+                return self._call_torch(launcher, args, out, stream, isolate, timeout_s)
+            if self._isolated(isolate, launcher):
+                return self._call_isolated(launcher, args, out, stream, timeout_s)
+            return launcher.call(args, out, stream)
+        except Exception as error:
+            trim_for_user(error)  # a wrong argument shows the caller's line, not the launcher's
+            raise
+
+    def _call_torch(self, launcher: Any, args: tuple, out: Any, stream: Any, isolate: bool | None,
+                    timeout_s: float | None) -> Any:
+        """Torch tensors in: outputs from torch's allocator on the inputs' device, the launch on
+        torch's current stream of that device (unless `stream` is given), torch tensors out."""
+        import torch
+
+        from .torch_arrays import cupy_views, torch_outputs
+
+        device = args[0].device
+        if out is None:
+            outs = torch_outputs(torch, self.program.outputs, device)
+            out_arg = outs[0] if len(outs) == 1 else tuple(outs)
+        else:
+            outs, out_arg = None, out
+        declared = [s.dtype for s in self.program.inputs], [s.dtype for s in self.program.outputs]
+        views = cupy_views(args, declared[0], launcher.in_specs)
+        out_views = cupy_views(out_arg if isinstance(out_arg, (tuple, list)) else (out_arg,), declared[1],
+                               launcher.out_specs)
+        if stream is None and device.type == "cuda":
+            stream = torch.cuda.current_stream(device).cuda_stream
+        import cupy
+
+        with cupy.cuda.Device(device.index if device.type == "cuda" else None):
+            out_views = out_views[0] if len(out_views) == 1 else tuple(out_views)
+            if self._isolated(isolate, launcher):
+                self._call_isolated(launcher, views, out_views, stream, timeout_s)
+            else:
+                launcher.call(tuple(views), out_views, stream)
+        if outs is None:
+            return out
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _call_isolated(self, launcher: Any, args: tuple, out: Any, stream: Any, timeout_s: float | None) -> Any:
+        """Check the arguments here, then run each launch in the isolated GPU worker."""
+        from .isolation import launch_isolated
+
+        if len(args) != launcher.n_in:
+            return launcher.call(tuple(args), out, stream)  # raises the argument-count error
+        device = launcher.checker._get_device()
+        arrays, _ = launcher.checker.checked(tuple(args), out, device)
+        launcher.run(arrays, device, stream,
+                     launch=lambda step, step_arrays, s: launch_isolated(step, list(step_arrays), device, s, timeout_s))
+        outs = arrays[launcher.n_in:]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def launch_unchecked(self, *arrays: Any, stream: Any = None) -> None:
+        """Launch on CuPy arrays (inputs, then outputs) skipping every argument check.
+
+        Call the kernel normally once first; this is for hot loops where the checks' few
+        microseconds matter. Wrong arguments here are undefined behaviour on the GPU."""
+        launcher = self._launcher or self._new_launcher()
+        if self._isolated(None, launcher):
+            from .isolation import launch_isolated
+
+            device = launcher.checker._get_device()
+            launcher.run(arrays, device, stream,
+                         launch=lambda step, step_arrays, s: launch_isolated(step, list(step_arrays), device, s))
+        else:
+            launcher.unchecked(arrays, stream)
+
+    def as_torch_op(self, qualname: str) -> Any:
+        """Register this kernel as the PyTorch custom op `qualname` ("namespace::name") and return it.
+
+        `torch.ops.namespace.name(*inputs)` then runs every launch on torch's current stream with
+        outputs and scratch buffers from torch's allocator (so CUDA graphs capture it), and
+        `torch.compile(fullgraph=True)` traces through it. An exported module offers the same."""
+        from .torch_op import register_torch_op
+
+        return register_torch_op(self.launcher, qualname)
+
+    # -- after a run -----------------------------------------------------------------------
+    @property
+    def last_traces(self) -> tuple:
+        """The profiler Trace of each launch of the most recent call (None where a launch is not
+        profiled, or before the first call)."""
+        if self._launcher is None:
+            return tuple(None for _ in self.program.launches)
+        return tuple(launcher.last_trace for launcher in self._launcher.launchers)
+
+    @property
+    def last_trace(self) -> Any:
+        """The profiler Trace of the most recent call: the first profiled launch's (a library GEMM
+        profiles its main kernel); `last_traces` has every launch's. None if not profiled."""
+        return next((trace for trace in self.last_traces if trace is not None), None)
+
+    def export(self, path: str, overwrite: bool = False) -> Any:
+        """Write a standalone Python module running the whole program (every launch, its scratch
+        buffers, pads and crops) with numpy, CuPy and cuda-bindings only (`mgpu_lab.export`).
+        An existing file is only replaced with overwrite=True."""
+        from .export import export
+
+        return export(self, path, overwrite=overwrite)
+
+    def __repr__(self) -> str:
+        r = self.compiled.resources
+        head = (f"<mgpu_lab.Kernel {self.name} {self.compiled.target} grid={self.compiled.grid} "
+                f"block={self.compiled.block} regs={r.registers} smem={r.total_smem_bytes}B")
+        launches = self.program.launches
+        if len(self.program.steps) > 1 or self.program.scratch:
+            head += (f", {len(launches)} launch(es) ({', '.join(l.compiled.name for l in launches)}), "
+                     f"{len(self.program.scratch)} scratch buffer(s), {len(self.program.steps)} steps")
+        return head + ">"

@@ -1,0 +1,134 @@
+"""Runs a program (`program.py`'s `to_dict()` form): the user's arrays checked once, scratch
+buffers kept per device and stream, then each step in order. Self-contained like `portable.py`:
+exports copy this source verbatim after it, so an exported module runs a program exactly as
+`Kernel.__call__` does. Keep it free of mgpu_lab imports.
+
+A program of one launch on the user's arrays in order (every plain kernel) runs through that
+launch's generated call directly: no step loop, no second check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .portable import ArgumentChecker, PortableLauncher, PortableLaunchError, device_dtype  # (exports: inlined)
+
+
+def _bits(array: Any) -> Any:
+    """An unsigned-integer view of the same bytes (CuPy cannot copy bf16 / float8 directly)."""
+    import cupy
+
+    return array.view({1: cupy.uint8, 2: cupy.uint16, 4: cupy.uint32, 8: cupy.uint64}[array.dtype.itemsize])
+
+
+def _is_single(program: dict) -> bool:
+    steps = program["steps"]
+    n_in, n_out = len(program["inputs"]), len(program["outputs"])
+    identity = [["input", i] for i in range(n_in)] + [["output", i] for i in range(n_out)]
+    return (len(steps) == 1 and not program["scratch"] and "launch" in steps[0]
+            and [list(a) for a in steps[0]["args"]] == identity)
+
+
+class ProgramLauncher:
+    """Checks the user's arrays against the program's signature and runs its steps.
+
+    `launchers`: one launcher per launch (`PortableLauncher` interface) to use instead of new
+    ones, e.g. the in-process `Launcher`s that also launch isolated; `tma_encoders`: {launch
+    index: encoder} for launches with TMA descriptors. `spec` is the program dict, which is the
+    interface `register_torch_op` reads (name, inputs, outputs, scratch)."""
+
+    def __init__(self, program: dict, *, error: type[Exception] = PortableLaunchError,
+                 resource_error: type[Exception] = ValueError, tma_encoders: dict | None = None,
+                 launchers: list | None = None):
+        tma_encoders = tma_encoders or {}
+        self.spec = program
+        self.name = program["name"]
+        self.launchers = launchers if launchers is not None else [
+            PortableLauncher(spec, error=error, resource_error=resource_error, tma_encoder=tma_encoders.get(i))
+            for i, spec in enumerate(program["launches"])]
+        self.checker = ArgumentChecker({"name": program["name"], "inputs": program["inputs"],
+                                        "outputs": program["outputs"], "may_alias": program.get("may_alias")}, error)
+        self.n_in, self.in_specs, self.out_specs = self.checker.n_in, self.checker.in_specs, self.checker.out_specs
+        self.scratch_specs = [(tuple(shape), device_dtype(dtype), fill == "zeros")
+                              for shape, dtype, fill in program["scratch"]]
+        self.steps = [("launch", self.launchers[s["launch"]], [tuple(a) for a in s["args"]]) if "launch" in s
+                      else ("copy", tuple(s["copy"][0]), tuple(s["copy"][1])) for s in program["steps"]]
+        self.single = self.launchers[0] if _is_single(program) else None
+        self._scratch: dict[tuple[int, int], list] = {}
+
+    def __call__(self, *args: Any, out: Any = None, stream: Any = None) -> Any:
+        return self.call(args, out, stream)
+
+    def call(self, args: tuple, out: Any = None, stream: Any = None, scratch: tuple | None = None) -> Any:
+        """`self(*args, out=out, stream=stream)`; `scratch`: the program's scratch buffers to use
+        (a torch op passes fresh ones from torch's allocator) instead of the kept ones."""
+        if self.single is not None:
+            return self.single.call(args, out, stream)
+        if len(args) != self.n_in:
+            raise self.checker._error(f"{self.name} takes {self.n_in} input array(s) "
+                                      f"{[f'{s}:{d.name}' for s, d in self.in_specs]}, got {len(args)}")
+        device = self.checker._get_device()
+        arrays, _ = self.checker.checked(args, out, device)
+        self.run(arrays, device, stream, scratch)
+        outs = arrays[self.n_in:]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def launch_unchecked(self, *arrays: Any, stream: Any = None) -> None:
+        """Inputs then outputs, no argument check (hot loops whose arguments a normal call checked)."""
+        self.unchecked(arrays, stream)
+
+    def unchecked(self, arrays: tuple, stream: Any = None) -> None:
+        if self.single is not None:
+            self.single.unchecked(arrays, stream)
+        else:
+            self.run(arrays, self.checker._get_device(), stream)
+
+    def stream_pointer(self, stream: Any) -> int:
+        """`stream` (None: CuPy's current one; a CuPy or torch stream; a raw handle) as an int."""
+        if stream is None:
+            return self.checker._current_stream().ptr
+        if type(stream) is int:
+            return stream
+        if hasattr(stream, "ptr"):
+            return stream.ptr
+        return int(getattr(stream, "cuda_stream", stream))
+
+    def scratch_buffers(self, device: int, stream: int) -> list:
+        """The scratch buffers of (device, stream), allocated (and zero-filled where declared) on
+        first use; later calls on that stream reuse them, stream order keeping calls apart."""
+        key = (device, stream)
+        buffers = self._scratch.get(key)
+        if buffers is None:
+            cupy = self.checker._cupy
+            buffers = [(cupy.zeros if zeroed else cupy.empty)(shape, dtype) for shape, dtype, zeroed in self.scratch_specs]
+            cupy.cuda.get_current_stream().synchronize()  # the zero fills ran there, the program runs on `stream`
+            self._scratch[key] = buffers
+        return buffers
+
+    def run(self, arrays: Any, device: int, stream: Any, scratch: Any = None, launch: Any = None) -> None:
+        """Every step on `arrays` (inputs then outputs, checked). `launch(launcher, arrays, stream)`
+        replaces the in-process launch (the isolated worker does)."""
+        s = self.stream_pointer(stream)
+        named = {"input": arrays[: self.n_in], "output": arrays[self.n_in:],
+                 "scratch": scratch if scratch is not None else self.scratch_buffers(device, s)}
+        for kind, first, second in self.steps:
+            if kind == "launch":
+                step_arrays = tuple(named[k][i] for k, i in second)
+                if launch is None:
+                    first.unchecked(step_arrays, s)
+                else:
+                    launch(first, step_arrays, s)
+            else:
+                self._copy(named[first[0]][first[1]], named[second[0]][second[1]], s)
+
+    def _copy(self, source: Any, target: Any, stream: int) -> None:
+        """The leading box common to both arrays, copied on `stream`."""
+        cupy = self.checker._cupy
+        box = tuple(slice(0, min(a, b)) for a, b in zip(source.shape, target.shape))
+        with cupy.cuda.ExternalStream(stream):
+            _bits(target)[box] = _bits(source)[box]
+
+    @property
+    def last_profiles(self) -> list:
+        """Each launch's last profile buffer (None where it is not profiled)."""
+        return [getattr(launcher, "last_profile", None) for launcher in self.launchers]

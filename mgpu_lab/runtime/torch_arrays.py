@@ -1,0 +1,34 @@
+"""Torch tensors on the launcher's CuPy path: views of their memory and outputs from torch's
+allocator, so that a call with torch tensors returns torch tensors without copies."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .torch_op import cupy_view
+
+
+def cupy_views(tensors: Sequence[Any], declared: Sequence[str], specs: Sequence[tuple]) -> list:
+    """CuPy views of contiguous CUDA tensors whose dtype is the declared one (`declared`: dtype
+    names; `specs`: (shape, the dtype CuPy holds it as, float8 as bytes)); anything else passes
+    through unchanged for the launcher to explain."""
+    import cupy
+
+    views = []
+    for i, t in enumerate(tensors):
+        usable = (i < len(specs) and getattr(t, "is_cuda", False) and t.is_contiguous()
+                  and str(t.dtype).removeprefix("torch.") == declared[i])
+        views.append(cupy_view(cupy, t, specs[i][1]) if usable else t)
+    return views
+
+
+def torch_outputs(torch: Any, specs: Sequence[Any], device: Any) -> list:
+    """Empty torch tensors of the program's outputs (ArraySpec: shape, dtype) on `device`."""
+    outs = []
+    for spec in specs:
+        dtype = getattr(torch, spec.dtype, None)
+        if dtype is None:
+            raise TypeError(f"output dtype {spec.dtype!r} has no torch dtype in torch {torch.__version__}")
+        outs.append(torch.empty(tuple(spec.shape), dtype=dtype, device=device))
+    return outs
