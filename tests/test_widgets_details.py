@@ -19,7 +19,8 @@ from mgpu_lab.widgets.region_lines import region_source_lines
 from mgpu_lab.widgets.sass_parse import is_scaffolding, key_class, parse_line
 from mgpu_lab.widgets.smem_instructions import smem_instructions
 from mgpu_lab.widgets.source_names import display_file_name
-from mgpu_lab.widgets.timeline_stats import event_span_ns, recorded_shares, recorded_unit_time_ns
+from mgpu_lab.profiler.summary import recorded_unit_time_ns
+from mgpu_lab.widgets.timeline_stats import event_span_ns
 
 
 def test_shape_dtype_name_names_the_smem_buffer() -> None:
@@ -121,8 +122,7 @@ def test_shares_count_only_the_units_that_recorded() -> None:
     kept = trace.filter(block=[0])
     if len(kept.block_ids) > 1:  # filtering keeps every block's lifetime: shares must not drop
         assert recorded_unit_time_ns(kept) == pytest.approx(2 * life[0])
-    summary = kept.summary()
-    shares = dict(zip([r["region"] for r in summary.rows], recorded_shares(summary, kept)))
+    shares = {r["region"]: r["share"] for r in kept.summary().rows}
     assert 0.5 < shares["mainloop"] < 1.0
 
 

@@ -79,12 +79,13 @@ def section(title: str, body: str) -> str:
 
 
 def format_ns(ns: float) -> str:
-    """A duration with a unit that keeps 3-4 significant digits (ns, us, ms, s)."""
+    """A duration with a unit that keeps 3-4 significant digits (ns, µs, ms, s)."""
     a = abs(ns)
     if a < 1e3:
         return f"{ns:.0f} ns"
     if a < 1e6:
-        return f"{ns / 1e3:.3g} us" if a < 1e4 else f"{ns / 1e3:.1f} us"
+        return f"{ns / 1e3:.3g} µs" if a < 1e4 else f"{ns / 1e3:.1f} µs"
     if a < 1e9:
         return f"{ns / 1e6:.3f} ms"
     return f"{ns / 1e9:.3f} s"
+

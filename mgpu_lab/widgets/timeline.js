@@ -255,7 +255,11 @@ function render({ model, el }) {
   }
 
   function buildSummary() {
-    summary.replaceChildren(regionTable(model.get("summary_headers"), model.get("summary_rows"), model.get("summary_shares")));
+    // The note says what the share column divides by (the same figure as Trace.summary()).
+    summary.replaceChildren(
+      regionTable(model.get("summary_headers"), model.get("summary_rows"), model.get("summary_shares")),
+      h("div", { class: "mgl-status mgl-tl-share-note", text: model.get("summary_note") }),
+    );
     notes.replaceChildren(...model.get("notes").map((n) => h("div", { text: n })));
   }
 
@@ -678,7 +682,7 @@ function render({ model, el }) {
     details.replaceChildren(
       h("div", { class: "mgl-panel-title", text: `Area: ${rows.size} tracks × ${formatNs(tb - ta)} (${formatNs(ta)} – ${formatNs(tb)})` }),
       sorted.length
-        ? regionTable(["region", "slices", "time in area", "share"],
+        ? regionTable(["region", "slices", "time in area", "share of area"],
           sorted.map(([reg, [n, t]]) => [data.names[reg] || `region ${reg}`, n.toLocaleString("en-US"), formatNs(t), `${(100 * t / unitTime).toFixed(1)}%`]),
           sorted.map(([, [, t]]) => t / unitTime))
         : h("div", { class: "mgl-status", text: "no slices in the area" }),
