@@ -69,7 +69,8 @@ function render({ model, el }) {
     return tr;
   });
   bufferTable.append(h("tbody", {}, tableRows));
-  const tableBox = h("details", { class: "mgl-smem-buffers" }, [h("summary", { text: "buffers" }), bufferTable]);
+  const unnamed = h("div", { class: "mgl-status mgl-smem-unnamed", text: model.get("unnamed_note") });
+  const tableBox = h("details", { class: "mgl-smem-buffers" }, [h("summary", { text: "buffers" }), bufferTable, unnamed]);
   tableBox.open = buffers.length <= 12;
 
   // ---- controls --------------------------------------------------------------------------

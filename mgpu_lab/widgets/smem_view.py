@@ -30,7 +30,7 @@ from mgpu_lab.widgets.fallback import StaticFallback
 from mgpu_lab.widgets.palette import CHUNK_COLORS, KIND_COLORS, conflict_color
 from mgpu_lab.widgets.smem_instructions import UNKNOWN, smem_instructions
 from mgpu_lab.widgets.smem_patterns import hypothetical_patterns, hypothetical_widths, kernel_accesses
-from mgpu_lab.widgets.smem_map import address_map, total_bytes
+from mgpu_lab.widgets.smem_map import UNNAMED_NOTE, address_map, total_bytes
 from mgpu_lab.widgets.static_smem import smem_figure, smem_html
 
 HERE = Path(__file__).parent
@@ -67,6 +67,7 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
     # The kernel's LDS/STS/LDSM/STSM: [{line, text, opcode, width, pattern, why}]; `instruction`
     # is the one the bank view describes (-1: a hypothetical pattern chosen by hand).
     instructions = traitlets.List().tag(sync=True)
+    unnamed_note = traitlets.Unicode("").tag(sync=True)  # set when some buffer has no name
     instruction = traitlets.Int(-1).tag(sync=True)
 
     def __init__(self, kernel: Any, buffer: str | int | None = None, pattern: str = "column", **kwargs: Any) -> None:
@@ -77,6 +78,7 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
         buffers = [
             {
                 "path": e.buffer.path,
+                "named": e.named,
                 "offset": e.buffer.offset,
                 "nbytes": e.buffer.nbytes,
                 "lane": e.lane,
@@ -95,6 +97,7 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
         super().__init__(
             title=kernel.name,
             patterns=hypothetical_patterns(self._kernel_accesses),
+            unnamed_note=UNNAMED_NOTE if any(not e.named for e in self.entries) else "",
             instructions=[
                 {"line": i.line, "text": i.text, "opcode": i.opcode, "width": i.width, "pattern": i.pattern, "why": i.why}
                 for i in self._instructions

@@ -8,7 +8,7 @@ from typing import Any
 from mgpu_lab.widgets.bank_grid import BankGrid
 from mgpu_lab.widgets.bank_model import NUM_BANKS
 from mgpu_lab.widgets.palette import CHUNK_COLORS, KIND_COLORS, conflict_color
-from mgpu_lab.widgets.smem_map import MapEntry
+from mgpu_lab.widgets.smem_map import UNNAMED_NOTE, MapEntry
 from mgpu_lab.widgets.static_html import MONO, esc, section, table
 
 
@@ -97,7 +97,8 @@ def grid_html(grid: BankGrid) -> str:
 
 def smem_html(entries: list[MapEntry], total: int, grid: BankGrid | None, title: str) -> str:
     """Buffer table plus the bank grid of the current selection."""
-    out = section(f"Shared memory: {title} ({total:,} B)", table(BUFFER_HEADERS, buffer_rows(entries), numeric_from=2))
+    note = f'<div style="color:#666">{esc(UNNAMED_NOTE)}</div>' if any(not e.named for e in entries) else ""
+    out = section(f"Shared memory: {title} ({total:,} B)", table(BUFFER_HEADERS, buffer_rows(entries), numeric_from=2) + note)
     if grid:
         out += section(f"Banks of {grid.buffer.path} (swizzle {grid.buffer.swizzle} B): {grid.summary()}", grid_html(grid))
     return out
