@@ -16,7 +16,7 @@ import numpy as np
 
 from mgpu_lab.widgets.palette import categorical
 from mgpu_lab.profiler.summary import format_share
-from mgpu_lab.widgets.static_html import FONT, esc, format_ns, section, table
+from mgpu_lab.widgets.static_html import FONT, esc, format_ns, scroll_box, section, table
 from mgpu_lab.widgets.timeline_layout import TimelineLayout
 
 SUMMARY_HEADERS = ("region", "count", "total", "mean", "p50", "p95", "share")
@@ -209,14 +209,14 @@ def timeline_html(
     data = base64.b64encode(timeline_png(layout, region_names, view, rows)).decode("ascii")
     legend = " ".join(
         f'<span style="white-space:nowrap; margin-right:10px"><span style="display:inline-block; width:10px; '
-        f'height:10px; background:{categorical(i)}; margin-right:3px"></span>{esc(n)}</span>'
+        f'height:10px; background-color:{categorical(i)}; margin-right:3px"></span>{esc(n)}</span>'
         for i, n in enumerate(region_names)
     )
     hidden = layout.num_rows - len(rows)
     note = f" ({hidden:,} rows without events not drawn)" if hidden else ""
     caption = summary.title() if hasattr(summary, "title") else title
     image = f'<img alt="timeline of {esc(title)}" style="max-width:100%" src="data:image/png;base64,{data}"/>'
-    return (
+    return scroll_box(
         section(f"Timeline: {title}: {len(rows):,} rows{note}, {format_ns(view[0])} to {format_ns(view[1])}",
                 image + f'<div style="{FONT} margin-top:2px">{legend}</div>')
         + section(f"Regions ({summary.share_note()})",
