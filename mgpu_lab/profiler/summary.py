@@ -1,13 +1,19 @@
 """Per-region statistics of a `Trace`: the table a kernel author reads first.
 
-Share is defined as the fraction of the recording units' lifetime spent in the region:
+Share is the fraction of the recording units' lifetime spent in the region:
 
-    share(region) = sum of the region's durations / sum over blocks of (block duration x units)
+    share(region) = time inside the region summed over units
+                    / summed lifetimes of the (block, unit) pairs that recorded an event
 
-A block's duration runs from its start stamp to its end stamp, so the share means the same
+A unit's lifetime is its block's, start stamp to end stamp, so the share means the same
 with one wave of blocks or twenty (a region covering every unit's whole life has share 1).
-It is not a partition: nested regions count in their parent too, so shares can add up to
-more than 1.
+Units without events are left out of the denominator: a trace that keeps 8 of 2,048 blocks
+(`Trace.filter`, or a sampled recording) would otherwise read 0.2% for a region that fills
+a third of each recorded unit's life. It is not a partition: nested regions count in their
+parent too, so shares can add up to more than 1.
+
+Every presentation of shares (this table, the CLI, the timeline widget and its static view)
+takes them from `summarize`, and states the denominator with `SHARE_DENOMINATOR`.
 """
 
 from __future__ import annotations
@@ -19,6 +25,12 @@ import numpy as np
 
 if TYPE_CHECKING:
     from mgpu_lab.profiler.trace import Trace
+
+# What a share is a fraction of, said next to every table that shows one.
+SHARE_DENOMINATOR = (
+    "share of recorded unit time: time in the region summed over units / "
+    "summed lifetimes of the units that recorded"
+)
 
 # (row key, column title, kind): kind says how to format the value.
 _COLUMNS = (
@@ -49,8 +61,10 @@ class RegionSummary:
         num_units: int,
         unit_kind: str,
         dropped: int,
+        unit_time_ns: float = float("nan"),
     ) -> None:
         self.rows = rows
+        self.unit_time_ns = unit_time_ns  # the shares' denominator (see the module docstring)
         self.kernel_name = kernel_name
         self.duration_ns = duration_ns
         self.num_units = num_units
@@ -83,7 +97,11 @@ class RegionSummary:
             return "  ".join(parts).rstrip()
 
         rule = "  ".join("-" * width for width in widths)
-        return "\n".join([self.title(), line(header), rule, *(line(cells) for cells in body)])
+        return "\n".join([self.title(), line(header), rule, *(line(cells) for cells in body), self.share_note()])
+
+    def share_note(self) -> str:
+        """What the share column divides by, with the number."""
+        return f"{SHARE_DENOMINATOR} ({self.unit_time_ns / 1e3:.3f} us)"
 
     def __repr__(self) -> str:
         return str(self)
@@ -102,6 +120,7 @@ class RegionSummary:
         return (
             f"<table><caption>{html.escape(self.title())}</caption>"
             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f"<div>{html.escape(self.share_note())}</div>"
         )
 
     def to_dataframe(self) -> Any:
@@ -120,7 +139,7 @@ class RegionSummary:
 def summarize(trace: Trace) -> RegionSummary:
     """Count, total, mean, p50, p95, min, max and share of kernel time for every region."""
     durations = trace.duration_column_ns
-    unit_time = float(np.sum(trace.block_end_ns - trace.block_start_ns)) * trace.units_per_block
+    unit_time = recorded_unit_time_ns(trace)
     rows: list[dict[str, Any]] = []
     if trace.num_events:
         # Group by region with one sort instead of one boolean mask per region.
@@ -142,7 +161,7 @@ def summarize(trace: Trace) -> RegionSummary:
                     "p95_ns": float(p95),
                     "min_ns": float(values.min()),
                     "max_ns": float(values.max()),
-                    "share": total / unit_time if unit_time > 0 else float("nan"),
+                    "share": share(total, unit_time),
                     "unbalanced": int(np.count_nonzero(flagged)),
                 }
             )
@@ -154,12 +173,42 @@ def summarize(trace: Trace) -> RegionSummary:
         num_units=trace.num_units,
         unit_kind=trace.unit_kind,
         dropped=trace.dropped,
+        unit_time_ns=unit_time,
     )
+
+
+def recorded_unit_time_ns(trace: Trace) -> float:
+    """Sum of block lifetimes over the distinct (block, unit) pairs that recorded an event."""
+    block = np.asarray(trace.block, dtype=np.int64)
+    if not len(block):
+        return 0.0
+    unit = np.asarray(trace.unit, dtype=np.int64)
+    stride = int(unit.max()) + 1
+    pairs = np.unique(block * stride + unit)
+    ids = np.asarray(trace.block_ids, dtype=np.int64)
+    if not len(ids):
+        return 0.0
+    life = np.asarray(trace.block_end_ns, dtype=np.float64) - np.asarray(trace.block_start_ns, dtype=np.float64)
+    order = np.argsort(ids, kind="stable")
+    # Look each pair's block up in the per-block arrays (sorted once, binary search).
+    pos = np.clip(np.searchsorted(ids[order], pairs // stride), 0, len(ids) - 1)
+    known = ids[order][pos] == pairs // stride
+    return float(np.sum(life[order][pos][known]))
+
+
+def share(total_ns: float, unit_time_ns: float) -> float:
+    """A region's share: its time over the recorded unit time (NaN when there is none)."""
+    return total_ns / unit_time_ns if unit_time_ns > 0 else float("nan")
 
 
 def _format(value: Any, kind: str) -> str:
     if kind == "time":
         return f"{value / 1e3:.3f}"  # ns -> us
     if kind == "percent":
-        return "n/a" if np.isnan(value) else f"{100 * value:.1f}%"
+        return format_share(value)
     return str(value)
+
+
+def format_share(value: float) -> str:
+    """A share as a percentage, "n/a" when it has no denominator (NaN); every view uses it."""
+    return "n/a" if np.isnan(value) else f"{100 * value:.1f}%"

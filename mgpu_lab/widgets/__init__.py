@@ -4,9 +4,9 @@
     show(trace)                 # Timeline
     show(kernel, "sass")        # SassView; also "smem", "ir", or "all" (tabs)
 
-The widget classes need the `[notebook]` extra (anywidget, ipywidgets, matplotlib); they are
-imported on first use so `bank_model`, `sass_parse` and the other pure modules stay usable
-without it.
+The widget classes need anywidget, ipywidgets and matplotlib (default dependencies of
+mgpu_lab); they are imported on first use so `bank_model`, `sass_parse` and the other pure
+modules stay usable in an environment that left them out.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ def __getattr__(name: str) -> Any:
             module = importlib.import_module(_LAZY[name])
         except ImportError as err:
             raise ImportError(
-                f"mgpu_lab.widgets.{name} needs the notebook extra: pip install 'mgpu_lab[notebook]' ({err})"
+                f"mgpu_lab.widgets.{name} needs mgpu_lab's notebook dependencies (anywidget, ipywidgets, "
+                f"matplotlib), missing here: pip install mgpu_lab ({err})"
             ) from err
         return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

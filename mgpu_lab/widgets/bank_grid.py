@@ -5,6 +5,10 @@ Rows of the grid are 128-byte lines of shared memory (absolute line numbers), co
 32 banks. A cell names the logical element (row, col) whose bytes start that 4-byte word, and
 carries the element's 16-byte chunk within its row, which the views colour so the swizzle's
 permutation of chunks is visible at a glance.
+
+The access is either a hand-picked pattern (`bank_model.ACCESS_PATTERNS`), which the summary
+calls hypothetical, or `UNKNOWN`: a kernel instruction whose lane addresses were not derived,
+for which the grid shows the buffer's layout and no touched words, and the summary says why.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from mgpu_lab.widgets.bank_model import (
     pattern_accesses,
     threads_per_phase,
 )
+from mgpu_lab.widgets.smem_instructions import UNKNOWN
 
 WINDOW_LINES = 32  # 4 KiB of shared memory: four 1024-byte swizzle atoms
 
@@ -43,10 +48,13 @@ class BankGrid:
     chunks: list[list[int]]  # logical 16-byte chunk of the element in the row, -1 outside
     hits: dict[tuple[int, int], tuple[int, tuple[int, ...]]]  # (line, bank) -> (ways, threads)
     report: ConflictReport
+    note: str = ""  # for an UNKNOWN access: which instruction, and why its pattern is unknown
 
     def summary(self) -> str:
-        """One sentence: conflict-free, or how many ways and wavefronts."""
+        """One sentence: conflict-free, or how many ways and wavefronts; or why it is unknown."""
         r = self.report
+        if self.pattern == UNKNOWN:
+            return self.note or "access pattern unknown"
         if not r.accesses:
             return "the access touches no element of this buffer"
         what = {
@@ -57,7 +65,8 @@ class BankGrid:
         }[self.pattern]
         width = r.accesses[0].nbytes
         phases = f"{len(r.phases)} phase{'s' if len(r.phases) > 1 else ''} of {threads_per_phase(width)} threads"
-        head = f"{what}, {len(r.accesses)} threads x {width} B ({phases}): "
+        # A hand-picked pattern is a what-if: say so, so it is not read as the kernel's access.
+        head = f"hypothetical {what}, {len(r.accesses)} threads x {width} B ({phases}): "
         if r.degree == 1.0:
             return head + f"conflict-free, {r.wavefronts} wavefront{'s' if r.wavefronts > 1 else ''} (the minimum)"
         return head + f"{r.max_way}-way bank conflict, {r.wavefronts} wavefronts instead of {r.ideal_wavefronts}"
@@ -77,6 +86,8 @@ def vector_choices(buf: SmemBuffer) -> list[int]:
 def pattern_index_limit(buf: SmemBuffer, pattern: str) -> int:
     """Largest valid `index` for a pattern (rows, columns or 8x8 tiles of the buffer)."""
     g = geometry_of(buf)
+    if pattern == UNKNOWN:
+        return 0
     if pattern == "row":
         return max(g.rows - 1, 0)
     if pattern == "column":
@@ -87,13 +98,16 @@ def pattern_index_limit(buf: SmemBuffer, pattern: str) -> int:
     return max(-(-g.rows // 8) * max(g.cols // 8, 1) - 1, 0)
 
 
-def bank_grid(buf: SmemBuffer, pattern: str, index: int, vector_bytes: int, lines: int = WINDOW_LINES) -> BankGrid:
-    """Grid and conflicts for `pattern` ("row", "column", "fragment") at `index`."""
-    if pattern not in ACCESS_PATTERNS:
+def bank_grid(
+    buf: SmemBuffer, pattern: str, index: int, vector_bytes: int, lines: int = WINDOW_LINES, note: str = ""
+) -> BankGrid:
+    """Grid and conflicts for `pattern` ("row", "column", "fragment", "ldmatrix") at `index`,
+    or the bare grid for `UNKNOWN` (then `note` is the summary)."""
+    if pattern not in ACCESS_PATTERNS and pattern != UNKNOWN:
         raise ValueError(f"unknown access pattern {pattern!r}; use one of {ACCESS_PATTERNS}")
     geom = geometry_of(buf)
     index = min(max(index, 0), pattern_index_limit(buf, pattern))
-    accesses = pattern_accesses(geom, pattern, index, vector_bytes)
+    accesses = [] if pattern == UNKNOWN else pattern_accesses(geom, pattern, index, vector_bytes)
     report = bank_conflicts(accesses)
 
     # The window: whole 1024-byte atoms from the one holding the access's first word.
@@ -123,4 +137,4 @@ def bank_grid(buf: SmemBuffer, pattern: str, index: int, vector_bytes: int, line
         line, byte = divmod(word * BANK_BYTES, LINE_BYTES)
         if first <= line < first + count:
             hits[(line - first, byte // BANK_BYTES)] = (report.word_conflicts[word], tuple(threads))
-    return BankGrid(buf, geom, pattern, index, vector_bytes, first, labels, chunks, hits, report)
+    return BankGrid(buf, geom, pattern, index, vector_bytes, first, labels, chunks, hits, report, note)

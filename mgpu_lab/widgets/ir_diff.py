@@ -7,7 +7,7 @@ diff is the whole module as added lines).
 Modules are shown without their locations (`loc(...)` and the `#loc` alias lines, which make
 up most of a module printed with tracebacks), and lines are compared with SSA value and
 block numbers blanked out, so a pass that only renumbers values changes nothing and a diff
-shows what a pass really did.
+shows what a pass really did. The final `gpu.binary`'s PTX is shown as text (`ir_binary`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from mgpu_lab.widgets.ir_binary import expand_binary
 
 DiffLine = tuple[str, str]  # (kind, text): kind is "hunk", "add", "del" or "ctx"
 DIFF_MARKS = {"add": "+", "del": "-", "ctx": " ", "hunk": ""}  # unified-diff line prefixes
@@ -71,7 +73,8 @@ class PassTexts:
 
     def __init__(self, passes: Passes) -> None:
         self.names = tuple(str(name) for name, _ in passes)
-        self.lines = tuple(strip_locations(str(text)) for _, text in passes)
+        # The binary's PTX as text lines, not one escaped string (`ir_binary`).
+        self.lines = tuple(expand_binary(strip_locations(str(text))) for _, text in passes)
         self.keys = tuple(_comparison_keys("\n".join(lines)) for lines in self.lines)
 
     def __len__(self) -> int:

@@ -7,11 +7,18 @@ as few lanes as the deepest overlap needs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mgpu_lab.compiler.compiled_kernel import SmemBuffer, dtype_itemsize
 from mgpu_lab.widgets.bank_model import SWIZZLE_MODES, swizzle_period
+
+TREE_PATH = re.compile(r"\d+(\.\d+)*")  # an unnamed buffer's position: smem[0][1] is "0.1"
+UNNAMED_NOTE = (
+    "buffers shown as numbers (0.1) are unnamed in the kernel: that is their position in the "
+    "smem tree (smem[0][1]); ShapeDtype(..., name=...) names them"
+)
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,15 @@ class MapEntry:
     def end(self) -> int:
         """First byte past the buffer."""
         return self.buffer.offset + self.buffer.nbytes
+
+    @property
+    def named(self) -> bool:
+        """Whether the kernel named the buffer (`ShapeDtype(..., name=)`, or a dict key).
+
+        The builder records a name in place of the tree path when there is one; an unnamed
+        buffer's path is its position in the smem tree (`0.1`), all digits.
+        """
+        return not TREE_PATH.fullmatch(self.buffer.path)
 
 
 def alignment_of(offset: int, cap: int = 1024) -> int:

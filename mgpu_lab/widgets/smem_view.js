@@ -8,7 +8,7 @@ function bytes(n) {
 
 const LANE_H = 22;
 const PATTERN_TEXT = { row: "row", column: "column", fragment: "WGMMA fragment", ldmatrix: "ldmatrix.x4 (LDSM)" };
-const INDEX_TEXT = { row: "row", column: "column", fragment: "8x8 tile", ldmatrix: "16x16 tile" };
+const INDEX_TEXT = { row: "row", column: "column", fragment: "8x8 tile", ldmatrix: "16x16 tile", unknown: "index" };
 
 function render({ model, el }) {
   const buffers = model.get("buffers");
@@ -69,7 +69,8 @@ function render({ model, el }) {
     return tr;
   });
   bufferTable.append(h("tbody", {}, tableRows));
-  const tableBox = h("details", { class: "mgl-smem-buffers" }, [h("summary", { text: "buffers" }), bufferTable]);
+  const unnamed = h("div", { class: "mgl-status mgl-smem-unnamed", text: model.get("unnamed_note") });
+  const tableBox = h("details", { class: "mgl-smem-buffers" }, [h("summary", { text: "buffers" }), bufferTable, unnamed]);
   tableBox.open = buffers.length <= 12;
 
   // ---- controls --------------------------------------------------------------------------
@@ -81,18 +82,18 @@ function render({ model, el }) {
   const indexInput = h("input", { type: "number", class: "mgl-smem-index", min: "0", step: "1" });
   indexInput.style.width = "5em";
   const vectorSelect = h("select", { class: "mgl-smem-vector" });
-  // The kernel's own LDS/STS/LDSM: their width and lane pattern, on the chosen buffer.
+  // The kernel's own LDS/STS/LDSM: their width; their lane pattern is unknown (Python says why).
   const instrSelect = h("select", { class: "mgl-smem-instruction" });
-  instrSelect.append(h("option", { value: "-1", text: "(chosen by hand)" }));
+  instrSelect.append(h("option", { value: "-1", text: "(none: the hypothetical access)" }));
   model.get("instructions").forEach((ins, k) =>
     instrSelect.append(h("option", { value: String(k), text: `${ins.text}  (line ${ins.line + 1})` })));
   instrSelect.style.maxWidth = "28em";
   const controls = h("div", { class: "mgl-toolbar" }, [
     h("span", { text: "buffer" }), bufferSelect,
-    h("span", { text: "access" }), patternSelect,
+    h("span", { text: "hypothetical access", title: "a what-if pattern, not derived from the kernel's addresses" }), patternSelect,
     indexLabel, indexInput,
     h("span", { text: "bytes / thread" }), vectorSelect,
-    h("span", { text: "as the kernel's" }), instrSelect,
+    h("span", { text: "or the kernel's instruction" }), instrSelect,
   ]);
   instrSelect.addEventListener("change", () => choose({ instruction: Number(instrSelect.value) }));
   bufferSelect.addEventListener("change", () => choose({ buffer: Number(bufferSelect.value) }));
@@ -148,7 +149,10 @@ function render({ model, el }) {
     const b = buffers[sel];
     details.textContent = `${b.path}: offset ${b.offset}, ${b.nbytes} B, [${b.shape}] ${b.dtype} viewed as ${g.rows} x ${g.cols}, ` +
       `swizzle ${g.swizzle ? `${g.swizzle} B` : "none"}, aligned to ${b.alignment} B` + (b.warnings.length ? ` — ⚠ ${b.warnings.join("; ")}` : "");
+    const unknown = g.pattern === "unknown";
     patternSelect.value = g.pattern;
+    if (unknown) patternSelect.selectedIndex = -1; // an instruction's access is no hypothetical pattern
+    indexInput.disabled = unknown;
     indexLabel.textContent = INDEX_TEXT[g.pattern] || "index";
     indexInput.max = String(g.index_limit);
     indexInput.value = String(g.index);
@@ -157,7 +161,7 @@ function render({ model, el }) {
     if (!g.vector_choices.includes(g.vector_bytes)) {
       vectorSelect.append(h("option", { value: String(g.vector_bytes), text: String(g.vector_bytes) }));
     }
-    vectorSelect.disabled = g.pattern === "fragment" || g.pattern === "ldmatrix";
+    vectorSelect.disabled = unknown || g.pattern === "fragment" || g.pattern === "ldmatrix";
     vectorSelect.value = String(g.vector_bytes);
     report.textContent = g.summary;
     report.dataset.maxWay = String(g.max_way);

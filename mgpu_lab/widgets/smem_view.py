@@ -1,11 +1,14 @@
 """`SmemView`: a kernel's shared-memory address map and, for one buffer, its banks.
 
 The map shows every buffer (Union members on separate lanes, barriers and the profiler
-buffer included). Picking a buffer, an access pattern (a row, a column, or a WGMMA
-accumulator fragment), its index and the bytes per thread shows which logical element sits
-in each bank of each 128-byte line under the buffer's swizzle, and which words the warp
-touches, coloured by bank conflict. The bank arithmetic runs here in Python (`bank_model`);
-the browser sends the choice and draws the grid it gets back.
+buffer included). Picking a buffer shows which logical element sits in each bank of each
+128-byte line under the buffer's swizzle. Picking one of the kernel's own LDS/STS/LDSM/STSM
+says its width and that its lane pattern is unknown (the addresses come from index
+arithmetic the view does not evaluate), with no made-up answer. Picking a hypothetical
+access instead (a row, a column, a WGMMA accumulator fragment, an ldmatrix tile; only those
+the kernel's SASS and the buffer's dtype allow, `smem_patterns`) shows which words that warp
+access would touch, coloured by bank conflict. The bank arithmetic runs here in Python
+(`bank_model`); the browser sends the choice and draws the grid it gets back.
 """
 
 from __future__ import annotations
@@ -22,12 +25,12 @@ from mgpu_lab.widgets.bank_grid import (
     pattern_index_limit,
     vector_choices,
 )
-from mgpu_lab.widgets.bank_model import ACCESS_PATTERNS
 from mgpu_lab.widgets.esm import view_module
 from mgpu_lab.widgets.fallback import StaticFallback
 from mgpu_lab.widgets.palette import CHUNK_COLORS, KIND_COLORS, conflict_color
-from mgpu_lab.widgets.smem_instructions import smem_instructions
-from mgpu_lab.widgets.smem_map import address_map, total_bytes
+from mgpu_lab.widgets.smem_instructions import UNKNOWN, smem_instructions
+from mgpu_lab.widgets.smem_patterns import hypothetical_patterns, hypothetical_widths, kernel_accesses
+from mgpu_lab.widgets.smem_map import UNNAMED_NOTE, address_map, total_bytes
 from mgpu_lab.widgets.static_smem import smem_figure, smem_html
 
 HERE = Path(__file__).parent
@@ -37,9 +40,11 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
     """Shared-memory viewer of a `CompiledKernel`: `SmemView(kernel)`.
 
     Synced choices (settable from Python too): `buffer` (index into `buffers`), `pattern`
-    ("row", "column" or "fragment"), `index` (row, column or 8x8 tile), `vector_bytes`
-    (bytes each thread accesses; fixed at two elements for "fragment"). `grid` holds the
-    resulting bank grid and `conflict_summary` its one-line verdict.
+    (one of `patterns`: hypothetical "row", "column", and "fragment" / "ldmatrix" where the
+    SASS has WGMMA / ldmatrix; "unknown" while `instruction` picks a kernel instruction),
+    `index` (row, column or tile), `vector_bytes` (bytes each thread accesses; fixed for
+    "fragment" and "ldmatrix"). `grid` holds the resulting bank grid and `conflict_summary`
+    its one-line verdict.
     """
 
     _esm = view_module("smem_view")
@@ -50,7 +55,7 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
     buffers = traitlets.List().tag(sync=True)
     chunk_colors = traitlets.List(traitlets.Unicode(), default_value=list(CHUNK_COLORS)).tag(sync=True)
     conflict_colors = traitlets.List(traitlets.Unicode()).tag(sync=True)  # index: ways - 1, capped
-    patterns = traitlets.List(traitlets.Unicode(), default_value=list(ACCESS_PATTERNS)).tag(sync=True)
+    patterns = traitlets.List(traitlets.Unicode()).tag(sync=True)  # the hypothetical ones offered
 
     buffer = traitlets.Int(0).tag(sync=True)
     pattern = traitlets.Unicode("column").tag(sync=True)
@@ -59,17 +64,21 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
 
     grid = traitlets.Dict().tag(sync=True)
     conflict_summary = traitlets.Unicode("").tag(sync=True)
-    # The kernel's LDS/STS/LDSM/STSM: [{line, text, opcode, width, pattern}]; `instruction` is
-    # the one whose width and lane pattern the bank view uses (-1: the pattern chosen by hand).
+    # The kernel's LDS/STS/LDSM/STSM: [{line, text, opcode, width, pattern, why}]; `instruction`
+    # is the one the bank view describes (-1: a hypothetical pattern chosen by hand).
     instructions = traitlets.List().tag(sync=True)
+    unnamed_note = traitlets.Unicode("").tag(sync=True)  # set when some buffer has no name
     instruction = traitlets.Int(-1).tag(sync=True)
 
     def __init__(self, kernel: Any, buffer: str | int | None = None, pattern: str = "column", **kwargs: Any) -> None:
         self.entries = address_map(kernel.smem_layout)
         self._bank_grid: BankGrid | None = None
+        self._instructions = smem_instructions(kernel.sass or "")
+        self._kernel_accesses = kernel_accesses(kernel.sass or "", self._instructions)
         buffers = [
             {
                 "path": e.buffer.path,
+                "named": e.named,
                 "offset": e.buffer.offset,
                 "nbytes": e.buffer.nbytes,
                 "lane": e.lane,
@@ -81,15 +90,16 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
                 "alignment": e.alignment,
                 "color": KIND_COLORS.get(e.buffer.kind, "#888888"),
                 "warnings": list(e.warnings),
-                "vector_choices": vector_choices(e.buffer),
+                "vector_choices": self._widths(e.buffer),
             }
             for e in self.entries
         ]
-        self._instructions = smem_instructions(kernel.sass or "")
         super().__init__(
             title=kernel.name,
+            patterns=hypothetical_patterns(self._kernel_accesses),
+            unnamed_note=UNNAMED_NOTE if any(not e.named for e in self.entries) else "",
             instructions=[
-                {"line": i.line, "text": i.text, "opcode": i.opcode, "width": i.width, "pattern": i.pattern}
+                {"line": i.line, "text": i.text, "opcode": i.opcode, "width": i.width, "pattern": i.pattern, "why": i.why}
                 for i in self._instructions
             ],
             total_bytes=total_bytes(self.entries, kernel.dynamic_smem_bytes),
@@ -113,8 +123,14 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
         kinds = [e.buffer.kind for e in self.entries]
         return kinds.index("buffer") if "buffer" in kinds else 0
 
+    def _widths(self, buf: Any) -> list[int]:
+        """Per-thread widths offered for a buffer (barriers and the profiler buffer: any)."""
+        return hypothetical_widths(buf, self._kernel_accesses) if buf.kind == "buffer" else vector_choices(buf)
+
     @traitlets.observe("buffer", "pattern", "index", "vector_bytes")
-    def _on_choice(self, _change: Any) -> None:
+    def _on_choice(self, change: Any) -> None:
+        if change["name"] == "pattern" and change["new"] != UNKNOWN and self.instruction >= 0:
+            self.set_trait("instruction", -1)  # a hand-picked pattern replaces the instruction
         self._update_grid()
 
     @traitlets.observe("instruction")
@@ -122,9 +138,11 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
         if 0 <= change["new"] < len(self._instructions):
             chosen = self._instructions[change["new"]]
             with self.hold_trait_notifications():
-                self.pattern = chosen.pattern
-                self.vector_bytes = chosen.width
-            self._update_grid()
+                self.set_trait("pattern", chosen.pattern)
+                self.set_trait("vector_bytes", chosen.width)
+        elif self.pattern == UNKNOWN:
+            self.set_trait("pattern", self.patterns[0])
+        self._update_grid()
 
     def _update_grid(self) -> None:
         if not self.entries:
@@ -138,8 +156,11 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
             self.conflict_summary = f"{buf.path}: {what}, no bank analysis"
             self.grid, self._bank_grid = {"path": buf.path, "kind": buf.kind, "summary": self.conflict_summary}, None
             return
-        pattern = self.pattern if self.pattern in ACCESS_PATTERNS else "column"
-        choices = vector_choices(buf)
+        if self.pattern == UNKNOWN and 0 <= self.instruction < len(self._instructions):
+            self._show_unknown(buf, self._instructions[self.instruction])
+            return
+        pattern = self.pattern if self.pattern in self.patterns else ("column" if "column" in self.patterns else self.patterns[0])
+        choices = self._widths(buf)
         # A width the dtype cannot use falls back to the nearest one it can.
         width = self.vector_bytes if self.vector_bytes in choices else min(choices, key=lambda w: abs(w - self.vector_bytes))
         limit = pattern_index_limit(buf, pattern)
@@ -150,7 +171,16 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
             self.set_trait("index", index)
             self.set_trait("pattern", pattern)
             return
-        grid = bank_grid(buf, pattern, index, width)
+        self._publish(bank_grid(buf, pattern, index, width), choices, limit)
+
+    def _show_unknown(self, buf: Any, chosen: Any) -> None:
+        """The buffer's layout with no touched words, and why the instruction's access is unknown."""
+        note = f"{chosen.text.rstrip(' ;')}: {chosen.width} B a lane; access pattern unknown ({chosen.why})"
+        self._publish(bank_grid(buf, UNKNOWN, 0, chosen.width, note=note), self._widths(buf), 0)
+
+    def _publish(self, grid: BankGrid, choices: list[int], limit: int) -> None:
+        """Send a grid to the browser (and keep it for the static views)."""
+        buf, pattern, width = grid.buffer, grid.pattern, grid.vector_bytes
         self._bank_grid = grid
         self.grid = {
             "path": buf.path,

@@ -2,6 +2,8 @@
 
 Everything is inline (styles on elements, images as data URLs) because nbconvert output and
 GitHub's notebook view drop external files and `<style>` blocks are stripped by some viewers.
+Colours that carry meaning use `background-color` (kept by bleach's CSS allow-list, unlike
+the `background` shorthand); each view is a `scroll_box` so its height stays bounded.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from typing import Any
 FONT = "font-family: ui-sans-serif, system-ui, sans-serif; font-size: 12px;"
 MONO = "font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12px;"
 CELL = "padding: 2px 8px; border-bottom: 1px solid #ddd;"
+LINE_PX = 17  # one line of a code block: 12px monospace at line-height 1.35, rounded up
+VIEW_MAX_HEIGHT = 1200  # px: a static view taller than this scrolls inside its output
+
 
 # SASS token colours (the widget's CSS uses the same hues).
 TOKEN_COLORS = {
@@ -65,12 +70,24 @@ def tokens_html(tokens: Iterable[tuple[str, str]]) -> str:
 
 
 def code_block(lines_html: Iterable[str], max_height: int = 480) -> str:
-    """Pre-formatted lines in a scrolling box."""
-    body = "\n".join(lines_html)
+    """Pre-formatted lines in a scrolling box.
+
+    A listing taller than the box also gets a fixed `height`: sanitizers that keep only a
+    list of CSS properties (bleach's default, which nbconvert uses) drop `max-height` but keep
+    `height` and `overflow`, so the box stays bounded there too.
+    """
+    lines = list(lines_html)
+    fixed = f"height:{max_height}px; " if len(lines) * LINE_PX > max_height else ""
     return (
-        f'<pre style="{MONO} max-height:{max_height}px; overflow:auto; margin:4px 0; '
-        f'padding:6px; border:1px solid #ddd; line-height:1.35">{body}</pre>'
+        f'<pre style="{MONO} {fixed}max-height:{max_height}px; overflow:auto; margin:4px 0; '
+        f'padding:6px; border:1px solid #ddd; line-height:1.35">{chr(10).join(lines)}</pre>'
     )
+
+
+def scroll_box(body: str, max_height: int = VIEW_MAX_HEIGHT) -> str:
+    """A whole static view in a box of bounded height that scrolls (inline style only)."""
+    return f'<div style="max-height:{max_height}px; overflow:auto">{body}</div>'
+
 
 
 def section(title: str, body: str) -> str:
@@ -79,12 +96,13 @@ def section(title: str, body: str) -> str:
 
 
 def format_ns(ns: float) -> str:
-    """A duration with a unit that keeps 3-4 significant digits (ns, us, ms, s)."""
+    """A duration with a unit that keeps 3-4 significant digits (ns, µs, ms, s)."""
     a = abs(ns)
     if a < 1e3:
         return f"{ns:.0f} ns"
     if a < 1e6:
-        return f"{ns / 1e3:.3g} us" if a < 1e4 else f"{ns / 1e3:.1f} us"
+        return f"{ns / 1e3:.3g} µs" if a < 1e4 else f"{ns / 1e3:.1f} µs"
     if a < 1e9:
         return f"{ns / 1e6:.3f} ms"
     return f"{ns / 1e9:.3f} s"
+

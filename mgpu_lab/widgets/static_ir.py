@@ -9,11 +9,11 @@ from typing import Any
 
 from mgpu_lab.widgets.fallback import STATIC_BUDGET
 from mgpu_lab.widgets.ir_diff import DIFF_MARKS, DiffLine, PassStat, PassTexts
-from mgpu_lab.widgets.static_html import FONT, code_block, esc, section, table
+from mgpu_lab.widgets.static_html import FONT, code_block, esc, scroll_box, section, table
 
 _DIFF_STYLE = {
-    "add": "background:rgba(46,160,67,0.2)",
-    "del": "background:rgba(248,81,73,0.2)",
+    "add": "background-color:rgba(46,160,67,0.2)",
+    "del": "background-color:rgba(248,81,73,0.2)",
     "hunk": "color:#1976d2",
     "ctx": "",
 }
@@ -47,7 +47,7 @@ def diff_html(lines: list[DiffLine], budget: int = STATIC_BUDGET // 3) -> str:
 def ir_html(passes: PassTexts, stats: list[PassStat], title: str) -> str:
     """Pass table, the first real change as a diff, and the last module before the binary."""
     if not len(passes):
-        return section(f"IR: {title}", "<i>no passes recorded: compile with pass dumps enabled</i>")
+        return scroll_box(section(f"IR: {title}", "<i>no passes recorded: compile with pass dumps enabled</i>"))
     rows = [
         (f"{i}. {s.name}", s.lines, f"+{s.added}" if s.changed else "", f"-{s.removed}" if s.changed else "unchanged")
         for i, s in enumerate(stats)
@@ -63,7 +63,7 @@ def ir_html(passes: PassTexts, stats: list[PassStat], title: str) -> str:
     # The last textual module: the final pass usually turns the module into a binary blob.
     last = max((i for i in range(len(passes)) if "gpu.binary" not in "".join(passes.lines[i][:8])), default=len(passes) - 1)
     body = code_block(_capped([_line(line) for line in passes.lines[last]], STATIC_BUDGET // 3), max_height=400)
-    return out + section(f"Module after {last}. {passes.names[last]} (locations hidden)", body)
+    return scroll_box(out + section(f"Module after {last}. {passes.names[last]} (locations hidden)", body))
 
 
 def ir_figure(stats: list[PassStat], title: str) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 from mgpu_lab.widgets.fallback import STATIC_BUDGET
 from mgpu_lab.widgets.sass_listing import SassListing
 from mgpu_lab.widgets.sass_parse import KEY_CLASSES
-from mgpu_lab.widgets.static_html import FONT, code_block, esc, section, table, tokens_html
+from mgpu_lab.widgets.static_html import FONT, code_block, esc, scroll_box, section, table, tokens_html
 
 
 def _source_note(listing: SassListing, sass_line: int) -> str:
@@ -26,7 +26,7 @@ def mix_bars(mix: tuple[tuple[str, int], ...]) -> str:
     top = max((count for _, count in mix), default=1)
     rows = "".join(
         f'<tr><td style="padding:1px 8px 1px 0; white-space:nowrap">{esc(family)}</td>'
-        f'<td style="width:220px"><div style="background:#4e79a7; height:10px; width:{100 * count / top:.1f}%"></div></td>'
+        f'<td style="width:220px"><div style="background-color:#4e79a7; height:10px; width:{100 * count / top:.1f}%"></div></td>'
         f'<td style="padding-left:6px; text-align:right">{count:,}</td></tr>'
         for family, count in mix
     )
@@ -57,7 +57,7 @@ def sass_html(listing: SassListing, budget: int = STATIC_BUDGET * 2 // 3) -> str
         f"{section('Resources', resources)}{section('Instruction mix', mix_bars(listing.mix))}</div>"
     )
     note = " (line info from the listings)" if listing.line_info_derived else ""
-    return (
+    return scroll_box(
         section(f"SASS: {listing.name}", summary)
         + section(f"Listing{note}: {classes}", code_block(body, max_height=600))
     )

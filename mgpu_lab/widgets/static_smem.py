@@ -8,8 +8,8 @@ from typing import Any
 from mgpu_lab.widgets.bank_grid import BankGrid
 from mgpu_lab.widgets.bank_model import NUM_BANKS
 from mgpu_lab.widgets.palette import CHUNK_COLORS, KIND_COLORS, conflict_color
-from mgpu_lab.widgets.smem_map import MapEntry
-from mgpu_lab.widgets.static_html import MONO, esc, section, table
+from mgpu_lab.widgets.smem_map import UNNAMED_NOTE, MapEntry
+from mgpu_lab.widgets.static_html import MONO, esc, scroll_box, section, table
 
 
 def buffer_rows(entries: list[MapEntry]) -> list[list[str]]:
@@ -85,10 +85,10 @@ def grid_html(grid: BankGrid) -> str:
             style = "border:1px solid #ddd; padding:0 2px; text-align:center;"
             hit = grid.hits.get((line, bank))
             if hit:
-                style += f" background:{conflict_color(hit[0])}; font-weight:700;"
+                style += f" background-color:{conflict_color(hit[0])}; font-weight:700;"
                 title = f"threads {', '.join(map(str, hit[1]))}; {hit[0]} distinct words in this bank"
             else:
-                style += f" background:{CHUNK_COLORS[chunk % 8] if chunk >= 0 else '#eeeeee'};"
+                style += f" background-color:{CHUNK_COLORS[chunk % 8] if chunk >= 0 else '#eeeeee'};"
                 title = ""
             cells.append(f'<td style="{style}" title="{esc(title)}">{esc(label)}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
@@ -97,7 +97,8 @@ def grid_html(grid: BankGrid) -> str:
 
 def smem_html(entries: list[MapEntry], total: int, grid: BankGrid | None, title: str) -> str:
     """Buffer table plus the bank grid of the current selection."""
-    out = section(f"Shared memory: {title} ({total:,} B)", table(BUFFER_HEADERS, buffer_rows(entries), numeric_from=2))
+    note = f'<div style="color:#666">{esc(UNNAMED_NOTE)}</div>' if any(not e.named for e in entries) else ""
+    out = section(f"Shared memory: {title} ({total:,} B)", table(BUFFER_HEADERS, buffer_rows(entries), numeric_from=2) + note)
     if grid:
         out += section(f"Banks of {grid.buffer.path} (swizzle {grid.buffer.swizzle} B): {grid.summary()}", grid_html(grid))
-    return out
+    return scroll_box(out)

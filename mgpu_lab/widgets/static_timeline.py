@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from mgpu_lab.widgets.palette import categorical
-from mgpu_lab.widgets.static_html import FONT, esc, format_ns, section, table
+from mgpu_lab.profiler.summary import format_share
+from mgpu_lab.widgets.static_html import FONT, esc, format_ns, scroll_box, section, table
 from mgpu_lab.widgets.timeline_layout import TimelineLayout
 
 SUMMARY_HEADERS = ("region", "count", "total", "mean", "p50", "p95", "share")
@@ -168,7 +169,7 @@ def timeline_figure(
     centers = np.cumsum(layout.row_levels) - layout.row_levels / 2
     step = max(1, layout.num_rows // 40)  # at most ~40 labels stay legible
     ax.set_yticks(centers[::step], [layout.row_labels[i] for i in range(0, layout.num_rows, step)], fontsize=7)
-    ax.set_xlabel("time since kernel start (us)")
+    ax.set_xlabel("time since kernel start (µs)")
     ax.set_title(title or "timeline", fontsize=10)
     handles = [Patch(color=categorical(i), label=n) for i, n in enumerate(region_names) if i not in set(hidden)]
     if handles:
@@ -176,12 +177,11 @@ def timeline_figure(
     return fig
 
 
-def summary_table_rows(summary: Any, shares: Sequence[float] | None = None) -> list[list[str]]:
+def summary_table_rows(summary: Any) -> list[list[str]]:
     """Formatted cells of a `RegionSummary` (its `.rows` dicts), for HTML tables.
 
-    `shares` replaces the summary's own share column (see `timeline_stats.recorded_shares`).
+    The share is the summary's own (`profiler.summary`), so every view shows the same figure.
     """
-    shares = [row["share"] for row in summary.rows] if shares is None else shares
     return [
         [
             str(row["region"]),
@@ -190,9 +190,9 @@ def summary_table_rows(summary: Any, shares: Sequence[float] | None = None) -> l
             format_ns(row["mean_ns"]),
             format_ns(row["p50_ns"]),
             format_ns(row["p95_ns"]),
-            f"{100 * share:.1f}%",
+            format_share(row["share"]),
         ]
-        for row, share in zip(summary.rows, shares)
+        for row in summary.rows
     ]
 
 
@@ -202,7 +202,6 @@ def timeline_html(
     summary: Any,
     title: str,
     view: tuple[float, float] | None = None,
-    shares: Sequence[float] | None = None,
 ) -> str:
     """The rows with events over `view` as a PNG, a legend and the region table, self-contained."""
     rows = rows_with_events(layout)
@@ -210,16 +209,16 @@ def timeline_html(
     data = base64.b64encode(timeline_png(layout, region_names, view, rows)).decode("ascii")
     legend = " ".join(
         f'<span style="white-space:nowrap; margin-right:10px"><span style="display:inline-block; width:10px; '
-        f'height:10px; background:{categorical(i)}; margin-right:3px"></span>{esc(n)}</span>'
+        f'height:10px; background-color:{categorical(i)}; margin-right:3px"></span>{esc(n)}</span>'
         for i, n in enumerate(region_names)
     )
     hidden = layout.num_rows - len(rows)
     note = f" ({hidden:,} rows without events not drawn)" if hidden else ""
     caption = summary.title() if hasattr(summary, "title") else title
     image = f'<img alt="timeline of {esc(title)}" style="max-width:100%" src="data:image/png;base64,{data}"/>'
-    return (
+    return scroll_box(
         section(f"Timeline: {title}: {len(rows):,} rows{note}, {format_ns(view[0])} to {format_ns(view[1])}",
                 image + f'<div style="{FONT} margin-top:2px">{legend}</div>')
-        + section("Regions (share: of the lifetimes of the units that recorded)",
-                  table(SUMMARY_HEADERS, summary_table_rows(summary, shares), caption=caption))
+        + section(f"Regions ({summary.share_note()})",
+                  table(SUMMARY_HEADERS, summary_table_rows(summary), caption=caption))
     )

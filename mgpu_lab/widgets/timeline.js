@@ -190,9 +190,12 @@ function render({ model, el }) {
   const search = h("input", { type: "search", class: "mgl-tl-search", placeholder: "search regions (Enter: next)" });
   const searchLabel = h("span", { class: "mgl-status mgl-tl-search-count" });
   const saveBtn = h("button", { class: "mgl-btn mgl-tl-save", text: "Save .perfetto-trace" });
-  const openBtn = h("button", { class: "mgl-btn mgl-tl-open", text: "Open in Perfetto UI" });
+  // navigator.onLine only knows about a network interface, not whether ui.perfetto.dev is
+  // reachable: the button says it needs internet access, and is disabled when surely offline.
+  const openBtn = h("button", { class: "mgl-btn mgl-tl-open", text: "Open in Perfetto UI (needs internet)" });
+  const offlineNote = h("span", { class: "mgl-status mgl-tl-offline" });
   const status = h("span", { class: "mgl-status" });
-  const toolbar = h("div", { class: "mgl-toolbar" }, [title, rangeLabel, resetBtn, saveBtn, openBtn, status]);
+  const toolbar = h("div", { class: "mgl-toolbar" }, [title, rangeLabel, resetBtn, saveBtn, openBtn, offlineNote, status]);
   const toolbar2 = h("div", { class: "mgl-toolbar" }, [
     h("label", { title: "Leave out the tracks that recorded nothing" }, [emptyBox, " hide rows without events"]),
     expandBtn, collapseBtn, search, searchLabel,
@@ -255,7 +258,11 @@ function render({ model, el }) {
   }
 
   function buildSummary() {
-    summary.replaceChildren(regionTable(model.get("summary_headers"), model.get("summary_rows"), model.get("summary_shares")));
+    // The note says what the share column divides by (the same figure as Trace.summary()).
+    summary.replaceChildren(
+      regionTable(model.get("summary_headers"), model.get("summary_rows"), model.get("summary_shares")),
+      h("div", { class: "mgl-status mgl-tl-share-note", text: model.get("summary_note") }),
+    );
     notes.replaceChildren(...model.get("notes").map((n) => h("div", { text: n })));
   }
 
@@ -678,7 +685,7 @@ function render({ model, el }) {
     details.replaceChildren(
       h("div", { class: "mgl-panel-title", text: `Area: ${rows.size} tracks × ${formatNs(tb - ta)} (${formatNs(ta)} – ${formatNs(tb)})` }),
       sorted.length
-        ? regionTable(["region", "slices", "time in area", "share"],
+        ? regionTable(["region", "slices", "time in area", "share of area"],
           sorted.map(([reg, [n, t]]) => [data.names[reg] || `region ${reg}`, n.toLocaleString("en-US"), formatNs(t), `${(100 * t / unitTime).toFixed(1)}%`]),
           sorted.map(([, [, t]]) => t / unitTime))
         : h("div", { class: "mgl-status", text: "no slices in the area" }),
@@ -732,7 +739,10 @@ function render({ model, el }) {
   let pingTimer = 0;
   function updateOnline() {
     openBtn.disabled = !navigator.onLine;
-    openBtn.title = navigator.onLine ? "Open this trace in ui.perfetto.dev (new tab)" : "Offline: save the file instead";
+    openBtn.title = navigator.onLine
+      ? "Opens ui.perfetto.dev in a new tab and sends it this trace: needs internet access"
+      : "Offline: Perfetto UI needs internet access; save the .perfetto-trace file instead";
+    offlineNote.textContent = navigator.onLine ? "" : "offline: Open in Perfetto UI needs internet access, save the file instead";
   }
   saveBtn.addEventListener("click", () => {
     status.textContent = "building Perfetto trace…";

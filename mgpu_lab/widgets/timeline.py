@@ -13,6 +13,7 @@ the same bytes with the postMessage handshake the Perfetto UI documents.
 
 from __future__ import annotations
 
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from mgpu_lab.widgets.static_timeline import (
     timeline_html,
 )
 from mgpu_lab.widgets.timeline_layout import layout_trace, unit_abbreviation
-from mgpu_lab.widgets.timeline_stats import event_span_ns, recorded_shares
+from mgpu_lab.widgets.timeline_stats import event_span_ns
 
 HERE = Path(__file__).parent
 
@@ -46,7 +47,7 @@ class Timeline(StaticFallback, anywidget.AnyWidget):
 
     `Timeline(trace)`; `view_range` ([t0, t1] ns, synced both ways) is the visible time
     range (it opens on the span that has events), `hidden_regions` the region names filtered
-    out. Shares in the table are over the units that recorded (`timeline_stats`). `save("t.png")` / `save("t.html")`
+    out. Shares in the table are `Trace.summary()`'s (`profiler.summary`, which says over what). `save("t.png")` / `save("t.html")`
     write the static rendering of the current view, `save_perfetto(path)` a Perfetto trace.
     """
 
@@ -66,6 +67,7 @@ class Timeline(StaticFallback, anywidget.AnyWidget):
     summary_headers = traitlets.List(traitlets.Unicode(), default_value=list(SUMMARY_HEADERS)).tag(sync=True)
     summary_rows = traitlets.List(traitlets.List(traitlets.Unicode())).tag(sync=True)
     summary_shares = traitlets.List(traitlets.Float()).tag(sync=True)
+    summary_note = traitlets.Unicode("").tag(sync=True)  # what the shares divide by
     notes = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
     # Binary columns; see TimelineLayout for what each holds.
@@ -92,7 +94,8 @@ class Timeline(StaticFallback, anywidget.AnyWidget):
         max_region = int(lay.region.max()) + 1 if len(lay.region) else 0
         names = [trace.region_name(i) for i in range(max(len(trace.region_names), max_region))]
         self._summary = trace.summary()
-        self._shares = recorded_shares(self._summary, trace)
+        # The bars' widths; NaN (no recorded unit time) is not JSON, so it draws as 0.
+        self._shares = [0.0 if math.isnan(row["share"]) else float(row["share"]) for row in self._summary.rows]
         self._initial_view = event_span_ns(trace)
         notes = []
         if getattr(trace, "dropped", 0):
@@ -110,8 +113,9 @@ class Timeline(StaticFallback, anywidget.AnyWidget):
             duration_ns=lay.duration_ns,
             height=height,
             view_range=list(self._initial_view),
-            summary_rows=summary_table_rows(self._summary, self._shares),
+            summary_rows=summary_table_rows(self._summary),
             summary_shares=self._shares,
+            summary_note=self._summary.share_note(),
             notes=notes,
             _row_levels=_column(lay.row_levels, "u4"),
             _row_sm=_column(lay.row_sm, "u4"),
@@ -177,4 +181,4 @@ class Timeline(StaticFallback, anywidget.AnyWidget):
 
     def to_html(self) -> str:
         """The rows with events over the span with events, and the region summary."""
-        return timeline_html(self.lanes, self.region_names, self._summary, self.title, self._initial_view, self._shares)
+        return timeline_html(self.lanes, self.region_names, self._summary, self.title, self._initial_view)
