@@ -62,7 +62,7 @@ def test_stream_k_repeats_bit_for_bit_and_leaves_the_flags_zero(rng):
         out = poison(cupy, (m, n), "bfloat16")
         kern(a, b, out=out)
         outs.append(out)
-    workspace, flags = kern.buffers()
+    workspace, flags = kern.scratch_buffers()
     assert int(cupy.count_nonzero(flags)) == 0
     bits = [o.view(cupy.uint16).get() for o in outs]
     np.testing.assert_array_equal(bits[0], bits[1])

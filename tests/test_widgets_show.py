@@ -30,10 +30,26 @@ def test_show_picks_the_viewer() -> None:
     assert tab.titles == ("sass", "smem", "ir") and len(tab.children) == 3
 
 
+def test_show_takes_a_kernel_and_shows_every_launch_of_its_program() -> None:
+    """A Kernel shows its launches' views: one launch as that launch's viewer, several (a workspace
+    split-K GEMM: the GEMM and the reduce) as a tab per launch, for every view name."""
+    from mgpu_lab.examples.vector_add import make_vector_add
+    from mgpu_lab.kernels.gemm import make_gemm
+
+    assert isinstance(widgets.show(make_vector_add(1024), "sass"), widgets.SassView)
+    split = make_gemm(64, 256, 8192, tile_m=64, tile_n=64, split_k=4, split_k_reduce="workspace")
+    for what, view in (("sass", widgets.SassView), ("smem", widgets.SmemView), ("ir", widgets.IrView)):
+        tabs = widgets.show(split, what)
+        assert len(tabs.children) == 2 and all(isinstance(child, view) for child in tabs.children), what
+        assert tabs.titles == tuple(f"{i}: {ck.name}" for i, ck in enumerate(split.launches))
+        assert "gemm_split_k_reduce_64x256" in tabs.to_html()
+    assert all(len(child.children) == 3 for child in widgets.show(split).children)
+
+
 def test_show_rejects_what_it_cannot_view() -> None:
-    with pytest.raises(ValueError, match="what must be one of"):
+    with pytest.raises(ValueError, match="what: expected one of"):
         widgets.show(fixture_kernel(), "ptx")
-    with pytest.raises(TypeError, match="takes a Trace or a CompiledKernel"):
+    with pytest.raises(TypeError, match="obj: expected a Trace, a Kernel or a CompiledKernel, got int"):
         widgets.show(42)
     with pytest.raises(AttributeError):
         widgets.NoSuchView  # noqa: B018

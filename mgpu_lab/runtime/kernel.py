@@ -166,6 +166,13 @@ class Kernel:
         outs = arrays[launcher.n_in:]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def scratch_buffers(self, stream: Any = None) -> list:
+        """The scratch buffers this Kernel keeps for the current device and `stream` (CuPy's current
+        one by default), in the program's order, allocated on first use: to look at (stream-K's
+        flags are zero after every call) or to poison in a test."""
+        launcher = self._launcher or self._new_launcher()
+        return launcher.scratch_buffers(launcher.checker._get_device(), launcher.stream_pointer(stream))
+
     def launch_unchecked(self, *arrays: Any, stream: Any = None) -> None:
         """Launch on CuPy arrays (inputs, then outputs) skipping every argument check.
 

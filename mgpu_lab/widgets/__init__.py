@@ -48,20 +48,28 @@ def __getattr__(name: str) -> Any:
 
 
 def show(obj: Any, what: str = "all", **kwargs: Any) -> Any:
-    """The viewer for a `Trace` (a Timeline) or a `CompiledKernel`.
+    """The viewer for a `Trace` (a Timeline), a `Kernel` or a `CompiledKernel`.
 
-    For a kernel, `what` is "sass", "smem", "ir", or "all" (`ViewerTabs`: an ipywidgets Tab of the three).
-    Extra keyword arguments go to the widget's constructor. Returns the widget; the notebook
-    displays it when it is the cell's last value.
+    For a kernel, `what` is "sass", "smem", "ir", or "all" (`ViewerTabs`: an ipywidgets Tab of the
+    three). A Kernel whose program runs several launches (a workspace split-K GEMM: the GEMM and
+    the reduce) shows one tab per launch, each with that view. Extra keyword arguments go to the
+    widget's constructor. Returns the widget; the notebook displays it as the cell's last value.
     """
     if hasattr(obj, "start_ns") and hasattr(obj, "region_names"):
         return __getattr__("Timeline")(obj, **kwargs)
+    if what != "all" and what not in KERNEL_VIEWS:
+        raise ValueError(f"what: expected one of {['all', *KERNEL_VIEWS]}, got {what!r}")
+    launches = getattr(obj, "launches", None)
+    if launches is not None and hasattr(obj, "program"):  # a Kernel: its launches' CompiledKernels
+        if len(launches) == 1:
+            return show(launches[0], what, **kwargs)
+        from mgpu_lab.widgets.tabs import ViewerTabs
+
+        return ViewerTabs({f"{i}: {ck.name}": show(ck, what, **kwargs) for i, ck in enumerate(launches)})
     if not (hasattr(obj, "sass") and hasattr(obj, "smem_layout")):
-        raise TypeError(f"show() takes a Trace or a CompiledKernel, not {type(obj).__name__}")
+        raise TypeError(f"obj: expected a Trace, a Kernel or a CompiledKernel, got {type(obj).__name__}")
     if what == "all":
         from mgpu_lab.widgets.tabs import ViewerTabs
 
         return ViewerTabs({n: __getattr__(KERNEL_VIEWS[n])(obj, **kwargs) for n in KERNEL_VIEWS})
-    if what not in KERNEL_VIEWS:
-        raise ValueError(f"what must be one of {['all', *KERNEL_VIEWS]}, not {what!r}")
     return __getattr__(KERNEL_VIEWS[what])(obj, **kwargs)
