@@ -70,6 +70,17 @@ def region_label(region_names: tuple[str, ...], region: int) -> str:
     return f"<region {region}>"
 
 
+def check_finite_times(trace: Trace, what: str) -> None:
+    """Refuse a trace with NaN or inf event times: Chrome JSON has no such numbers (json.dumps
+    would write the invalid token NaN) and Perfetto's integer timestamps would get garbage."""
+    bad = ~(np.isfinite(trace.start_ns) & np.isfinite(trace.end_ns))
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{what}: start_ns/end_ns: expected finite times, got {int(bad.sum())} of "
+                         f"{trace.num_events} events with NaN or inf (the first: event {first}, "
+                         f"{float(trace.start_ns[first])} to {float(trace.end_ns[first])})")
+
+
 def unit_label(block: int, unit: int, unit_kind: str) -> str:
     """The display name of one recording unit, e.g. "block 3 / warpgroup 1" (both exports)."""
     return f"block {block} / {unit_kind} {unit}"
