@@ -18,13 +18,13 @@ ZIP_MAGIC = b"PK\x03\x04"
 DEFAULT_MAX_BYTES = 4 << 30  # ~100 million events: past it, say so rather than swap
 
 
-def check_zip_magic(path: str | Path, what: str) -> None:
-    """Refuse a file that is not a zip archive (an .npz is one) before numpy reads it."""
+def zip_magic_problem(path: str | Path) -> str | None:
+    """Why the file at `path` is not a zip archive (an .npz is one), or None: read before numpy is."""
     with open(path, "rb") as f:
         head = f.read(len(ZIP_MAGIC))
-    if head != ZIP_MAGIC:
-        raise ValueError(f"{what}: expected an .npz file (a zip archive, starting with {ZIP_MAGIC!r}), got a file "
-                         f"starting with {head!r}")
+    if head == ZIP_MAGIC:
+        return None
+    return f"expected an .npz file (a zip archive, starting with {ZIP_MAGIC!r}), got a file starting with {head!r}"
 
 
 def read_npz(path: str | Path, names: tuple[str, ...], max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, np.ndarray]:
@@ -33,7 +33,9 @@ def read_npz(path: str | Path, names: tuple[str, ...], max_bytes: int = DEFAULT_
     Raises ValueError naming the member when one is missing, inflates past `max_bytes`
     (all members together), or declares a shape its bytes do not hold."""
     what = str(path)
-    check_zip_magic(path, what)
+    problem = zip_magic_problem(path)
+    if problem:
+        raise ValueError(f"{what}: {problem}")
     with zipfile.ZipFile(path) as archive:
         members = {info.filename: info for info in archive.infolist()}
         wanted = [f"{name}.npy" for name in names]
