@@ -11,15 +11,7 @@ import pytest
 
 from mgpu_lab.compiler import cache as cache_mod
 from mgpu_lab.errors import CacheSecurityWarning
-from mgpu_lab.examples.vector_add import make_vector_add
-
-N = 1 << 12
-
-
-def _build(root):
-    k = make_vector_add(N, cache_dir=str(root))
-    k.compiled.sass  # noqa: B018 - waits for the background store
-    return k
+from test_cache_security import _build
 
 
 @pytest.fixture
