@@ -145,12 +145,19 @@ def _export(args: argparse.Namespace) -> int:
 def _load_trace(file: str) -> Any:
     from .profiler.trace import Trace
 
+    from .profiler.bounded_npz import zip_magic_problem
+
     if not Path(file).is_file():
         raise CliError(f"FILE: trace file {file!r} does not exist")
+    problem = zip_magic_problem(file)  # before numpy reads it: a Perfetto, JSON or text file is no .npz
+    if problem:
+        raise CliError(f"FILE: {file!r} is not a trace saved by Trace.save: {problem} (Perfetto and Chrome "
+                       f"JSON exports cannot be read back: pass the .npz)")
     try:
         return Trace.load(file)
     except Exception as e:  # noqa: BLE001 - any parse failure is a bad input file
-        raise CliError(f"FILE: {file!r} is not a trace saved by Trace.save ({type(e).__name__}: {e})") from None
+        raise CliError(f"FILE: {file!r} is not a trace saved by Trace.save ({type(e).__name__}: "
+                       f"{_first_line(e)})") from None
 
 
 def _trace_summary(args: argparse.Namespace) -> int:
@@ -213,8 +220,34 @@ def _tune_on_cluster(address: str, problem: dict, make_kernel: Any, *, use_cache
     module = sys.modules.get(getattr(getattr(make_kernel, "func", make_kernel), "__module__", ""))
     if module is not None and module.__name__.startswith(PRIVATE_MODULE_PREFIX):
         cloudpickle.register_pickle_by_value(module)  # the workers cannot import the setup file by name
-    with Client(address) as client:
+    client = _connect_scheduler(Client, address)
+    with client:
         return tune(**problem, use_cache=use_cache, cluster=client)
+
+
+# Dask's own connect timeout is 30 s; a scheduler that answers at all answers within this.
+SCHEDULER_CONNECT_TIMEOUT_S = 5.0
+
+
+def _connect_scheduler(client_class: Any, address: str) -> Any:
+    """A Dask Client of the scheduler at `address`, or a one-line CliError within seconds.
+
+    A TCP address is tried with a plain socket first: a closed port is refused at once,
+    where the Client would retry until its timeout."""
+    import socket
+
+    from distributed.comm import parse_address, parse_host_port
+
+    problem = None
+    try:
+        scheme, location = parse_address(address)
+        if scheme in ("tcp", "tls"):
+            socket.create_connection(parse_host_port(location), timeout=SCHEDULER_CONNECT_TIMEOUT_S).close()
+        return client_class(address, timeout=SCHEDULER_CONNECT_TIMEOUT_S)
+    except (OSError, ValueError, TypeError) as e:  # refused, unknown host, timed out, malformed
+        problem = f"{type(e).__name__}: {_first_line(e) or 'no details'}"
+    raise CliError(f"--scheduler: expected the address of a running Dask scheduler (tcp://host:8786), got "
+                   f"{address!r}, which cannot be reached ({problem})")
 
 
 def build_parser() -> argparse.ArgumentParser:

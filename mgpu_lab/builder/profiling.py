@@ -14,6 +14,7 @@ from __future__ import annotations
 from .._mlir import arith, gpu, ir, memref, nvvm
 from ..compiler.compiled_kernel import ProfilerSpec, SmemBuffer
 from ..profiler import format as fmt
+from ..profiler.trace import MAX_REGIONS
 from .control import for_range, when
 from .ptx import inline_ptx, smem_address
 from .threads import WARP_SIZE, WARPGROUP_SIZE, linear_thread_idx
@@ -103,6 +104,9 @@ class DeviceProfiler:
 
     def _record(self, name: str, begin: bool) -> None:
         if name not in self.region_names:
+            if len(self.region_names) >= MAX_REGIONS:  # the decoder refuses ids past it (a corrupt tag)
+                raise ValueError(f"named_region: expected at most {MAX_REGIONS} distinct region names per kernel, "
+                                 f"got a new one past them: {name!r}")
             self.region_names.append(name)
         tag = self.region_names.index(name) | (fmt.BEGIN_BIT if begin else 0)
         tid = linear_thread_idx()

@@ -26,9 +26,11 @@ whose frames `locations.py` excludes from the traceback locations.
 from __future__ import annotations
 
 import builtins
+import numbers
 from typing import Any
 
 from .._mlir import arith, ir, math
+from .constants import check_int_constant, check_float_constant, int_width
 
 _BOOL_HINT = ("a traced value has no Python truth value (the kernel body runs once, on the host); "
               "branch on the device with `with dsl.when(cond):` or `dsl.if_else(cond, then, otherwise)`, "
@@ -58,22 +60,40 @@ def _is_int(t: ir.Type) -> bool:
 def c(value: int | float | bool, type: Any = None) -> ir.Value:
     """An `arith.constant`. `type`: an MLIR type or a dtype name; default: index for ints.
 
-    A vector type makes a splat constant."""
+    A vector type makes a splat constant. A number the type cannot hold raises (see
+    `constants.py`): an `intN` dtype takes the signed range, a `uintN` dtype and `index` the
+    unsigned one, a signless MLIR type either; a float past the type's largest finite value
+    raises unless it is inf or nan."""
+    reading = "either"
     if type is None:
         if isinstance(value, float):
             raise TypeError("c: a float constant needs an explicit type, e.g. c(1.0, 'float32')")
         type = index_type()
     elif not isinstance(type, ir.Type):
-        from .dtypes import mlir_type
+        from .dtypes import dtype_name, mlir_type
 
-        type = mlir_type(type)
+        name = dtype_name(type)
+        reading = "unsigned" if name.startswith("uint") else "signed" if name.startswith("int") else "either"
+        type = mlir_type(name)
+    return _constant(value, type, reading, "c: value")
+
+
+def _constant(value: Any, type: ir.Type, reading: str, what: str) -> ir.Value:
+    """The constant `value` of `type` (scalar or vector), checked to fit (see `constants.py`)."""
     scalar = _scalar_type(type)
     if _is_int(scalar):
         if isinstance(value, float):
-            raise TypeError(f"c: the float {value!r} is not a value of the integer type {scalar}")
-        attr = ir.IntegerAttr.get(scalar, int(value))
+            raise TypeError(f"{what}: the float {value!r} is not a value of the integer type {scalar}")
+        if not isinstance(value, numbers.Integral):
+            raise TypeError(f"{what}: expected an int for {scalar}, got {builtins.type(value).__name__}")
+        number, width = check_int_constant(value, scalar, reading, what), int_width(scalar)
+        if width > 1 and number >= 1 << (width - 1):
+            number -= 1 << width  # the same bits as a signed number: the bindings take int64 at most
+        attr = ir.IntegerAttr.get(scalar, number)
     else:
-        attr = ir.FloatAttr.get(scalar, float(value))
+        if not isinstance(value, numbers.Real):
+            raise TypeError(f"{what}: expected a number for {scalar}, got {builtins.type(value).__name__}")
+        attr = ir.FloatAttr.get(scalar, check_float_constant(value, scalar, what))
     if isinstance(type, ir.VectorType):
         attr = ir.DenseElementsAttr.get_splat(type, attr)
     return arith.constant(type, attr)
@@ -159,19 +179,42 @@ def cast(x: ir.Value, type: Any, *, unsigned: bool | None = None) -> ir.Value:
 
 # -- the operators -------------------------------------------------------------------------
 
-def _coerce(other: Any, like: ir.Value, op: str) -> ir.Value:
-    """`other` as a value of `like`'s type: Python numbers become constants of that type."""
+def _coerce(other: Any, like: ArithValue, op: str, reading: str | None = None) -> ir.Value:
+    """`other` as a value of `like`'s type: Python numbers become constants of that type.
+
+    A number must fit the type as `like` reads it (`reading`, default `like._kind()`; see
+    `constants.py`), so a constant never changes meaning on the way in."""
     if isinstance(other, ir.Value):
         if other.type != like.type:
             raise TypeError(f"operator {op}: operand types differ ({like.type} and {other.type}); "
                             f"convert one with dsl.cast(value, type)")
         return other
-    if isinstance(other, (bool, int)) or (isinstance(other, float) and not _is_int(_scalar_type(like.type))):
-        return c(other, like.type)
+    is_int_type = _is_int(_scalar_type(like.type))
+    if isinstance(other, numbers.Integral) or (isinstance(other, float) and not is_int_type):
+        return _constant(other, like.type, reading or like._kind(), f"operator {op}")
     if isinstance(other, float):
         raise TypeError(f"operator {op}: the float {other!r} cannot be an operand of {like.type} "
                         f"(convert with dsl.cast)")
     raise TypeError(f"operator {op}: expected a number or a value of type {like.type}, got {type(other).__name__}")
+
+
+# Wrap-around ops: the result's bits do not depend on the operands' signedness, so a number
+# may be given in either reading (0xFFFF0000 as an i32 mask). `<<`'s shift amount is checked apart.
+_EITHER_READING = frozenset({"+", "-", "*", "&", "|", "^", "<<"})
+
+
+def _check_number_operand(value: Any, like: ArithValue, op: str) -> None:
+    """Refuse a Python number right of `op` whose meaning the op cannot keep: a shift by a
+    count outside [0, width) (undefined in arith: poison) or a division by 0."""
+    if not isinstance(value, numbers.Integral) or not _is_int(_scalar_type(like.type)):
+        return
+    if op in ("<<", ">>"):
+        width = int_width(_scalar_type(like.type))
+        if isinstance(value, bool) or not 0 <= value < width:
+            raise ValueError(f"operator {op}: expected a shift amount in [0, {width - 1}] for {like.type}, "
+                             f"got {value!r}")
+    elif op in ("//", "%") and value == 0:
+        raise ValueError(f"operator {op}: expected a nonzero divisor for {like.type}, got the constant 0")
 
 
 class ArithValue(ir.Value):
@@ -195,7 +238,11 @@ class ArithValue(ir.Value):
         return result
 
     def _binary(self, other: Any, op: str, reverse: bool = False) -> ir.Value:
-        rhs = _coerce(other, self, op)
+        if not reverse:
+            _check_number_operand(other, self, op)
+        shift_amount = op in ("<<", ">>") and not reverse
+        reading = "unsigned" if shift_amount else "either" if op in _EITHER_READING else None
+        rhs = _coerce(other, self, op, reading)
         a, b = (rhs, self) if reverse else (self, rhs)
         kind = self._kind()
         emit = _BINARY[op].get(kind)

@@ -7,12 +7,14 @@ A cache entry is code this process will run on the GPU, so the cache trusts no o
 current user:
 - the cache folder must be owned by the current user and not writable by group or others;
   otherwise a `CacheSecurityWarning` says why, and kernels are cached in memory only (they
-  still compile and run, nothing is read from or written to that folder);
+  still compile and run, nothing is read from or written to that folder); a cache folder that
+  is a symbolic link is resolved once and its target is the folder checked and used;
 - every entry (its folder and files) must be the user's and private in the same way, and is
   read through file descriptors opened without following symlinks;
 - each entry stores a SHA-256 digest of its metadata and cubin, written last; an entry
   whose digest does not match (edited, truncated, half-copied) is a miss: it is removed with
-  a warning and the kernel is recompiled.
+  a warning and the kernel is recompiled. So is an entry whose digest matches but whose
+  contents fail to load in any way (hostile JSON nesting, wrong field types).
 File names inside an entry are fixed (`kernel.json`, `kernel.cubin`, `digest`); nothing
 read from an entry ever becomes part of a path.
 """
@@ -65,6 +67,13 @@ def privacy_problem(st: os.stat_result, what: str) -> str | None:
     return None
 
 
+def _folder_advice(problem: str, folder: Path) -> str:
+    """What to do about a cache folder refused for `problem` (`privacy_problem`'s words)."""
+    if "writable by group or others" in problem:
+        return f"Make it private (chmod go-w {folder}) or set MGPU_LAB_CACHE_DIR to a folder only you can write."
+    return "Set MGPU_LAB_CACHE_DIR to a folder you own that only you can write."
+
+
 class UntrustedEntry(Exception):
     """An entry that must not be loaded; the message says why."""
 
@@ -101,19 +110,25 @@ class KernelCache:
         return self.root / key[:2] / key
 
     def disk_usable(self) -> bool:
-        """True when the cache folder is private to this user (created so if missing)."""
+        """True when the cache folder is private to this user (created so if missing).
+
+        A cache folder that is a symbolic link is resolved here, once: its target is the folder
+        checked and used from then on (re-pointing the link later changes nothing)."""
         if self._disk_ok is None:
-            problem = None
+            problem, shown, what = None, str(self.root), "it"
             try:
                 self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-                problem = privacy_problem(os.lstat(self.root), "it")
-            except OSError as e:
-                problem = f"it cannot be created ({e.strerror})"
+                if self.root.is_symlink():
+                    target = self.root.resolve(strict=True)
+                    shown, what = f"{self.root} (a symbolic link to {target})", "its target"
+                    self.root = target
+                problem = privacy_problem(os.lstat(self.root), what)
+            except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop (before Python 3.13)
+                problem = f"it cannot be created or resolved ({getattr(e, 'strerror', None) or e})"
             if problem:
                 warnings.warn(
-                    f"mgpu_lab: not using the kernel cache folder {self.root}: {problem}. Kernels are "
-                    f"cached in memory only. Use a folder only you can write (chmod go-w, or set "
-                    f"MGPU_LAB_CACHE_DIR).", CacheSecurityWarning, stacklevel=4)
+                    f"mgpu_lab: not using the kernel cache folder {shown}: {problem}. Kernels are cached in "
+                    f"memory only. {_folder_advice(problem, self.root)}", CacheSecurityWarning, stacklevel=4)
             self._disk_ok = problem is None
         return self._disk_ok
 
@@ -129,7 +144,9 @@ class KernelCache:
             return None
         try:
             kernel = self._load(entry, st, key)
-        except (UntrustedEntry, OSError, ValueError, KeyError, TypeError) as e:
+        except Exception as e:  # noqa: BLE001 - whatever the stored bytes make the parser do (a
+            # RecursionError for deeply nested JSON, an AttributeError for a list where a dict
+            # belongs...), the entry is a miss, never a crash
             self._discard(entry, e)
             return None
         kernel.from_cache = True

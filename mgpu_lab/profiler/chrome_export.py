@@ -14,11 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from mgpu_lab.profiler.trace import Trace, unit_label
+from mgpu_lab.profiler.trace import Trace, check_finite_times, unit_label
 
 
 def to_chrome_json(trace: Trace) -> dict[str, Any]:
-    """The trace as a Chrome trace-event dict: {"traceEvents": [...], "displayTimeUnit": "ns"}."""
+    """The trace as a Chrome trace-event dict: {"traceEvents": [...], "displayTimeUnit": "ns"}.
+
+    Raises ValueError for NaN or inf times (with their count): the result is always valid JSON."""
+    check_finite_times(trace, "to_chrome_json")
     units = trace.units_per_block
     events: list[dict[str, Any]] = []
 
@@ -78,9 +81,12 @@ def to_chrome_json(trace: Trace) -> dict[str, Any]:
 def save_chrome_json(trace: Trace, path: str | Path) -> Path:
     """Write `to_chrome_json(trace)` to `path` and return the path."""
     out = Path(path)
+    document = to_chrome_json(trace)  # before opening: a refused trace leaves no empty file
     with out.open("w") as f:
         # Compact separators: traces can be large and nobody reads this file by eye.
-        json.dump(to_chrome_json(trace), f, separators=(",", ":"))
+        # allow_nan=False: never the non-JSON tokens NaN/Infinity (times are checked above; this
+        # guards every other number).
+        json.dump(document, f, separators=(",", ":"), allow_nan=False)
     return out
 
 

@@ -21,6 +21,8 @@ from mgpu_lab.profiler.trace import (
     FLAG_CLOSED_AT_BLOCK_END,
     FLAG_END_DROPPED,
     FLAG_IMPLICITLY_CLOSED,
+    MAX_REGIONS,
+    MAX_UNITS_PER_BLOCK,
     Trace,
 )
 
@@ -67,6 +69,7 @@ def decode_buffer(buffer: np.ndarray, spec: ProfilerSpec, kernel_name: str = "")
     raise: they are repaired, counted on the Trace, and reported by one warning each
     (`ProfilerOverflowWarning`, `ProfilerAnomalyWarning`).
     """
+    _check_spec(spec)
     rows = _as_rows(buffer, spec)
     _check_headers(rows, spec)
     blocks = _block_times(rows)
@@ -88,6 +91,7 @@ def decode_buffer(buffer: np.ndarray, spec: ProfilerSpec, kernel_name: str = "")
     row_of, unit_of, _ = np.nonzero(present)
     tags = records[:, :, :, 0][present]
     clocks = records[:, :, :, 1][present]
+    _check_region_ids(tags, row_of, unit_of)
 
     # uint32 subtraction wraps modulo 2**32, which is exactly the unwrap relative to the
     # block's start clock that the format asks for.
@@ -158,6 +162,28 @@ def _as_rows(buffer: np.ndarray, spec: ProfilerSpec) -> np.ndarray:
             f"or a 1-D multiple of {words} words"
         )
     return array
+
+
+def _check_spec(spec: ProfilerSpec) -> None:
+    """The spec's sizes within their declared ranges (a spec read from a file is input too)."""
+    for field, value, low, high in (("units_per_block", spec.units_per_block, 1, MAX_UNITS_PER_BLOCK),
+                                    ("capacity", spec.capacity, 1, (1 << 30) - 1),
+                                    ("region_names", len(spec.region_names), 0, MAX_REGIONS)):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"ProfilerSpec.{field}: expected {'a count' if field == 'region_names' else 'an int'} "
+                             f"in [{low}, {high}], got {value!r}")
+
+
+def _check_region_ids(tags: np.ndarray, row_of: np.ndarray, unit_of: np.ndarray) -> None:
+    """Refuse a region id no kernel can declare (a corrupt tag): what names regions is sized by them."""
+    region = tags & fmt.REGION_ID_MASK
+    bad = np.flatnonzero(region >= MAX_REGIONS)
+    if bad.size:
+        first = int(bad[0])
+        raise ValueError(
+            f"profiler buffer block {int(row_of[first])} unit {int(unit_of[first])}: region id: expected an int in "
+            f"[0, {MAX_REGIONS - 1}], got {int(region[first])}; {bad.size} events have such ids"
+        )
 
 
 def _check_headers(rows: np.ndarray, spec: ProfilerSpec) -> None:

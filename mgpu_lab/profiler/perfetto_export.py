@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from mgpu_lab.profiler.trace import Trace, unit_label
+from mgpu_lab.profiler.trace import Trace, check_finite_times, unit_label
 
 # All packets come from one writer sequence, which scopes the interned names.
 SEQUENCE_ID = 1
@@ -76,7 +76,10 @@ class _ChunkedTrace:
 
 
 def perfetto_chunks(trace: Trace, packets_per_chunk: int = _PACKETS_PER_CHUNK) -> Iterator[bytes]:
-    """The serialized trace in pieces; their concatenation is one Perfetto `Trace` message."""
+    """The serialized trace in pieces; their concatenation is one Perfetto `Trace` message.
+
+    Raises ValueError for NaN or inf times (with their count), before yielding anything."""
+    check_finite_times(trace, "perfetto export")
     builder_class, pb2 = _perfetto_modules()
     slice_begin = pb2.TrackEvent.TYPE_SLICE_BEGIN
     slice_end = pb2.TrackEvent.TYPE_SLICE_END

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mgpu_lab.profiler.bounded_npz import DEFAULT_MAX_BYTES, read_npz
+
 if TYPE_CHECKING:  # imported lazily at run time: they import this module
     from mgpu_lab.profiler.summary import RegionSummary
 
@@ -24,6 +26,13 @@ if TYPE_CHECKING:  # imported lazily at run time: they import this module
 FLAG_CLOSED_AT_BLOCK_END = 1  # never ended in the buffer: closed at the block's end time
 FLAG_END_DROPPED = 2  # its end was among the events dropped past capacity (with bit 0)
 FLAG_IMPLICITLY_CLOSED = 4  # closed when an enclosing region ended before it did
+
+# Declared ranges of a trace's fields, checked on whatever comes from outside (a saved file, a
+# device buffer) before anything is sized by it: a region id is an index into a kernel's region
+# names (the builder refuses more than MAX_REGIONS), a recording unit is a warpgroup or warp of
+# a block of at most 1024 threads.
+MAX_REGIONS = 1 << 16
+MAX_UNITS_PER_BLOCK = 32
 
 # Bumped when the on-disk layout changes, so `load` can refuse what it cannot read.
 _SAVE_FORMAT = "mgpu_lab.trace/1"
@@ -59,6 +68,17 @@ def region_label(region_names: tuple[str, ...], region: int) -> str:
     if 0 <= region < len(region_names):
         return region_names[region]
     return f"<region {region}>"
+
+
+def check_finite_times(trace: Trace, what: str) -> None:
+    """Refuse a trace with NaN or inf event times: Chrome JSON has no such numbers (json.dumps
+    would write the invalid token NaN) and Perfetto's integer timestamps would get garbage."""
+    bad = ~(np.isfinite(trace.start_ns) & np.isfinite(trace.end_ns))
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{what}: start_ns/end_ns: expected finite times, got {int(bad.sum())} of "
+                         f"{trace.num_events} events with NaN or inf (the first: event {first}, "
+                         f"{float(trace.start_ns[first])} to {float(trace.end_ns[first])})")
 
 
 def unit_label(block: int, unit: int, unit_kind: str) -> str:
@@ -327,13 +347,15 @@ class Trace:
         return out
 
     @classmethod
-    def load(cls, path: str | Path) -> Trace:
-        """Read a trace written by `save`."""
-        with np.load(Path(path), allow_pickle=False) as data:
-            meta = json.loads(str(data["meta"]))
-            if meta.pop("format", None) != _SAVE_FORMAT:
-                raise ValueError(f"{path} is not a trace saved by mgpu_lab ({_SAVE_FORMAT})")
-            arrays = {name: data[name] for name in _EVENT_COLUMNS + _BLOCK_COLUMNS}
+    def load(cls, path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
+        """Read a trace written by `save`, trusting nothing in the file.
+
+        Sizes are checked before anything is inflated (`max_bytes`: the most the arrays may
+        take in memory), then every field against its declared range; a file that fails a
+        check raises ValueError naming the field."""
+        arrays = read_npz(path, ("meta",) + _EVENT_COLUMNS + _BLOCK_COLUMNS, max_bytes)
+        meta = _saved_metadata(arrays.pop("meta"), str(path))
+        check_columns(arrays, meta["units_per_block"], str(path))
         return cls(**arrays, **meta)
 
     def __repr__(self) -> str:
@@ -343,6 +365,74 @@ class Trace:
             f"<Trace{name}: {self.num_events} events, {self.num_blocks} blocks x "
             f"{self.units_per_block} {self.unit_kind}s, {self.duration_ns / 1e3:.3f} us{extra}>"
         )
+
+
+_METADATA_TYPES = {"region_names": list, "unit_kind": str, "units_per_block": int, "kernel_name": str,
+                   "capacity": int, "ns_per_cycle": (int, float), "origin_globaltimer_ns": int, "anomalies": dict}
+
+
+def _saved_metadata(stored: np.ndarray, what: str) -> dict[str, Any]:
+    """The `meta` entry of a saved trace as Trace keywords, each of the type and range it declares."""
+    if stored.dtype.kind != "U" or stored.shape != ():
+        raise ValueError(f"{what}: meta: expected a JSON string, got a {stored.dtype} array of shape {stored.shape}")
+    try:
+        meta = json.loads(str(stored))
+    except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than any trace writes
+        raise ValueError(f"{what}: meta: expected the JSON that Trace.save writes, got unreadable JSON "
+                         f"({type(e).__name__})") from None
+    if not isinstance(meta, dict) or meta.pop("format", None) != _SAVE_FORMAT:
+        raise ValueError(f"{what} is not a trace saved by mgpu_lab ({_SAVE_FORMAT})")
+    if set(meta) != set(_METADATA_TYPES):
+        raise ValueError(f"{what}: meta: expected the fields {', '.join(sorted(_METADATA_TYPES))}, got "
+                         f"{', '.join(sorted(map(str, meta)))}")
+    for name, kind in _METADATA_TYPES.items():
+        if not isinstance(meta[name], kind) or isinstance(meta[name], bool):
+            raise ValueError(f"{what}: meta.{name}: expected {_type_names(kind)}, got {type(meta[name]).__name__}")
+    names = meta["region_names"]
+    if len(names) > MAX_REGIONS or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{what}: meta.region_names: expected at most {MAX_REGIONS} strings, got {len(names)} "
+                         f"entries of types {sorted({type(n).__name__ for n in names})}")
+    _check_range(what, "meta.units_per_block", meta["units_per_block"], 1, MAX_UNITS_PER_BLOCK)
+    _check_range(what, "meta.capacity", meta["capacity"], 0, (1 << 31) - 1)
+    _check_range(what, "meta.origin_globaltimer_ns", meta["origin_globaltimer_ns"], 0, (1 << 64) - 1)
+    if not all(isinstance(k, str) and isinstance(v, int) for k, v in meta["anomalies"].items()):
+        raise ValueError(f"{what}: meta.anomalies: expected a map of names to counts")
+    return meta
+
+
+def check_columns(arrays: Mapping[str, np.ndarray], units_per_block: int, what: str) -> None:
+    """Shapes, kinds and ranges of a trace's columns from outside (ValueError naming the column)."""
+    for name, array in arrays.items():
+        kind = "f" if name.endswith("_ns") else "iu"
+        if array.dtype.kind not in kind:
+            raise ValueError(f"{what}: {name}: expected {'floats' if kind == 'f' else 'integers'}, got {array.dtype}")
+    n = arrays["start_ns"].shape
+    blocks = arrays["block_ids"].shape
+    for name in _EVENT_COLUMNS + _BLOCK_COLUMNS[:-1]:
+        expected = n if name in _EVENT_COLUMNS else blocks
+        if arrays[name].shape != expected or len(expected) != 1:
+            raise ValueError(f"{what}: {name}: expected shape {expected} like "
+                             f"{'start_ns' if name in _EVENT_COLUMNS else 'block_ids'} (1-D), got {arrays[name].shape}")
+    dropped = arrays["dropped_per_unit"]
+    if dropped.size != blocks[0] * units_per_block:
+        raise ValueError(f"{what}: dropped_per_unit: expected {blocks[0]} blocks x {units_per_block} units, got "
+                         f"{dropped.size} entries")
+    for name, low, high in (("region", 0, MAX_REGIONS - 1), ("unit", 0, units_per_block - 1),
+                            ("depth", 0, (1 << 31) - 1), ("flags", 0, 255), ("dropped_per_unit", 0, (1 << 62))):
+        column = arrays[name]
+        if column.size:
+            _check_range(what, name, int(column.min()), low, high, "values")
+            _check_range(what, name, int(column.max()), low, high, "values")
+
+
+def _check_range(what: str, field: str, value: int, low: int, high: int, noun: str = "an int") -> None:
+    if not low <= value <= high:
+        raise ValueError(f"{what}: {field}: expected {noun} in [{low}, {high}], got {value}")
+
+
+def _type_names(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(k.__name__ for k in kinds)
 
 
 def _as_list(value: Any) -> list[Any]:
