@@ -4,8 +4,12 @@
     from mgpu_lab import dsl
 
     k = mgpu_lab.kernel(body, grid=..., block=..., in_shapes=..., out_shapes=...)
-    y = k(x)                     # runs on CuPy arrays
+    y = k(x)                     # CuPy arrays or torch tensors in, the same framework out
     k.compiled.sass              # every artifact: ptx, sass, resources, smem_layout, passes
+    k.program                    # what it runs: launches, scratch buffers, pads and crops
+
+Every launchable thing (`kernel`, `%%mosaic`, the library's `make_gemm`, `make_attention`) is
+a `Kernel`, and every tool takes it: `tune`, `export`, `widgets.show`, `as_torch_op`, the CLI.
 
 `import mgpu_lab` needs no GPU and does not load MLIR; the builder loads it on first use.
 """
@@ -20,6 +24,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "kernel": ("mgpu_lab.builder.kernel", "kernel"),
     "Kernel": ("mgpu_lab.runtime.kernel", "Kernel"),
+    "Program": ("mgpu_lab.runtime.program", "Program"),
+    "Trace": ("mgpu_lab.profiler.trace", "Trace"),
     "ShapeDtype": ("mgpu_lab.builder.shapes", "ShapeDtype"),
     "Union": ("mgpu_lab.builder.shapes", "Union"),
     "Barriers": ("mgpu_lab.builder.shapes", "Barriers"),
@@ -28,6 +34,7 @@ _LAZY = {
     "dsl": ("mgpu_lab.dsl", None),
     "bench": ("mgpu_lab.bench", None),
     "tune": ("mgpu_lab.tuning", "tune"),
+    "TuneResult": ("mgpu_lab.tuning.candidates", "TuneResult"),
     "to_device": ("mgpu_lab.runtime.arrays", "to_device"),
     "to_host": ("mgpu_lab.runtime.arrays", "to_host"),
     "export": ("mgpu_lab.runtime.export", "export"),
@@ -35,6 +42,9 @@ _LAZY = {
     "set_isolation": ("mgpu_lab.runtime.isolation", "set_isolation"),
     "KernelFaultError": ("mgpu_lab.errors", "KernelFaultError"),
 }
+
+
+__all__ = sorted([*_LAZY, "__version__", "load_ipython_extension"])
 
 
 def __getattr__(name: str) -> Any:
