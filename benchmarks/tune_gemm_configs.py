@@ -3,7 +3,7 @@
 For each problem of the bf16 and FP8 sweeps (gemm_sweep.py) every (tile_m, tile_n) the kernel
 supports, with one-tile blocks, (where the tiles take more than one wave) persistent and
 pingpong, (where they fill fewer than the SMs over a long K) split-K, and for skinny C = A @ B.T
-(m <= 256) the swapped product C.T = B @ A.T (swap_ab, A's rows as one narrow tile), is compiled in parallel on the CPU (`mgpu_lab.autotune.compile_candidates`, the tuner's compile
+(m <= 256) the swapped product C.T = B @ A.T (swap_ab, A's rows as one narrow tile), is compiled in parallel on the CPU (`mgpu_lab.tuning.compile_candidates`, the tuner's compile
 step, one process pool for all problems), checked against a float32 matmul,
 and timed with the sweep's blocking-kernel timer. (`mgpu_lab.tune`'s own CUDA-event timing
 includes the Python launch path, which is as long as a decode GEMM: it would pick at random
@@ -34,7 +34,7 @@ import numpy as np
 from common import table
 from gemm_sweep import Problem, bf16_problems, blocking_timer, cupy_view, fp8_problems, iterations, operand_sets
 
-from mgpu_lab.autotune import compile_candidates, launchable
+from mgpu_lab.tuning import compile_candidates
 from mgpu_lab.builder.dtypes import numpy_dtype
 from mgpu_lab.kernels.gemm import MAX_SWAP_AB_ACCUMULATOR, make_gemm
 from mgpu_lab.kernels.gemm.configs import CONFIG_FILE, SMS, device_name, shape_key
@@ -159,9 +159,7 @@ def time_candidates(p: Problem, dtype: str, candidates: list, torch) -> list[tup
     for cand in candidates:
         if cand.status != "built":
             continue
-        # a split-K candidate is two kernels, a stream-K one a kernel with its workspace: those
-        # come back as a WrappedKernel, built again here (from the compile cache)
-        kern = launchable(cand.compiled)
+        kern = cand.kernel  # every candidate is a Kernel, whatever its program holds
         out.fill_(float("nan"))
         kern(*views[0], *scales, out=out_view)
         err = float((out.float() - want).norm() / want.norm())
