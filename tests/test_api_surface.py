@@ -125,6 +125,29 @@ def test_every_public_name_imports_and_has_a_docstring(module_name: str):
     assert not undocumented, f"{module_name}: public functions/classes without a docstring: {undocumented}"
 
 
+def _untyped(function: Any) -> list[str]:
+    """The parameters (and 'return') of a function that carry no annotation (*args/**kwargs aside)."""
+    signature = inspect.signature(function)
+    missing = [p.name for p in signature.parameters.values()
+               if p.annotation is inspect.Parameter.empty and p.name not in ("self", "cls")
+               and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if function.__name__ != "__init__" and signature.return_annotation is inspect.Signature.empty:
+        missing.append("return")
+    return missing
+
+
+@pytest.mark.parametrize("module_name", sorted(MODULES))
+def test_public_functions_have_type_hints(module_name: str):
+    module = importlib.import_module(module_name)
+    untyped = {}
+    for name in module.__all__:
+        obj = _resolve(module, name)
+        function = obj.__dict__.get("__init__") if inspect.isclass(obj) else obj
+        if inspect.isfunction(function) and _untyped(function):
+            untyped[name] = _untyped(function)
+    assert not untyped, f"{module_name}: public functions without type hints: {untyped}"
+
+
 def test_light_modules_do_not_load_mlir():
     code = ("import sys, mgpu_lab, mgpu_lab.runtime, mgpu_lab.profiler, mgpu_lab.errors, mgpu_lab.bench; "
             "print(sorted(m for m in sys.modules if m == 'mlir' or m.startswith('mlir.') or m == 'mgpu_lab._mlir'))")
