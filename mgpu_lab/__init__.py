@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.2.0"
+from .version import __version__
 
 # name -> (module, attribute); resolved on first access so that `import mgpu_lab` stays light.
 _LAZY = {

@@ -69,7 +69,7 @@ def versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             return "unknown"
 
-    from .. import __version__
+    from ..version import __version__
 
     return {
         "mgpu_lab": __version__,

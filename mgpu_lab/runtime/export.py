@@ -121,7 +121,7 @@ def _describe_arrays(arrays: Any) -> str:
 
 def export_source(kernel: Any, module_name: str = "kernel") -> str:
     """The text of the exported module for `kernel` (a Kernel, or a CompiledKernel)."""
-    from .. import __version__
+    from ..version import __version__
     from . import portable, program_runner, torch_op
 
     if not module_name.isidentifier():

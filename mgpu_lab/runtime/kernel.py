@@ -42,6 +42,7 @@ class Kernel:
         self.program = program
         self.isolate = isolate  # None: follow mgpu_lab.isolated() / set_isolation()
         self._launcher = None
+        self._torch_fast = None
 
     def __getstate__(self) -> dict:
         """Picklable (tuning moves Kernels between processes): the program and the isolation
@@ -50,6 +51,7 @@ class Kernel:
 
     def __setstate__(self, state: dict) -> None:
         self.program, self.isolate, self._launcher = state["program"], state["isolate"], None
+        self._torch_fast = None
 
     # -- what it is ------------------------------------------------------------------------
     @property
@@ -113,6 +115,11 @@ class Kernel:
         launcher = self._launcher or self._new_launcher()
         try:
             if args and _torch_tensor_type(args[0]) is not None:
+                if out is None and stream is None and not self._isolated(isolate, launcher):
+                    fast = self._torch_fast or self._new_torch_fast(launcher)
+                    result = fast(args)
+                    if result is not None:
+                        return result
                 return self._call_torch(launcher, args, out, stream, isolate, timeout_s)
             if self._isolated(isolate, launcher):
                 return self._call_isolated(launcher, args, out, stream, timeout_s)
@@ -120,6 +127,14 @@ class Kernel:
         except Exception as error:
             trim_for_user(error)  # a wrong argument shows the caller's line, not the launcher's
             raise
+
+    def _new_torch_fast(self, launcher: Any) -> Any:
+        import torch
+
+        from .torch_arrays import TorchFastPath
+
+        self._torch_fast = TorchFastPath(torch, self.program, launcher)
+        return self._torch_fast
 
     def _call_torch(self, launcher: Any, args: tuple, out: Any, stream: Any, isolate: bool | None,
                     timeout_s: float | None) -> Any:

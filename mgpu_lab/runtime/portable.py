@@ -607,6 +607,23 @@ class PortableLauncher(ArgumentChecker):
         n_in = self.n_in
         return arrays[n_in] if len(arrays) == n_in + 1 else tuple(arrays[n_in:])
 
+    def launch_pointers(self, pointers: list[int], device: int, stream: int) -> None:
+        """Launch on `device` (current) and `stream` (an int handle) with the arrays' data pointers
+        (inputs, then outputs), no checks: the path of callers that checked their own arrays (torch
+        tensors, whose pointers they read directly). TMA descriptors are encoded (and cached) from
+        the pointers."""
+        fn = self._functions.get(device)
+        if fn is None:
+            fn = self._function(device)
+        storage = self._storage
+        if self._pointer_only:
+            storage.slots[self._pointer_slots] = pointers
+        else:
+            self._fill_slots(storage, pointers, pointers)
+        fn.launch(stream, storage.argv_address)
+        if self._profiled:
+            self.last_profile = self._profile_buffer
+
     def _fill_slots(self, storage: _ParamStorage, arrays: Any, pointers: list[int]) -> None:
         """Parameters of kernels with TMA descriptors or a profiler buffer, slot by slot."""
         slots = storage.slots

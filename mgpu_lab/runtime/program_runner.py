@@ -121,6 +121,26 @@ class ProgramLauncher:
             else:
                 self._copy(named[first[0]][first[1]], named[second[0]][second[1]], s)
 
+    @property
+    def has_copies(self) -> bool:
+        return any(kind == "copy" for kind, _, _ in self.steps)
+
+    def run_pointers(self, pointers: list, device: int, stream: int, scratch: list | None = None) -> None:
+        """Every launch with the user's arrays as data pointers (inputs, then outputs, checked by
+        the caller) on `stream` (an int handle): how torch tensors run without CuPy views.
+        `scratch`: pointers of the program's scratch buffers to use instead of the kept ones (a
+        torch op allocates them per call). Programs with copies need arrays: use `run`."""
+        if self.single is not None:
+            self.single.launch_pointers(pointers, device, stream)
+            return
+        if self.has_copies:
+            raise ValueError(f"{self.name}: a program with copies runs on arrays, not pointers")
+        if scratch is None:
+            scratch = [b.data.ptr for b in self.scratch_buffers(device, stream)]
+        named = {"input": pointers[: self.n_in], "output": pointers[self.n_in:], "scratch": scratch}
+        for _, launcher, args in self.steps:
+            launcher.launch_pointers([named[k][i] for k, i in args], device, stream)
+
     def _copy(self, source: Any, target: Any, stream: int) -> None:
         """The leading box common to both arrays, copied on `stream`."""
         cupy = self.checker._cupy

@@ -95,6 +95,11 @@ def register_torch_op(launcher: Any, qualname: str) -> Any:
     # How CuPy holds each array (float8 as uint8 bytes: CuPy has no float8), as the launcher checks it.
     device_dtypes = [d for _, d in launcher.in_specs] + [d for _, d in launcher.out_specs]
 
+    # Launchers that take data pointers (a program without copies) skip the CuPy views; torch's raw
+    # stream handle costs a fraction of torch.cuda.current_stream()'s Stream object.
+    run_pointers = None if getattr(launcher, "has_copies", True) else getattr(launcher, "run_pointers", None)
+    raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
     library = _LIBRARIES.get(namespace)
     if library is None:
         library = _LIBRARIES[namespace] = torch.library.Library(namespace, "FRAGMENT")
@@ -122,6 +127,15 @@ def register_torch_op(launcher: Any, qualname: str) -> Any:
                 raise TorchOpError(f"input {i} of {qualname}: expected a tensor on {device} like input 0, "
                                    f"got one on {t.device}")
         outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in outputs]
+        index = device.index
+        if run_pointers is not None and raw_stream is not None and index == cupy.cuda.runtime.getDevice():
+            pointers = [t.data_ptr() for t in tensors if t.is_contiguous()]
+            if len(pointers) == len(tensors) and not any(p & 15 for p in pointers):
+                temps = [(torch.zeros if zeroed else torch.empty)(shape, dtype=dtype, device=device)
+                         for shape, dtype, _, zeroed in scratch]
+                run_pointers(pointers + [o.data_ptr() for o in outs], index, raw_stream(index),
+                             [t.data_ptr() for t in temps] if scratch else None)
+                return outs[0] if len(outs) == 1 else tuple(outs)
         # Contiguous tensors cross as views; others go to the launcher as they are, which refuses
         # them with its own message (expected a C-contiguous array ...).
         arrays = [cupy_view(cupy, t, device_dtypes[i]) if t.is_contiguous() else t

@@ -53,10 +53,8 @@ class WorkerProcess:
 
 def worker_env() -> dict:
     """This environment with this copy of mgpu_lab first on PYTHONPATH (for `python -m` children)."""
-    import mgpu_lab
-
     env = dict(os.environ)
-    package_root = str(Path(mgpu_lab.__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])  # the folder holding mgpu_lab/
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     return env
 

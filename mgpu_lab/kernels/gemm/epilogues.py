@@ -63,12 +63,15 @@ _BY_NAME: dict[str, Callable[[dsl.FragmentedArray], dsl.FragmentedArray]] = {"re
 
 @dataclass(frozen=True)
 class FusedEpilogue:
-    """C = activation(scale * A @ B + bias) + residual: pass `epilogue=self.fn,
-    epilogue_inputs=self.inputs` to make_gemm and the arrays in `self.names` order after a and b."""
+    """C = activation(scale * A @ B + bias) + residual: pass `epilogue=self` (or `self.fn`),
+    `epilogue_inputs=self.inputs` to make_gemm and the arrays in `self.names` order after a and b."""
 
     fn: Callable[..., dsl.FragmentedArray]
     inputs: tuple[dsl.ShapeDtype, ...]
     names: tuple[str, ...]
+
+    def __call__(self, acc: dsl.FragmentedArray, tile: Any, *refs: Any) -> dsl.FragmentedArray:
+        return self.fn(acc, tile, *refs)
 
 
 def fused(m: int, n: int, *, bias: str | None = None, activation: str | None = None, residual: str | None = None,

@@ -1,0 +1,143 @@
+"""Host cost of a call, against the peer on the same call path, interleaved in rounds.
+
+Four pairs, each timed in blocks of host calls alternating A B B A ... (`common.interleaved_runs`
+with a host timer), for a decode linear layer (16 x 6144 x 4096, weights (n, k)) and 4096^3:
+
+- a checked Kernel call on torch tensors (torch in, torch out) against `torch.matmul(a, w.T)`;
+- the Kernel's `as_torch_op` against `F.linear(a, w)`;
+- a checked call on CuPy arrays (vector add, out= passed) against a CuPy RawKernel launch;
+- and, for the loop a decode step runs, the wall time of `--loop` back-to-back calls plus one
+  synchronize (GPU time included), ours against torch's.
+
+Host microseconds per call are medians over rounds of a block of `--calls` calls (short enough
+that the GPU queue never fills, so the host is what is timed); ratios are ours / peer (lower is
+better; the targets are <= 1.2x for the torch paths and <= 1.0x against RawKernel). SM clock and
+power are sampled throughout.
+
+Run on a GPU machine:  python benchmarks/bench_host_cost.py [--rounds 8]
+Writes benchmarks/results/host_cost_<date>.json (or $OUT/) and prints a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(1, str(Path(__file__).parent.parent))  # this checkout's mgpu_lab, also without PYTHONPATH
+from common import GpuSampler, interleaved_runs, table, write_record  # noqa: E402
+
+SHAPES = {"decode": (16, 6144, 4096), "square": (4096, 4096, 4096)}
+
+
+class _Runs:
+    def __init__(self, runs_ms: list[float]):
+        self.runs_ms = runs_ms
+
+
+def host_timer(calls: int, sync):
+    """A block of `calls` host calls, in ms per call; the queue is drained between blocks."""
+    def timer(fn):
+        sync()
+        t0 = time.perf_counter()
+        for i in range(calls):
+            fn(i)
+        per_call = (time.perf_counter() - t0) * 1e3 / calls
+        sync()
+        return _Runs([per_call])
+    return timer
+
+
+def loop_timer(calls: int, sync):
+    """Wall time of `calls` calls and one synchronize, in ms per call (GPU time included)."""
+    def timer(fn):
+        sync()
+        t0 = time.perf_counter()
+        for i in range(calls):
+            fn(i)
+        sync()
+        return _Runs([(time.perf_counter() - t0) * 1e3 / calls])
+    return timer
+
+
+def pair(fns: dict, rounds: int, timer) -> dict[str, float]:
+    runs, _ = interleaved_runs(fns, rounds, timer=timer)
+    return {name: statistics.median(r) * 1e3 for name, r in runs.items()}  # us
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--loop", type=int, default=200)
+    opts = parser.parse_args()
+    import cupy
+    import torch
+    import torch.nn.functional as F
+
+    from mgpu_lab.examples.vector_add import make_vector_add
+    from mgpu_lab.kernels.gemm import make_gemm
+
+    sync = torch.cuda.synchronize
+    figures: dict[str, float] = {}
+    rows = [("call path", "shape", "ours us", "peer us", "ratio", "peer")]
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    with GpuSampler() as gpu:
+        for label, (m, n, k) in SHAPES.items():
+            kernel = make_gemm(m, n, k, transpose_b=True)
+            op = kernel.as_torch_op(f"mgpu_host_cost::linear_{label}")
+            a = torch.randn((m, k), generator=gen, device="cuda").to(torch.bfloat16)
+            w = torch.randn((n, k), generator=gen, device="cuda").to(torch.bfloat16)
+            want = torch.matmul(a.float(), w.float().T)
+            for name, got in (("call", kernel(a, w)), ("op", op(a, w))):
+                err = float((got.float() - want).norm() / want.norm())
+                assert isinstance(got, torch.Tensor) and err < 2e-2, (label, name, err)
+            host = pair({"ours": lambda i: kernel(a, w), "peer": lambda i: torch.matmul(a, w.T)},
+                        opts.rounds, host_timer(opts.calls, sync))
+            op_host = pair({"ours": lambda i: op(a, w), "peer": lambda i: F.linear(a, w)},
+                           opts.rounds, host_timer(opts.calls, sync))
+            loop = pair({"ours": lambda i: op(a, w), "peer": lambda i: F.linear(a, w)},
+                        opts.rounds, loop_timer(opts.loop, sync))
+            shape = f"{m}x{n}x{k}"
+            for key, result, peer in (("call", host, "torch_matmul"), ("op", op_host, "f_linear"),
+                                      ("op_loop", loop, "f_linear_loop")):
+                figures[f"host_us_{key}_{shape}_ours"] = result["ours"]
+                figures[f"host_us_{key}_{shape}_{peer}"] = result["peer"]
+                figures[f"{key}_{shape}_vs_{peer}"] = result["ours"] / result["peer"]
+                rows.append((key, shape, f"{result['ours']:.1f}", f"{result['peer']:.1f}",
+                             f"{result['ours'] / result['peer']:.3f}", peer))
+
+        vadd = make_vector_add(1 << 12)
+        from bench_launch import N, RAW_VECTOR_ADD
+
+        raw = cupy.RawKernel(RAW_VECTOR_ADD, "vadd")
+        rng = np.random.default_rng(0)
+        x, y = (cupy.asarray(rng.standard_normal(N, dtype=np.float32)) for _ in range(2))
+        out, out_raw = cupy.full_like(x, np.nan), cupy.full_like(x, np.nan)
+        grid, n4 = ((N // 4 + 255) // 256,), np.uint32(N // 4)
+        vadd(x, y, out=out)
+        raw(grid, (256,), (x, y, out_raw, n4))
+        assert cupy.array_equal(out, out_raw)
+        cupy_sync = cupy.cuda.get_current_stream().synchronize
+        checked = pair({"ours": lambda i: vadd(x, y, out=out), "peer": lambda i: raw(grid, (256,), (x, y, out_raw, n4))},
+                       opts.rounds, host_timer(opts.calls * 10, cupy_sync))
+        figures["host_us_cupy_checked_call_ours"] = checked["ours"]
+        figures["host_us_cupy_rawkernel"] = checked["peer"]
+        figures["cupy_checked_call_vs_rawkernel"] = checked["ours"] / checked["peer"]
+        rows.append(("cupy call, out=", f"vadd {N}", f"{checked['ours']:.2f}", f"{checked['peer']:.2f}",
+                     f"{checked['ours'] / checked['peer']:.3f}", "RawKernel"))
+    path = write_record("host_cost", figures, notes={"rounds": opts.rounds, "calls_per_block": opts.calls,
+                                                     "loop_calls": opts.loop, "shapes": SHAPES,
+                                                     "torch": torch.__version__}, sampler=gpu)
+    print(f"GPU: {gpu.summary()}")
+    print(f"record: {path}")
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
