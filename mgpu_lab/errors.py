@@ -67,3 +67,8 @@ class KernelFaultError(MgpuLabError, RuntimeError):
         super().__init__(message)
         self.kernel, self.cuda_error = kernel, cuda_error
         self.location, self.sass, self.report = location, sass, report
+
+
+__all__ = ["CacheSecurityWarning", "CompileOptionError", "ExportError", "KernelBuildError", "KernelCompileError",
+           "KernelFaultError", "KernelNameError", "LaunchArgumentError", "MgpuLabError", "PerformanceWarning", "PtxasError",
+           "ResourceLimitError", "ShapeError", "ToolchainError"]

@@ -26,6 +26,7 @@ def block_dim(dim: str = "x") -> ir.Value:
 
 
 def grid_dim(dim: str = "x") -> ir.Value:
+    """gridDim along `dim` (blocks in the grid), as index."""
     return gpu.grid_dim(_DIMS[dim])
 
 

@@ -77,7 +77,7 @@ def _read_through(attribute: str) -> property:
 
 @dataclass
 class CompiledKernel:
-    """Everything one compilation produced. Launch it with `mgpu_lab.runtime.launch`.
+    """Everything one compilation produced; a `Kernel` runs it (`Kernel.compiled`, `Kernel.launches`).
 
     `disassembly` is a `Disassembly`, or a Future of one while nvdisasm runs in the background
     (~0.3 s even for tiny kernels, longer than everything else in a compile): `wait_disassembly()`

@@ -27,6 +27,8 @@ MAX_BLOCKS_PER_SM = 32  # resident blocks per SM on sm_80..sm_120
 
 @dataclass(frozen=True)
 class CompileOptions:
+    """How a kernel is compiled: target, PTX version, ptxas options, caching, pass dumps, mbarrier timeout."""
+
     target: str | None = None  # None: the current device's, or sm_90a without a GPU
     ptx_version: str | None = None  # None: ptx80, or the target's minimum when that is newer
     opt_level: int = 3

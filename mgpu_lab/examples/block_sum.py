@@ -52,4 +52,8 @@ def make_block_sum(n: int = 1 << 22, blocks: int = 1024, block: int = 256, **opt
 
 
 def reference_block_sum(x: np.ndarray, blocks: int) -> np.ndarray:
+    """The float64 sum of each of x's `blocks` contiguous chunks (numpy)."""
     return x.astype(np.float64).reshape(blocks, -1).sum(axis=1)
+
+
+__all__ = ["make_block_sum", "reference_block_sum"]

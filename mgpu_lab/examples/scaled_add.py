@@ -60,4 +60,8 @@ def make_scaled_add(m: int = 4096, n: int = 4096, a: float = 2.0, b: float = 1.0
 
 
 def reference_scaled_add(x: np.ndarray, a: float = 2.0, b: float = 1.0) -> np.ndarray:
+    """a * x + b in float64 (numpy)."""
     return a * x.astype(np.float64) + b
+
+
+__all__ = ["make_scaled_add", "reference_scaled_add"]

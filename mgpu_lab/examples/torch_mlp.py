@@ -8,7 +8,7 @@ The GEMMs are registered as torch custom ops (`Kernel.as_torch_op`), so torch.co
 through them and fuses the bias + GELU around them with its own kernels; they run on torch's
 current stream with outputs from torch's allocator. A custom op is opaque to Inductor, though:
 it cannot fold the bias and GELU into our GEMM's epilogue as it does into cuBLAS's. `FusedMLP`
-does that fusion itself: bias + GELU and bias run in our GEMMs' epilogues (gemm_epilogues.fused),
+does that fusion itself: bias + GELU and bias run in our GEMMs' epilogues (`mgpu_lab.kernels.gemm.fused`),
 so the block is two kernels, eager or compiled. `ReferenceMLP` is the same block with
 `torch.nn.functional.linear` (cuBLAS), for checking and timing.
 """
@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .gemm import make_gemm
-from .gemm_epilogues import fused
+from mgpu_lab.kernels.gemm import fused, make_gemm
 
 
 def _torch() -> Any:
@@ -92,3 +91,6 @@ class FusedMLP(ReferenceMLP):
 
     def __call__(self, x: Any) -> Any:
         return self._down(self._up(x, self.w1, self.b1), self.w2, self.b2)
+
+
+__all__ = ["FusedMLP", "OurMLP", "ReferenceMLP", "fused_linear_op", "linear_op"]

@@ -116,7 +116,8 @@ def kv_section(heads: int, batch: int, seq_kv: int, head_dim: int, kv_heads: int
     return max(1, min(heads * batch, L2_KV_BYTES * (heads // kv_heads) // (4 * seq_kv * head_dim)))
 
 
-def work_item(item, q_blocks: int, pairs: int, section: int, causal: bool):
+def work_item(item: int | dsl.IndexValue, q_blocks: int, pairs: int, section: int,
+              causal: bool) -> tuple[int | dsl.IndexValue, int | dsl.IndexValue]:
     """(query tile, (head, batch) pair = head + heads * batch) of persistent work item `item`, an
     int or an index value (the kernel runs this same function). Full attention: query tiles
     fastest, so blocks running together share K/V in L2. Causal: sections of `section` pairs, each
@@ -704,3 +705,8 @@ def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: 
     total = e.sum(axis=-1, keepdims=True)
     out = np.einsum("bhij,bhjd->bhid", e / total, v64, optimize=True)
     return out, (m + np.log(total))[..., 0]
+
+
+__all__ = ["DTYPES", "HEAD_DIMS", "SMEM_LIMIT", "TILE_Q", "attention_definition", "attention_smem_bytes",
+           "default_persistent", "default_pingpong", "default_stages", "has_out_buffer", "kv_section", "make_attention",
+           "persistent_stages", "reference_attention", "visible_tiles", "work_item"]

@@ -1,1 +1,5 @@
-"""On-device profiler: `ctx.named_region` recording (device.py) and Trace decoding/export."""
+"""On-device profiler: a `Trace` decoded from what `ctx.named_region` recorded, and its exports."""
+
+from .trace import Trace
+
+__all__ = ["Trace"]

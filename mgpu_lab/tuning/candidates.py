@@ -33,6 +33,14 @@ class Candidate:
     worker: str | None = None
     retimed_ms: float | None = None
 
+    @property
+    def compiled(self) -> Any:
+        """Deprecated (0.2): the candidate's Kernel is `kernel`; this alias goes away in 0.3."""
+        from mgpu_lab.deprecation import warn_moved
+
+        warn_moved("Candidate.compiled", "Candidate.kernel")
+        return self.kernel
+
 
 @dataclass
 class TuneResult:

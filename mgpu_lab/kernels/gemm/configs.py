@@ -1,10 +1,10 @@
 """Which tile sizes the GEMM uses for a shape: the tuned table, else a heuristic.
 
-`gemm_configs.json` (beside this file) holds the configurations `mgpu_lab.tune` picked on a GPU,
+`configs.json` (beside this file) holds the configurations `mgpu_lab.tune` picked on a GPU,
 per device name and shape (benchmarks/tune_gemm_configs.py writes it). Shapes it lacks, and
 devices it does not know, get `heuristic_config`: the largest tile that still gives most SMs
 a block (decode shapes with M <= 64 take 64-row tiles and narrower N tiles). Where the tiles
-still fill fewer than half the SMs over a long K, K is split (`split_k`, gemm_split_k.py); tuned
+still fill fewer than half the SMs over a long K, K is split (`split_k`, split_k.py); tuned
 entries from before split-K existed (no `split_k` key) get that rule too.
 """
 
@@ -46,7 +46,7 @@ def device_name() -> str:
 
 @functools.cache
 def tuned_table() -> dict[str, dict[str, dict[str, Any]]]:
-    """{device: {shape key: config}} from gemm_configs.json ({} when the file is absent)."""
+    """{device: {shape key: config}} from configs.json ({} when the file is absent)."""
     if not CONFIG_FILE.exists():
         return {}
     return json.loads(CONFIG_FILE.read_text()).get("devices", {})

@@ -1,7 +1,7 @@
 """FP8 (e4m3) GEMM with per-tensor scales: C = scale_a * scale_b * (A @ B.T), f32 accumulation,
 bf16 (or f16 / f32) output; what `torch._scaled_mm(a, b.t(), scale_a, scale_b)` computes.
 
-The same warp-specialized kernel as the bf16 GEMM (gemm_pieces.py) with 128-element k-steps
+The same warp-specialized kernel as the bf16 GEMM (pieces.py) with 128-element k-steps
 (one 128-byte swizzle span of fp8) and QGMMA instructions. FP8 wgmma operands must be K-major,
 so B is given as (n, k) (an nn.Linear weight), never (k, n). The two scales are (1,) float32
 arrays applied in the epilogue, before any user epilogue (bias, activation, ...).
@@ -33,7 +33,7 @@ def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m
     """C (m, n) = epilogue(scale_a * scale_b * A (m, k) @ B (n, k).T); call it as
     `kernel(a, b, scale_a, scale_b, *epilogue_arrays)` with a, b e4m3 (uint8 bytes on the device)
     and the scales (1,) float32 arrays. split_k: K slices summed in a (1, split_k) cluster, the
-    scales (and epilogue) applied to the sums (gemm_split_k.py). swap_ab: C.T = B @ A.T with A's
+    scales (and epilogue) applied to the sums (split_k.py). swap_ab: C.T = B @ A.T with A's
     few rows as the wgmma's N (as make_gemm's; the scales are scalars, so they apply to either;
     no user epilogue)."""
     if transpose_b is not True:

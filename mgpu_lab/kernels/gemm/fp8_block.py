@@ -6,7 +6,7 @@ activation blocks); B (n, k) one per 128 x 128 block (`scale_b`, (ceil(n / 128),
 Each k-step is one k block (128 fp8 = one 128-byte swizzle span): the wgmma group starts from
 zero (its ~14-bit tensor-core sums cover only 128 products), waits, and is promoted into an
 f32 register accumulator with the block's scales: the "fp32 promotion" that keeps long K
-accurate. The producer, the ring and the epilogue are the plain GEMM's (gemm_pieces.py); the
+accurate. The producer, the ring and the epilogue are the plain GEMM's (pieces.py); the
 two consumers' promotions overlap each other's tensor-core work.
 """
 

@@ -1,5 +1,5 @@
 """bf16 GEMM on Hopper: C = epilogue(A @ B) (or A @ B.T), any M, N, K, f32 accumulation,
-warp-specialized (the pieces are in gemm_pieces.py):
+warp-specialized (the pieces are in pieces.py):
 
 - warpgroup 0 is the producer: it gives up registers (setmaxnreg 40) and one elected thread
   streams (tile_m x 64) tiles of A and (64 x tile_n) tiles of B into a ring of `stages` smem
@@ -9,7 +9,7 @@ warp-specialized (the pieces are in gemm_pieces.py):
   tile (64 or 128 rows each: one or two wgmma row tiles) with the B tile on the tensor cores,
   keep one wgmma group in flight and release the previous slot when its group is done.
 - epilogue: an optional callable rewrites the f32 tile in registers (bias, activation,
-  residual, scaling: gemm_epilogues.py), the result is rounded to the output type, written to
+  residual, scaling: epilogues.py), the result is rounded to the output type, written to
   smem in the 128-byte swizzled layout (conflict-free) and TMA-stored to C. The epilogue buffer
   reuses the pipeline slots (a smem Union): the consumers pass a named barrier first.
 
@@ -21,13 +21,13 @@ that are served by `padded_gemm`, a program that copies the operands into padded
 Blocks are rasterized in groups of `group_m` tile rows so blocks running together share tiles
 of A and B in L2. persistent=True launches one block per SM that loops over the tiles in that
 order: the producer loads the next tile during the epilogue, which streams the tile out one
-TMA box at a time through small slots of its own (gemm_pieces.stream_tile: 32 KB for 128x256
+TMA box at a time through small slots of its own (pieces.stream_tile: 32 KB for 128x256
 tiles, so the ring keeps 4 stages) and waits for no store to finish; persistent="pingpong"
 gives the two consumers alternate whole tiles, taking turns at the ring (named barriers) so
 that their mbarrier waits stay in pipeline order; persistent="stream_k" balances the last
 wave: the tiles left after the whole rounds are cut over K into equal ranges, one per block,
 partial tiles handed to the block that finishes each tile through a global workspace and
-release/acquire flags (gemm_stream_k.py). cluster_m=2 (with persistent=True or "stream_k") runs the
+release/acquire flags (stream_k.py). cluster_m=2 (with persistent=True or "stream_k") runs the
 blocks in (2, 1) clusters on vertically adjacent tiles that share B by TMA multicast; each
 consumer warp releases a slot in both blocks (a peer mbarrier arrival at cta scope: at cluster
 scope it waited ~0.5 us per k-step for the warp's writes, which is what made the first multicast
@@ -36,10 +36,10 @@ plain persistent kernel, so the tuner picks it only where it measures faster. sp
 shapes whose tiles fill few SMs over a long K) gives each tile S blocks, one per K slice, which
 sum their f32 partial tiles as a cluster through distributed shared memory (up to 8; the
 epilogue then applies to the sums), or through a workspace and a second kernel
-(gemm_split_k.py). Without tile_m / tile_n / stages, the configuration comes from the tuned
-table (gemm_configs.json, per device and shape) or a heuristic (`gemm_config`).
+(split_k.py). Without tile_m / tile_n / stages, the configuration comes from the tuned
+table (configs.json, per device and shape) or a heuristic (`gemm_config`).
 
-FP8: gemm_fp8.py (per-tensor scales) and gemm_fp8_block.py (DeepGEMM-style block scales).
+FP8: fp8.py (per-tensor scales) and fp8_block.py (DeepGEMM-style block scales).
 """
 
 from __future__ import annotations
@@ -199,8 +199,8 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     """C (m, n) = epilogue(A (m, k) @ B), B of shape (k, n), or (n, k) with transpose_b=True.
 
     Call it as `kernel(a, b, *epilogue_arrays)`. epilogue: `f(acc, tile, *refs) -> FragmentedArray`
-    on the f32 (rows, tile_n) register tile of each consumer (see gemm_pieces.EpilogueTile and
-    gemm_epilogues.py); epilogue_inputs: the ShapeDtypes (or (shape, dtype)) of its arrays.
+    on the f32 (rows, tile_n) register tile of each consumer (see pieces.EpilogueTile and
+    epilogues.py); epilogue_inputs: the ShapeDtypes (or (shape, dtype)) of its arrays.
     persistent: True launches one block per SM that loops over the tiles, loading the next tile
     during the epilogue; "pingpong" also gives the two consumers alternate whole tiles, so one's
     epilogue overlaps the other's tensor-core work; "stream_k" splits the tiles left after the
@@ -208,7 +208,7 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     through a workspace and flags, scratch buffers of the returned Kernel's program (stream_k.py; combines
     with cluster_m=2).
     split_k: > 1 splits K over that many blocks per tile; for shapes whose tiles fill few SMs
-    over a long K. split_k_reduce: how the slices are summed (gemm_split_k.py): "cluster" (the
+    over a long K. split_k_reduce: how the slices are summed (split_k.py): "cluster" (the
     default up to 8 slices) by the tile's blocks, a cluster, through distributed shared memory
     inside the one kernel, the epilogue applied to the sums; "workspace" (the default above 8)
     by a second kernel from an f32 workspace, no epilogue (with one, a configured workspace
@@ -341,7 +341,7 @@ def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
     smem buffer fits beside it (unless `stages` is given).
     A tuned persistent='stream_k' entry gives way to persistent=True here (a stream-K body takes
     a workspace and flags after the epilogue's arrays: ask for it with persistent='stream_k' and
-    pass `gemm_stream_k.stream_k_inputs(tiling)` arrays, the flags zeroed)."""
+    pass `stream_k.stream_k_inputs(tiling)` arrays, the flags zeroed)."""
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         raise ValueError(f"gemm_definition: TMA needs rows of A, B and C that are multiples of 16 bytes; "
                          f"{m}x{n}x{k} ({dtype} in, {out_dtype} out) is not: use make_gemm (it pads)")
@@ -357,7 +357,7 @@ def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
 
 def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
                           name: str | None = None, mainloop: Mainloop | None = None) -> dict:
-    """`mgpu_lab.kernel` arguments of the GEMM for a checked tiling (also used by gemm_fp8*.py).
+    """`mgpu_lab.kernel` arguments of the GEMM for a checked tiling (also used by fp8*.py).
 
     mainloop: a consumer mainloop other than `multiply`, called as
     `mainloop(ctx, t, ring, full, empty, consumer, first, release_last, tile, extra_refs)` (tile: the

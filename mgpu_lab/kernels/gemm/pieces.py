@@ -1,4 +1,4 @@
-"""The reusable pieces of the warp-specialized Hopper GEMM (mgpu_lab/kernels/gemm/kernel.py, gemm_fp8.py).
+"""The reusable pieces of the warp-specialized Hopper GEMM (mgpu_lab/kernels/gemm/kernel.py, fp8.py).
 
 A GEMM kernel body is three pieces around one `GemmTiling` (the shapes and tile sizes):
 
@@ -14,7 +14,7 @@ A GEMM kernel body is three pieces around one `GemmTiling` (the shapes and tile 
 
 Between `multiply` and `store_tile` an epilogue callable may rewrite the tile:
 `epilogue(acc, tile, *extra_refs) -> FragmentedArray`, `tile` an `EpilogueTile` that loads
-bias vectors, residual tiles and scalars at this tile's coordinates (see gemm_epilogues.py).
+bias vectors, residual tiles and scalars at this tile's coordinates (see epilogues.py).
 """
 
 from __future__ import annotations
@@ -56,11 +56,11 @@ class GemmTiling:
     out_dtype: str = "bfloat16"
     # True: one block per SM looping over tiles (its own epilogue buffer); "pingpong": that, with
     # the two consumers taking alternate whole tiles; "stream_k": that, with the tiles of the last
-    # waves split over K so every block gets the same k-steps (gemm_stream_k.py)
+    # waves split over K so every block gets the same k-steps (stream_k.py)
     persistent: bool | str = False
     sms: int = 132  # blocks of a persistent grid
     # > 1: blocks (grid y) compute K slices of k_steps pipeline steps each (the last slice's boxes
-    # past K read zeros), summed (gemm_split_k.py) by the blocks of a cluster through distributed
+    # past K read zeros), summed (split_k.py) by the blocks of a cluster through distributed
     # shared memory ("cluster", at most MAX_CLUSTER_SPLIT slices) or by a second kernel from an
     # f32 workspace (split_k, m, n) ("workspace")
     split_k: int = 1
