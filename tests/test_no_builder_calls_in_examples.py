@@ -29,7 +29,7 @@ _ARITH_CALL = re.compile(r"\barith\.(\w+)")
 
 def _public_sources() -> list[Path]:
     files = [ROOT / "README.md", ROOT / "mgpu_lab" / "magics.py"]  # magics: the %%mosaic docstring
-    files += sorted((ROOT / "mgpu_lab" / "examples").glob("*.py"))
+    files += sorted((ROOT / "mgpu_lab" / "examples").glob("*.py")) + sorted((ROOT / "mgpu_lab" / "kernels").rglob("*.py"))
     files += sorted((ROOT / "notebooks").glob("*.py"))
     # notebooks/executed/ holds records of a GPU run (sources as they were then), not sources
     files += sorted((ROOT / "notebooks").glob("*.ipynb"))
