@@ -173,10 +173,11 @@ def fake_cupy(launch_kernel=_unrecorded_launch) -> types.ModuleType:
     cupy.ndarray = FakeNdarray
     cupy.asarray = _asarray
     cupy.empty = _empty
+    cupy.zeros = _empty  # (no memory behind the stand-ins: zero-filling is a no-op)
     cupy.from_dlpack = _from_dlpack
     runtime = types.SimpleNamespace(getDevice=lambda: _state.device, free=lambda ptr: None)
     driver = types.SimpleNamespace(launchKernel=launch_kernel, CUDADriverError=CUDADriverError)
-    stream = types.SimpleNamespace(ptr=0)
+    stream = types.SimpleNamespace(ptr=0, synchronize=lambda: None)
     cupy.cuda = types.SimpleNamespace(runtime=runtime, driver=driver, get_current_stream=lambda device_id=-1: stream,
                                       ExternalStream=lambda ptr: types.SimpleNamespace(ptr=ptr),
                                       UnownedMemory=lambda ptr, size, owner, device_id: types.SimpleNamespace(

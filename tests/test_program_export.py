@@ -38,7 +38,7 @@ def test_the_split_k_export_reduces_instead_of_returning_partial_sums():
     module = _exported_namespace(build("split_k_workspace"), "split_export")
     program = module["PROGRAM"]
     assert program["outputs"] == [([512, 512], "bfloat16")]
-    assert program["scratch"] == [([16, 512, 512], "float32", "empty")]
+    assert program["scratch"] == [([16, 512, 512], "float32", "empty", "split_k_partials")]
     assert [step.get("launch") for step in program["steps"]] == [0, 1]
     assert "ml_dtypes (for bfloat16)" in module["__doc__"]
 
@@ -49,7 +49,7 @@ def test_the_padded_and_stream_k_exports_carry_their_steps():
     assert [list(s) for s in padded["steps"][0].values()] == [[["input", 1], ["scratch", 0]]]
     assert padded["steps"][-1] == {"copy": [["scratch", 1], ["output", 0]]}
     stream_k = _exported_namespace(build("stream_k"), "stream_k_export")["PROGRAM"]
-    assert [fill for _, _, fill in stream_k["scratch"]] == ["empty", "zeros"]
+    assert [fill for _, _, fill, _ in stream_k["scratch"]] == ["empty", "zeros"]
     assert len(stream_k["inputs"]) == 2, "the workspace and flags are the module's, not the caller's"
 
 

@@ -36,6 +36,26 @@ class PortableLaunchError(ValueError):
     """Raised for bad kernel arguments when no error class is injected."""
 
 
+NO_GPU = "no CUDA GPU or driver found: compiling works, launching and tuning need a Hopper GPU"
+
+
+class NoCudaDeviceError(RuntimeError):
+    """No usable CUDA GPU or driver on this machine: kernels compile, nothing can launch."""
+
+
+def device_getter(cupy: Any) -> Any:
+    """CuPy's current-device query, with a missing driver or GPU said once and clearly (CuPy's
+    own error is cudaErrorInsufficientDriver / cudaErrorNoDevice from deep inside)."""
+    get = cupy.cuda.runtime.getDevice
+
+    def current_device() -> int:
+        try:
+            return get()
+        except Exception as e:  # noqa: BLE001 - CUDARuntimeError, whatever CuPy version raises it
+            raise NoCudaDeviceError(f"{NO_GPU} ({type(e).__name__}: {e})") from None
+    return current_device
+
+
 def dtype_from_name(name: str) -> np.dtype:
     """numpy dtype for a name, with ml_dtypes for bfloat16 and float8."""
     if name in ML_DTYPES:
@@ -355,7 +375,8 @@ class ArgumentChecker:
 
         self._cupy = cupy
         self._ndarray = cupy.ndarray
-        self._get_device = cupy.cuda.runtime.getDevice
+        self._get_device = device_getter(cupy)
+        self._raw_get_device = cupy.cuda.runtime.getDevice  # for generated calls: they run once a module loaded
         self._current_stream = cupy.cuda.get_current_stream
         self.spec = spec
         self.name = spec["name"]
@@ -522,7 +543,7 @@ class PortableLauncher(ArgumentChecker):
     def _generated_names(self) -> dict[str, Any]:
         launch, launch_error = _driver_launch()
         names = _signature_values(self._ndarray, self._all_specs)
-        names.update(get_device=self._get_device, handles=self._handles, slow=self._call_explaining,
+        names.update(get_device=self._raw_get_device, handles=self._handles, slow=self._call_explaining,
                      empty=self._cupy.empty, storage=self._storage, current_stream=self._current_stream,
                      stream_pointer=self._stream_pointer, launch=launch, launch_error=launch_error,
                      recover=self._recover, launch_general=self._launch)

@@ -135,7 +135,7 @@ class Program:
 
     def to_dict(self) -> dict:
         """The plain-data program the launchers (and exported modules) run: launch specs with
-        their cubins, steps as [kind, index] references, scratch as [shape, dtype, fill]."""
+        their cubins, steps as [kind, index] references, scratch as [shape, dtype, fill, name]."""
         from .launcher import launch_spec
 
         launches = self.launches
@@ -150,7 +150,7 @@ class Program:
             "name": self.name,
             "inputs": [(list(s.shape), s.dtype) for s in self.inputs],
             "outputs": [(list(s.shape), s.dtype) for s in self.outputs],
-            "scratch": [(list(s.shape), s.dtype, "zeros" if s.zeroed else "empty") for s in self.scratch],
+            "scratch": [(list(s.shape), s.dtype, "zeros" if s.zeroed else "empty", s.name) for s in self.scratch],
             "may_alias": self.may_alias or [],
             "launches": [launch_spec(launch.compiled, launch.may_alias) for launch in launches],
             "steps": steps,

@@ -50,7 +50,8 @@ class ProgramLauncher:
                                         "outputs": program["outputs"], "may_alias": program.get("may_alias")}, error)
         self.n_in, self.in_specs, self.out_specs = self.checker.n_in, self.checker.in_specs, self.checker.out_specs
         self.scratch_specs = [(tuple(shape), device_dtype(dtype), fill == "zeros")
-                              for shape, dtype, fill in program["scratch"]]
+                              for shape, dtype, fill, *_ in program["scratch"]]
+        self.scratch_names = [entry[3] if len(entry) > 3 else "" for entry in program["scratch"]]
         self.steps = [("launch", self.launchers[s["launch"]], [tuple(a) for a in s["args"]]) if "launch" in s
                       else ("copy", tuple(s["copy"][0]), tuple(s["copy"][1])) for s in program["steps"]]
         self.single = self.launchers[0] if _is_single(program) else None
@@ -64,6 +65,8 @@ class ProgramLauncher:
         (a torch op passes fresh ones from torch's allocator) instead of the kept ones."""
         if self.single is not None:
             return self.single.call(args, out, stream)
+        if scratch is not None:
+            self._check_scratch(scratch)
         if len(args) != self.n_in:
             raise self.checker._error(f"{self.name} takes {self.n_in} input array(s) "
                                       f"{[f'{s}:{d.name}' for s, d in self.in_specs]}, got {len(args)}")
@@ -72,6 +75,20 @@ class ProgramLauncher:
         self.run(arrays, device, stream, scratch)
         outs = arrays[self.n_in:]
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _check_scratch(self, scratch: Any) -> None:
+        """Scratch buffers a caller passes: one per declared buffer, of its shape and dtype."""
+        error = self.checker._error
+        specs = self.scratch_specs
+        if len(scratch) != len(specs):
+            raise error(f"scratch of {self.name}: expected {len(specs)} buffer(s) "
+                        f"{[(shape, dtype.name) for shape, dtype, _ in specs]}, got {len(scratch)}")
+        for i, (buffer, (shape, dtype, _)) in enumerate(zip(scratch, specs)):
+            what = f"scratch {i} ({self.scratch_names[i]}) of {self.name}"
+            if tuple(buffer.shape) != shape:
+                raise error(f"{what}: expected shape {shape}, got {tuple(buffer.shape)}")
+            if buffer.dtype != dtype:
+                raise error(f"{what}: expected dtype {dtype.name}, got {buffer.dtype}")
 
     def launch_unchecked(self, *arrays: Any, stream: Any = None) -> None:
         """Inputs then outputs, no argument check (hot loops whose arguments a normal call checked)."""
