@@ -53,7 +53,7 @@ converted to bf16 only after the PV GEMM of the previous tile has finished).
 """),
     code("""
 from mgpu_lab.widgets import show
-show(k.compiled, "sass")
+show(k, "sass")
 """),
     md("## Check it against a float64 reference (GPU)\nFresh random inputs, outputs poisoned with NaN first."),
     code("""

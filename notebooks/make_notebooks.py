@@ -142,7 +142,7 @@ for swizzle in (0, 32, 64, 128):
           f"worst bank {report.max_way}-way")
 """),
     md("The smem viewer shows the same interactively: pick a buffer, an access pattern and a swizzle."),
-    code("show(k.compiled, 'smem')"),
+    code("show(k, 'smem')"),
     md("## Run it (GPU): y = a * x + b through TMA tiles"),
     code("""
 import cupy
@@ -178,7 +178,7 @@ assert not any(op.startswith(("LDL", "STL")) for op in ops)
 """),
     code("""
 from mgpu_lab.widgets import show
-show(k.compiled, "sass")
+show(k, "sass")
 """),
     md("## Correctness and speed against cuBLAS (GPU)"),
     code("""
