@@ -20,7 +20,7 @@ def _launcher(may_alias=None, outputs=1):
             "params": [("array", i) for i in range(2 + outputs)], "cubin": b"", "profile_words": None,
             "may_alias": may_alias or []}
     launcher = PortableLauncher(spec)
-    launcher._get_device = lambda: 0  # no CUDA call before the argument checks
+    launcher._get_device = launcher._raw_get_device = lambda: 0  # no CUDA call before the argument checks
     return launcher
 
 

@@ -43,6 +43,7 @@ class Kernel:
         self.isolate = isolate  # None: follow mgpu_lab.isolated() / set_isolation()
         self._launcher = None
         self._torch_fast = None
+        self._direct = None  # the single launch's generated call, once loaded (see __call__)
 
     def __getstate__(self) -> dict:
         """Picklable (tuning moves Kernels between processes): the program and the isolation
@@ -51,7 +52,7 @@ class Kernel:
 
     def __setstate__(self, state: dict) -> None:
         self.program, self.isolate, self._launcher = state["program"], state["isolate"], None
-        self._torch_fast = None
+        self._torch_fast = self._direct = None
 
     # -- what it is ------------------------------------------------------------------------
     @property
@@ -99,6 +100,7 @@ class Kernel:
 
         launchers = [Launcher(launch.compiled, launch.may_alias) for launch in self.program.launches]
         self._launcher = ProgramLauncher(self.program.to_dict(), launchers=launchers, error=LaunchArgumentError)
+        self._settings, self._ndarray = launchers[0].isolation, launchers[0]._ndarray
         return self._launcher
 
     def _isolated(self, isolate: bool | None, launcher: Any) -> bool:
@@ -112,6 +114,14 @@ class Kernel:
         or torch stream or a raw handle. `isolate=True` runs the launches in the isolated GPU
         worker (a fault raises KernelFaultError instead of poisoning this process) and
         `timeout_s` bounds each there."""
+        direct = self._direct
+        if direct is not None and isolate is None and self.isolate is None and not self._settings.enabled \
+                and args and type(args[0]) is self._ndarray:
+            try:  # a plain kernel on CuPy arrays, its module loaded: straight to the generated call
+                return direct(args, out, stream)
+            except Exception as error:
+                trim_for_user(error)
+                raise
         launcher = self._launcher or self._new_launcher()
         try:
             if args and _torch_tensor_type(args[0]) is not None:
@@ -123,7 +133,10 @@ class Kernel:
                 return self._call_torch(launcher, args, out, stream, isolate, timeout_s)
             if self._isolated(isolate, launcher):
                 return self._call_isolated(launcher, args, out, stream, timeout_s)
-            return launcher.call(args, out, stream)
+            result = launcher.call(args, out, stream)
+            if launcher.single is not None:  # the generated call, once the first call loaded the module
+                self._direct = launcher.single.__dict__.get("call")
+            return result
         except Exception as error:
             trim_for_user(error)  # a wrong argument shows the caller's line, not the launcher's
             raise
