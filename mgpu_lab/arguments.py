@@ -60,10 +60,13 @@ def _as_int(value: Any) -> int | None:
         return None
 
 
-def count(name: str, value: Any, *, minimum: int = 0, maximum: int | None = None, where: str = "") -> int:
-    """An int (not a bool) in [minimum, maximum]."""
+def count(name: str, value: Any, *, minimum: int = 0, maximum: int | None = None, expected: str | None = None,
+          where: str = "") -> int:
+    """An int (not a bool) in [minimum, maximum]; `expected` words the range in the message
+    (default: 'an int >= minimum' or 'an int in [minimum, maximum]')."""
     number = _as_int(value)
-    expected = f"an int >= {minimum}" if maximum is None else f"an int in [{minimum}, {maximum}]"
+    if expected is None:
+        expected = f"an int >= {minimum}" if maximum is None else f"an int in [{minimum}, {maximum}]"
     if number is None:
         raise fail(name, expected, value, where=where, typed=True)
     if number < minimum or maximum is not None and number > maximum:
