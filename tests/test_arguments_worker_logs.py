@@ -11,15 +11,12 @@ from types import SimpleNamespace
 import pytest
 
 from mgpu_lab.errors import KernelFaultError
-from mgpu_lab.runtime import fault_report, isolation
+from mgpu_lab.runtime import isolation
 from mgpu_lab.runtime.worker_client import LoggedFault, WorkerClient, WorkerGone, spawn_worker_process
-from mgpu_lab.runtime.worker_protocol import Done, Fault, KernelPayload
+from mgpu_lab.runtime.worker_protocol import Done, Fault
+from test_isolation import _launcher, _payload, fake_isolation  # noqa: F401 - a fixture, used by name
 
 TESTS = str(Path(__file__).parent)
-
-
-def _payload():
-    return KernelPayload({"name": "k", "cubin": b"\x7fELF"})
 
 
 @pytest.fixture
@@ -66,31 +63,7 @@ def test_a_crash_keeps_the_log_and_names_it(client):
     assert crash.value.log_path == log and Path(log).is_file()
 
 
-# -- the path reaches the KernelFaultError -------------------------------------------------------
-class _Client:
-    def __init__(self, reply):
-        self.reply = reply
-
-    def launch(self, digest, arrays, payload, timeout_s):
-        if isinstance(self.reply, Exception):
-            raise self.reply
-        return self.reply
-
-
-@pytest.fixture
-def fake_isolation(monkeypatch):
-    monkeypatch.setattr(isolation, "export_array", lambda a, what: a)
-    monkeypatch.setattr(isolation, "_caller_stream", lambda s: SimpleNamespace(synchronize=lambda: None))
-    monkeypatch.setattr(fault_report, "find_sanitizer", lambda: None)
-    return lambda reply: monkeypatch.setattr(isolation, "worker_for", lambda device: _Client(reply))
-
-
-def _launcher():
-    compiled = SimpleNamespace(tma_descriptors=(), sass="", line_map=())
-    return SimpleNamespace(name="oob_write", n_in=0, spec={"cubin": b"x", "name": "oob_write"}, compiled=compiled,
-                           last_profile=None)
-
-
+# -- the path reaches the KernelFaultError (test_isolation's stand-ins for the worker) ----------
 @pytest.mark.parametrize("reply", [
     LoggedFault("cudaErrorIllegalAddress", "an illegal memory access", "/tmp/mgpu_lab_worker_abc.log"),
     WorkerGone("died", exit_code=-11, log="Segmentation fault\n", log_path="/tmp/mgpu_lab_worker_abc.log"),
