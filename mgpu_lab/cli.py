@@ -221,8 +221,30 @@ def _tune_on_cluster(address: str, problem: dict, make_kernel: Any, *, use_cache
     if module is not None and module.__name__.startswith(PRIVATE_MODULE_PREFIX):
         cloudpickle.register_pickle_by_value(module)  # the workers cannot import the setup file by name
     client = _connect_scheduler(Client, address)
-    with client:
-        return tune(**problem, use_cache=use_cache, cluster=client)
+    try:
+        with client:
+            return tune(**problem, use_cache=use_cache, cluster=client)
+    except Exception as e:
+        if not _connection_lost(e, client):
+            raise
+        raise CliError(f"--scheduler: the connection to the Dask scheduler at {address!r} was lost during the tune "
+                       f"({type(e).__name__}: {_first_line(e) or 'no details'}); is the scheduler still "
+                       f"running?") from None
+
+
+def _connection_lost(error: BaseException, client: Any) -> bool:
+    """Whether `error` means the Dask client or its scheduler went away mid-tune (a user's
+    cluster problem: one line), not a bug in mgpu_lab (which keeps its traceback)."""
+    from concurrent.futures import CancelledError
+
+    from distributed.client import ClosedClientError
+    from distributed.comm import CommClosedError
+
+    if isinstance(error, (ClosedClientError, CommClosedError, CancelledError)):
+        return True
+    if isinstance(error, RuntimeError) and "IOLoop is closed" in str(error):
+        return True
+    return getattr(client, "status", None) in ("closing", "closed")
 
 
 # Dask's own connect timeout is 30 s; a scheduler that answers at all answers within this.

@@ -8,7 +8,8 @@
     dsl.vector.store(dsl.vector.load(v4, a, [i]) + dsl.vector.load(v4, b, [i]), c, [i])
 
 The cell is the kernel body, run in the notebook's namespace with `ctx`, the named arrays and
-`smem` in scope; NAME is bound to the compiled, callable kernel. Option values (--grid,
+`smem` in scope; NAME is bound to the compiled, callable kernel (a NAME that would replace an
+imported module or shadow a builtin is refused; one holding another value warns). Option values (--grid,
 --block, --cluster, --smem, and the right-hand sides of --in/--out) are Python expressions
 evaluated in the notebook's namespace (quote any with spaces). Errors point at the cell's own lines.
 `--isolate` runs the kernel's launches in the isolated GPU worker (a fault raises
@@ -144,6 +145,43 @@ def _running_cell_number(filename_map: dict, fallback: int) -> int:
     return fallback
 
 
+def check_binding(name: str, ns: dict) -> None:
+    """Refuse a NAME that would rebind what the notebook relies on (an imported module such as
+    `np`, a keyword or builtin such as `print`); warn when it replaces another value. A kernel
+    built before (re-running the cell) is rebound silently."""
+    import builtins
+    import keyword
+    import types
+
+    from .arguments import given
+    from .runtime.kernel import Kernel
+    from .user_errors import warn_at_user
+
+    if keyword.iskeyword(name):
+        raise MagicArgumentError(f"%%mosaic: NAME must not be a Python keyword, got {name!r}")
+    value = ns.get(name, _UNBOUND)
+    if isinstance(value, types.ModuleType):
+        raise MagicArgumentError(f"%%mosaic: NAME {name!r} would replace the module {value.__name__} imported in "
+                                 f"this notebook; pick another name")
+    if value is _UNBOUND and hasattr(builtins, name):
+        raise MagicArgumentError(f"%%mosaic: NAME {name!r} would shadow the builtin {name!r}; pick another name")
+    if value is not _UNBOUND and not isinstance(value, Kernel):
+        warn_at_user(f"%%mosaic: {name} was {given(value, typed=True)}; it is now the kernel", UserWarning)
+
+
+_UNBOUND = object()  # "no such name" (None is a value a notebook can hold)
+
+
+def dump(kernel: Any, name: str, folder: str) -> None:
+    """`--dump FOLDER`: write the kernel's artifacts there after it is bound, so a bad folder
+    (an existing file, no permission) costs one printed line, not the kernel."""
+    try:
+        kernel.compiled.save(folder)
+    except OSError as e:
+        print(f"%%mosaic: --dump {folder!r} could not be written ({e.strerror or type(e).__name__}); "
+              f"{name} is built and bound, nothing was dumped")
+
+
 def text_summary(kernel: Any, views: list[str]) -> str:
     """What the viewers show, as text (for plain IPython and terminals)."""
     ck = kernel.compiled
@@ -217,6 +255,7 @@ def register(ipython: Any) -> None:
 
             args = parse_magic_line(line)
             ns = self.shell.user_ns
+            check_binding(args.name, ns)
 
             def evaluate(expr: str, what: str, extra: dict | None = None) -> Any:
                 try:
@@ -229,7 +268,7 @@ def register(ipython: Any) -> None:
             outs = [(n.strip(), evaluate(e, f"--out {n.strip()}")) for n, _, e in (o.partition("=") for o in args.outputs)]
             filename = register_cell(self.shell, cell)
             code = body_from_cell(args.name, [n for n, _ in ins + outs], cell, filename)
-            options = {"dump_dir": args.dump} if args.dump else {}
+            options: dict[str, Any] = {}
             if "ir" in args.show:
                 options["keep_passes"] = True  # the IR viewer shows the module after every pass
             if args.profile:
@@ -266,6 +305,8 @@ def register(ipython: Any) -> None:
             if args.isolate:
                 kernel.isolate = True  # every call of this kernel runs in the isolated worker
             ns[args.name] = kernel
+            if args.dump:
+                dump(kernel, args.name, args.dump)
             if args.show:
                 show(kernel, args.show)
 

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mgpu_lab"
 
 # Lowest first. A room is a subpackage of mgpu_lab or a top-level module of it.
 LAYERS = [
-    {"errors", "version", "atomic_files", "deprecation"},
+    {"errors", "version", "atomic_files", "deprecation", "arguments"},
     {"user_errors", "_mlir"},
     {"compiler"},
     {"profiler"},

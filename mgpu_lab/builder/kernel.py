@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._mlir import gpu, ir, memref
+from ..arguments import flag
 from ..compiler.compile import compile_module
 from ..compiler.compiled_kernel import ArraySpec, CompiledKernel, KernelParam
 from ..compiler.kernel_names import check_kernel_name, kernel_name_from
@@ -30,12 +31,11 @@ _GRID_LIMITS = (2**31 - 1, 65535, 65535)
 MAX_PORTABLE_CLUSTER = 8
 
 
-def _dims3(value: Any, what: str) -> tuple[int, int, int]:
-    if isinstance(value, int):
-        value = (value,)
+def _dims3(given: Any, what: str) -> tuple[int, int, int]:
+    value = (given,) if isinstance(given, int) else given
     if not isinstance(value, (tuple, list)) or not 1 <= len(value) <= 3 \
-            or not all(isinstance(v, int) for v in value):
-        raise TypeError(f"{what}: expected an int or a tuple of 1-3 ints, got {value!r}")
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):  # grid=True is no size
+        raise TypeError(f"{what}: expected an int or a tuple of 1-3 ints, got {given!r}")
     dims = tuple(value) + (1,) * (3 - len(value))
     if any(d < 1 for d in dims):
         raise ResourceLimitError(f"{what}: every dimension must be >= 1, got {dims}")
@@ -94,6 +94,9 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
     """
     if not callable(body):
         raise TypeError(f"body: expected a callable body(ctx, *refs, smem), got {type(body).__name__}")
+    # before anything is built: profile="no" is truthy and would profile
+    profile = flag("profile", profile)
+    isolate = flag("isolate", isolate, optional=True)
     grid3, block3, cluster3 = _dims3(grid, "grid"), _dims3(block, "block"), _dims3(cluster, "cluster")
     check_launch_dims(grid3, block3, cluster3)
     inputs = _shape_tuple(in_shapes, "in_shapes")

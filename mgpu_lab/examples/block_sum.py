@@ -9,6 +9,7 @@ import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
+from mgpu_lab.arguments import size
 from mgpu_lab.dsl import c, ir, memref, vector
 
 WARP = 32
@@ -16,6 +17,8 @@ WARP = 32
 
 def make_block_sum(n: int = 1 << 22, blocks: int = 1024, block: int = 256, **options) -> mgpu_lab.Kernel:
     """Sum `n` float32 values in `blocks` chunks; one float32 partial sum per block."""
+    n, blocks, block = (size(name, value, where="block_sum")
+                        for name, value in (("n", n), ("blocks", blocks), ("block", block)))
     vec = 4
     if n % (blocks * block * vec):
         raise ValueError(f"n: expected a multiple of blocks * block * 4 = {blocks * block * vec}, got {n}")

@@ -11,6 +11,7 @@ import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
+from mgpu_lab.arguments import number, shape, size
 from mgpu_lab.dsl import arith, c, ir, vector
 
 BLOCK = 128  # one warpgroup: async_copy issues from one elected thread of it
@@ -19,11 +20,13 @@ BLOCK = 128  # one warpgroup: async_copy issues from one elected thread of it
 def make_scaled_add(m: int = 4096, n: int = 4096, a: float = 2.0, b: float = 1.0, dtype: str = "float32",
                     tile: tuple[int, int] | None = None, **options) -> mgpu_lab.Kernel:
     """A kernel computing a * x + b for an (m, n) array x (float32, float16 or bfloat16)."""
+    m, n = size("m", m, where="scaled_add"), size("n", n, where="scaled_add")
+    a, b = number("a", a, where="scaled_add"), number("b", b, where="scaled_add")  # a=True would scale by 1
     itemsize = dsl.itemsize(dtype)
     if (n * itemsize) % 16:
         raise ValueError(f"n: rows of {n} x {dtype} are {n * itemsize} bytes; TMA needs a multiple of 16 bytes "
                          f"(n a multiple of {16 // itemsize})")
-    tm, tn = tile or (32, 256)
+    tm, tn = (32, 256) if tile is None else shape("tile", tile, 2, where="scaled_add")
     vec = 16 // itemsize
     if tn % vec or (tm * tn) % (BLOCK * vec):
         raise ValueError(f"tile: {(tm, tn)} does not split into {BLOCK} threads x {vec}-element vectors")

@@ -17,6 +17,7 @@ import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
+from mgpu_lab.arguments import size
 
 TILE_M = 128
 HALF = 64
@@ -27,9 +28,10 @@ LOG2E = 1.4426950408889634
 
 def make_softmax(m: int = 4096, n: int = 256, **options) -> mgpu_lab.Kernel:
     """softmax(x, axis=1) for an (m, n) float32 x."""
-    if not isinstance(n, int) or not 0 < n <= 256 or n % WIDTH:
+    m, n = size("m", m, where="softmax"), size("n", n, where="softmax")
+    if n > 256 or n % WIDTH:
         raise ValueError(f"softmax: n must be a multiple of {WIDTH} in [{WIDTH}, 256], got {n!r}")
-    if not isinstance(m, int) or m <= 0 or m % TILE_M:
+    if m % TILE_M:
         raise ValueError(f"softmax: m must be a positive multiple of {TILE_M}, got {m!r}")
     chunks = n // WIDTH
     sd = mgpu_lab.ShapeDtype((m, n), "float32")

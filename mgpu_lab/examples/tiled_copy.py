@@ -10,13 +10,15 @@ import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
+from mgpu_lab.arguments import shape, size
 from mgpu_lab.dsl import ir, vector
 
 
 def make_tiled_copy(m: int = 4096, n: int = 4096, tile: tuple[int, int] = (64, 64), block: int = 256,
                     dtype: str = "float32", **options) -> mgpu_lab.Kernel:
     """Copy an (m, n) array tile by tile through a (tile) smem buffer."""
-    tm, tn = tile
+    m, n, block = (size(name, value, where="tiled_copy") for name, value in (("m", m), ("n", n), ("block", block)))
+    tile = tm, tn = shape("tile", tile, 2, where="tiled_copy")
     if m % tm or n % tn:
         raise ValueError(f"shape: expected multiples of the tile {tile}, got {(m, n)}")
     vec = 16 // dsl.itemsize(dtype)

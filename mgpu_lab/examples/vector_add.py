@@ -6,11 +6,13 @@ import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
+from mgpu_lab.arguments import size
 from mgpu_lab.dsl import ir, vector
 
 
 def make_vector_add(n: int = 1 << 20, dtype: str = "float32", block: int = 256, **options) -> mgpu_lab.Kernel:
     """A kernel adding two 1-D arrays of `n` elements (any n: the tail is guarded)."""
+    n, block = size("n", n, where="vector_add"), size("block", block, where="vector_add")
     itemsize = np.dtype(dtype).itemsize
     vec = 16 // itemsize  # elements per 16-byte access
     if n % vec:

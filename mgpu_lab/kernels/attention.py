@@ -62,11 +62,13 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import Any
 
 import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
+from mgpu_lab.arguments import alternatives, choice, count, fail, flag, number, size
 from mgpu_lab.dsl import FragmentedArray, WGMMAAccumulator
 from mgpu_lab.kernels.gemm.configs import SMS
 
@@ -77,6 +79,9 @@ WARPGROUP = 128
 CONSUMERS = 2
 PRODUCER_REGS, CONSUMER_REGS = 24, 240  # 24 * 128 + 2 * 240 * 128 = 168 * 384 (the launch's registers)
 SMEM_LIMIT = 227 * 1024
+# Rows are int32 in the kernel (TMA box coordinates, the masks' row and column arithmetic): the
+# last query tile's rows reach TILE_Q - 1 past seq_q and must still be int32.
+MAX_SEQ = 2**31 - TILE_Q
 HEAD_DIMS = (64, 128, 256)
 DTYPES = ("bfloat16", "float16")
 _LOG2E = 1.4426950408889634
@@ -208,39 +213,41 @@ def default_stages(head_dim: int, block_kv: int) -> int:
     return max([s for s in range(2, 5) if attention_smem_bytes(head_dim, block_kv, s) <= SMEM_LIMIT], default=2)
 
 
-def _check(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, kv_heads: int, scale: float,
-           dtype: str, block_kv: int, stages: int, persistent: bool | None, exp2_fma_fraction: float,
-           pingpong: bool | None) -> None:
-    for name, value in (("batch", batch), ("heads", heads), ("seq_q", seq_q), ("seq_kv", seq_kv),
-                        ("kv_heads", kv_heads)):
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ValueError(f"attention: {name} must be a positive int, got {value!r}")
-    if head_dim not in HEAD_DIMS:
-        raise ValueError(f"attention: head_dim must be one of {HEAD_DIMS}, got {head_dim!r}")
+def check_problem(batch: Any, heads: Any, seq_q: Any, seq_kv: Any, head_dim: Any,
+                  kv_heads: Any) -> tuple[int, int, int, int, int, int]:
+    """The sizes as ints, bounded before anything is computed from them (the default tiling
+    enumerates the query tiles: a sequence of 2**62 rows would never finish)."""
+    batch, heads, seq_q, seq_kv, kv_heads = (size(name, value, where="attention") for name, value in (
+        ("batch", batch), ("heads", heads), ("seq_q", seq_q), ("seq_kv", seq_kv), ("kv_heads", kv_heads)))
+    choice("head_dim", head_dim, HEAD_DIMS, where="attention")
     if heads % kv_heads:
         raise ValueError(f"attention: kv_heads must divide heads (grouped-query attention), got heads={heads} "
                          f"and kv_heads={kv_heads}")
     if heads > 65535 or batch > 65535:
         raise ValueError(f"attention: heads and batch index the grid's y and z (at most 65535), got heads={heads}, "
                          f"batch={batch}")
-    if dtype not in DTYPES:
-        raise ValueError(f"attention: dtype must be 'bfloat16' or 'float16', got {dtype!r}")
-    if not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
-        raise ValueError(f"attention: scale must be a positive finite number, got {scale!r}")
-    if not isinstance(block_kv, int) or block_kv % 16 or not 64 <= block_kv <= 256:
-        raise ValueError(f"attention: block_kv must be a multiple of 16 in [64, 256], got {block_kv!r}")
+    if seq_q > MAX_SEQ or seq_kv > MAX_SEQ:
+        raise ValueError(f"attention: seq_q and seq_kv may be at most {MAX_SEQ} (2**31 - {TILE_Q}: the kernel "
+                         f"addresses rows with int32 TMA coordinates and masks, the last {TILE_Q}-row query tile "
+                         f"included), got seq_q={seq_q}, seq_kv={seq_kv}")
+    return batch, heads, seq_q, seq_kv, head_dim, kv_heads
+
+
+def _check(scale: float, dtype: str, head_dim: int, block_kv: int, stages: int, persistent: bool | None,
+           exp2_fma_fraction: float, pingpong: bool | None) -> None:
+    choice("dtype", dtype, DTYPES, expected=alternatives(DTYPES), where="attention")
+    number("scale", scale, positive=True, where="attention")
+    block_kv_range = "a multiple of 16 in [64, 256]"
+    count("block_kv", block_kv, minimum=64, maximum=256, expected=block_kv_range, where="attention")
+    if block_kv % 16:
+        raise fail("block_kv", block_kv_range, block_kv, where="attention")
     if block_kv > _MAX_BLOCK_KV[head_dim]:
         raise ValueError(f"attention: head_dim {head_dim} allows block_kv up to {_MAX_BLOCK_KV[head_dim]} (O, S and P "
                          f"must fit in the 240 registers a consumer thread has), got block_kv={block_kv}")
-    if not isinstance(stages, int) or stages < 2:
-        raise ValueError(f"attention: stages must be an int >= 2, got {stages!r}")
-    if not isinstance(exp2_fma_fraction, (int, float)) or isinstance(exp2_fma_fraction, bool) \
-            or not 0.0 <= exp2_fma_fraction <= 1.0:
-        raise ValueError(f"attention: exp2_fma_fraction must be a number in [0, 1], got {exp2_fma_fraction!r}")
-    if pingpong is not None and not isinstance(pingpong, bool):
-        raise ValueError(f"attention: pingpong must be True, False or None, got {pingpong!r}")
-    if persistent is not None and not isinstance(persistent, bool):
-        raise ValueError(f"attention: persistent must be True, False or None, got {persistent!r}")
+    count("stages", stages, minimum=2, where="attention")
+    number("exp2_fma_fraction", exp2_fma_fraction, minimum=0, maximum=1, where="attention")
+    flag("pingpong", pingpong, optional=True, where="attention")
+    flag("persistent", persistent, optional=True, where="attention")
     need = attention_smem_bytes(head_dim, block_kv, stages, persistent=persistent is not False)
     if need > SMEM_LIMIT:
         raise ValueError(f"attention: {stages} K/V stages of {block_kv} x {head_dim} need {need} bytes of smem, more "
@@ -278,22 +285,22 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
                          persistent: bool | None = None, exp2_fma_fraction: float | None = None) -> dict:
     """The attention kernel as `mgpu_lab.kernel` arguments (body, grid, block, shapes, smem,
     name) plus the profile_capacity its named regions need."""
-    kv_heads = heads if kv_heads is None else kv_heads
+    batch, heads, seq_q, seq_kv, head_dim, kv_heads = check_problem(batch, heads, seq_q, seq_kv, head_dim,
+                                                                    heads if kv_heads is None else kv_heads)
+    flag("causal", causal, where="attention")
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
     default_tiles, default_ring = block_kv is None, stages is None
     block_kv = _DEFAULT_BLOCK_KV.get(head_dim, 64) if block_kv is None else block_kv
     stages = default_stages(head_dim, block_kv) if stages is None and head_dim in HEAD_DIMS else stages
     if exp2_fma_fraction is None:
         exp2_fma_fraction = _EXP2_FMA_FRACTION.get(head_dim, 0.0)
-    _check(batch, heads, seq_q, seq_kv, head_dim, kv_heads, scale, dtype, block_kv, stages, persistent,
-           exp2_fma_fraction, pingpong)
+    _check(scale, dtype, head_dim, block_kv, stages, persistent, exp2_fma_fraction, pingpong)
     if persistent is None:
         persistent = default_persistent(batch, heads, seq_q, seq_kv, head_dim, causal, block_kv, kv_heads)
     if default_tiles and not persistent and head_dim in _WIDE_BLOCK_KV:
         block_kv = _WIDE_BLOCK_KV[head_dim]
         stages = default_stages(head_dim, block_kv) if default_ring else stages
-        _check(batch, heads, seq_q, seq_kv, head_dim, kv_heads, scale, dtype, block_kv, stages, persistent,
-               exp2_fma_fraction, pingpong)
+        _check(scale, dtype, head_dim, block_kv, stages, persistent, exp2_fma_fraction, pingpong)
     if default_ring and persistent:
         stages = persistent_stages(head_dim, block_kv)
     if pingpong is None:

@@ -163,6 +163,7 @@ def _fault_from_gone(launcher: Any, gone: WorkerGone, timeout_s: float) -> Kerne
         error = "worker died"
         detail = f"exit code {gone.exit_code}" if gone.exit_code is not None else str(gone)
         note = ("worker log: " + gone.log.strip().splitlines()[-1]) if gone.log.strip() else None
+    note = _with_log_path(note, gone.log_path)
     return KernelFaultError(fault_message(launcher.name, error, detail, note=note),
                             kernel=launcher.name, cuda_error=error)
 
@@ -184,7 +185,16 @@ def _fault_error(launcher: Any, fault: Fault, arrays: list, device: int) -> Kern
             location, sass = fault_report.locate(launcher.compiled, finding)
             if finding is None:
                 note = "a compute-sanitizer re-run did not pin the instruction"
+    note = _with_log_path(note, getattr(fault, "log_path", None))
     message = fault_report.fault_message(launcher.name, fault.cuda_error, fault.detail, location=location,
                                          sass=sass, finding=finding, note=note)
     return KernelFaultError(message, kernel=launcher.name, cuda_error=fault.cuda_error,
                             location=location, sass=sass, report=report)
+
+
+def _with_log_path(note: str | None, log_path: str | None) -> str | None:
+    """The note with where the faulted worker's full log was kept (clean exits remove theirs)."""
+    if not log_path:
+        return note
+    kept = f"the worker's full log is kept at {log_path}"
+    return f"{note}; {kept}" if note else kept

@@ -5,6 +5,9 @@ The parent only ever talks to the worker through a socket; it never touches the 
 CUDA context, so a poisoned worker costs a restart, not the notebook. A replacement worker is
 started the moment the old one is given up, so its start-up (Python, CuPy, a CUDA context:
 about a second or two) overlaps whatever the caller does next.
+
+Each worker writes its output to a log in the temp folder: a clean exit removes it; after a
+fault, a hang or a crash it stays, and the error names its path (`LoggedFault`, `WorkerGone`).
 """
 
 from __future__ import annotations
@@ -27,11 +30,20 @@ _LOG_TAIL_CHARS = 2000
 
 
 class WorkerGone(Exception):
-    """The worker stopped answering: it died (`exit_code`) or hung past the timeout (`timed_out`)."""
+    """The worker stopped answering: it died (`exit_code`) or hung past the timeout (`timed_out`).
+    `log` is the tail of its log, `log_path` the whole log, kept for the user to read."""
 
-    def __init__(self, message: str, *, timed_out: bool = False, exit_code: int | None = None, log: str = ""):
+    def __init__(self, message: str, *, timed_out: bool = False, exit_code: int | None = None, log: str = "",
+                 log_path: str | None = None):
         super().__init__(message)
-        self.timed_out, self.exit_code, self.log = timed_out, exit_code, log
+        self.timed_out, self.exit_code, self.log, self.log_path = timed_out, exit_code, log, log_path
+
+
+@dataclass(frozen=True)
+class LoggedFault(Fault):
+    """A Fault reply with the path of the faulted worker's log, kept for the error message."""
+
+    log_path: str | None = None
 
 
 @dataclass
@@ -41,6 +53,15 @@ class WorkerProcess:
     conn: Any  # multiprocessing.connection.Connection (send, recv, poll, close)
     process: Any  # subprocess.Popen-like: pid, poll(), kill(), wait(timeout)
     log_path: str | None = None
+
+    def remove_log(self) -> None:
+        """Delete the log of a worker that exited cleanly: only a fault's log is worth keeping
+        (one file per worker start would otherwise pile up in the temp folder)."""
+        if self.log_path:
+            try:
+                os.unlink(self.log_path)
+            except OSError:
+                pass
 
     def log_tail(self) -> str:
         if not self.log_path:
@@ -135,8 +156,9 @@ class WorkerClient:
                 except Exception:  # noqa: BLE001 - still running: report no exit code
                     code = None
         log = worker.log_tail() if worker is not None else ""
-        self._give_up()
-        return WorkerGone(what, timed_out=timed_out, exit_code=code, log=log)
+        self._give_up()  # the log stays: the error points at it
+        return WorkerGone(what, timed_out=timed_out, exit_code=code, log=log,
+                          log_path=worker.log_path if worker is not None else None)
 
     def _wait_ready(self) -> None:
         conn = self.worker.conn
@@ -178,7 +200,9 @@ class WorkerClient:
             except (EOFError, OSError, BrokenPipeError):
                 raise self._gone("the isolated worker process died during the launch") from None
             if isinstance(reply, Fault):
-                self._give_up()
+                log_path = self.worker.log_path
+                self._give_up()  # the log stays: the error points at it
+                reply = LoggedFault(reply.cuda_error, reply.detail, log_path)
             elif isinstance(reply, Done):
                 self.loaded.add(digest)
             return reply
@@ -191,8 +215,11 @@ class WorkerClient:
                 return
             try:
                 worker.conn.send(Shutdown())
-                worker.process.wait(timeout=5)
+                clean = worker.process.wait(timeout=5) == 0
             except Exception:  # noqa: BLE001 - a dead or stuck worker is killed below
                 worker.process.kill()
+                clean = False
             finally:
                 worker.conn.close()
+            if clean:
+                worker.remove_log()

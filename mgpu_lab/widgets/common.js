@@ -27,6 +27,15 @@ function scrollWithin(container, child) {
   container.scrollTop = Math.max(top, 0);
 }
 
+// A value made safe for a CSS selector: `_static_id` comes from the saved widget state, which a
+// shared notebook can set to anything (a quote would break out of the attribute selector).
+// CSS.escape where the browser has it; else escape every character that is not [A-Za-z0-9_-].
+function cssEscape(value) {
+  const text = String(value);
+  if (typeof CSS !== "undefined" && typeof CSS.escape === "function") return CSS.escape(text);
+  return text.replace(/[^A-Za-z0-9_-]/gu, (c) => `\\${c.codePointAt(0).toString(16)} `);
+}
+
 // The static rendering of this view was displayed as its own output just before the widget
 // (so a saved notebook shows it without a kernel). While the live view is up, hide it: the
 // whole output in JupyterLab / Notebook 7, the rendering itself elsewhere. Returns the undo.
@@ -34,7 +43,7 @@ function hideStaticTwin(model) {
   const id = model.get("_static_id");
   const hidden = [];
   if (id) {
-    for (const node of document.querySelectorAll(`[data-mgl-static="${id}"]`)) {
+    for (const node of document.querySelectorAll(`[data-mgl-static="${cssEscape(id)}"]`)) {
       const box = node.closest(".jp-OutputArea-child") || node;
       if (box.style.display !== "none") { box.style.display = "none"; hidden.push(box); }
     }

@@ -16,8 +16,9 @@ from typing import Any
 
 import mgpu_lab
 from mgpu_lab import dsl
+from mgpu_lab.arguments import choice
 
-from .kernel import build_gemm_kernel, resolve_tiling
+from .kernel import build_gemm_kernel, check_problem, resolve_tiling
 from .padding import aligned_shape, padded_gemm
 from .pieces import Epilogue, EpilogueTile
 
@@ -36,10 +37,10 @@ def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m
     scales (and epilogue) applied to the sums (split_k.py). swap_ab: C.T = B @ A.T with A's
     few rows as the wgmma's N (as make_gemm's; the scales are scalars, so they apply to either;
     no user epilogue)."""
+    m, n, k = check_problem(m, n, k, transpose_b, where="fp8 gemm")
     if transpose_b is not True:
         raise ValueError("fp8 gemm: B must be (n, k) (transpose_b=True): FP8 wgmma reads K-major operands only")
-    if dtype != FP8:
-        raise ValueError(f"fp8 gemm: dtype must be {FP8!r}, got {dtype!r}")
+    choice("dtype", dtype, (FP8,), expected=repr(FP8), where="fp8 gemm")
     if not aligned_shape(m, n, k, True, FP8, out_dtype):
         return padded_gemm(make_fp8_gemm, m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype, tile_m=tile_m,
                           tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, cluster_m=cluster_m,

@@ -17,9 +17,10 @@ from typing import Any
 
 import mgpu_lab
 from mgpu_lab import dsl
+from mgpu_lab.arguments import choice
 from mgpu_lab.dsl import ir, memref, vector
 
-from .kernel import build_gemm_kernel, resolve_tiling
+from .kernel import build_gemm_kernel, check_problem, resolve_tiling
 from .padding import aligned_shape, padded_gemm
 from .pieces import WGMMA_ROWS, SWIZZLE, Epilogue, EpilogueTile, GemmTiling
 
@@ -86,14 +87,13 @@ def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bflo
     """C (m, n) = epilogue(block-scaled A (m, k) @ B (n, k).T); call it as
     `kernel(a, b, scale_a, scale_b, *epilogue_arrays)`, a and b e4m3 (uint8 bytes on the
     device), the scales float32 of `scale_shapes(m, n, k)`."""
+    m, n, k = check_problem(m, n, k, transpose_b, where="fp8 block-scaled gemm")
     if transpose_b is not True:
         raise ValueError("fp8 block-scaled gemm: B must be (n, k) (transpose_b=True): FP8 wgmma reads K-major "
                          "operands only")
-    if dtype != FP8:
-        raise ValueError(f"fp8 block-scaled gemm: dtype must be {FP8!r}, got {dtype!r}")
-    if tile_n not in BLOCK_TILE_NS:
-        raise ValueError(f"fp8 block-scaled gemm: tile_n must be one of {BLOCK_TILE_NS} (a tile within one "
-                         f"128-column scale block), got {tile_n!r}")
+    choice("dtype", dtype, (FP8,), expected=repr(FP8), where="fp8 block-scaled gemm")
+    choice("tile_n", tile_n, BLOCK_TILE_NS, expected=f"one of {BLOCK_TILE_NS} (a tile within one 128-column scale "
+           f"block)", where="fp8 block-scaled gemm")
     if not aligned_shape(m, n, k, True, FP8, out_dtype):
         return padded_gemm(make_fp8_block_scaled_gemm, m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype,
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,

@@ -53,6 +53,7 @@ import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
+from mgpu_lab.arguments import alternatives, choice, count, flag, size
 from mgpu_lab.profiler.format import words_per_block
 from mgpu_lab.runtime.kernel import Kernel
 
@@ -89,6 +90,7 @@ MAX_ACCUMULATOR = 128 * 128  # f32 accumulator elements per consumer warpgroup (
 MAX_SWAP_AB_ACCUMULATOR = 128 * 160
 _INPUT_DTYPES = ("bfloat16", "float16")
 _OUTPUT_DTYPES = ("bfloat16", "float16", "float32")
+_PERSISTENT = (False, True, "pingpong", "stream_k")
 
 
 def gemm_smem_bytes(tile_n: int, stages: int, out_dtype: str = "bfloat16", tile_m: int = 128) -> int:
@@ -118,14 +120,17 @@ def valid_tile_n(tile_n: Any, transpose_b: bool, swap_ab: bool = False) -> bool:
     return step <= tile_n <= 256 and tile_n % step == 0
 
 
+def check_problem(m: Any, n: Any, k: Any, transpose_b: Any = False, *, where: str = "gemm") -> tuple[int, int, int]:
+    """The sizes as ints, checked before anything computes with them (k=True would otherwise
+    pad to a k=8 GEMM), and transpose_b a bool."""
+    flag("transpose_b", transpose_b, where=where)
+    return size("m", m, where=where), size("n", n, where=where), size("k", k, where=where)
+
+
 def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> None:
     """ValueError naming the argument for anything the kernel cannot do."""
-    for name in ("m", "n", "k"):
-        size = getattr(t, name)
-        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-            raise ValueError(f"gemm: {name} must be a positive int, got {size!r}")
-    if t.tile_m not in TILE_MS:
-        raise ValueError(f"gemm: tile_m must be one of {TILE_MS}, got {t.tile_m!r}")
+    check_problem(t.m, t.n, t.k, t.transpose_b)
+    choice("tile_m", t.tile_m, TILE_MS, where="gemm")
     if not valid_tile_n(t.tile_n, t.transpose_b, t.swap_ab):
         if t.transpose_b:
             step = 8 if t.swap_ab is True else 16
@@ -134,15 +139,10 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: tile_n must be one of {TILE_NS} (B (k, n) loads 64-column boxes; B (n, k) takes "
                          f"any multiple of 16), got {t.tile_n!r}")
 
-    if t.dtype not in input_dtypes:
-        raise ValueError(f"gemm: dtype must be one of {', '.join(map(repr, input_dtypes))}, got {t.dtype!r}")
-    if t.out_dtype not in _OUTPUT_DTYPES:
-        raise ValueError(f"gemm: out_dtype must be 'bfloat16', 'float16' or 'float32', got {t.out_dtype!r}")
-    if isinstance(t.stages, bool) or not isinstance(t.stages, int) or t.stages < 2:
-        raise ValueError(f"gemm: stages must be an int >= 2, got {t.stages!r}")
-    if t.persistent not in (False, True, "pingpong", "stream_k") or \
-            t.persistent in (0, 1) and not isinstance(t.persistent, bool):
-        raise ValueError(f"gemm: persistent must be False, True, 'pingpong' or 'stream_k', got {t.persistent!r}")
+    choice("dtype", t.dtype, input_dtypes, expected=f"one of {', '.join(map(repr, input_dtypes))}", where="gemm")
+    choice("out_dtype", t.out_dtype, _OUTPUT_DTYPES, expected=alternatives(_OUTPUT_DTYPES), where="gemm")
+    count("stages", t.stages, minimum=2, where="gemm")
+    choice("persistent", t.persistent, _PERSISTENT, expected=alternatives(_PERSISTENT), where="gemm")
     if t.pingpong and t.tile_m not in (64, 128):
         raise ValueError(f"gemm: persistent='pingpong' gives each consumer whole tiles: tile_m must be 64 or 128, "
                          f"got {t.tile_m}")
@@ -152,37 +152,33 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: {how}tile_m={t.tile_m} keeps a {t.consumer_rows} x tile_n f32 accumulator per "
                          f"consumer; tile_n must be at most {limit // t.consumer_rows} to fit in "
                          f"registers, got {t.tile_n}")
-    if isinstance(t.split_k, bool) or not isinstance(t.split_k, int) or not 1 <= t.split_k <= t.k_tiles:
-        raise ValueError(f"gemm: split_k must be an int from 1 to the {t.k_tiles} k-steps of k={t.k}, "
-                         f"got {t.split_k!r}")
+    count("split_k", t.split_k, minimum=1, maximum=t.k_tiles, expected=f"an int from 1 to the {t.k_tiles} k-steps "
+          f"of k={t.k}", where="gemm")
     if t.split_k > 1 and t.persistent:
         raise ValueError(f"gemm: split_k={t.split_k} runs one tile slice per block; it cannot be combined with "
                          f"persistent={t.persistent!r}")
-    if t.cluster_m not in (1, 2) or isinstance(t.cluster_m, bool):
-        raise ValueError(f"gemm: cluster_m must be 1 or 2, got {t.cluster_m!r}")
+    choice("cluster_m", t.cluster_m, (1, 2), expected="1 or 2", where="gemm")
     if t.cluster_m == 2 and (t.persistent not in (True, "stream_k") or t.split_k > 1):
         raise ValueError(f"gemm: cluster_m=2 (two blocks sharing B tiles by multicast) needs persistent=True (or "
                          f"'stream_k') and split_k=1, got persistent={t.persistent!r}, split_k={t.split_k}")
     if t.cluster_m == 2 and t.tile_n not in (128, 256):
         raise ValueError(f"gemm: cluster_m=2 splits the B tile between the two blocks: tile_n must be 128 or 256, "
                          f"got {t.tile_n}")
-    if t.split_k_reduce not in ("cluster", "workspace"):
-        raise ValueError(f"gemm: split_k_reduce must be 'cluster' or 'workspace', got {t.split_k_reduce!r}")
+    choice("split_k_reduce", t.split_k_reduce, ("cluster", "workspace"), expected="'cluster' or 'workspace'",
+           where="gemm")
     if t.cluster_split and t.split_k > MAX_CLUSTER_SPLIT:
         raise ValueError(f"gemm: split_k_reduce='cluster' sums the K slices in one cluster of at most "
                          f"{MAX_CLUSTER_SPLIT} blocks, got split_k={t.split_k}; use split_k_reduce='workspace'")
     if t.split_k > 1 and t.dtype not in _INPUT_DTYPES and not t.cluster_split:
         raise ValueError(f"gemm: split_k with dtype {t.dtype!r} needs split_k_reduce='cluster' (its scales apply "
                          f"to the sums), got {t.split_k_reduce!r}")
-    if t.swap_ab not in (False, True) or not isinstance(t.swap_ab, bool):
-        raise ValueError(f"gemm: swap_ab must be True or False, got {t.swap_ab!r}")
+    flag("swap_ab", t.swap_ab, where="gemm")
     if t.swap_ab and (not t.transpose_b or t.persistent or t.cluster_m > 1 or t.split_k > 1 and not t.cluster_split):
         raise ValueError(f"gemm: swap_ab=True (C.T = B @ A.T, written transposed from registers) needs transpose_b=True, "
                          f"one tile per block and the cluster split-K reduce; got transpose_b={t.transpose_b!r}, "
                          f"persistent={t.persistent!r}, cluster_m={t.cluster_m!r}, "
                          f"split_k_reduce={t.split_k_reduce!r} (split_k={t.split_k})")
-    if isinstance(t.group_m, bool) or not isinstance(t.group_m, int) or t.group_m < 1:
-        raise ValueError(f"gemm: group_m must be an int >= 1, got {t.group_m!r}")
+    count("group_m", t.group_m, minimum=1, where="gemm")
     if t.stream_k:
         check_stream_k(t)
     if t.smem_bytes > SMEM_LIMIT:
@@ -223,6 +219,7 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     tile_n up to 160; other tilings 128 x 128).
     Tile sizes (and split_k, swap_ab) left out come from `gemm_config` (tuned table, else a
     heuristic; with an epilogue, a tuned entry that swaps gives way to the heuristic)."""
+    m, n, k = check_problem(m, n, k, transpose_b)
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         return padded_gemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
@@ -294,6 +291,7 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
     to MAX_CLUSTER_SPLIT slices, else 'workspace'). With swap_ab the tiling is of C.T (m and n
     swapped, B the wgmma A operand). unswapped=True (an epilogue, which needs C's own tiles):
     a configuration that swaps gives way to the heuristic's, and swap_ab=True is refused."""
+    m, n, k = check_problem(m, n, k, transpose_b)
     picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype) if tile_m is None or tile_n is None else {}
     if unswapped and swap_ab is True:
         raise ValueError(SWAP_AB_EPILOGUE)
@@ -342,6 +340,7 @@ def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
     A tuned persistent='stream_k' entry gives way to persistent=True here (a stream-K body takes
     a workspace and flags after the epilogue's arrays: ask for it with persistent='stream_k' and
     pass `stream_k.stream_k_inputs(tiling)` arrays, the flags zeroed)."""
+    m, n, k = check_problem(m, n, k, transpose_b)
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         raise ValueError(f"gemm_definition: TMA needs rows of A, B and C that are multiples of 16 bytes; "
                          f"{m}x{n}x{k} ({dtype} in, {out_dtype} out) is not: use make_gemm (it pads)")
