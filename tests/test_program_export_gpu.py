@@ -141,3 +141,16 @@ def test_the_torch_op_of_a_workspace_split_k_matches_the_call_and_captures_in_a_
     graph.replay()
     torch.cuda.synchronize()
     assert np.array_equal(captured.view(torch.uint8).cpu().numpy(), want)
+
+
+def test_jax_arrays_in_jax_arrays_out(rng):
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from mgpu_lab.examples.vector_add import make_vector_add
+
+    kernel = make_vector_add(1 << 12)
+    x = rng.standard_normal(1 << 12).astype(np.float32)
+    got = kernel(jnp.asarray(x), jnp.asarray(x))
+    assert isinstance(got, jax.Array)
+    np.testing.assert_array_equal(np.asarray(got), x + x)

@@ -24,11 +24,21 @@ def _torch_tensor_type(x: Any) -> Any:
     return None
 
 
+def _to_jax(result: Any) -> Any:
+    """JAX arrays in, JAX arrays out: the outputs cross back through DLPack, without a copy."""
+    import jax.dlpack
+
+    if isinstance(result, tuple):
+        return tuple(jax.dlpack.from_dlpack(r) for r in result)
+    return jax.dlpack.from_dlpack(result)
+
+
 class Kernel:
     """A compiled program you call like a function: `kernel(*inputs)` returns its output (or a
-    tuple of them). Inputs may be CuPy arrays, torch tensors or any CUDA array with DLPack / the
-    CUDA array interface; outputs come back in the framework of the inputs (torch in, torch out,
-    on torch's current stream; otherwise CuPy on CuPy's current stream).
+    tuple of them). Inputs may be CuPy arrays, torch tensors, JAX arrays or any CUDA array with
+    DLPack / the CUDA array interface; outputs come back in the framework of the inputs (torch in,
+    torch out, on torch's current stream; JAX in, JAX out through DLPack; otherwise CuPy arrays,
+    on CuPy's current stream).
 
     `kernel.program` is what it runs (launches, scratch buffers, copies: plain data);
     `kernel.compiled` is its main kernel's CompiledKernel (PTX, SASS, resources, smem layout, IR
@@ -136,6 +146,8 @@ class Kernel:
             result = launcher.call(args, out, stream)
             if launcher.single is not None:  # the generated call, once the first call loaded the module
                 self._direct = launcher.single.__dict__.get("call")
+            if out is None and args and type(args[0]).__module__.startswith(("jax", "jaxlib")):
+                return _to_jax(result)
             return result
         except Exception as error:
             trim_for_user(error)  # a wrong argument shows the caller's line, not the launcher's
