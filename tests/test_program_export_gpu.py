@@ -154,3 +154,48 @@ def test_jax_arrays_in_jax_arrays_out(rng):
     got = kernel(jnp.asarray(x), jnp.asarray(x))
     assert isinstance(got, jax.Array)
     np.testing.assert_array_equal(np.asarray(got), x + x)
+
+
+@pytest.mark.parametrize("kind", ["split_k_workspace", "padded", "stream_k"])
+def test_an_isolated_call_runs_every_launch_of_the_program_in_the_worker(kind, rng):
+    """isolate=True on a program of several steps: each launch runs in the isolated worker on the
+    caller's memory (scratch included), copies here; the bits are the in-process call's."""
+    import cupy
+
+    kernel = build(kind)
+    inputs = [cupy.asarray(a) for a in _random_inputs(kernel, rng)]
+    want = kernel(*inputs).get()
+    got = kernel(*inputs, isolate=True, timeout_s=60).get()
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), kind
+
+
+def test_profiling_a_program_traces_its_main_launch(rng):
+    import cupy
+
+    from mgpu_lab.kernels.gemm import make_gemm
+
+    kernel = make_gemm(512, 512, 16384, split_k=16, split_k_reduce="workspace", profile=True)
+    a, b = (cupy.asarray(x) for x in _random_inputs(kernel, rng))
+    kernel(a, b)
+    traces = kernel.last_traces
+    assert traces[0] is not None and traces[1] is None, "the GEMM launch is profiled, the reduce is not"
+    assert kernel.last_trace is traces[0] and traces[0].num_events > 0
+
+
+@pytest.mark.parametrize("kind", ["plain", "padded", "stream_k", "fp8"])
+def test_the_torch_op_of_every_kind_gives_the_calls_bits(kind, rng):
+    """The op allocates outputs and scratch (zero-filled where declared: a padded operand's
+    buffer) from torch's allocator on every call; its bits are the CuPy call's."""
+    import cupy
+
+    torch = pytest.importorskip("torch")
+    kernel = build(kind)
+    op = kernel.as_torch_op(f"mgpu_program_test::{kind}")
+    host = _random_inputs(kernel, rng)
+    want = kernel(*[cupy.asarray(a) for a in host]).get().view(np.uint8)
+    tensors = []
+    for a, spec in zip(host, kernel.inputs):
+        t = torch.from_numpy(a.view(np.uint16) if spec.dtype == "bfloat16" else a).cuda()
+        tensors.append(t.view(getattr(torch, spec.dtype)) if spec.dtype in ("bfloat16", "float8_e4m3fn") else t)
+    for _ in range(2):  # twice: scratch handed back to the allocator and taken again
+        assert np.array_equal(op(*tensors).view(torch.uint8).cpu().numpy().ravel(), want.ravel()), kind

@@ -86,7 +86,11 @@ def register_torch_op(launcher: Any, qualname: str) -> Any:
     spec = launcher.spec
     inputs = [(tuple(s), _torch_dtype(torch, d)) for s, d in spec["inputs"]]
     outputs = [(tuple(s), _torch_dtype(torch, d)) for s, d in spec["outputs"]]
-    scratch = [(tuple(s), _torch_dtype(torch, d), d, "zeros" in fill) for s, d, *fill in spec.get("scratch", ())]
+    # (shape, torch dtype, the dtype CuPy holds it as, zero-filled): the launcher knows the last
+    # (float8 as bytes, bf16 through ml_dtypes), a bare name does not always reach CuPy
+    held = [d for _, d, _ in getattr(launcher, "scratch_specs", ())]
+    scratch = [(tuple(s), _torch_dtype(torch, d), held[i] if i < len(held) else d, "zeros" in fill[:1])
+               for i, (s, d, *fill) in enumerate(spec.get("scratch", ()))]
     if not inputs:
         raise TorchOpError(f"kernel {spec['name']!r} has no inputs: a torch op needs at least one input tensor "
                            f"to know its device")
@@ -149,7 +153,7 @@ def register_torch_op(launcher: Any, qualname: str) -> Any:
             out_arg = out_arrays[0] if len(out_arrays) == 1 else tuple(out_arrays)
             if scratch:
                 temps = [cupy_view(cupy, (torch.zeros if zeroed else torch.empty)(shape, dtype=dtype, device=device),
-                                    cupy.dtype(name)) for shape, dtype, name, zeroed in scratch]
+                                    held_as) for shape, dtype, held_as, zeroed in scratch]
                 launcher.call(tuple(arrays[: len(inputs)]), out_arg, stream, scratch=tuple(temps))
             else:
                 launcher.call(tuple(arrays[: len(inputs)]), out_arg, stream)
