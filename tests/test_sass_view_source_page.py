@@ -143,3 +143,20 @@ def test_saved_kernel_keeps_the_source_page(gemm: CompiledKernel, view: SassView
     assert again.branch_target == view.branch_target and again.ptx_source == view.ptx_source
     assert [again.sass_source[i] for i in _hgmma_lines(again)] == [view.sass_source[i] for i in _hgmma_lines(view)]
     assert again.to_html() == view.to_html()
+
+
+def test_hgmma_fallback_follows_the_warpgroup_arrive() -> None:
+    """When PTX and SASS counts differ (unrolled or peeled loops), a misplaced HGMMA takes
+    the wgmma line of the WARPGROUP.ARRIVE before it."""
+    from mgpu_lab.widgets.line_xref import attribute_hgmma, build_xref
+    from mgpu_lab.widgets.sass_parse import parse_sass
+
+    ck = make_wgmma_tile(128, "k").compiled
+    ptx = ck.ptx.splitlines()
+    first = next(i for i, t in enumerate(ptx) if t.startswith("wgmma.mma_async"))
+    ptx.insert(first + 1, ptx[first])  # five wgmma.mma_async for four HGMMA: no pairing in order
+    lines = parse_sass(ck.sass)
+    xref = build_xref(attribute_hgmma(tuple(ck.line_map), "\n".join(ptx), lines))
+    wgmma_line = next(src for src, sass in xref.source_to_sass.items()
+                      if any(lines[s].opcode == "WARPGROUP.ARRIVE" for s in sass))
+    assert [xref.sass_to_source[ln.index] for ln in lines if ln.mnemonic == "HGMMA"] == [(wgmma_line,)] * 4

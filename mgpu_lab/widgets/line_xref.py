@@ -7,6 +7,7 @@ from the listings themselves: PTX `.loc` directives and nvdisasm's `//## File` c
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ from mgpu_lab.widgets.sass_parse import SassLine, sass_line_info
 
 
 SourceLine = tuple[str, int]  # (file, 0-based line)
+_TEXT_SECTION = re.compile(r"^\s*\.section\s+\.text\.")  # one per function in nvdisasm's listing
 
 
 @dataclass(frozen=True)
@@ -105,8 +107,8 @@ def attribute_hgmma(spans: tuple[SourceSpan, ...], ptx: str,
     not start a row of its own: one scheduled among the instructions of another line (the
     accumulator's store, the `wgmma_wait_group`, an index computation) inherits that line.
     The PTX keeps the truth: each `wgmma.mma_async` follows the `.loc` of its `wgmma` call.
-    When the PTX has as many of them as the SASS has HGMMAs they pair up in order (ptxas
-    issues them in program order); otherwise each misplaced HGMMA takes the line of the
+    When the PTX has as many of them as the SASS has HGMMAs (one function) they pair up in
+    order (ptxas issues them in program order); otherwise each misplaced HGMMA takes the line of the
     nearest earlier WARPGROUP.ARRIVE or HGMMA that sits on a `wgmma` line.
     """
     ptx_text = ptx.splitlines()
@@ -116,7 +118,8 @@ def attribute_hgmma(spans: tuple[SourceSpan, ...], ptx: str,
     if not issued or not hgmma:
         return spans
     current: dict[int, SourceLine] = {s: (span.file, span.line) for span in spans for s in span.sass_lines}
-    if len(issued) == len(hgmma):
+    functions = sum(1 for ln in sass_lines if ln.kind == "directive" and _TEXT_SECTION.match(ln.text))
+    if len(issued) == len(hgmma) and functions <= 1:  # several functions may be listed in another order
         wanted = dict(zip(hgmma, issued))
     else:
         wanted = {}

@@ -160,7 +160,10 @@ def kernel_life_ranges(kernel: Any) -> dict[tuple[str, int], LiveCounts]:
     Kept as a plain attribute of the (frozen) `Disassembly` rather than a field of it, so
     compiling never pays for it and saved kernels do not change shape; a new disassembly
     (another compile) starts without one."""
-    disassembly = kernel.wait_disassembly()
+    wait = getattr(kernel, "wait_disassembly", None)
+    if wait is None:  # a kernel-like object from elsewhere: nothing to keep it on
+        return life_ranges(kernel.cubin)
+    disassembly = wait()
     cached = getattr(disassembly, "_mgl_life_ranges", None)
     if cached is None:
         cached = life_ranges(kernel.cubin)
