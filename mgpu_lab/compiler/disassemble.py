@@ -16,13 +16,18 @@ from .toolchain import find_tool
 
 def disassemble(cubin: bytes) -> str:
     """nvdisasm's SASS of the code sections, with `//## File "...", line N` line info."""
+    return _nvdisasm(cubin, "-c", "-g")
+
+
+def _nvdisasm(cubin: bytes, *flags: str) -> str:
+    """stdout of `nvdisasm <flags> kernel.cubin` (the tool reads files, not stdin)."""
     with tempfile.TemporaryDirectory(prefix="mgpu_lab_nvdisasm_") as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)
-        proc = subprocess.run([find_tool("nvdisasm"), "-c", "-g", str(path)],
+        proc = subprocess.run([find_tool("nvdisasm"), *flags, str(path)],
                               capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            raise ToolchainError(f"nvdisasm failed (exit {proc.returncode}):\n{proc.stderr.strip()}")
+            raise ToolchainError(f"nvdisasm {' '.join(flags)} failed (exit {proc.returncode}):\n{proc.stderr.strip()}")
         return proc.stdout
 
 
@@ -89,3 +94,33 @@ def build_line_map(ptx: str, sass: str) -> tuple[tuple[SourceSpan, ...], dict[st
             if text:
                 sources[span.file] = text
     return spans, sources
+
+
+# nvdisasm -lrm count: "/*0b80*/  HGMMA ... ;  // |  67   |        |   14   |         |"
+_LIFE_ROW = re.compile(r"/\*([0-9a-fA-F]+)\*/.*//\s*\|([^|]*)\|([^|]*)\|([^|]*)\|([^|]*)\|\s*$")
+_TEXT_SECTION = re.compile(r"^\s*\.section\s+(\.text\.[^\s,]+)")
+
+LiveCounts = tuple[int, int, int, int]  # live GPR, predicate, uniform GPR, uniform predicate registers
+
+
+def parse_life_ranges(text: str) -> dict[tuple[str, int], LiveCounts]:
+    """(code section, instruction address) -> live register counts, from `nvdisasm -lrm count`.
+
+    A blank column is zero live registers of that kind."""
+    out: dict[tuple[str, int], LiveCounts] = {}
+    section = ""
+    for line in text.splitlines():
+        if m := _TEXT_SECTION.match(line):
+            section = m.group(1)
+        elif m := _LIFE_ROW.search(line):
+            counts = tuple(int(c) if c.strip().isdigit() else 0 for c in m.groups()[1:])
+            out[(section, int(m.group(1), 16))] = counts  # type: ignore[assignment]
+    return out
+
+
+def life_ranges(cubin: bytes) -> dict[tuple[str, int], LiveCounts]:
+    """Live register counts per instruction of `cubin` (nvdisasm's register life ranges).
+
+    A separate nvdisasm run (life ranges and line info do not mix in one listing), so it is
+    asked for only when a viewer needs it, never during a compile."""
+    return parse_life_ranges(_nvdisasm(cubin, "-c", "-lrm", "count"))

@@ -12,12 +12,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from mgpu_lab.compiler.compiled_kernel import SourceSpan
+from mgpu_lab.compiler.disassemble import ptx_line_sources
 from mgpu_lab.widgets.sass_parse import SassLine, sass_line_info
 
-_PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')
-_PTX_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+")
 
 SourceLine = tuple[str, int]  # (file, 0-based line)
+_TEXT_SECTION = re.compile(r"^\s*\.section\s+\.text\.")  # one per function in nvdisasm's listing
 
 
 @dataclass(frozen=True)
@@ -61,27 +61,11 @@ def build_xref(spans: Iterable[SourceSpan]) -> LineXref:
 
 
 def ptx_line_info(ptx: str) -> dict[int, SourceLine]:
-    """PTX instruction line index -> (file, 0-based line), from `.file` / `.loc` directives."""
-    files: dict[int, str] = {}
-    current: SourceLine | None = None
-    out: dict[int, SourceLine] = {}
-    for i, line in enumerate(ptx.splitlines()):
-        if m := _PTX_FILE.match(line):
-            files[int(m[1])] = m[2]
-        elif m := _PTX_LOC.match(line):
-            number = int(m[2])
-            # Line 0 is "no location" in DWARF; file ids without a .file are not ours to guess.
-            current = (files[int(m[1])], number - 1) if number and int(m[1]) in files else None
-        elif current is not None and _is_ptx_instruction(line):
-            out[i] = current
-        elif line.strip() == "}":
-            current = None  # a function ends; the next one starts without a location
-    return out
+    """PTX instruction line index -> (file, 0-based line), from `.file` / `.loc` directives.
 
-
-def _is_ptx_instruction(line: str) -> bool:
-    s = line.strip()
-    return bool(s) and s.endswith(";") and not s.startswith((".", "//", "{", "}"))
+    The compiler's reader, so both agree; it also finds `.file` directives that LLVM writes
+    after the code they name."""
+    return {i: (f, line - 1) for i, (f, line) in ptx_line_sources(ptx).items()}
 
 
 def derive_spans(ptx: str, sass_lines: tuple[SassLine, ...]) -> tuple[SourceSpan, ...]:
@@ -109,3 +93,54 @@ def match_source_file(name: str, sources: dict[str, str]) -> str | None:
     base = name.replace("\\", "/").rsplit("/", 1)[-1]
     matches = [k for k in sources if k.replace("\\", "/").rsplit("/", 1)[-1] == base]
     return matches[0] if len(matches) == 1 else None
+
+
+def _is_wgmma_ptx(line: str) -> bool:
+    return line.lstrip().startswith("wgmma.mma_async")
+
+
+def attribute_hgmma(spans: tuple[SourceSpan, ...], ptx: str,
+                    sass_lines: tuple[SassLine, ...]) -> tuple[SourceSpan, ...]:
+    """`spans` with every HGMMA moved to the source line of the `wgmma` that issued it.
+
+    ptxas's line table has one row per run of instructions after scheduling, and an HGMMA does
+    not start a row of its own: one scheduled among the instructions of another line (the
+    accumulator's store, the `wgmma_wait_group`, an index computation) inherits that line.
+    The PTX keeps the truth: each `wgmma.mma_async` follows the `.loc` of its `wgmma` call.
+    When the PTX has as many of them as the SASS has HGMMAs (one function) they pair up in
+    order (ptxas issues them in program order); otherwise each misplaced HGMMA takes the line of the
+    nearest earlier WARPGROUP.ARRIVE or HGMMA that sits on a `wgmma` line.
+    """
+    ptx_text = ptx.splitlines()
+    issued = [src for i, src in sorted(ptx_line_info(ptx).items()) if _is_wgmma_ptx(ptx_text[i])]
+    wgmma_lines = set(issued)
+    hgmma = [ln.index for ln in sass_lines if ln.kind == "instruction" and ln.mnemonic == "HGMMA"]
+    if not issued or not hgmma:
+        return spans
+    current: dict[int, SourceLine] = {s: (span.file, span.line) for span in spans for s in span.sass_lines}
+    functions = sum(1 for ln in sass_lines if ln.kind == "directive" and _TEXT_SECTION.match(ln.text))
+    if len(issued) == len(hgmma) and functions <= 1:  # several functions may be listed in another order
+        wanted = dict(zip(hgmma, issued))
+    else:
+        wanted = {}
+        anchor: SourceLine | None = None
+        for ln in sass_lines:
+            if ln.kind != "instruction" or not (ln.mnemonic == "HGMMA" or ln.opcode == "WARPGROUP.ARRIVE"):
+                continue
+            src = current.get(ln.index)
+            if src in wgmma_lines:
+                anchor = src
+            elif ln.mnemonic == "HGMMA" and anchor is not None:
+                wanted[ln.index] = anchor
+    moved = {s: src for s, src in wanted.items() if current.get(s) != src}
+    if not moved:
+        return spans
+    kept = tuple(
+        SourceSpan(span.file, span.line, span.ptx_lines, tuple(s for s in span.sass_lines if s not in moved))
+        for span in spans
+    )
+    added: dict[SourceLine, list[int]] = {}
+    for s, src in sorted(moved.items()):
+        added.setdefault(src, []).append(s)
+    # build_xref merges these with the existing spans of the same source line.
+    return kept + tuple(SourceSpan(f, line, (), tuple(v)) for (f, line), v in added.items())

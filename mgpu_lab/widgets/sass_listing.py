@@ -11,15 +11,19 @@ from typing import Any
 
 from mgpu_lab.widgets.line_xref import (
     LineXref,
+    attribute_hgmma,
     build_xref,
     derive_spans,
     match_source_file,
 )
+from mgpu_lab.compiler.disassemble import LiveCounts, life_ranges
+from mgpu_lab.errors import ToolchainError
 from mgpu_lab.widgets.region_lines import region_source_lines
 from mgpu_lab.widgets.resource_report import resource_rows
 from mgpu_lab.widgets.sass_parse import (
     KEY_CLASSES,
     SassLine,
+    branch_targets,
     code_instructions,
     instruction_mix,
     is_scaffolding,
@@ -52,6 +56,16 @@ class SassListing:
     line_class: tuple[str, ...]  # per SASS line: its KEY_CLASSES name, or ""
     source_class_counts: tuple[tuple[int, ...], ...]  # per source key: count per KEY_CLASSES
     region_sass: dict[str, tuple[int, ...]]  # named region -> SASS lines of its source lines
+    ptx_source: tuple[int, ...] = ()  # per PTX line: index into source_keys, -1 for none
+    branch_target: tuple[int, ...] = ()  # per SASS line: line of the label it jumps to, -1 for none
+    live_registers: tuple[int, ...] = ()  # per SASS line: live GPRs there (nvdisasm), -1 off code
+    live_note: str = ""  # why there is no live-register column, when there is none
+
+    @property
+    def live_peak(self) -> tuple[int, ...]:
+        """SASS lines where the most registers are live (the register-pressure peak)."""
+        top = max(self.live_registers, default=-1)
+        return tuple(i for i, n in enumerate(self.live_registers) if n == top) if top > 0 else ()
 
     def source_text(self, file_id: int, line: int) -> str:
         """Text of 0-based `line` of source file `file_id` ("" when unavailable)."""
@@ -66,6 +80,7 @@ def build_listing(kernel: Any) -> SassListing:
     derived = not spans
     if derived:
         spans = derive_spans(kernel.ptx or "", lines)
+    spans = attribute_hgmma(spans, kernel.ptx or "", lines)
     xref: LineXref = build_xref(spans)
 
     sources: dict[str, str] = dict(kernel.sources or {})
@@ -104,10 +119,19 @@ def build_listing(kernel: Any) -> SassListing:
         }))
         for region, places in region_source_lines(sources).items()
     }
+    ptx_lines = tuple((kernel.ptx or "").splitlines())
+    key_index = {key: k for k, key in enumerate(xref.source_to_sass)}
+    ptx_key = [-1] * len(ptx_lines)
+    for key, ptx in xref.source_to_ptx.items():
+        for p in ptx:
+            if 0 <= p < len(ptx_key) and key in key_index:
+                ptx_key[p] = key_index[key]
+    targets = branch_targets(lines)
+    live, live_note = live_register_column(kernel, lines)
     return SassListing(
         name=kernel.name,
         lines=lines,
-        ptx_lines=tuple((kernel.ptx or "").splitlines()),
+        ptx_lines=ptx_lines,
         files=tuple(files),
         file_labels=tuple(display_file_name(f) for f in files),
         file_texts=tuple(texts),
@@ -123,4 +147,42 @@ def build_listing(kernel: Any) -> SassListing:
         line_class=line_class,
         source_class_counts=class_counts,
         region_sass=region_sass,
+        ptx_source=tuple(ptx_key),
+        branch_target=tuple(targets.get(i, -1) for i in range(len(lines))),
+        live_registers=live,
+        live_note=live_note,
     )
+
+
+def kernel_life_ranges(kernel: Any) -> dict[tuple[str, int], LiveCounts]:
+    """nvdisasm's live register counts of `kernel.cubin`, computed once per disassembly.
+
+    Kept as a plain attribute of the (frozen) `Disassembly` rather than a field of it, so
+    compiling never pays for it and saved kernels do not change shape; a new disassembly
+    (another compile) starts without one."""
+    wait = getattr(kernel, "wait_disassembly", None)
+    if wait is None:  # a kernel-like object from elsewhere: nothing to keep it on
+        return life_ranges(kernel.cubin)
+    disassembly = wait()
+    cached = getattr(disassembly, "_mgl_life_ranges", None)
+    if cached is None:
+        cached = life_ranges(kernel.cubin)
+        object.__setattr__(disassembly, "_mgl_life_ranges", cached)
+    return cached
+
+
+def live_register_column(kernel: Any, lines: tuple[SassLine, ...]) -> tuple[tuple[int, ...], str]:
+    """Per SASS line: live GPRs at that instruction (-1 elsewhere), and a note when unknown."""
+    if not getattr(kernel, "cubin", b""):
+        return (), "no cubin: live registers unknown"
+    try:
+        ranges = kernel_life_ranges(kernel)
+    except ToolchainError as err:
+        return (), f"live registers unknown ({str(err).splitlines()[0]})"
+    section, column = "", []
+    for ln in lines:
+        if ln.kind == "directive" and ln.text.strip().startswith(".section"):
+            section = ln.text.split()[1].split(",")[0]
+        counts = ranges.get((section, ln.address)) if ln.address is not None else None
+        column.append(counts[0] if counts else -1)
+    return tuple(column), ""

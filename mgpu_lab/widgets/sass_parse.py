@@ -215,3 +215,26 @@ def sass_line_info(lines: tuple[SassLine, ...]) -> dict[int, tuple[str, int]]:
         elif ln.index in code and current is not None:
             out[ln.index] = current
     return out
+
+
+def branch_targets(lines: tuple[SassLine, ...]) -> dict[int, int]:
+    """Instruction line -> line of the label it names (`BRA`, `@P0 BRA`, `CALL`, `BSSY` ...).
+
+    nvdisasm names every branch target `.L_x_N` and prints it as a label line of its own;
+    an operand spells it `` `(.L_x_N) ``."""
+    defined = {label_name(ln): ln.index for ln in lines if ln.kind == "label"}
+    out: dict[int, int] = {}
+    for ln in lines:
+        if ln.kind != "instruction":
+            continue
+        for cls, text in ln.tokens:
+            name = text.strip("`() ")
+            if cls == "label" and name in defined:
+                out[ln.index] = defined[name]
+                break
+    return out
+
+
+def label_name(line: SassLine) -> str:
+    """The name a label line defines (`.L_x_3` for `.L_x_3:`), else ""."""
+    return line.text.strip()[:-1] if line.kind == "label" else ""

@@ -1,6 +1,7 @@
 // SASS view (anywidget ESM): coloured listing, search, source <-> SASS <-> PTX selection,
 // instruction mix and resource report. Tokens and cross references arrive precomputed from
-// Python; this file only builds DOM and moves highlight classes around.
+// Python; this file only builds DOM and moves highlight classes around. Keys in the listing:
+// up/down move the selection, n/N step through search hits, Enter follows a branch.
 
 function render({ model, el }) {
   const root = h("div", { class: "mgl mgl-sass" });
@@ -11,15 +12,17 @@ function render({ model, el }) {
   const nextBtn = h("button", { class: "mgl-btn", text: "▼", title: "next match" });
   const scaffoldBox = h("input", { type: "checkbox", class: "mgl-sass-scaffolding" });
   const regionLabel = h("span", { class: "mgl-status mgl-sass-region" });
+  // Register pressure: jumps through the lines where the most registers are live.
+  const peakBtn = h("button", { class: "mgl-btn mgl-sass-peak-btn" });
   const toolbar = h("div", { class: "mgl-toolbar" }, [
     h("span", { class: "mgl-title", text: `SASS: ${model.get("title")}` }), search, prevBtn, nextBtn, matchLabel,
     h("label", { title: "nvdisasm's //## File markers, directives and section headers" }, [scaffoldBox, " markers & directives"]),
-    regionLabel,
+    regionLabel, peakBtn,
   ]);
   // Jump between the instructions of each class that matters (HGMMA, UTMA*, LDS/STS, ...).
   const classBar = h("div", { class: "mgl-toolbar mgl-sass-classes" });
   const notes = h("div", { class: "mgl-status" });
-  const listing = h("div", { class: "mgl-code mgl-sass-listing" });
+  const listing = h("div", { class: "mgl-code mgl-sass-listing", tabindex: "0" });
   const sourceTitle = h("div", { class: "mgl-panel-title mgl-sass-source-title", text: "Source" });
   const fileSelect = h("select", { class: "mgl-sass-file" });
   const source = h("div", { class: "mgl-code mgl-sass-source" });
@@ -54,6 +57,12 @@ function render({ model, el }) {
   const keySass = model.get("source_sass");
   const keyPtx = model.get("source_ptx");
   const keyIndex = new Map(keys.map((k, i) => [`${k[0]}:${k[1]}`, i]));
+  const ptxSource = model.get("ptx_source") || [];
+  const branchTarget = model.get("branch_target") || [];
+  const live = model.get("live_registers") || [];
+  const livePeak = model.get("live_peak") || [];
+  const peakSet = new Set(livePeak);
+  const liveWidth = String(Math.max(0, ...live)).length;
   const height = model.get("height");
   listing.style.height = `${height}px`;
   source.style.height = `${Math.round(height * 0.55)}px`;
@@ -67,12 +76,26 @@ function render({ model, el }) {
   const sassRows = lines.map((tokens, i) => {
     const row = h("div", { class: "mgl-code-line", "data-line": String(i) });
     row.append(h("span", { class: "mgl-lineno", text: String(i + 1).padStart(digits) }));
+    if (live.length) {
+      // Live GPRs at this instruction (nvdisasm's life ranges); the peak in red.
+      const n = live[i];
+      const cell = h("span", { class: "mgl-sass-live", text: (n >= 0 ? String(n) : "").padStart(liveWidth) + " " });
+      cell.style.color = peakSet.has(i) ? "#c0392b" : "#8a8a8a";
+      if (peakSet.has(i)) { cell.style.fontWeight = "700"; cell.title = `register-pressure peak: ${n} live registers`; }
+      else if (n >= 0) cell.title = `${n} live registers`;
+      row.append(cell);
+    }
     let text = "";
     tokens.forEach(([cls, t], k) => {
       // nvdisasm indents instructions by 8 and pads before the opcode column; drop the same
       // amount from every instruction so opcodes stay aligned and the source column fits.
       if (!cls && isInstruction[i] && k <= 2 && !t.trim()) t = k === 0 ? "" : t.slice(Math.min(12, t.length - 1));
-      row.append(cls ? h("span", { class: `sass-${cls}`, text: t }) : document.createTextNode(t));
+      if (cls === "label" && branchTarget[i] >= 0) {
+        // A branch target: a link to its label line.
+        const link = h("a", { class: "sass-label mgl-sass-branch", href: "#", title: `go to line ${branchTarget[i] + 1} (Enter)`, text: t });
+        link.addEventListener("click", (ev) => { ev.preventDefault(); ev.stopPropagation(); jumpTo(branchTarget[i]); });
+        row.append(link);
+      } else row.append(cls ? h("span", { class: `sass-${cls}`, text: t }) : document.createTextNode(t));
       text += t;
     });
     lineText.push(text.toLowerCase());
@@ -90,7 +113,7 @@ function render({ model, el }) {
         previousSource = key;
       }
     }
-    row.addEventListener("click", () => selectSass(i));
+    row.addEventListener("click", () => { selectSass(i); listing.focus({ preventScroll: true }); });
     return row;
   });
   listing.append(...sassRows);
@@ -156,12 +179,15 @@ function render({ model, el }) {
   // ---- PTX -------------------------------------------------------------------------------
   const ptxText = model.get("ptx_lines");
   const ptxDigits = String(ptxText.length).length;
-  const ptxRows = ptxText.map((t, i) =>
-    h("div", { class: "mgl-code-line mgl-nocode", "data-line": String(i) }, [
+  const ptxRows = ptxText.map((t, i) => {
+    const hasSource = (ptxSource[i] ?? -1) >= 0;
+    const row = h("div", { class: hasSource ? "mgl-code-line" : "mgl-code-line mgl-nocode", "data-line": String(i) }, [
       h("span", { class: "mgl-lineno", text: String(i + 1).padStart(ptxDigits) }),
       t,
-    ]),
-  );
+    ]);
+    if (hasSource) row.addEventListener("click", () => selectPtx(i));
+    return row;
+  });
   ptx.append(...ptxRows);
 
   // ---- selection -------------------------------------------------------------------------
@@ -173,23 +199,59 @@ function render({ model, el }) {
   }
 
   function selectSass(i) {
+    model.set("selected_ptx", -1);
     model.set("selected_sass", i);
     model.set("selected_source", sassSource[i] ? sassSource[i] : []);
     model.save_changes(); // the change events re-apply the highlights
   }
 
   function selectSource(fileId, line) {
+    model.set("selected_ptx", -1);
     model.set("selected_sass", -1);
     model.set("selected_source", [fileId, line]);
     model.save_changes();
   }
+
+  // A PTX line selects the source line it came from, and so that line's SASS.
+  function selectPtx(p) {
+    const k = ptxSource[p];
+    model.set("selected_sass", -1);
+    model.set("selected_ptx", p);
+    model.set("selected_source", k >= 0 ? keys[k] : []);
+    model.save_changes();
+  }
+
+  function jumpTo(line) {
+    if (line < 0 || line >= sassRows.length) return;
+    selectSass(line);
+    scrollWithin(listing, sassRows[line]);
+  }
+
+  // ---- keyboard (the listing has focus after a click) -------------------------------------
+  const visible = (i) => model.get("show_scaffolding") || !scaffolding[i];
+  function moveSelection(d) {
+    let i = model.get("selected_sass");
+    if (i < 0) i = d > 0 ? -1 : sassRows.length;
+    for (i += d; i >= 0 && i < sassRows.length; i += d) if (visible(i)) return jumpTo(i);
+  }
+  listing.addEventListener("keydown", (ev) => {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const sel = model.get("selected_sass");
+    if (ev.key === "ArrowDown" || ev.key === "ArrowUp") moveSelection(ev.key === "ArrowDown" ? 1 : -1);
+    else if (ev.key === "n" || ev.key === "N") { step(ev.key === "n" ? 1 : -1); if (current >= 0) jumpTo(matches[current]); }
+    else if (ev.key === "Enter" && sel >= 0 && branchTarget[sel] >= 0) jumpTo(branchTarget[sel]);
+    else return;
+    ev.preventDefault();
+  });
 
   function applySelection(scroll) {
     for (const [row, cls] of marked) row.classList.remove(cls);
     marked = [];
     const sel = model.get("selected_sass");
     const src = model.get("selected_source");
+    const selPtx = model.get("selected_ptx");
     if (sel >= 0) mark(sassRows[sel], "mgl-selected");
+    if (selPtx >= 0) mark(ptxRows[selPtx], "mgl-selected");
     if (!src || src.length !== 2) {
       sourceTitle.textContent = sel >= 0 ? "Source: (no line info for this instruction)" : "Source";
       ptxTitle.textContent = "PTX";
@@ -205,13 +267,13 @@ function render({ model, el }) {
     const related = k === undefined ? [] : keySass[k];
     const ptxLines = k === undefined ? [] : keyPtx[k];
     for (const s of related) if (s !== sel) mark(sassRows[s], "mgl-related");
-    for (const p of ptxLines) mark(ptxRows[p], "mgl-related");
+    for (const p of ptxLines) if (p !== selPtx) mark(ptxRows[p], "mgl-related");
     ptxTitle.textContent = ptxLines.length
       ? `PTX: ${ptxLines.length} line${ptxLines.length > 1 ? "s" : ""} from this source line`
       : "PTX: none from this source line";
     if (scroll) {
       scrollWithin(source, srcRow);
-      if (ptxLines.length) scrollWithin(ptx, ptxRows[ptxLines[0]]);
+      if (selPtx < 0 && ptxLines.length) scrollWithin(ptx, ptxRows[ptxLines[0]]);
       if (sel < 0 && related.length) scrollWithin(listing, sassRows[related[0]]);
     }
   }
@@ -245,6 +307,18 @@ function render({ model, el }) {
   });
   prevBtn.addEventListener("click", () => step(-1));
   nextBtn.addEventListener("click", () => step(1));
+
+  // ---- register pressure -------------------------------------------------------------------
+  let peakPos = -1;
+  peakBtn.style.display = livePeak.length ? "" : "none";
+  const peakText = () => `peak ${live[livePeak[0]]} live registers` + (livePeak.length > 1 ? ` (${peakPos + 1}/${livePeak.length})` : "");
+  peakBtn.title = "register-pressure peak: jump to the next line where the most registers are live";
+  if (livePeak.length) peakBtn.textContent = peakText();
+  peakBtn.addEventListener("click", () => {
+    peakPos = (peakPos + 1) % livePeak.length;
+    peakBtn.textContent = peakText();
+    jumpTo(livePeak[peakPos]);
+  });
 
   // ---- mix and resources -----------------------------------------------------------------
   const mixData = model.get("mix");
@@ -291,12 +365,14 @@ function render({ model, el }) {
   const onSelection = () => applySelection(true);
   model.on("change:selected_sass", onSelection);
   model.on("change:selected_source", onSelection);
+  model.on("change:selected_ptx", onSelection);
   const showStatic = hideStaticTwin(model);
   return () => {
     showStatic();
     clearTimeout(searchTimer);
     model.off("change:selected_sass", onSelection);
     model.off("change:selected_source", onSelection);
+    model.off("change:selected_ptx", onSelection);
     model.off("change:selected_region", applyRegion);
     model.off("change:show_scaffolding", applyScaffolding);
     window.removeEventListener(MGL_REGION_EVENT, onRegionEvent);

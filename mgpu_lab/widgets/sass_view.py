@@ -1,7 +1,11 @@
 """`SassView`: a kernel's SASS, coloured and searchable, tied to its source and PTX lines.
 
 Clicking a SASS instruction selects the DSL source line it came from (and shows the PTX
-generated from that line); clicking a source line highlights all its SASS instructions.
+generated from that line); clicking a source line highlights all its SASS instructions;
+clicking a PTX line highlights its source line and that line's SASS. Keys in the listing:
+up/down move the selection, n/N step through search hits, Enter follows a branch. Branch
+targets are links, and a column shows the registers live at each instruction (nvdisasm's
+life ranges) with the peak marked.
 Beside the listing: the instruction mix by opcode family and the resource report.
 The cross references are computed here and sent once; selection runs in the browser.
 """
@@ -56,12 +60,17 @@ class SassView(StaticFallback, anywidget.AnyWidget):
     key_classes = traitlets.List(traitlets.Unicode()).tag(sync=True)
     source_class_counts = traitlets.List().tag(sync=True)  # per source key: count per key class
     region_sass = traitlets.Dict().tag(sync=True)  # region name -> SASS lines
+    ptx_source = traitlets.List(traitlets.Int()).tag(sync=True)  # per PTX line: source key or -1
+    branch_target = traitlets.List(traitlets.Int()).tag(sync=True)  # per SASS line: label line or -1
+    live_registers = traitlets.List(traitlets.Int()).tag(sync=True)  # per SASS line: live GPRs or -1
+    live_peak = traitlets.List(traitlets.Int()).tag(sync=True)  # SASS lines at the most live GPRs
     show_scaffolding = traitlets.Bool(False).tag(sync=True)
     selected_region = traitlets.Unicode("").tag(sync=True)
     height = traitlets.Int(460).tag(sync=True)
 
     selected_sass = traitlets.Int(-1).tag(sync=True)
     selected_source = traitlets.List(traitlets.Int()).tag(sync=True)
+    selected_ptx = traitlets.Int(-1).tag(sync=True)
     search = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, kernel: Any, height: int = 460, **kwargs: Any) -> None:
@@ -75,6 +84,8 @@ class SassView(StaticFallback, anywidget.AnyWidget):
         missing = [f for f, text in zip(lst.files, lst.file_texts) if not text]
         if missing:
             notes.append("source text not available for: " + ", ".join(missing))
+        if lst.live_note:
+            notes.append(lst.live_note)
         super().__init__(
             title=lst.name,
             lines=[[list(tok) for tok in ln.tokens] for ln in lst.lines],
@@ -96,6 +107,10 @@ class SassView(StaticFallback, anywidget.AnyWidget):
             key_classes=[name for name, _ in KEY_CLASSES],
             source_class_counts=[list(c) for c in lst.source_class_counts],
             region_sass={k: list(v) for k, v in lst.region_sass.items()},
+            ptx_source=list(lst.ptx_source),
+            branch_target=list(lst.branch_target),
+            live_registers=list(lst.live_registers),
+            live_peak=list(lst.live_peak),
             height=height,
             **kwargs,
         )
@@ -107,6 +122,18 @@ class SassView(StaticFallback, anywidget.AnyWidget):
     def select_source(self, line: int, file: int = 0) -> None:
         """Select 1-based `line` of source file `file` (highlights its SASS and PTX)."""
         self.selected_source = [file, line - 1]
+
+    def select_ptx(self, line: int) -> None:
+        """Select 1-based PTX `line`: its source line and that line's SASS light up."""
+        k = self.ptx_source[line - 1] if 0 < line <= len(self.ptx_source) else -1
+        self.selected_sass = -1
+        self.selected_ptx = line - 1
+        self.selected_source = list(self.source_keys[k]) if k >= 0 else []
+
+    def sass_lines_of_ptx(self, line: int) -> list[int]:
+        """0-based SASS lines from the source line that 1-based PTX `line` came from."""
+        k = self.ptx_source[line - 1] if 0 < line <= len(self.ptx_source) else -1
+        return list(self.source_sass[k]) if k >= 0 else []
 
     def sass_lines_of(self, line: int, file: int = 0) -> list[int]:
         """0-based SASS lines generated from 1-based source `line`."""

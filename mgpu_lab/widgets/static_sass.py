@@ -1,8 +1,14 @@
 """Static SASS rendering: resource report, instruction mix and the coloured listing with the
-source line of every instruction, as HTML; the mix and resources as a matplotlib figure."""
+source line of every instruction, as HTML; the mix and resources as a matplotlib figure.
+
+The HTML listing also has the live view's source-page basics that need no script: branch
+targets are `<a href="#...">` links to their label line's anchor, and a column gives the
+registers live at each instruction with the register-pressure peak marked.
+"""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -19,6 +25,48 @@ def _source_note(listing: SassListing, sass_line: int) -> str:
     file_id, line = src
     text = listing.source_text(file_id, line).strip()
     return f'  <span style="color:#8a8a8a">// {esc(listing.file_labels[file_id])}, line {line + 1}  {esc(text[:60])}</span>'
+
+
+PEAK_COLOR = "#c0392b"
+
+
+def anchor_prefix(listing: SassListing) -> str:
+    """Start of the listing's line anchors (`sass-<kernel>-<line>`), safe as an HTML id."""
+    return "sass-" + re.sub(r"[^A-Za-z0-9_-]", "_", listing.name)
+
+
+def _line_html(listing: SassListing, index: int, prefix: str) -> str:
+    """A line's tokens; its branch target (if any) as a link to the label's anchor."""
+    target = listing.branch_target[index] if listing.branch_target else -1
+    out = []
+    for cls, text in listing.lines[index].tokens:
+        html = tokens_html([(cls, text)])
+        if cls == "label" and target >= 0:
+            html = f'<a href="#{prefix}-{target}" title="go to line {target + 1}" style="color:inherit">{html}</a>'
+        out.append(html)
+    return "".join(out)
+
+
+def _live_cell(listing: SassListing, index: int, width: int, peak: set[int]) -> str:
+    """The live-register count of a line, red and bold with a marker at the peak."""
+    if not listing.live_registers:
+        return ""
+    n = listing.live_registers[index]
+    text = f"{n:>{width}}" if n >= 0 else " " * width
+    if index in peak:
+        return f'<span style="color:{PEAK_COLOR}; font-weight:700" title="register-pressure peak">{text}▲</span> '
+    return f'<span style="color:#8a8a8a">{text}</span>  '
+
+
+def _peak_summary(listing: SassListing, prefix: str) -> str:
+    """'register-pressure peak: N live registers at lines ...' with links to the lines."""
+    if not listing.live_peak:
+        return listing.live_note
+    lines = listing.live_peak
+    links = ", ".join(f'<a href="#{prefix}-{i}" style="color:{PEAK_COLOR}">{i + 1}</a>' for i in lines[:8])
+    more = f" and {len(lines) - 8} more" if len(lines) > 8 else ""
+    return (f'<span style="color:{PEAK_COLOR}">▲</span> register-pressure peak: '
+            f"{listing.live_registers[lines[0]]} live registers at line{'s' if len(lines) > 1 else ''} {links}{more}")
 
 
 def mix_bars(mix: tuple[tuple[str, int], ...]) -> str:
@@ -40,13 +88,17 @@ def sass_html(listing: SassListing, budget: int = STATIC_BUDGET * 2 // 3) -> str
     counts = Counter(c for c in listing.line_class if c)
     classes = " · ".join(f"{name} {counts.get(name, 0)}" for name, _ in KEY_CLASSES)
     width = len(str(len(listing.lines)))
+    live_width = len(str(max(listing.live_registers, default=0)))
+    peak = set(listing.live_peak)
+    prefix = anchor_prefix(listing)
     body, used, previous = [], 0, None
     shown = [ln for ln in listing.lines if not listing.scaffolding[ln.index]]
     for k, ln in enumerate(shown):
         src = listing.sass_source[ln.index]
         note = _source_note(listing, ln.index) if src != previous else ""
         previous = src if src is not None else previous
-        row = f'<span style="color:#999">{ln.index + 1:>{width}}</span>  {tokens_html(ln.tokens)}{note}'
+        row = (f'<span id="{prefix}-{ln.index}" style="color:#999">{ln.index + 1:>{width}}</span>  '
+               f"{_live_cell(listing, ln.index, live_width, peak)}{_line_html(listing, ln.index, prefix)}{note}")
         used += len(row) + 1
         if used > budget:
             body.append(f"<i>… {len(shown) - k:,} more lines (the live viewer has them all)</i>")
@@ -57,9 +109,11 @@ def sass_html(listing: SassListing, budget: int = STATIC_BUDGET * 2 // 3) -> str
         f"{section('Resources', resources)}{section('Instruction mix', mix_bars(listing.mix))}</div>"
     )
     note = " (line info from the listings)" if listing.line_info_derived else ""
+    pressure = _peak_summary(listing, prefix)
+    pressure = f'<div style="{FONT} margin:2px 0">{pressure}</div>' if pressure else ""
     return scroll_box(
         section(f"SASS: {listing.name}", summary)
-        + section(f"Listing{note}: {classes}", code_block(body, max_height=600))
+        + section(f"Listing{note}: {classes}", pressure + code_block(body, max_height=600))
     )
 
 

@@ -313,6 +313,38 @@ def test_sass_click_shows_source_and_ptx_and_back(page: Any) -> None:
     assert "STG.E.128" in " ".join(related.all_inner_texts())
 
 
+def test_sass_ptx_click_keys_and_branch_links(page: Any) -> None:
+    """A PTX line selects its source line and SASS; in the listing up/down move the selection,
+    Enter follows a branch, n steps to the next search hit; a branch target is a link."""
+    sass = page.locator(".mgl-sass").first
+    listing = sass.locator(".mgl-sass-listing")
+    selected = listing.locator(".mgl-selected")
+    sass.locator(".mgl-sass-ptx .mgl-code-line", has_text="wgmma.mma_async").first.click()
+    sass.locator(".mgl-sass-ptx .mgl-selected").wait_for(timeout=STEP_TIMEOUT_MS)
+    assert "mgl.wgmma(acc, smem.a, smem.b.T)" in sass.locator(".mgl-sass-source .mgl-selected").inner_text()
+    assert "HGMMA" in " ".join(listing.locator(".mgl-related").all_inner_texts())
+
+    listing.locator(".mgl-code-line", has_text="@P0 BRA").click()
+    page.wait_for_function("(el) => el && el.textContent.includes('@P0 BRA')",
+                           arg=selected.element_handle(), timeout=STEP_TIMEOUT_MS)
+    listing.press("Enter")  # follow the branch to its label line
+    page.wait_for_function("(el) => el.querySelector('.mgl-selected')?.textContent.trim().endsWith('.L_x_1:')",
+                           arg=listing.element_handle(), timeout=STEP_TIMEOUT_MS)
+    listing.press("ArrowDown")  # the next line: BSYNC at 0x0110
+    page.wait_for_function("(el) => (el.querySelector('.mgl-selected')?.textContent || '').includes('/*0110*/')",
+                           arg=listing.element_handle(), timeout=STEP_TIMEOUT_MS)
+    listing.locator("a.mgl-sass-branch", has_text=".L_x_5").click()
+    page.wait_for_function("(el) => el.querySelector('.mgl-selected')?.textContent.trim().endsWith('.L_x_5:')",
+                           arg=listing.element_handle(), timeout=STEP_TIMEOUT_MS)
+    sass.locator(".mgl-sass-search").fill("UTMALDG")
+    sass.locator(".mgl-sass-search").press("Enter")
+    listing.press("n")
+    page.wait_for_function("(el) => (el.querySelector('.mgl-selected')?.textContent || '').includes('UTMALDG')",
+                           arg=listing.element_handle(), timeout=STEP_TIMEOUT_MS)
+    sass.locator(".mgl-sass-search").fill("")
+    _shot(sass, "sass-keys")
+
+
 def test_sass_hides_nvdisasm_scaffolding_shows_source_and_jumps_between_classes(page: Any) -> None:
     sass = page.locator(".mgl-sass").first
     listing = sass.locator(".mgl-sass-listing")
