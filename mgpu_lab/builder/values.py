@@ -439,6 +439,75 @@ def fma(a: Any, b: Any, addend: Any) -> ir.Value:
     return math.fma(_coerce(a, like, "fma"), _coerce(b, like, "fma"), _coerce(addend, like, "fma"))
 
 
+# -- hints for values given where the bindings need ir.Values ---------------------------------
+
+# The operator that coerces a Python number for each binary arith op (the DSL's way to write it).
+_ARITH_OPERATOR = {
+    "addi": "+", "addf": "+", "subi": "-", "subf": "-", "muli": "*", "mulf": "*", "divf": "/",
+    "divsi": "//", "divui": "//", "remsi": "%", "remui": "%", "andi": "&", "ori": "|", "xori": "^",
+    "shli": "<<", "shrsi": ">>", "shrui": ">>",
+}
+
+
+def python_number(value: Any) -> str | None:
+    """'the Python int 0' for a Python (or NumPy) number, None for anything else."""
+    if isinstance(value, bool):
+        return f"the Python bool {value}"
+    if isinstance(value, numbers.Integral):
+        return f"the Python int {int(value)}"
+    if isinstance(value, numbers.Real):
+        return f"the Python float {float(value)!r}"
+    return None
+
+
+def spelled_constant(value: Any, type: ir.Type | None) -> str:
+    """How to write `value` as a constant of `type` in a kernel body: 'dsl.c(0)' for index,
+    'dsl.c(1, "int32")', 'dsl.c(1.0, "float32")'; 'dsl.c(1, type)' when the type is unknown."""
+    from .dtypes import dtype_of_mlir
+
+    number = int(value) if isinstance(value, numbers.Integral) else value
+    if type is None or isinstance(type, ir.IndexType):
+        return f"dsl.c({number!r})" if type is not None or isinstance(number, int) else f"dsl.c({number!r}, type)"
+    try:
+        name = dtype_of_mlir(type)
+    except ValueError:
+        return f"dsl.c({number!r}, type)"
+    if isinstance(type, ir.FloatType):
+        number = float(number)
+    return f"dsl.c({number!r}, {name!r})"
+
+
+def index_hint(what: str, value: Any) -> str:
+    """'index 0: expected an index value, got the Python int 0; write dsl.c(0)' (or the type
+    of a value that is no index, with `dsl.cast`)."""
+    number = python_number(value)
+    if number is not None:
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            fix = f"write {spelled_constant(value, index_type())}"
+        else:
+            fix = "an index is a whole number: write dsl.c(n) or compute it from index values"
+        return f"{what}: expected an index value, got {number}; {fix}"
+    if isinstance(value, ir.Value):
+        fix = "; convert it with dsl.cast(value, ir.IndexType.get())" if _is_int(value.type) else ""
+        return f"{what}: expected an index value, got a value of type {value.type}{fix}"
+    return f"{what}: expected an index value, got {builtins.type(value).__name__}"
+
+
+def operand_hint(op: str, what: str, value: Any, like: ir.Value | None) -> str:
+    """The error for `value` given as operand `what` of the upstream op `op` where it needs an
+    ir.Value: a number gets `dsl.c(...)` of the type of `like` (another operand), and the
+    operator that would coerce it for a binary arith op."""
+    number = python_number(value)
+    if number is None:
+        return f"{op}: {what}: expected a value, got {builtins.type(value).__name__}"
+    like_type = like.type if isinstance(like, ir.Value) else None
+    fix = f"write {spelled_constant(value, like_type)}"
+    symbol = _ARITH_OPERATOR.get(op.removeprefix("arith."))
+    if symbol is not None and like_type is not None:
+        fix += f", or use the operator (`x {symbol} {value!r}` makes the constant of x's type)"
+    return f"{op}: {what}: expected a value{f' of type {like_type}' if like_type else ''}, got {number}; {fix}"
+
+
 # -- registration --------------------------------------------------------------------------
 
 _FLOAT_TYPES = ("F16Type", "BF16Type", "F32Type", "F64Type", "Float8E4M3FNType", "Float8E5M2Type", "TF32Type")
