@@ -4,7 +4,10 @@ Values are typed (`builder/values.py`): index, integer and float values have Pyt
 (`i = dsl.block_idx() * 256 + dsl.thread_idx()`), plus `dsl.min/max/select/cast/fma`.
 
 The MLIR dialect modules (`dsl.arith`, `dsl.memref`, `dsl.scf`, `dsl.gpu`, `dsl.nvvm`, ...) come
-from `mgpu_lab._mlir`, so swapping the MLIR provider changes no kernel code.
+from `mgpu_lab._mlir`, so swapping the MLIR provider changes no kernel code. `dsl.memref` and
+`dsl.vector` check the indices and element types of `load`/`store`, and `dsl.arith` the operands
+of its binary ops, while the body runs: a Python int index, a wrong index count or a type mix is
+an error at the user's line that says how to fix it, not a verifier message after tracing.
 
 Hopper: TMA copies (`ctx.async_copy` / `async_copy(ctx, ...)`, with cluster multicast), bulk
 copies of contiguous bytes (`async_bulk_load`), signals between blocks (`signal`, `wait_signal`),
@@ -12,7 +15,7 @@ mbarriers (`BarrierArray`, `BarrierRef`), register arrays (`FragmentedArray` and
 warpgroup MMA (`wgmma`, `WGMMAAccumulator`), warpgroup and cluster helpers.
 """
 
-from ._mlir import arith, gpu, ir, llvm, math, memref, nvgpu, nvvm, scf, vector
+from ._mlir import gpu, ir, llvm, math, nvgpu, nvvm, scf
 from .builder.barriers import BarrierArray, BarrierRef
 from .builder.dtypes import itemsize
 from .builder.control import flatten_values, for_range, if_else, when
@@ -27,6 +30,8 @@ from .builder.layouts import swizzled_position
 from .builder.ptx import global_address, inline_ptx, smem_address
 from .builder.memref_ops import (
     DynamicSlice,
+    checked_memref as memref,
+    checked_vector as vector,
     ds,
     memref_slice,
     memref_transpose,
@@ -59,6 +64,7 @@ from .builder.values import (
     VectorValue,
     as_index,
     c,
+    checked_arith as arith,
     cast,
     fma,
     max,

@@ -98,9 +98,12 @@ def parse_config_line(line: str) -> dict[str, bool]:
     return settings
 
 
-def body_from_cell(name: str, params: list[str], cell: str, filename: str) -> Any:
-    """Compile the cell into `def name(ctx, *params, smem): <cell>` keeping the cell's line numbers."""
+def body_from_cell(name: str, params: list[str], cell: str, filename: str, first_line: int = 1) -> Any:
+    """Compile the cell into `def name(ctx, *params, smem): <cell>` keeping the cell's line numbers.
+
+    `first_line`: the line the cell's text starts on in the editor (2 under a `%%mosaic` line)."""
     tree = ast.parse(cell, filename=filename)
+    ast.increment_lineno(tree, first_line - 1)
     arguments = ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in ["ctx", *params, "smem"]],
                               kwonlyargs=[], kw_defaults=[], defaults=[])
     extra = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}
@@ -111,12 +114,13 @@ def body_from_cell(name: str, params: list[str], cell: str, filename: str) -> An
     return compile(module, filename, "exec")
 
 
-def register_cell(shell: Any, cell: str) -> str:
+def register_cell(shell: Any, cell: str, header: str = "") -> str:
     """Register the cell's text under IPython's own label for it, 'Cell In[N]', and return that.
 
     The label is the file name the cell is compiled under, so the MLIR locations, the PTX
     `.file`, the SASS line comments, error messages and IPython's tracebacks all say
-    `Cell In[N], line L` with the cell's real execution count."""
+    `Cell In[N], line L` with the cell's real execution count. `header`: the `%%mosaic ...`
+    line above the body, registered too so line L is the editor's line L."""
     import linecache
 
     from .user_errors import cell_label
@@ -126,7 +130,8 @@ def register_cell(shell: Any, cell: str) -> str:
     filename_map = filename_map if isinstance(filename_map, dict) else {}
     number = _running_cell_number(filename_map, shell.execution_count)
     label = cell_label(number)
-    linecache.cache[label] = (len(cell), None, cell.splitlines(True), label)
+    text = header + cell
+    linecache.cache[label] = (len(text), None, text.splitlines(True), label)
     filename_map[label] = number
     return label
 
@@ -266,8 +271,9 @@ def register(ipython: Any) -> None:
 
             ins = [(n.strip(), evaluate(e, f"--in {n.strip()}")) for n, _, e in (i.partition("=") for i in args.inputs)]
             outs = [(n.strip(), evaluate(e, f"--out {n.strip()}")) for n, _, e in (o.partition("=") for o in args.outputs)]
-            filename = register_cell(self.shell, cell)
-            code = body_from_cell(args.name, [n for n, _ in ins + outs], cell, filename)
+            # The editor shows the %%mosaic line as the cell's line 1: the body starts on line 2.
+            filename = register_cell(self.shell, cell, header=f"%%mosaic {line}\n")
+            code = body_from_cell(args.name, [n for n, _ in ins + outs], cell, filename, first_line=2)
             options: dict[str, Any] = {}
             if "ir" in args.show:
                 options["keep_passes"] = True  # the IR viewer shows the module after every pass

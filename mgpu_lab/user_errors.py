@@ -34,14 +34,20 @@ _ARGUMENT_MESSAGE = re.compile(r"^[\w.\[\]'\"%-]+(?: \w+)?: ")
 _CELL_LABEL = re.compile(r"^Cell In\[\d+\]$")
 
 
-def _mlir_dir() -> str | None:
+def _mlir_dirs() -> tuple[str, ...]:
+    """The folders of the `mlir` package. Upstream ships it as a namespace package (no
+    `__init__.py`, so no `origin`): its folders are the spec's search locations."""
     import importlib.util
 
     spec = importlib.util.find_spec("mlir")
-    return os.path.dirname(os.path.abspath(spec.origin)) + os.sep if spec and spec.origin else None
+    if spec is None:
+        return ()
+    if spec.submodule_search_locations:
+        return tuple(os.path.abspath(d) + os.sep for d in spec.submodule_search_locations)
+    return (os.path.dirname(os.path.abspath(spec.origin)) + os.sep,) if spec.origin else ()
 
 
-_LIBRARY_DIRS = tuple(d for d in (_PACKAGE_DIR + os.sep, _mlir_dir()) if d)
+_LIBRARY_DIRS = (_PACKAGE_DIR + os.sep, *_mlir_dirs())
 
 
 def is_library_file(filename: str) -> bool:
@@ -126,8 +132,31 @@ def cell_label(execution_count: int) -> str:
     return f"Cell In[{execution_count}]"
 
 
+def notebook_cell_label(file: str) -> str | None:
+    """'Cell In[N]' when `file` is the name IPython compiled a notebook cell under, else None.
+
+    IPython names cells `<ipython-input-N-hash>` (terminal) or `/tmp/ipykernel_PID/HASH.py`
+    (ipykernel) and keeps the name -> N map in its caching compiler; `format_code_name` is
+    how IPython's own tracebacks print "Cell In[N]", so errors here say the same."""
+    import sys
+
+    if _CELL_LABEL.match(file):
+        return file
+    if "IPython" not in sys.modules:  # no shell in this process: nothing to ask (and no import)
+        return None
+    try:
+        shell = sys.modules["IPython"].get_ipython()
+        named = shell.compile.format_code_name(file) if shell is not None else None
+    except Exception:  # an IPython without the map (or a stand-in shell): the plain name it is
+        return None
+    if isinstance(named, tuple) and len(named) == 2:
+        return f"{named[0]} {named[1]}"
+    return None
+
+
 def describe_location(file: str, line: int) -> str:
     """'Cell In[5], line 3' for a notebook cell, 'File "x.py", line 3' for a file."""
-    if _CELL_LABEL.match(file):
-        return f"{file}, line {line}"
+    label = notebook_cell_label(file)
+    if label is not None:
+        return f"{label}, line {line}"
     return f'File "{file}", line {line}'

@@ -277,7 +277,7 @@ def test_mosaic_cell_errors_say_cell_in_n(tmp_path):
                              store_history=True)
         error = result.error_in_exec
         assert isinstance(error, KernelBuildError)
-        assert f"Cell In[{count}], line 2, in k" in str(error)
+        assert f"Cell In[{count}], line 3, in k" in str(error)  # the editor's line: %%mosaic is line 1
         assert "y = undefined_name" in str(error)
         assert all(not is_library_file(f) for f in _frames(error))
     finally:

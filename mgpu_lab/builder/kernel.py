@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,6 +26,7 @@ from .launch_context import LaunchContext
 from .locations import describe_frame, innermost_user_frame, user_locations
 from .shapes import ShapeDtype, as_shape_dtype
 from .smem import map_leaves, plan_smem
+from .values import index_hint, operand_hint, python_number
 
 MAX_THREADS_PER_BLOCK = 1024
 _BLOCK_LIMITS = (1024, 1024, 64)
@@ -239,8 +242,63 @@ def _trace(body: Callable[..., None], ctx: LaunchContext, refs: Sequence[ir.Valu
     except Exception as e:
         frame = innermost_user_frame(sys.exc_info()[2])
         where = describe_frame(frame) if frame else "(no user frame in the traceback)"
+        reason = _operand_error(e)
         raise KernelBuildError(
-            f"tracing kernel {name!r} failed at\n  {where}\n{type(e).__name__}: {e}") from e
+            f"tracing kernel {name!r} failed at\n  {where}\n{type(reason).__name__}: {reason}") from reason
+
+
+_NOT_A_VALUE = re.compile(r'^Operand (\d+) of operation "([\w.]+)" must be a Value')
+
+
+def _operand_error(error: Exception) -> Exception:
+    """`error`, or for the bindings' 'Operand N of operation "op" must be a Value' a TypeError
+    naming the argument, what it got and how to write it (`dsl.c(0)`), with the same traceback.
+
+    The generated builder (`LoadOp.__init__`, ...) still holds its arguments and the flat
+    `operands` list it made of them: matching the two in order finds the argument operand N
+    came from (variadic ones, such as `indices`, give a position too)."""
+    found = _NOT_A_VALUE.match(str(error)) if isinstance(error, ValueError) else None
+    if found is None:
+        return error
+    number, op = int(found.group(1)), found.group(2)
+    builder = None
+    for frame, _ in traceback.walk_tb(error.__traceback__):
+        owner = frame.f_locals.get("self")
+        if getattr(owner, "OPERATION_NAME", None) == op and isinstance(frame.f_locals.get("operands"), list):
+            builder = frame
+    if builder is None:
+        return error
+    operands = builder.f_locals["operands"]
+    code = builder.f_code
+    what, position = None, 0
+    for arg in code.co_varnames[1:code.co_argcount + code.co_kwonlyargcount]:  # [0] is self
+        given = builder.f_locals.get(arg)
+        if isinstance(given, (list, tuple)):
+            size = len(given)
+            group = operands[position:position + size]
+            # a number stays itself in `operands`; an op given for a value becomes its result
+            if len(group) == size and all(o is g or python_number(g) is None for o, g in zip(group, given)):
+                if position <= number < position + size:
+                    k = number - position
+                    what = f"index {k}" if arg == "indices" else f"{arg}[{k}]"
+                    break
+                position += size
+        elif position < len(operands) and operands[position] is given and given is not None:
+            if position == number:
+                what = arg
+                break
+            position += 1
+    if what is None or number >= len(operands):
+        return error
+    bad = operands[number]
+    if what.startswith("index "):
+        message = f"{op}: {index_hint(what, bad)}"
+    else:
+        like = next((o for o in operands if isinstance(o, ir.Value)), None)
+        message = operand_hint(op, what, bad, like)
+    hint = TypeError(message).with_traceback(error.__traceback__)
+    hint.__context__, hint.__suppress_context__ = error, True  # kept for MGPU_LAB_FULL_TRACEBACK readers
+    return hint
 
 
 def _smem_views(plan: Any, dynamic_smem: int) -> Any:

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._mlir import ir, memref
-from .values import as_index
+from .._mlir import ir, memref, vector
+from .values import CheckedDialect, as_index, index_hint, python_number, spelled_type
 
 _DYNAMIC = ir.ShapedType.get_dynamic_stride_or_offset()
 
@@ -145,3 +145,84 @@ def memref_transpose(ref: ir.Value, permutation: Sequence[int]) -> ir.Value:
     result = _strided_type(ref_type, [shape[p] for p in permutation], [strides[p] for p in permutation], offset)
     perm_map = ir.AffineMap.get_permutation(permutation)
     return memref.transpose(result, ref, ir.AffineMapAttr.get(perm_map))
+
+
+# -- checked loads and stores -----------------------------------------------------------------
+# The upstream builders take any operands and leave the checks to the verifier, which runs
+# after tracing and says "'memref.load' op incorrect number of indices". These check the
+# first mistakes (a Python int index, too few indices, a value of another type) while the
+# body runs, so the error is raised at the user's line and says how to fix it. They refuse
+# only what the verifier would refuse.
+
+
+def _memref_type(ref: Any) -> ir.MemRefType | None:
+    return ir.MemRefType(ref.type) if isinstance(ref, ir.Value) and isinstance(ref.type, ir.MemRefType) else None
+
+
+def _check_indices(op: str, ref_type: ir.MemRefType | None, indices: Any) -> None:
+    """Refuse a Python number or a non-index value among `indices`, and a count other than the rank."""
+    if not isinstance(indices, (list, tuple)):
+        return  # the builder's own error (it iterates them) is clear enough
+    for k, idx in enumerate(indices):
+        if python_number(idx) is not None or (isinstance(idx, ir.Value) and not isinstance(idx.type, ir.IndexType)):
+            raise TypeError(f"{op}: {index_hint(f'index {k}', idx)}")
+    if ref_type is not None and len(indices) != ref_type.rank:
+        raise IndexError(f"{op}: indices: expected {ref_type.rank} indices, one per dimension of the "
+                         f"rank-{ref_type.rank} {ref_type}, got {len(indices)}")
+
+
+def _check_element(op: str, what: str, value: Any, ref_type: ir.MemRefType | None, vector_ok: bool) -> None:
+    """Refuse a stored value (or a loaded vector type) whose element type is not the memref's."""
+    element = ref_type.element_type if ref_type is not None else None
+    if element is None or isinstance(element, ir.VectorType):
+        return
+    given = value.type if isinstance(value, ir.Value) else value if isinstance(value, ir.Type) else None
+    if given is None:
+        number = python_number(value)
+        if number is not None:
+            raise TypeError(f"{op}: {what}: expected a value of type {element}, got {number}; write "
+                            f"dsl.c({value!r}, {spelled_type(element)})")
+        return
+    scalar = ir.VectorType(given).element_type if vector_ok and isinstance(given, ir.VectorType) else given
+    if scalar != element:
+        fix = (f"; convert it with dsl.cast(value, {spelled_type(element)})" if not isinstance(given, ir.VectorType)
+               else f"; load or store {str(given).replace(str(scalar), str(element))} and convert the elements")
+        raise TypeError(f"{op}: {what}: expected {'a vector of ' if vector_ok else 'a value of type '}{element} "
+                        f"(the memref's element type), got {given}{fix}")
+
+
+def checked_memref_load(memref: Any, indices: Any, **kwargs: Any) -> ir.Value:
+    """`memref.load(memref, indices)`, its indices and their count checked first."""
+    _check_indices("memref.load", _memref_type(memref), indices)
+    return _UPSTREAM_MEMREF.load(memref, indices, **kwargs)
+
+
+def checked_memref_store(value: Any, memref: Any, indices: Any, **kwargs: Any) -> Any:
+    """`memref.store(value, memref, indices)`, the value's type and the indices checked first."""
+    ref_type = _memref_type(memref)
+    _check_element("memref.store", "value", value, ref_type, vector_ok=False)
+    _check_indices("memref.store", ref_type, indices)
+    return _UPSTREAM_MEMREF.store(value, memref, indices, **kwargs)
+
+
+def checked_vector_load(result: Any, base: Any, indices: Any, **kwargs: Any) -> ir.Value:
+    """`vector.load(result, base, indices)`, the element type and the indices checked first."""
+    ref_type = _memref_type(base)
+    _check_element("vector.load", "result", result, ref_type, vector_ok=True)
+    _check_indices("vector.load", ref_type, indices)
+    return vector.load(result, base, indices, **kwargs)
+
+
+def checked_vector_store(value_to_store: Any, base: Any, indices: Any, **kwargs: Any) -> Any:
+    """`vector.store(value_to_store, base, indices)`, the element type and the indices checked first."""
+    ref_type = _memref_type(base)
+    _check_element("vector.store", "value_to_store", value_to_store, ref_type, vector_ok=True)
+    _check_indices("vector.store", ref_type, indices)
+    return vector.store(value_to_store, base, indices, **kwargs)
+
+
+_UPSTREAM_MEMREF = memref  # the module: `checked_memref_load`'s parameter is named like upstream's
+
+
+checked_memref = CheckedDialect(memref, {"load": checked_memref_load, "store": checked_memref_store})
+checked_vector = CheckedDialect(vector, {"load": checked_vector_load, "store": checked_vector_store})

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import builtins
 import numbers
+import types
+from collections.abc import Callable
 from typing import Any
 
 from .._mlir import arith, ir, math
@@ -187,7 +189,8 @@ def _coerce(other: Any, like: ArithValue, op: str, reading: str | None = None) -
     if isinstance(other, ir.Value):
         if other.type != like.type:
             raise TypeError(f"operator {op}: operand types differ ({like.type} and {other.type}); "
-                            f"convert one with dsl.cast(value, type)")
+                            f"convert one with dsl.cast(value, type): dsl.cast(right, {spelled_type(like.type)}) "
+                            f"or dsl.cast(left, {spelled_type(other.type)})")
         return other
     is_int_type = _is_int(_scalar_type(like.type))
     if isinstance(other, numbers.Integral) or (isinstance(other, float) and not is_int_type):
@@ -437,6 +440,126 @@ def fma(a: Any, b: Any, addend: Any) -> ir.Value:
     if like is None or like._kind() != "float":
         raise TypeError("dsl.fma: expected float values (at least one operand a value)")
     return math.fma(_coerce(a, like, "fma"), _coerce(b, like, "fma"), _coerce(addend, like, "fma"))
+
+
+# -- hints for values given where the bindings need ir.Values ---------------------------------
+
+# The operator that coerces a Python number for each binary arith op (the DSL's way to write it).
+_ARITH_OPERATOR = {
+    "addi": "+", "addf": "+", "subi": "-", "subf": "-", "muli": "*", "mulf": "*", "divf": "/",
+    "divsi": "//", "divui": "//", "remsi": "%", "remui": "%", "andi": "&", "ori": "|", "xori": "^",
+    "shli": "<<", "shrsi": ">>", "shrui": ">>",
+}
+
+
+def python_number(value: Any) -> str | None:
+    """'the Python int 0' for a Python (or NumPy) number, None for anything else."""
+    if isinstance(value, bool):
+        return f"the Python bool {value}"
+    if isinstance(value, numbers.Integral):
+        return f"the Python int {int(value)}"
+    if isinstance(value, numbers.Real):
+        return f"the Python float {float(value)!r}"
+    return None
+
+
+def spelled_constant(value: Any, type: ir.Type | None) -> str:
+    """How to write `value` as a constant of `type` in a kernel body: 'dsl.c(0)' for index,
+    'dsl.c(1, "int32")', 'dsl.c(1.0, "float32")'; 'dsl.c(1, type)' when the type is unknown."""
+    from .dtypes import dtype_of_mlir
+
+    number = int(value) if isinstance(value, numbers.Integral) else value
+    if type is None or isinstance(type, ir.IndexType):
+        return f"dsl.c({number!r})" if type is not None or isinstance(number, int) else f"dsl.c({number!r}, type)"
+    try:
+        name = dtype_of_mlir(type)
+    except ValueError:
+        return f"dsl.c({number!r}, type)"
+    if isinstance(type, ir.FloatType):
+        number = float(number)
+    return f"dsl.c({number!r}, {name!r})"
+
+
+def spelled_type(t: ir.Type) -> str:
+    """How a kernel body names `t` for `dsl.c`/`dsl.cast`: "'float32'", 'dsl.ir.IndexType.get()'."""
+    from .dtypes import dtype_of_mlir
+
+    if isinstance(t, ir.IndexType):
+        return "dsl.ir.IndexType.get()"
+    try:
+        return repr(dtype_of_mlir(t))
+    except ValueError:
+        return f"dsl.ir.Type.parse({str(t)!r})"
+
+
+def index_hint(what: str, value: Any) -> str:
+    """'index 0: expected an index value, got the Python int 0; write dsl.c(0)' (or the type
+    of a value that is no index, with `dsl.cast`)."""
+    number = python_number(value)
+    if number is not None:
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            fix = f"write {spelled_constant(value, index_type())}"
+        else:
+            fix = "an index is a whole number: write dsl.c(n) or compute it from index values"
+        return f"{what}: expected an index value, got {number}; {fix}"
+    if isinstance(value, ir.Value):
+        fix = f"; convert it with dsl.cast(value, {spelled_type(index_type())})" if _is_int(value.type) else ""
+        return f"{what}: expected an index value, got a value of type {value.type}{fix}"
+    return f"{what}: expected an index value, got {builtins.type(value).__name__}"
+
+
+def operand_hint(op: str, what: str, value: Any, like: ir.Value | None) -> str:
+    """The error for `value` given as operand `what` of the upstream op `op` where it needs an
+    ir.Value: a number gets `dsl.c(...)` of the type of `like` (another operand), and the
+    operator that would coerce it for a binary arith op."""
+    number = python_number(value)
+    if number is None:
+        return f"{op}: {what}: expected a value, got {builtins.type(value).__name__}"
+    like_type = like.type if isinstance(like, ir.Value) else None
+    fix = f"write {spelled_constant(value, like_type)}"
+    symbol = _ARITH_OPERATOR.get(op.removeprefix("arith."))
+    if symbol is not None and like_type is not None:
+        fix += f", or use the operator (`x {symbol} {value!r}` makes the constant of x's type)"
+    return f"{op}: {what}: expected a value{f' of type {like_type}' if like_type else ''}, got {number}; {fix}"
+
+
+class CheckedDialect(types.ModuleType):
+    """An upstream dialect module with a few builders replaced by checked ones; every other
+    name is the module's own (`dsl.memref.subview`, `dsl.arith.ConstantOp`, ...)."""
+
+    def __init__(self, upstream: types.ModuleType, checked: dict[str, Callable[..., Any]]):
+        super().__init__(upstream.__name__, upstream.__doc__)
+        self.__dict__.update(checked)
+        self._upstream = upstream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_upstream"], name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(dir(self._upstream)) | set(self.__dict__))
+
+
+def _checked_binary(name: str) -> Callable[..., ir.Value]:
+    """`arith.<name>(lhs, rhs)` that refuses a Python number or two types while the body runs
+    (upstream leaves both to the verifier or to 'Operand 1 ... must be a Value')."""
+    upstream = getattr(arith, name)
+
+    def checked(lhs: Any, rhs: Any, *args: Any, **kwargs: Any) -> ir.Value:
+        for what, value, other in (("lhs", lhs, rhs), ("rhs", rhs, lhs)):
+            if python_number(value) is not None:
+                raise TypeError(operand_hint(f"arith.{name}", what, value, other))
+        if isinstance(lhs, ir.Value) and isinstance(rhs, ir.Value) and lhs.type != rhs.type:
+            raise TypeError(f"arith.{name}: rhs: expected a value of lhs's type {lhs.type}, got {rhs.type}; "
+                            f"convert one with dsl.cast(value, type): dsl.cast(rhs, {spelled_type(lhs.type)}) "
+                            f"or dsl.cast(lhs, {spelled_type(rhs.type)})")
+        return upstream(lhs, rhs, *args, **kwargs)
+
+    checked.__name__ = checked.__qualname__ = name
+    checked.__doc__ = f"`arith.{name}(lhs, rhs)` with its operands checked first (one type, no Python numbers)."
+    return checked
+
+
+checked_arith = CheckedDialect(arith, {name: _checked_binary(name) for name in _ARITH_OPERATOR})
 
 
 # -- registration --------------------------------------------------------------------------
