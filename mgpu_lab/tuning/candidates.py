@@ -7,7 +7,6 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 import json
-import multiprocessing
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -164,20 +163,25 @@ def expand_space(space: dict[str, Sequence[Any]]) -> list[dict[str, Any]]:
 
 
 def compile_candidates(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]],
-                       executor: concurrent.futures.Executor | None = None) -> list[Candidate]:
-    """Build every configuration of `space` with `executor` (default: a process per CPU); each
-    Candidate is "built" with its Kernel, or carries the reason it failed."""
+                       executor: concurrent.futures.Executor | None = None,
+                       build_timeout_s: float = 300.0) -> list[Candidate]:
+    """Build every configuration of `space` with `executor` (default: a BuildPool of one killable
+    process per CPU, each build within `build_timeout_s`); each Candidate is "built" with its
+    Kernel, or carries the reason it failed. With a caller's executor, isolating one build from
+    another is that executor's business."""
+    from .build_pool import BuildPool, build_timed
+
     configs = expand_space(space)
-    own = executor is None
-    if own:
-        executor = concurrent.futures.ProcessPoolExecutor(
-            max_workers=min(len(configs), os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn"))
+    pool = BuildPool(min(len(configs), os.cpu_count() or 1), build_timeout_s) if executor is None else None
     try:
-        futures = [executor.submit(compile_candidate, make_kernel, c) for c in configs]
+        if pool is not None:
+            futures = [pool.submit(compile_candidate, make_kernel, c) for c in configs]
+        else:
+            futures = [executor.submit(build_timed, compile_candidate, make_kernel, c) for c in configs]
         candidates = []
         for config, future in zip(configs, futures):
             try:
-                status, payload = future.result()
+                status, payload, _ = future.result()
             except Exception as e:  # noqa: BLE001 - e.g. a worker died or the result did not pickle
                 status, payload = "failed-build", f"{type(e).__name__}: {e}"
             cand = Candidate(config, status)
@@ -188,8 +192,8 @@ def compile_candidates(make_kernel: Callable[..., Any], space: dict[str, Sequenc
             candidates.append(cand)
         return candidates
     finally:
-        if own:
-            executor.shutdown()
+        if pool is not None:
+            pool.close()
 
 
 def cached_best_config(cache_file: Path) -> dict[str, Any] | None:

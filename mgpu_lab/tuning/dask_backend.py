@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .journal import config_key
-from .pipeline import build_timed, make_record
+from .build_pool import build_timed
+from .pipeline import make_record
 from .timing_worker import Setup
 from .worker_pool import Outcome, TimingWorker
 
