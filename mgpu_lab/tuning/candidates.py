@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
-import json
 import os
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,17 +194,24 @@ def compile_candidates(make_kernel: Callable[..., Any], space: dict[str, Sequenc
             pool.close()
 
 
-def cached_best_config(cache_file: Path) -> dict[str, Any] | None:
-    """The best configuration a previous tune recorded, or None; a corrupt file is a miss."""
-    if not cache_file.is_file():
+def cached_best_config(cache_file: Path, configs: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+    """The best configuration a previous tune recorded (as `configs`, the current space, spells
+    it), or None. A file another user could have written, a corrupt one, one whose fields have
+    the wrong types or whose config is outside `configs` is a miss: warned about and removed."""
+    from .checked_files import answer_problem, config_in_space, discard, load_checked_json
+
+    data = load_checked_json(cache_file, "tuning cache file")
+    if data is None:
         return None
-    try:
-        config = json.loads(cache_file.read_text())["best_config"]
-        if not isinstance(config, dict):
-            raise TypeError(f"best_config is a {type(config).__name__}")
+    problem = answer_problem(data)
+    if problem is not None:
+        discard(cache_file, f"the corrupt tuning cache file {cache_file} ({problem}); tuning again")
+        return None
+    config = data["best_config"]
+    if configs is None:
         return config
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        warnings.warn(f"mgpu_lab: ignoring the corrupt tuning cache file {cache_file} "
-                      f"({type(e).__name__}: {e}); tuning again", stacklevel=3)
-        cache_file.unlink(missing_ok=True)
-        return None
+    found = config_in_space(config, configs)
+    if found is None:
+        discard(cache_file, f"the tuning cache file {cache_file}: its best_config {config} is not in the "
+                            "search space; tuning again")
+    return found

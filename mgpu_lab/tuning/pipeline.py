@@ -21,10 +21,13 @@ from typing import Any
 import numpy as np
 
 from ..atomic_files import write_atomically
+from ..errors import CacheSecurityWarning
 from ..user_errors import user_facing
 from .build_pool import BuildPool, build_timed
 from .candidates import Candidate, TuneResult, cached_best_config, compile_candidate, expand_space
 from .cache_key import key_digest, tune_dir, tune_key
+from .cached_answer import answer_from_cache
+from .checked_files import folder_problem, make_private_folder
 from .journal import Journal, config_key
 from .progress import Counts, TuneProgress
 from .timers import CudaTimer, HostTimer
@@ -279,31 +282,40 @@ def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args:
         device_model = timer.device_model(0 if gpus == "all" else gpus[0])
     key_parts = tune_key(device_model, make_kernel, input_sets, space)
     digest = key_digest(key_parts)
-    cache_file = tune_dir() / f"{digest}.json"
-    book = Journal(tune_dir() / f"{digest}.journal.jsonl") if journal else None
-    if use_cache:
-        config = cached_best_config(cache_file)
-        if config is not None:
-            status, payload = build(make_kernel, config)
-            if status == "built":
-                best = Candidate(config, "cached", kernel=payload)
-                return TuneResult([best], best, from_cache=True, cache_path=str(cache_file))
-    elif book is not None:
+    folder = tune_dir()
+    problem = folder_problem(folder)
+    if problem is not None:
+        # Another user could plant an answer or a journal there: read nothing, write nothing.
+        warnings.warn(f"mgpu_lab: not using the tuning cache folder: {problem}. Tuning without a cached answer "
+                      "or a journal; make the folder private (chmod go-w) or set XDG_CACHE_HOME to a folder "
+                      "only you can write", CacheSecurityWarning, stacklevel=3)
+        use_cache = journal = False
+    cache_file = folder / f"{digest}.json"
+    book = Journal(folder / f"{digest}.journal.jsonl") if journal else None
+    if not use_cache and book is not None:
         book.remove()
-
     setup = _worker_setup(timer, input_sets, make_inputs, reference)
+
+    def make_stages(n_configs: int, on: Sequence[str]) -> Any:
+        if cluster is not None:
+            from .dask_backend import DaskStages
+
+            return DaskStages(cluster, make_kernel, build, setup, timeout_s)
+        return LocalStages(make_kernel, build, executor, on, setup, timeout_s, n_configs, build_timeout_s)
+
+    if use_cache:
+        config = cached_best_config(cache_file, configs)
+        if config is not None:
+            cached = answer_from_cache(config, cache_file, lambda: make_stages(1, devices[:1]), build, make_kernel)
+            if cached is not None:
+                return cached
+
     bar = TuneProgress(Counts(len(configs)), enabled=progress)
     records = _resumed(configs, book, bar)
     pending = [c for c in configs if config_key(c) not in records]
 
     t_start = time.perf_counter()
-    if cluster is not None:
-        from .dask_backend import DaskStages
-
-        stages: Any = DaskStages(cluster, make_kernel, build, setup, timeout_s)
-    else:
-        stages = LocalStages(make_kernel, build, executor, devices, setup, timeout_s, max(1, len(pending)),
-                             build_timeout_s)
+    stages = make_stages(max(1, len(pending)), devices)
     interrupted = True
     try:
         for record in stages.run(pending, bar):
@@ -325,7 +337,7 @@ def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args:
              "seconds": {"compile_and_time": t_timed - t_start, "retime": t_end - t_timed, "total": t_end - t_start,
                          **(stages.stage_seconds() if hasattr(stages, "stage_seconds") else {})},
              "key": key_parts}
-    if best is not None:
+    if best is not None and problem is None:
         _write_cache(cache_file, best, key_parts, candidates)
     if book is not None:
         book.remove()  # complete: the cache holds the answer and the table
@@ -362,7 +374,7 @@ def _write_cache(cache_file: Any, best: Candidate, key_parts: dict[str, Any], ca
     record = {"best_config": best.config, "median_ms": best.median_ms, "retimed_ms": best.retimed_ms,
               "key": key_parts, "table": candidate_rows(candidates)}
     try:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        make_private_folder(cache_file.parent)
         write_atomically(cache_file, json.dumps(record, default=repr).encode())
     except (OSError, TypeError, ValueError) as e:
         warnings.warn(f"mgpu_lab: could not record the best configuration in {cache_file}: {e}", stacklevel=3)
