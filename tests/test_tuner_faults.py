@@ -1,12 +1,15 @@
 """A tuner that loses only the bad candidate: a build that kills its own process or hangs costs
-that candidate one row and its build process a replacement; the others build and are timed
-(all on the CPU: plain Python candidates timed by HostTimer)."""
+that candidate one row and its build process a replacement; the others build and are timed. A
+lost backend ends the tune in one line with the finished candidates journalled (all on the CPU:
+plain Python candidates timed by HostTimer)."""
 
 from __future__ import annotations
 
 import os
 import signal
 import time
+
+import pytest
 
 import mgpu_lab
 from mgpu_lab.tuning.timers import HostTimer
@@ -43,3 +46,40 @@ def test_a_build_that_kills_its_process_or_hangs_costs_only_that_candidate(cache
         assert segv.status == "failed-build" and f"(exit code {-signal.SIGSEGV})" in segv.reason
         assert hangs.status == "failed-build" and "build timed out after 1.5 s" in hangs.reason
     assert result.best_config == {"delay_ms": 1, "behaviour": "ok"}
+
+
+def test_a_lost_backend_ends_the_tune_in_one_line_and_the_journal_keeps_the_finished(cache, monkeypatch):
+    """The stages raise TuneBackendLost after three candidates (as DaskStages does when its
+    scheduler goes away): tune says so in one line, the journal holds those three, a rerun
+    does only the rest."""
+    import concurrent.futures
+
+    from mgpu_lab.tuning import TuneBackendLost
+    from mgpu_lab.tuning.journal import Journal
+    from mgpu_lab.tuning.pipeline import LocalStages
+
+    real_run = LocalStages.run
+
+    def run_then_lose_the_scheduler(self, configs, progress):
+        for n, record in enumerate(real_run(self, configs, progress)):
+            yield record
+            if n == 2:
+                raise TuneBackendLost("cluster: lost the Dask scheduler at tcp://10.0.0.1:8786")
+
+    space = {"delay_ms": [1, 2, 3, 4, 5, 6], "behaviour": ["ok"]}
+    kw = dict(executor=concurrent.futures.ThreadPoolExecutor(1))
+    monkeypatch.setattr(LocalStages, "run", run_then_lose_the_scheduler)
+    with pytest.raises(TuneBackendLost) as lost:
+        tune_faulty(space, **kw)
+    message = str(lost.value)
+    assert "\n" not in message and message.startswith("cluster: lost the Dask scheduler at tcp://10.0.0.1:8786; "
+                                                      "3 of 6 candidates had finished; they are kept in the journal ")
+    assert message.endswith("run the same tune again to resume with the rest")
+    (journal,) = cache.glob("*.journal.jsonl")
+    done = Journal(journal).load()
+    assert len(done) == 3 and all(r["status"] == "timed" for r in done.values())
+    monkeypatch.setattr(LocalStages, "run", real_run)
+    again = []
+    result = tune_faulty(space, on_record=lambda r: again.append(r["key"]), **kw)
+    assert len(again) == 3 and not set(again) & set(done) and result.notes["resumed"] == 3
+    assert all(c.status == "timed" for c in result.candidates)

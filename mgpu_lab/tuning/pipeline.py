@@ -28,6 +28,7 @@ from .candidates import Candidate, TuneResult, cached_best_config, compile_candi
 from .cache_key import key_digest, tune_dir, tune_key
 from .cached_answer import answer_from_cache
 from .checked_files import folder_problem, make_private_folder
+from .errors import TuneBackendLost
 from .journal import Journal, config_key
 from .progress import Counts, TuneProgress
 from .timers import CudaTimer, HostTimer
@@ -329,6 +330,10 @@ def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args:
         candidates = [_candidate(records[config_key(c)]) for c in configs]
         best = _retime_top(candidates, stages, retime_top, retime_rounds)
         interrupted = False
+    except TuneBackendLost as e:
+        kept = (f"; they are kept in the journal {book.path}: run the same tune again to resume with the rest"
+                if book is not None else " (journal=False: nothing is kept)")
+        raise TuneBackendLost(f"{e}; {len(records)} of {len(configs)} candidates had finished{kept}") from None
     finally:
         stages.close(interrupted)
     t_end = time.perf_counter()
