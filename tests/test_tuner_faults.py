@@ -83,3 +83,19 @@ def test_a_lost_backend_ends_the_tune_in_one_line_and_the_journal_keeps_the_fini
     result = tune_faulty(space, on_record=lambda r: again.append(r["key"]), **kw)
     assert len(again) == 3 and not set(again) & set(done) and result.notes["resumed"] == 3
     assert all(c.status == "timed" for c in result.candidates)
+
+
+def test_an_interrupt_kills_the_running_builds_and_leaves_no_build_process(cache):
+    """Ctrl-C while a build hangs: the tune stops at once (not after build_timeout_s) and its
+    build processes are gone."""
+    import multiprocessing
+
+    def stop(record):
+        raise KeyboardInterrupt
+
+    space = {"delay_ms": [1, 2], "behaviour": ["ok", "build-hangs"]}
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        tune_faulty(space, build_timeout_s=60, on_record=stop)
+    assert time.perf_counter() - t0 < 15
+    assert not [p for p in multiprocessing.active_children() if p.name == "mgpu_lab-build"]
