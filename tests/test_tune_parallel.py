@@ -161,11 +161,11 @@ def test_an_interrupted_tune_leaves_no_compile_running_on_the_callers_executor(c
 
 def test_a_torn_journal_line_is_skipped(tmp_path):
     book = Journal(tmp_path / "j.jsonl")
-    book.append({"key": "a", "status": "timed"})
+    book.append({"key": config_key({"d": 1}), "config": {"d": 1}, "status": "timed", "median_ms": 1.5})
     with open(book.path, "ab") as f:
         f.write(b'{"key": "b", "sta')  # killed mid-write
-    book.append({"key": "c", "status": "failed-build"})
-    assert sorted(book.load()) == ["a", "c"]
+    book.append({"key": config_key({"d": 3}), "config": {"d": 3}, "status": "failed-build", "reason": "no"})
+    assert sorted(book.load()) == [config_key({"d": 1}), config_key({"d": 3})]
 
 
 def test_the_default_compile_pool_and_progress_text(cache, capsys):

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
-import json
-import multiprocessing
 import os
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,20 +161,25 @@ def expand_space(space: dict[str, Sequence[Any]]) -> list[dict[str, Any]]:
 
 
 def compile_candidates(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]],
-                       executor: concurrent.futures.Executor | None = None) -> list[Candidate]:
-    """Build every configuration of `space` with `executor` (default: a process per CPU); each
-    Candidate is "built" with its Kernel, or carries the reason it failed."""
+                       executor: concurrent.futures.Executor | None = None,
+                       build_timeout_s: float = 300.0) -> list[Candidate]:
+    """Build every configuration of `space` with `executor` (default: a BuildPool of one killable
+    process per CPU, each build within `build_timeout_s`); each Candidate is "built" with its
+    Kernel, or carries the reason it failed. With a caller's executor, isolating one build from
+    another is that executor's business."""
+    from .build_pool import BuildPool, build_timed
+
     configs = expand_space(space)
-    own = executor is None
-    if own:
-        executor = concurrent.futures.ProcessPoolExecutor(
-            max_workers=min(len(configs), os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn"))
+    pool = BuildPool(min(len(configs), os.cpu_count() or 1), build_timeout_s) if executor is None else None
     try:
-        futures = [executor.submit(compile_candidate, make_kernel, c) for c in configs]
+        if pool is not None:
+            futures = [pool.submit(compile_candidate, make_kernel, c) for c in configs]
+        else:
+            futures = [executor.submit(build_timed, compile_candidate, make_kernel, c) for c in configs]
         candidates = []
         for config, future in zip(configs, futures):
             try:
-                status, payload = future.result()
+                status, payload, _ = future.result()
             except Exception as e:  # noqa: BLE001 - e.g. a worker died or the result did not pickle
                 status, payload = "failed-build", f"{type(e).__name__}: {e}"
             cand = Candidate(config, status)
@@ -188,21 +190,28 @@ def compile_candidates(make_kernel: Callable[..., Any], space: dict[str, Sequenc
             candidates.append(cand)
         return candidates
     finally:
-        if own:
-            executor.shutdown()
+        if pool is not None:
+            pool.close()
 
 
-def cached_best_config(cache_file: Path) -> dict[str, Any] | None:
-    """The best configuration a previous tune recorded, or None; a corrupt file is a miss."""
-    if not cache_file.is_file():
+def cached_best_config(cache_file: Path, configs: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+    """The best configuration a previous tune recorded (as `configs`, the current space, spells
+    it), or None. A file another user could have written, a corrupt one, one whose fields have
+    the wrong types or whose config is outside `configs` is a miss: warned about and removed."""
+    from .checked_files import answer_problem, config_in_space, discard, load_checked_json
+
+    data = load_checked_json(cache_file, "tuning cache file")
+    if data is None:
         return None
-    try:
-        config = json.loads(cache_file.read_text())["best_config"]
-        if not isinstance(config, dict):
-            raise TypeError(f"best_config is a {type(config).__name__}")
+    problem = answer_problem(data)
+    if problem is not None:
+        discard(cache_file, f"the corrupt tuning cache file {cache_file} ({problem}); tuning again")
+        return None
+    config = data["best_config"]
+    if configs is None:
         return config
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        warnings.warn(f"mgpu_lab: ignoring the corrupt tuning cache file {cache_file} "
-                      f"({type(e).__name__}: {e}); tuning again", stacklevel=3)
-        cache_file.unlink(missing_ok=True)
-        return None
+    found = config_in_space(config, configs)
+    if found is None:
+        discard(cache_file, f"the tuning cache file {cache_file}: its best_config {config} is not in the "
+                            "search space; tuning again")
+    return found

@@ -11,7 +11,10 @@ package's TimingWorker subprocess, kept across tasks: the Dask worker never crea
 so a faulting or hanging candidate costs that subprocess a restart and the candidate a "failed"
 row, never the Dask worker or the other candidates. The compiled kernel moves from the compile
 worker to the GPU worker directly (a task dependency); the inputs and reference are scattered
-once and cached on each GPU worker. Nothing here is imported by the single-host path.
+once to every worker (so one worker's death loses no copy) and cached on each GPU worker. A
+worker that dies costs only the candidates it held a retry (the scheduler's allowed-failures);
+a lost scheduler ends the tune with a one-line `TuneBackendLost`, the finished candidates kept
+in the journal. Nothing here is imported by the single-host path.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .journal import config_key
-from .pipeline import build_timed, make_record
+from .build_pool import build_timed
+from .errors import TuneBackendLost
+from .pipeline import make_record
 from .timing_worker import Setup
 from .worker_pool import Outcome, TimingWorker
 
@@ -105,20 +110,45 @@ class DaskStages:
         _, cpu = _gpu_workers(client)
         self.compile_workers = cpu or None  # None: any worker
         self.token = uuid.uuid4().hex
-        self.setup = client.scatter(setup, hash=False)
+        self.address = getattr(getattr(client, "scheduler", None), "address", None) or "?"
+        # On every worker (and copied to any that joins): the death of one worker loses no copy of it.
+        self.setup = client.scatter(setup, hash=False, broadcast=True)
         self.built: dict[str, Any] = {}
         self._timings: dict[Any, dict[str, Any]] = {}  # timing futures not yet reported
         self.workers = list(self.gpu_workers)
 
     def _build(self, config: dict[str, Any]) -> Any:
+        # Loose: a compile worker that died comes back under a new address, and a strict
+        # restriction to the old one would wait for it forever; with no compile worker left,
+        # the scheduler places the build on any worker.
+        loose = self.compile_workers is not None  # Dask allows it only with a worker list
         future = self.client.submit(build_timed, self.build, self.make_kernel, config, pure=False,
-                                    workers=self.compile_workers, allow_other_workers=False)
+                                    workers=self.compile_workers, allow_other_workers=loose)
         self.built[config_key(config)] = future
         return future
 
     def _time(self, built: Any, key: str, workers: Sequence[str] | None = None) -> Any:
         return self.client.submit(time_task, built, self.setup, self.token, self.timeout_s, key, pure=False,
                                   resources={"GPU": 1}, workers=workers, retries=0)
+
+    def _lost(self, error: BaseException) -> TuneBackendLost | None:
+        """A TuneBackendLost when `error` came from losing the scheduler (the client then cancels
+        every future at once), else None (the error is this candidate's own)."""
+        status = getattr(self.client, "status", "running")
+        if status == "running" and "scheduler-connection-lost" not in str(error):
+            return None
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return TuneBackendLost(f"cluster: lost the Dask scheduler at {self.address} (client {status}; "
+                               f"{type(error).__name__}: {first})")
+
+    def _result(self, future: Any) -> Any:
+        try:
+            return future.result()
+        except Exception as e:  # noqa: BLE001 - sorted below: the scheduler's loss, or re-raised
+            lost = self._lost(e)
+            if lost is not None:
+                raise lost from None
+            raise
 
     def run(self, configs: Sequence[dict[str, Any]], progress: Any) -> Iterator[dict[str, Any]]:
         from distributed import as_completed
@@ -131,7 +161,9 @@ class DaskStages:
         for future in as_completed(list(timings)):
             config = timings.pop(future)
             try:
-                status, reason, seconds, outcome = future.result()
+                status, reason, seconds, outcome = self._result(future)
+            except TuneBackendLost:
+                raise  # not this candidate's failure: it is not recorded, a rerun does it
             except Exception as e:  # noqa: BLE001 - e.g. KilledWorker: this candidate only
                 yield make_record(config, "failed-worker", f"the Dask task failed: {type(e).__name__}: {e}")
                 continue
@@ -142,20 +174,24 @@ class DaskStages:
         return [("built", self.built.get(config_key(c)) or self._build(c), None) for c in configs]
 
     def measure_one(self, key: str, payload: Any) -> Outcome:
-        status, reason, _, outcome = self._time(payload, key, workers=self.gpu_workers[:1]).result()
+        live, _ = _gpu_workers(self.client)  # asked each time: the first GPU worker may have died
+        status, reason, _, outcome = self._result(self._time(payload, key, workers=live[:1] or None))
         return outcome if outcome is not None else Outcome(status, reason)
 
     def resolve(self, payload: Any) -> Any:
         """The CompiledKernel behind a build future."""
         if hasattr(payload, "result"):
-            status, compiled, _ = payload.result()
+            status, compiled, _ = self._result(payload)
             return compiled if status == "built" else None
         return payload
 
     def close(self, interrupted: bool) -> None:
-        for future in [*self._timings, *self.built.values()]:
-            future.cancel()  # an interrupted tune leaves no work queued on the cluster
+        if getattr(self.client, "status", "running") != "running":
+            return  # the scheduler is gone: nothing to withdraw, and a call would wait for it to return
         try:
-            self.client.run(_stop_timing_worker, workers=self.gpu_workers)
-        except Exception:  # noqa: BLE001 - a worker that went away has nothing to stop
+            for future in [*self._timings, *self.built.values()]:
+                future.cancel()  # an interrupted tune leaves no work queued on the cluster
+            live, _ = _gpu_workers(self.client)  # not the dead: a call to one waits out the connect timeout
+            self.client.run(_stop_timing_worker, workers=live)
+        except Exception:  # noqa: BLE001 - a worker or scheduler that went away has nothing to stop
             pass

@@ -3,12 +3,15 @@
 Each record is appended with a single `os.write` on an O_APPEND descriptor and fsync'd before
 the next candidate is reported, so a kill at any moment leaves whole lines plus at most one
 torn last line; reading skips a torn or unreadable line (that candidate is simply done again).
+A journal is read only when this user alone can have written it, and each record only when its
+fields have the expected types (`checked_files`); anything else is done again, with a warning.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -25,26 +28,37 @@ class Journal:
         self.path = Path(path)
 
     def load(self) -> dict[str, dict[str, Any]]:
-        """Every whole record written so far (later lines win)."""
+        """Every whole, well-formed record written so far (later lines win)."""
+        from .checked_files import read_checked, record_problem
+
         records: dict[str, dict[str, Any]] = {}
-        try:
-            text = self.path.read_text()
-        except FileNotFoundError:
+        data = read_checked(self.path, "tuning journal")
+        if data is None:
             return records
-        for line in text.splitlines():
+        bad = []
+        for line in data.decode(errors="replace").splitlines():
             try:
                 record = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue  # a line torn by a kill
-            if isinstance(record, dict) and isinstance(record.get("key"), str):
+            problem = record_problem(record)
+            if problem is None:
                 records[record["key"]] = record
+            else:
+                bad.append(problem)
+        if bad:
+            warnings.warn(f"mgpu_lab: ignoring {len(bad)} malformed record(s) of the tuning journal {self.path} "
+                          f"(the first: {bad[0]}); those candidates are tuned again", stacklevel=3)
         return records
 
     def append(self, record: dict[str, Any]) -> None:
         """Write one record durably (one write call: the line lands whole or not at all)."""
+        from .checked_files import make_private_folder
+
         line = (json.dumps(record, default=repr) + "\n").encode()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        make_private_folder(self.path.parent)
+        # O_NOFOLLOW: never append through a link planted where the journal goes
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
             if os.fstat(fd).st_size and not self._ends_with_newline():
                 line = b"\n" + line  # after a torn line, start on a line of our own

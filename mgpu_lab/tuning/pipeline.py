@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import multiprocessing
 import os
 import pickle
 import time
@@ -22,9 +21,14 @@ from typing import Any
 import numpy as np
 
 from ..atomic_files import write_atomically
+from ..errors import CacheSecurityWarning
 from ..user_errors import user_facing
+from .build_pool import BuildPool, build_timed
 from .candidates import Candidate, TuneResult, cached_best_config, compile_candidate, expand_space
 from .cache_key import key_digest, tune_dir, tune_key
+from .cached_answer import answer_from_cache
+from .checked_files import folder_problem, make_private_folder
+from .errors import TuneBackendLost
 from .journal import Journal, config_key
 from .progress import Counts, TuneProgress
 from .timers import CudaTimer, HostTimer
@@ -32,17 +36,6 @@ from .timing_worker import Setup
 from .worker_pool import GpuPool, Outcome, retime, visible_device
 
 RECORD_FIELDS = ("status", "reason", "compile_s", "median_ms", "spread", "rel_error", "worker")
-
-
-def build_timed(build: Callable[..., tuple[str, Any]], make_kernel: Callable[..., Any],
-                config: dict[str, Any]) -> tuple[str, Any, float]:
-    """Runs in a compile worker: (status, CompiledKernel or reason, seconds it took)."""
-    t0 = time.perf_counter()
-    try:
-        status, payload = build(make_kernel, config)
-    except Exception as e:  # noqa: BLE001 - a failing build disqualifies this config only
-        status, payload = "failed-build", f"{type(e).__name__}: {e}"
-    return status, payload, time.perf_counter() - t0
 
 
 def build_callable(make_kernel: Callable[..., Any], config: dict[str, Any]) -> tuple[str, Any]:
@@ -66,21 +59,31 @@ def record_from_outcome(config: dict[str, Any], payload: Any, compile_s: float, 
 
 
 class LocalStages:
-    """Compiles in `executor` (default: one spawned process per CPU core), times on one
-    TimingWorker per device of `devices`; the workers start at once so their start-up
-    overlaps the first compiles."""
+    """Builds in a BuildPool (default: one killable process per spare CPU core, each build within
+    `build_timeout_s`) or in the caller's `executor` (then isolating one build from another is
+    that executor's business), times on one TimingWorker per device of `devices`; the workers
+    start at once so their start-up overlaps the first builds."""
 
     def __init__(self, make_kernel: Callable[..., Any], build: Callable[..., Any],
                  executor: concurrent.futures.Executor | None, devices: Sequence[str], setup: Setup,
-                 timeout_s: float, n_configs: int):
+                 timeout_s: float, n_configs: int, build_timeout_s: float = 300.0):
         self.make_kernel, self.build = make_kernel, build
-        self.own_executor = executor is None
-        self.executor = executor or concurrent.futures.ProcessPoolExecutor(
-            max_workers=max(1, min(n_configs, (os.cpu_count() or 1) - len(devices))), mp_context=multiprocessing.get_context("spawn"))
+        self.executor = executor
+        self.builders = None if executor is not None else BuildPool(
+            max(1, min(n_configs, (os.cpu_count() or 1) - len(devices))), build_timeout_s)
         self.pool = GpuPool(devices, setup, timeout_s)
         self.workers = [w.label for w in self.pool.workers]
         self.compile_wall_s = 0.0
-        self.submitted: list[concurrent.futures.Future] = []  # compiles, to withdraw on an interrupt
+        self.submitted: list[concurrent.futures.Future] = []  # builds, to withdraw on an interrupt
+
+    def _submit_build(self, config: dict[str, Any]) -> concurrent.futures.Future:
+        """A Future of (status, Kernel or reason, seconds) for one config."""
+        if self.builders is not None:
+            future = self.builders.submit(self.build, self.make_kernel, config)
+        else:
+            future = self.executor.submit(build_timed, self.build, self.make_kernel, config)
+        self.submitted.append(future)
+        return future
 
     def stage_seconds(self) -> dict[str, Any]:
         """Wall time until the last compile finished; seconds each worker spent timing."""
@@ -88,8 +91,7 @@ class LocalStages:
 
     def run(self, configs: Sequence[dict[str, Any]], progress: TuneProgress) -> Iterator[dict[str, Any]]:
         t0 = time.perf_counter()
-        compiles = {self.executor.submit(build_timed, self.build, self.make_kernel, c): c for c in configs}
-        self.submitted += compiles
+        compiles = {self._submit_build(c): c for c in configs}
         timings: dict[concurrent.futures.Future, tuple] = {}
         pending = set(compiles)
         while pending:
@@ -117,8 +119,7 @@ class LocalStages:
 
     def payloads(self, configs: Sequence[dict[str, Any]]) -> list[tuple[str, Any, float]]:
         """Build again (from the kernel cache) candidates resumed from the journal."""
-        futures = [self.executor.submit(build_timed, self.build, self.make_kernel, c) for c in configs]
-        self.submitted += futures
+        futures = [self._submit_build(c) for c in configs]
         return [f.result() for f in futures]
 
     def resolve(self, payload: Any) -> Any:
@@ -129,8 +130,8 @@ class LocalStages:
 
     def close(self, interrupted: bool) -> None:
         self.pool.close(interrupted=interrupted)
-        if self.own_executor:
-            self.executor.shutdown(wait=not interrupted, cancel_futures=True)
+        if self.builders is not None:
+            self.builders.close(interrupted=interrupted)
         elif interrupted:
             # The caller's executor outlives this tune: withdraw its queued compiles and let the
             # running ones finish here, so none of this tune's work goes on after it returned.
@@ -161,6 +162,11 @@ def _input_sets(args: Any) -> tuple[list[tuple], Callable[[], Any] | None]:
         raise ValueError("args: expected the kernel's input arrays (a tuple), a list of such tuples, or a "
                          f"callable returning them; got {type(made).__name__}")
     return sets, make_inputs
+
+
+def _check_seconds(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
+        raise ValueError(f"{name}: expected a positive number of seconds, got {value!r}")
 
 
 def _devices(gpus: Any) -> list[str]:
@@ -231,7 +237,7 @@ def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args:
          executor: concurrent.futures.Executor | None = None, warmup: int = 5, iters: int = 20,
          use_cache: bool = True, gpus: Any = None, cluster: Any = None, timer: Any = None,
          build: Callable[..., Any] | None = None, journal: bool = True, retime_top: int = 3,
-         retime_rounds: int = 3, timeout_s: float = 60.0, progress: bool = True,
+         retime_rounds: int = 3, timeout_s: float = 60.0, build_timeout_s: float = 300.0, progress: bool = True,
          on_record: Callable[[dict[str, Any]], None] | None = None) -> TuneResult:
     """Build `make_kernel(**config)` for every config in `space`, check each against `reference`
     and time it; return every candidate and the fastest correct one (`mgpu_lab.tune`).
@@ -252,12 +258,16 @@ def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args:
     returning them. reference: `reference(*inputs)` -> the expected output (the first output is
     compared; relative error <= rtol). timer: what a worker does with a candidate (default
     `CudaTimer`; `HostTimer` times plain Python callables). timeout_s bounds each timing.
+    build_timeout_s bounds each build: without `executor`, every build runs in a process of its
+    own pool that is killed and replaced when the build hangs past it or kills its process, so
+    that candidate alone gets a "failed-build" row. With a caller's `executor` the builds run
+    there as given, and isolating them is that executor's business (no time limit is applied).
     """
     configs = expand_space(space)
     if not isinstance(retime_top, int) or retime_top < 0:
         raise ValueError(f"retime_top: expected a count >= 0, got {retime_top!r}")
-    if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
-        raise ValueError(f"timeout_s: expected a positive number of seconds, got {timeout_s!r}")
+    _check_seconds("timeout_s", timeout_s)
+    _check_seconds("build_timeout_s", build_timeout_s)
     timer = timer if timer is not None else CudaTimer(warmup=warmup, iters=iters, rtol=rtol)
     build = build or (build_callable if isinstance(timer, HostTimer) else compile_candidate)
     input_sets, make_inputs = _input_sets(args)
@@ -273,30 +283,40 @@ def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args:
         device_model = timer.device_model(0 if gpus == "all" else gpus[0])
     key_parts = tune_key(device_model, make_kernel, input_sets, space)
     digest = key_digest(key_parts)
-    cache_file = tune_dir() / f"{digest}.json"
-    book = Journal(tune_dir() / f"{digest}.journal.jsonl") if journal else None
-    if use_cache:
-        config = cached_best_config(cache_file)
-        if config is not None:
-            status, payload = build(make_kernel, config)
-            if status == "built":
-                best = Candidate(config, "cached", kernel=payload)
-                return TuneResult([best], best, from_cache=True, cache_path=str(cache_file))
-    elif book is not None:
+    folder = tune_dir()
+    problem = folder_problem(folder)
+    if problem is not None:
+        # Another user could plant an answer or a journal there: read nothing, write nothing.
+        warnings.warn(f"mgpu_lab: not using the tuning cache folder: {problem}. Tuning without a cached answer "
+                      "or a journal; make the folder private (chmod go-w) or set XDG_CACHE_HOME to a folder "
+                      "only you can write", CacheSecurityWarning, stacklevel=3)
+        use_cache = journal = False
+    cache_file = folder / f"{digest}.json"
+    book = Journal(folder / f"{digest}.journal.jsonl") if journal else None
+    if not use_cache and book is not None:
         book.remove()
-
     setup = _worker_setup(timer, input_sets, make_inputs, reference)
+
+    def make_stages(n_configs: int, on: Sequence[str]) -> Any:
+        if cluster is not None:
+            from .dask_backend import DaskStages
+
+            return DaskStages(cluster, make_kernel, build, setup, timeout_s)
+        return LocalStages(make_kernel, build, executor, on, setup, timeout_s, n_configs, build_timeout_s)
+
+    if use_cache:
+        config = cached_best_config(cache_file, configs)
+        if config is not None:
+            cached = answer_from_cache(config, cache_file, lambda: make_stages(1, devices[:1]), build, make_kernel)
+            if cached is not None:
+                return cached
+
     bar = TuneProgress(Counts(len(configs)), enabled=progress)
     records = _resumed(configs, book, bar)
     pending = [c for c in configs if config_key(c) not in records]
 
     t_start = time.perf_counter()
-    if cluster is not None:
-        from .dask_backend import DaskStages
-
-        stages: Any = DaskStages(cluster, make_kernel, build, setup, timeout_s)
-    else:
-        stages = LocalStages(make_kernel, build, executor, devices, setup, timeout_s, max(1, len(pending)))
+    stages = make_stages(max(1, len(pending)), devices)
     interrupted = True
     try:
         for record in stages.run(pending, bar):
@@ -310,6 +330,10 @@ def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args:
         candidates = [_candidate(records[config_key(c)]) for c in configs]
         best = _retime_top(candidates, stages, retime_top, retime_rounds)
         interrupted = False
+    except TuneBackendLost as e:
+        kept = (f"; they are kept in the journal {book.path}: run the same tune again to resume with the rest"
+                if book is not None else " (journal=False: nothing is kept)")
+        raise TuneBackendLost(f"{e}; {len(records)} of {len(configs)} candidates had finished{kept}") from None
     finally:
         stages.close(interrupted)
     t_end = time.perf_counter()
@@ -318,7 +342,7 @@ def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args:
              "seconds": {"compile_and_time": t_timed - t_start, "retime": t_end - t_timed, "total": t_end - t_start,
                          **(stages.stage_seconds() if hasattr(stages, "stage_seconds") else {})},
              "key": key_parts}
-    if best is not None:
+    if best is not None and problem is None:
         _write_cache(cache_file, best, key_parts, candidates)
     if book is not None:
         book.remove()  # complete: the cache holds the answer and the table
@@ -355,7 +379,7 @@ def _write_cache(cache_file: Any, best: Candidate, key_parts: dict[str, Any], ca
     record = {"best_config": best.config, "median_ms": best.median_ms, "retimed_ms": best.retimed_ms,
               "key": key_parts, "table": candidate_rows(candidates)}
     try:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        make_private_folder(cache_file.parent)
         write_atomically(cache_file, json.dumps(record, default=repr).encode())
     except (OSError, TypeError, ValueError) as e:
         warnings.warn(f"mgpu_lab: could not record the best configuration in {cache_file}: {e}", stacklevel=3)
