@@ -40,6 +40,7 @@ import time
 
 import numpy as np
 from common import GpuSampler, interleaved_rounds, table, write_record
+from gemm_random import describe as _describe
 from gemm_sweep import (
     Problem,
     bf16_problems,
@@ -105,17 +106,6 @@ def _sweep(problems: list[Problem], figures: dict, rows: list, kind: str, one) -
         if ratio is not None:
             ratios.append(ratio)
     return ratios
-
-
-def _describe(config: dict) -> str:
-    scheme = {True: " persistent", "pingpong": " pingpong", "stream_k": " stream-K"}.get(config.get("persistent"), "")
-    if config.get("swap_ab"):
-        scheme += " swap_ab"
-    if config.get("cluster_m", 1) > 1:
-        scheme += " multicast"
-    if config.get("split_k", 1) > 1:
-        scheme += f" split_k={config['split_k']} {config.get('split_k_reduce', 'cluster')}"
-    return f"{config['tile_m']}x{config['tile_n']}{scheme} {config['source']}"
 
 
 def _relative_error(got, want) -> float:
