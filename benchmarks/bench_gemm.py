@@ -21,6 +21,15 @@ block), so the record shows whether the persistent kernel pays.
 
 Run on a GPU machine:  python benchmarks/bench_gemm.py [--quick] [--no-fp8] [--extras] [--no-split-k]
 Writes a `gemm` record under benchmarks/results/ (or $OUT) and prints a table last.
+
+Random shapes (gemm_random.py: the distribution, what is timed):
+    python benchmarks/bench_gemm.py --random 64 --seed 7      # ~8 minutes on an H200
+    python benchmarks/bench_gemm.py --random 64 --seed 7 --quick   # 6 of those shapes, 2 rounds: a smoke check
+draws the shapes from the seed, drops the tuned table's, switches the table off (the model's
+configurations alone) and writes a `gemm_random` record: per shape kernel-only and user-call
+time against cuBLAS, the configuration, SM clock and power; `gemm_random_seed<S>_geomean_vs_cublas`,
+`_p10_vs_cublas`, `_min_vs_cublas`, `_call_geomean_vs_cublas`, and the m <= 64 subset
+(`_m64_geomean_vs_cublas`, `_m64_bandwidth_share_of_copy_geomean`).
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import time
 
 import numpy as np
 from common import GpuSampler, interleaved_rounds, table, write_record
+from gemm_random import describe as _describe
 from gemm_sweep import (
     Problem,
     bf16_problems,
@@ -96,17 +106,6 @@ def _sweep(problems: list[Problem], figures: dict, rows: list, kind: str, one) -
         if ratio is not None:
             ratios.append(ratio)
     return ratios
-
-
-def _describe(config: dict) -> str:
-    scheme = {True: " persistent", "pingpong": " pingpong", "stream_k": " stream-K"}.get(config.get("persistent"), "")
-    if config.get("swap_ab"):
-        scheme += " swap_ab"
-    if config.get("cluster_m", 1) > 1:
-        scheme += " multicast"
-    if config.get("split_k", 1) > 1:
-        scheme += f" split_k={config['split_k']} {config.get('split_k_reduce', 'cluster')}"
-    return f"{config['tile_m']}x{config['tile_n']}{scheme} {config['source']}"
 
 
 def _relative_error(got, want) -> float:
@@ -342,7 +341,13 @@ def main() -> None:
     parser.add_argument("--compare-persistent", action="store_true",
                         help="also time the other block scheme (persistent / one tile) where tiles take > 1 wave")
     parser.add_argument("--no-split-k", action="store_true", help="never split K (even where the config says so)")
+    parser.add_argument("--random", type=int, default=None, metavar="N",
+                        help="time N random shapes drawn from --seed instead of the sweep (gemm_random.py)")
+    parser.add_argument("--seed", type=int, default=0, help="the seed of --random's shapes")
     args = parser.parse_args()
+    if args.random is not None:
+        random_main(args)
+        return
     NO_SPLIT_K[0] = args.no_split_k
     figures: dict = {}
     rows: list = [("problem", "what", "ours TFLOP/s", "peer TFLOP/s", "peer time / ours", "config", "rel err")]
@@ -374,6 +379,31 @@ def main() -> None:
         "order": "A B B A ... (common.interleaved_rounds), launches queued behind a blocking kernel",
         "bf16 peer": "torch.matmul (cuBLAS)", "fp8 peer": "torch._scaled_mm(use_fast_accum=True)",
         "configs": "gemm_configs.json where tuned, else the heuristic (per problem: *_config.source)",
+        "gemm_configs_sha256": _table_digest()})
+    print(f"clock/power: {gpu.summary()}")
+    print(f"record: {path}")
+    print(table(rows))
+
+
+def random_main(args: argparse.Namespace) -> None:
+    """--random N --seed S: the model's configurations on shapes drawn at run time (gemm_random.py)."""
+    from gemm_random import run_random
+
+    figures: dict = {}
+    rows: list = [("problem", "what", "ours us", "cuBLAS us", "kernel: cuBLAS / ours", "call: cuBLAS / ours",
+                   "config", "rel err")]
+    count = min(args.random, 6) if args.quick else args.random
+    t0 = time.perf_counter()
+    deadline = t0 + args.budget_s if args.budget_s is not None else float("inf")
+    with GpuSampler() as gpu:
+        run_random(count, args.seed, figures, rows, rounds=2 if args.quick else 3, deadline=deadline)
+    figures[f"gemm_random_seed{args.seed}_wall_s"] = time.perf_counter() - t0
+    path = write_record("gemm_random", figures, sampler=gpu, notes={
+        "ratio": "cuBLAS median time / our median time (above 1: ours faster)",
+        "kernel": "launch_unchecked on CuPy views vs torch.matmul(out=), launches queued behind a blocking kernel",
+        "call": "the Kernel called on torch tensors vs torch.matmul, CUDA events around each call",
+        "order": "A B B A ... (common.interleaved_rounds)", "seed": args.seed, "drawn": args.random,
+        "quick": args.quick, "configs": "the model alone (MGPU_LAB_GEMM_TABLE=0); tuned shapes dropped",
         "gemm_configs_sha256": _table_digest()})
     print(f"clock/power: {gpu.summary()}")
     print(f"record: {path}")

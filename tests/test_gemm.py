@@ -45,9 +45,9 @@ def test_gemm_4096_sass(transpose_b):
 @pytest.mark.parametrize("shape, kwargs, hgmma, grid", [
     ((4000, 4000, 4000), {"tile_m": 128, "tile_n": 256, "persistent": False}, r"HGMMA\.64x256x16", 32 * 16),  # ragged M, N, K tail (4000 = 62.5 x 64)
     ((4000, 4000, 4000), {"tile_m": 128, "tile_n": 256, "persistent": True}, r"HGMMA\.64x256x16", 132),
-    ((1, 4096, 4096), {"transpose_b": True}, r"HGMMA\.64x32x16", 128),  # decode: one row
+    ((1, 4096, 4096), {"transpose_b": True, "tile_m": 64, "tile_n": 32}, r"HGMMA\.64x32x16", 128),  # decode: one row
     ((64, 4096, 4096), {"transpose_b": True, "tile_m": 64, "tile_n": 32}, r"HGMMA\.64x32x16", 128),
-    ((8, 14336, 4096), {"transpose_b": True}, r"HGMMA\.64x64x16", 224),
+    ((8, 14336, 4096), {"transpose_b": True, "tile_m": 64, "tile_n": 64}, r"HGMMA\.64x64x16", 224),
     ((129, 256, 72), {}, r"HGMMA\.64x\d+x16", None),  # ragged M, K tail of 8
     ((300, 520, 200), {"out_dtype": "float32", "tile_n": 128}, r"HGMMA\.64x128x16", None),
 ])

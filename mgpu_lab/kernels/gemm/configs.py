@@ -1,26 +1,40 @@
-"""Which tile sizes the GEMM uses for a shape: the tuned table, else a heuristic.
+"""Which configuration the GEMM uses for a shape: the tuned table, else the performance model.
 
 `configs.json` (beside this file) holds the configurations `mgpu_lab.tune` picked on a GPU,
-per device name and shape (benchmarks/tune_gemm_configs.py writes it). Shapes it lacks, and
-devices it does not know, get `heuristic_config`: the largest tile that still gives most SMs
-a block (decode shapes with M <= 64 take 64-row tiles and narrower N tiles). Where the tiles
-still fill fewer than half the SMs over a long K, K is split (`split_k`, split_k.py); tuned
-entries from before split-K existed (no `split_k` key) get that rule too.
+per device name and shape (benchmarks/tune_gemm_configs.py writes it): an exact-shape override.
+Shapes it lacks, devices it does not know, and every shape when the table is switched off
+(`gemm_config(..., table=False)`, or MGPU_LAB_GEMM_TABLE=0 in the environment: what
+`bench_gemm.py --random` measures) get `model_config`: the fastest configuration by the
+analytical model (model.py), validated with resolve_tiling (the next one where a pick fails
+the checks, `heuristic_config` last). `heuristic_config` is the older rule: the largest tile
+that still gives most SMs a block (decode shapes with M <= 64 take 64-row tiles and narrower N
+tiles), split_k where the tiles fill fewer than half the SMs over a long K; make_gemm falls back
+to it where a swapped configuration meets an epilogue. Tuned entries from before split-K
+existed (no `split_k` key) get its split rule.
+
+`auto_tuned_config` (make_gemm(..., tune="auto")) times the model's top candidates once on the
+current GPU and caches the winner per device model and toolchain (mgpu_lab.tune's cache).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+from . import model
 from .split_k import choose_split_k
 
 CONFIG_FILE = Path(__file__).with_name("configs.json")
 DEFAULT_DEVICE = "NVIDIA H200"  # whose table a machine without a GPU builds for (sm_90a)
 SMS = 132
 _FILL = 0.9  # a grid with at least this share of SMS blocks counts as filling the GPU
+TABLE_ENV = "MGPU_LAB_GEMM_TABLE"  # "0", "off", "false" or "no": the model alone, no tuned table
+CONFIG_KEYS = ("tile_m", "tile_n", "stages", "group_m", "persistent", "split_k", "split_k_reduce", "cluster_m",
+               "swap_ab")
+TUNE_CANDIDATES = 3  # tune="auto" times the model's top few
 
 
 def shape_key(m: int, n: int, k: int, *, transpose_b: bool, dtype: str) -> str:
@@ -73,15 +87,174 @@ def _split(m: int, n: int, k: int, config: dict[str, Any], dtype: str) -> dict[s
     return {"split_k": split} if split > 1 else {}
 
 
+def table_enabled(table: bool | None = None) -> bool:
+    """Whether the tuned table overrides the model: `table` when given, else not switched off
+    by MGPU_LAB_GEMM_TABLE."""
+    if table is not None:
+        return bool(table)
+    return os.environ.get(TABLE_ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+@functools.cache
+def device_sms() -> int:
+    """The current device's SM count (SMS without a GPU): the model's waves."""
+    from mgpu_lab.compiler.target import device_capability
+
+    if device_capability() is None:
+        return SMS
+    try:
+        from cuda.bindings import driver
+
+        err, dev = driver.cuCtxGetDevice()
+        if err != driver.CUresult.CUDA_SUCCESS:
+            _, dev = driver.cuDeviceGet(0)
+        err, count = driver.cuDeviceGetAttribute(
+            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)
+        return int(count) if err == driver.CUresult.CUDA_SUCCESS and count > 0 else SMS
+    except Exception:  # noqa: BLE001 - a driver query failing only costs the model its exact SM count
+        return SMS
+
+
+def _valid(m: int, n: int, k: int, config: dict[str, Any], *, transpose_b: bool, dtype: str, out_dtype: str,
+           epilogue: bool) -> bool:
+    """Whether make_gemm (or make_fp8_gemm) accepts the configuration: resolve_tiling's checks,
+    on the padded sizes of the padded path. Cheap: nothing is compiled."""
+    from .kernel import _INPUT_DTYPES, resolve_tiling
+    from .padding import aligned_shape
+    from .pieces import round_up
+
+    if dtype not in model.ITEMSIZE:
+        return False
+    if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
+        isz, osz = model.ITEMSIZE[dtype], model.ITEMSIZE.get(out_dtype, 4)
+        k = round_up(k, 16 // isz)
+        n = round_up(n, 16 // (osz if transpose_b else min(isz, osz)))
+    settings = {key: config[key] for key in CONFIG_KEYS if key in config}
+    settings.setdefault("split_k", 1)
+    inputs = _INPUT_DTYPES if dtype in _INPUT_DTYPES else (dtype,)
+    try:
+        resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, unswapped=epilogue,
+                       input_dtypes=inputs, **settings)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=4096)
+def model_ranking(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
+                  out_dtype: str = "bfloat16", epilogue: bool = False, sms: int | None = None,
+                  count: int = 1) -> tuple[dict[str, Any], ...]:
+    """The model's `count` fastest configurations that pass resolve_tiling's checks, fastest
+    first, each with source 'model' and the model's estimate (`model_us`); the heuristic's
+    configuration (source 'heuristic') when none passes. Cached: a few ms the first time."""
+    problem = model.Problem(m, n, k, transpose_b=transpose_b, dtype=dtype, epilogue=epilogue,
+                            sms=sms or device_sms(), out_dtype=out_dtype)
+    picked: list[dict[str, Any]] = []
+    if dtype in model.ITEMSIZE:
+        for us, config in model.ranked(problem):
+            if _valid(m, n, k, config, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+                      epilogue=epilogue):
+                picked.append({**config, "source": "model", "model_us": round(us, 2)})
+                if len(picked) == count:
+                    break
+    return tuple(picked) or (heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype),)
+
+
+def model_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
+                 out_dtype: str = "bfloat16", epilogue: bool = False, sms: int | None = None) -> dict[str, Any]:
+    """The model's fastest valid configuration of the problem (a copy: callers may edit it)."""
+    return dict(model_ranking(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+                              epilogue=epilogue, sms=sms)[0])
+
+
 def gemm_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
-                device: str | None = None) -> dict[str, Any]:
+                device: str | None = None, table: bool | None = None, epilogue: bool = False,
+                out_dtype: str = "bfloat16") -> dict[str, Any]:
     """tile_m, tile_n, group_m, maybe stages, persistent, split_k, split_k_reduce, cluster_m and
-    swap_ab (tile sizes then of C.T), and `source` ('tuned' or 'heuristic')."""
-    entry = tuned_table().get(device or device_name(), {}).get(shape_key(m, n, k, transpose_b=transpose_b,
-                                                                         dtype=dtype))
-    if entry is not None:
-        keys = ("tile_m", "tile_n", "stages", "group_m", "persistent", "split_k", "split_k_reduce", "cluster_m",
-                "swap_ab")
-        config = {**{key: entry[key] for key in keys if key in entry}, "source": "tuned"}
-        return config if "split_k" in entry else config | _split(m, n, k, config, dtype)
-    return heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)
+    swap_ab (tile sizes then of C.T), and `source` ('tuned', 'model' or 'heuristic').
+    table: False skips the tuned table (default: on unless MGPU_LAB_GEMM_TABLE=0)."""
+    if table_enabled(table):
+        entry = tuned_table().get(device or device_name(), {}).get(
+            shape_key(m, n, k, transpose_b=transpose_b, dtype=dtype))
+        if entry is not None:
+            config = {**{key: entry[key] for key in CONFIG_KEYS if key in entry}, "source": "tuned"}
+            return config if "split_k" in entry else config | _split(m, n, k, config, dtype)
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in (m, n, k)):
+        return heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)  # make_gemm's checks name it
+    return model_config(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue)
+
+
+def _tune_inputs(m: int, n: int, k: int, transpose_b: bool, dtype: str) -> list[tuple[Any, Any]]:
+    """Input sets for tune='auto' (in the timing worker): unit-normal A and B, rotated through
+    enough sets to exceed L2."""
+    import cupy
+    import numpy as np
+
+    from mgpu_lab.builder.dtypes import numpy_dtype
+
+    np_dtype = numpy_dtype(dtype)
+    per_set = (m * k + n * k) * model.ITEMSIZE[dtype]
+    count = max(1, min(8, -(-(3 * model.L2_BYTES) // per_set)))
+    rng = np.random.default_rng(0)
+    b_shape = (n, k) if transpose_b else (k, n)
+    return [(cupy.asarray(rng.standard_normal((m, k), dtype=np.float32).astype(np_dtype)),
+             cupy.asarray(rng.standard_normal(b_shape, dtype=np.float32).astype(np_dtype))) for _ in range(count)]
+
+
+def _tune_reference(transpose_b: bool, a: Any, b: Any) -> Any:
+    """f32 product of the first input set: tune='auto' checks every candidate against it."""
+    import cupy
+
+    a32, b32 = a.astype(cupy.float32), b.astype(cupy.float32)
+    return a32 @ (b32.T if transpose_b else b32)
+
+
+def _tune_candidate(m: int, n: int, k: int, transpose_b: bool, dtype: str, out_dtype: str,
+                    configs: tuple[tuple[tuple[str, Any], ...], ...], choice: int) -> Any:
+    """make_gemm of the model's candidate `choice` (picklable for the tuner's build pool)."""
+    from .kernel import make_gemm
+
+    return make_gemm(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, **dict(configs[choice]))
+
+
+def auto_tuned_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
+                      out_dtype: str = "bfloat16", epilogue: bool = False) -> dict[str, Any]:
+    """The fastest of the model's TUNE_CANDIDATES top configurations, timed once on the current
+    GPU (mgpu_lab.tune: each candidate in a worker process per GPU, checked against an f32
+    product) and cached per device model, shape and toolchain; later calls read the cache.
+    RuntimeError without a GPU (tuning needs one)."""
+    from mgpu_lab.runtime.device import has_gpu
+
+    if not has_gpu():
+        raise RuntimeError("gemm: tune='auto' times candidates on the GPU, and no CUDA GPU or driver was found: "
+                           "compiling works, launching and tuning need a Hopper GPU; use tune=None (the model's "
+                           "pick) on this machine")
+    from mgpu_lab.tuning import tune
+
+    ranked = model_ranking(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue,
+                           count=TUNE_CANDIDATES)
+    configs = tuple(tuple((key, c[key]) for key in CONFIG_KEYS if key in c) for c in ranked)
+    if len(configs) == 1:
+        return dict(ranked[0])
+    make = functools.partial(_tune_candidate, m, n, k, transpose_b, dtype, out_dtype, configs)
+    inputs = functools.partial(_tune_inputs, m, n, k, transpose_b, dtype)
+    result = tune(make, {"choice": list(range(len(configs)))}, inputs,
+                  functools.partial(_tune_reference, transpose_b), progress=False)
+    if result.best is None:
+        return dict(ranked[0])
+    return {**dict(configs[result.best.config["choice"]]), "source": "auto-tuned"}
+
+
+def auto_settings(tune: Any, m: int, n: int, k: int, *, transpose_b: bool, dtype: str, out_dtype: str,
+                  epilogue: bool, given: dict[str, Any]) -> tuple[Any, ...]:
+    """make_gemm's (tile_m, tile_n, stages, group_m, persistent, split_k, split_k_reduce,
+    cluster_m, swap_ab) for tune='auto': the auto-tuned configuration, what the caller gave
+    (`given`, None where not) on top."""
+    from mgpu_lab.arguments import choice
+
+    choice("tune", tune, ("auto",), expected="'auto' or None", where="gemm")
+    picked = auto_tuned_config(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue)
+    merged = {**{key: picked.get(key) for key in CONFIG_KEYS}, **{key: v for key, v in given.items() if v is not None}}
+    if merged["split_k"] is None:
+        merged["split_k"] = 1
+    return (picked["tile_m"], picked["tile_n"], *(merged[key] for key in CONFIG_KEYS[2:]))

@@ -57,7 +57,7 @@ from mgpu_lab.arguments import alternatives, choice, count, flag, size
 from mgpu_lab.profiler.format import words_per_block
 from mgpu_lab.runtime.kernel import Kernel
 
-from .configs import gemm_config, heuristic_config
+from .configs import auto_settings, gemm_config, heuristic_config
 from .padding import aligned_shape, padded_gemm
 from .split_k import MAX_CLUSTER_SPLIT, even_split_k, reduce_in_cluster, split_k_gemm
 from .stream_k import StreamKPlan, check_stream_k, consume, produce, signal_partials, stream_k_gemm, stream_k_inputs
@@ -191,7 +191,7 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
               stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
               split_k: int | None = None, split_k_reduce: str | None = None, cluster_m: int | None = None,
               swap_ab: bool | None = None, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
-              **options) -> mgpu_lab.Kernel:
+              tune: str | None = None, **options) -> mgpu_lab.Kernel:
     """C (m, n) = epilogue(A (m, k) @ B), B of shape (k, n), or (n, k) with transpose_b=True.
 
     Call it as `kernel(a, b, *epilogue_arrays)`. epilogue: `f(acc, tile, *refs) -> FragmentedArray`
@@ -218,8 +218,19 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     With no epilogue to hold registers, a swapped consumer may keep 128 x 160 f32 (tile_m=256,
     tile_n up to 160; other tilings 128 x 128).
     Tile sizes (and split_k, swap_ab) left out come from `gemm_config` (tuned table, else a
-    heuristic; with an epilogue, a tuned entry that swaps gives way to the heuristic)."""
+    heuristic; with an epilogue, a tuned entry that swaps gives way to the heuristic).
+    tune: None (default: no timing at call time) or "auto": time the model's top few
+    configurations once on this GPU and use (and cache, per device model and toolchain) the
+    fastest; RuntimeError without a GPU."""
     m, n, k = check_problem(m, n, k, transpose_b)
+    if tune is not None and tile_m is None and tile_n is None:
+        settings = dict(stages=stages, group_m=group_m, persistent=persistent, split_k=split_k,
+                        split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab)
+        tile_m, tile_n, stages, group_m, persistent, split_k, split_k_reduce, cluster_m, swap_ab = auto_settings(
+            tune, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue is not None,
+            given=settings)
+    elif tune is not None:
+        choice("tune", tune, ("auto", None), expected="'auto' or None", where="gemm")
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         return padded_gemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,

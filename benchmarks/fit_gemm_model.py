@@ -1,0 +1,260 @@
+"""Fit the GEMM performance model's constants (mgpu_lab/kernels/gemm/model.py) to the timed records
+in benchmarks/results/, and report how well it ranks the recorded alternatives. CPU only.
+
+Samples (each: a shape, a configuration, its measured time):
+- `gemm_options_*.json`: every timed alternative of a shape (the names encode the configuration:
+  `128x256_streamk_cluster_m2`, `256x136_swapab_split4`, ...), timed against each other on one lease;
+- `gemm_*.json` sweeps from --since on: each shape's configuration and our time;
+- `mgpu_lab/kernels/gemm/configs.json`: the tuned winners' median times.
+
+Fit: least squares on log time (model / measured), Nelder-Mead over the log of the constants.
+Ranking: for every (options record, shape) with 3+ alternatives, whether the model's fastest
+alternative is within 3% of the measured fastest, and the measured time of the model's pick over
+the best (geomean).
+
+Run:  python benchmarks/fit_gemm_model.py [--since 2026-12-01T14] [--fit] [--iters 4000]
+Without --fit it scores the constants in model.py; with it, prints the fitted Constants too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from gemm_sweep import bf16_problems, fp8_problems  # noqa: E402
+
+from mgpu_lab.kernels.gemm import model  # noqa: E402
+from mgpu_lab.kernels.gemm.configs import CONFIG_FILE  # noqa: E402
+
+DTYPES = {"bf16": "bfloat16", "fp8": "float8_e4m3fn"}
+FLAGS = {"persistent": ("persistent", True), "pingpong": ("persistent", "pingpong"),
+         "streamk": ("persistent", "stream_k"), "swapab": ("swap_ab", True),
+         "workspace": ("split_k_reduce", "workspace"), "cluster": ("split_k_reduce", "cluster")}
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    problem: model.Problem
+    config: dict
+    us: float
+    group: str  # samples of one group were timed against each other in one run
+
+
+def parse_option(name: str) -> dict | None:
+    """bench_gemm_options.name_of inverted: '128x256_streamk_cluster_m2' -> make_gemm kwargs."""
+    head = re.match(r"(\d+)x(\d+)((?:_\w+)?)$", name)
+    if not head:
+        return None
+    config: dict = {"tile_m": int(head[1]), "tile_n": int(head[2])}
+    parts = head[3].split("_")[1:]
+    i = 0
+    while i < len(parts):
+        part = parts[i]
+        if part in FLAGS:
+            if part == "cluster" and i + 1 < len(parts) and parts[i + 1].startswith("m"):
+                config["cluster_m"] = int(parts[i + 1][1:])
+                i += 1
+            else:
+                key, value = FLAGS[part]
+                config[key] = value
+        elif (m := re.fullmatch(r"(split|stages|group)(\d+)", part)):
+            config[{"split": "split_k", "stages": "stages", "group": "group_m"}[m[1]]] = int(m[2])
+        else:
+            return None
+        i += 1
+    return config
+
+
+def _problems(kind: str) -> dict[str, bool]:
+    """{shape key: transpose_b} of the sweep's problems (squares in both layouts: B (k, n) first)."""
+    out: dict[str, bool] = {}
+    for p in (bf16_problems() if kind == "bf16" else fp8_problems()):
+        out.setdefault(p.key, p.transpose_b)
+    return out
+
+
+def option_samples(results: Path) -> list[Sample]:
+    samples = []
+    for path in sorted(results.glob("gemm_options_*.json")):
+        figures = json.loads(path.read_text())["figures"]
+        for key, tflops in figures.items():
+            m = re.match(r"gemm_options_(bf16|fp8)_(\d+)x(\d+)x(\d+)_(.*)_tflops$", key)
+            if not m or m[5] in ("cublas", "scaled_mm") or not tflops:
+                continue
+            config = parse_option(m[5])
+            if config is None:
+                continue
+            size = (int(m[2]), int(m[3]), int(m[4]))
+            transpose = _problems(m[1]).get(f"{size[0]}x{size[1]}x{size[2]}", True)
+            p = model.Problem(*size, transpose_b=transpose, dtype=DTYPES[m[1]])
+            us = 2.0 * size[0] * size[1] * size[2] / (tflops * 1e6)
+            samples.append(Sample(p, config, us, f"{path.name}:{m[1]}_{m[2]}x{m[3]}x{m[4]}"))
+    return samples
+
+
+def sweep_samples(results: Path, since: str) -> list[Sample]:
+    samples = []
+    for path in sorted(results.glob("gemm_2026-*.json")):
+        record = json.loads(path.read_text())
+        if record.get("time_utc", "") < since:
+            continue
+        figures = record["figures"]
+        for key, config in figures.items():
+            m = re.match(r"gemm_(bf16|fp8)_(\d+)x(\d+)x(\d+)(_nt)?_config$", key)
+            if not m or not isinstance(config, dict):
+                continue
+            tflops = figures.get(key.replace("_config", "_ours_tflops"))
+            if not tflops:
+                continue
+            size = (int(m[2]), int(m[3]), int(m[4]))
+            transpose = bool(m[5]) or _problems(m[1]).get(f"{size[0]}x{size[1]}x{size[2]}", True) \
+                if size[0] != size[1] or size[1] != size[2] else bool(m[5]) or m[1] == "fp8"
+            settings = {k: v for k, v in config.items() if k != "source"}
+            p = model.Problem(*size, transpose_b=transpose, dtype=DTYPES[m[1]])
+            samples.append(Sample(p, settings, 2.0 * size[0] * size[1] * size[2] / (tflops * 1e6),
+                                  f"{path.name}:{m[0]}"))
+    return samples
+
+
+def table_samples() -> list[Sample]:
+    samples = []
+    devices = json.loads(CONFIG_FILE.read_text())["devices"]
+    for key, entry in devices.get("NVIDIA H200", {}).items():
+        dtype, layout, size = key.split("_", 2) if not key.startswith("float8") else \
+            ("float8_e4m3fn", *key[len("float8_e4m3fn_"):].split("_", 1))
+        m, n, k = (int(x) for x in size.split("x"))
+        keys = ("tile_m", "tile_n", "stages", "group_m", "persistent", "split_k", "split_k_reduce", "cluster_m",
+                "swap_ab")
+        config = {x: entry[x] for x in keys if x in entry}
+        samples.append(Sample(model.Problem(m, n, k, transpose_b=layout == "nt", dtype=dtype), config,
+                              entry["median_ms"] * 1e3, f"table:{key}"))
+    return samples
+
+
+def residuals(samples: list[Sample], c: model.Constants) -> np.ndarray:
+    return np.array([math.log(model.estimate_us(s.problem, s.config, c) / s.us) for s in samples])
+
+
+def ranking(samples: list[Sample], c: model.Constants, tolerance: float = 0.03) -> dict:
+    """Per group of 3+ alternatives timed together: is the model's pick within `tolerance` of
+    the best, and its measured time over the best."""
+    groups: dict[str, list[Sample]] = {}
+    for s in samples:
+        groups.setdefault(s.group, []).append(s)
+    hits, losses, rows = 0, [], []
+    for name, group in groups.items():
+        if len(group) < 3:
+            continue
+        best = min(s.us for s in group)
+        pick = min(group, key=lambda s: model.estimate_us(s.problem, s.config, c))
+        hits += pick.us <= best * (1 + tolerance)
+        losses.append(pick.us / best)
+        rows.append((name, len(group), pick.us / best))
+    n = len(losses)
+    return {"groups": n, "top_pick_within_3pct": hits / n if n else float("nan"),
+            "pick_over_best_geomean": math.exp(sum(map(math.log, losses)) / n) if n else float("nan"),
+            "pick_over_best_max": max(losses) if losses else float("nan"), "rows": rows}
+
+
+def nelder_mead(f, x0: np.ndarray, iters: int, step: float = 0.15) -> np.ndarray:
+    """Minimize f from x0 (a plain Nelder-Mead: no scipy in the project's environment)."""
+    n = len(x0)
+    simplex = [x0] + [x0 + step * np.eye(n)[i] for i in range(n)]
+    values = [f(x) for x in simplex]
+    for _ in range(iters):
+        order = np.argsort(values)
+        simplex, values = [simplex[i] for i in order], [values[i] for i in order]
+        centroid = np.mean(simplex[:-1], axis=0)
+        reflected = centroid + (centroid - simplex[-1])
+        fr = f(reflected)
+        if fr < values[0]:
+            expanded = centroid + 2 * (centroid - simplex[-1])
+            fe = f(expanded)
+            simplex[-1], values[-1] = (expanded, fe) if fe < fr else (reflected, fr)
+        elif fr < values[-2]:
+            simplex[-1], values[-1] = reflected, fr
+        else:
+            contracted = centroid + 0.5 * (simplex[-1] - centroid)
+            fc = f(contracted)
+            if fc < values[-1]:
+                simplex[-1], values[-1] = contracted, fc
+            else:
+                simplex = [simplex[0]] + [simplex[0] + 0.5 * (x - simplex[0]) for x in simplex[1:]]
+                values = [values[0]] + [f(x) for x in simplex[1:]]
+    return simplex[int(np.argmin(values))]
+
+
+BOUNDS = {"eff_two": (0.5, 1.0), "eff_one": (0.3, 1.0), "eff_pingpong": (0.5, 1.0), "multicast": (0.95, 1.1),
+          "dram_bw": (3.0e6, 4.2e6), "sm_bw": (20e3, 200e3)}  # physical limits the fit must keep
+
+
+def fit(samples: list[Sample], options: list[Sample], c0: model.Constants, iters: int,
+        rank_weight: float = 4.0) -> model.Constants:
+    """Least squares on log time, plus (weight `rank_weight`) the log times of each options group
+    relative to the group's mean (what ranking alternatives needs), within BOUNDS."""
+    names = [f.name for f in dataclasses.fields(model.Constants)]
+    x0 = np.log(np.array(c0.as_vector()))
+    groups: dict[str, list[int]] = {}
+    for i, s in enumerate(options):
+        groups.setdefault(s.group, []).append(i)
+    members = [np.array(g) for g in groups.values() if len(g) >= 3]
+
+    def loss(x: np.ndarray) -> float:
+        values = np.exp(x)
+        penalty = 0.0
+        for name, (lo, hi) in BOUNDS.items():
+            v = values[names.index(name)]
+            penalty += 10.0 * (max(0.0, math.log(lo / v)) + max(0.0, math.log(v / hi))) ** 2
+        c = model.Constants.from_vector(list(values))
+        r = residuals(samples, c)
+        ro = residuals(options, c)
+        relative = [ro[g] - ro[g].mean() for g in members]
+        rel = float(np.mean(np.concatenate(relative) ** 2)) if relative else 0.0
+        return float(np.mean(r * r)) + rank_weight * rel + penalty
+
+    return model.Constants.from_vector([float(v) for v in np.exp(nelder_mead(loss, x0, iters))])
+
+
+def report(label: str, samples: list[Sample], options: list[Sample], c: model.Constants) -> dict:
+    r = residuals(samples, c)
+    rank = ranking(options, c)
+    out = {"samples": len(samples), "rms_log_error": float(np.sqrt(np.mean(r * r))),
+           "median_abs_error": float(np.exp(np.median(np.abs(r))) - 1), **{k: v for k, v in rank.items()
+                                                                             if k != "rows"}}
+    print(f"{label}: {json.dumps(out)}")
+    return rank
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--since", default="2026-12-01T14", help="sweep records from this UTC time on")
+    parser.add_argument("--fit", action="store_true", help="fit the constants (else score model.CONSTANTS)")
+    parser.add_argument("--iters", type=int, default=3000)
+    parser.add_argument("--rows", action="store_true", help="print every ranking group")
+    args = parser.parse_args()
+    results = HERE / "results"
+    options = option_samples(results)
+    samples = options + sweep_samples(results, args.since) + table_samples()
+    print(f"{len(options)} option samples, {len(samples)} in all")
+    rank = report("model.CONSTANTS", samples, options, model.CONSTANTS)
+    c = model.CONSTANTS
+    if args.fit:
+        c = fit(samples, options, c, args.iters)
+        rank = report("fitted", samples, options, c)
+        print(c)
+    if args.rows:
+        for row in rank["rows"]:
+            print(f"  {row[0]:90s} {row[1]:3d} alternatives, pick/best {row[2]:.3f}")
+
+
+if __name__ == "__main__":
+    main()

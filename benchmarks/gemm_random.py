@@ -1,0 +1,298 @@
+"""`bench_gemm.py --random N --seed S`: the bf16 GEMM on shapes drawn at run time, against cuBLAS.
+
+The shapes cannot be tuned for: they are drawn from the seed given on the command line, and
+every shape of the tuned table (configs.json, any device or layout) is dropped, so the figures
+measure the configuration model (model.py), not the table; the table is switched off for the
+run as well (MGPU_LAB_GEMM_TABLE=0).
+
+Distribution (`random_problems`, Python's `random.Random(seed)`, the same on every machine):
+- m log-uniform in 1..16384 (rounded to an int);
+- half of the problems: n and k each log-uniform in 256..32768, rounded to a multiple of 8;
+  the other half: a public LLM's projection, (n, k) = (intermediate, hidden) (up / gate) or
+  (hidden, intermediate) (down), hidden from LLM_HIDDEN (Llama-2/3 7B/8B, Mistral 7B: 4096;
+  Llama 70B: 8192; Qwen2 7B: 3584) and intermediate from LLM_INTERMEDIATE (Llama-2 7B 11008,
+  Llama-3 8B / Mistral 7B 14336, Llama 70B 28672, Qwen2 7B 18944);
+- half of the problems with B as (n, k) (C = A @ B.T, nn.Linear's layout), half B (k, n).
+
+Per shape: the kernels of all shapes are built first in a process pool (the kernel cache is
+on disk, so the timing process loads them), then each shape is checked and timed:
+- correctness: our output poisoned (NaN), then compared with an f32 reference (torch.matmul in
+  float32) on fresh random inputs, before anything is timed;
+- kernel-only: `launch_unchecked` on CuPy views against `torch.matmul(..., out=)`, blocks of
+  launches queued behind a blocking kernel, CUDA events per launch, A B B A rounds;
+- user call: the Kernel called on torch tensors (output allocated) against torch.matmul, the
+  same call path, CUDA events around each call (so host time counts where it dominates);
+- the chosen configuration, the model's estimate, the SM clock and board power during the shape.
+Launches per block are bounded by a time budget per shape (BLOCK_MS), rounds kept small.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import multiprocessing
+import os
+import random
+import time
+from typing import Any
+
+from gemm_sweep import Problem, blocking_timer, cupy_view, geomean, operand_sets
+
+LLM_HIDDEN = (4096, 8192, 3584)
+LLM_INTERMEDIATE = (11008, 14336, 28672, 18944)
+M_RANGE = (1, 16384)
+NK_RANGE = (256, 32768)
+DEVICE_COPY_BYTES_PER_S = 4.04e12  # the H200's measured device copy (../shared/DESIGN.md)
+BLOCK_MS = 8.0  # GPU time per timed block (kernel-only)
+CALL_ITERS = (3, 30)  # user-call launches per block, at least / at most
+ROUNDS = 3
+TOLERANCE = 1e-2
+
+
+def _log_uniform(rng: random.Random, lo: float, hi: float) -> float:
+    return math.exp(rng.uniform(math.log(lo), math.log(hi)))
+
+
+def _multiple_of_8(rng: random.Random, lo: int, hi: int) -> int:
+    return min(hi, max(lo, 8 * round(_log_uniform(rng, lo, hi) / 8)))
+
+
+def tuned_shapes() -> set[tuple[int, int, int]]:
+    """(m, n, k) of every entry of the tuned table, on any device, in either layout."""
+    from mgpu_lab.kernels.gemm.configs import tuned_table
+
+    shapes = set()
+    for entries in tuned_table().values():
+        for key in entries:
+            m, n, k = (int(x) for x in key.rsplit("_", 1)[1].split("x"))
+            shapes.add((m, n, k))
+    return shapes
+
+
+def random_problems(count: int, seed: int, exclude: set[tuple[int, int, int]] | None = None) -> list[Problem]:
+    """`count` distinct problems drawn from `seed` (see the module doc), none in `exclude`
+    (default: the tuned table's shapes)."""
+    if not isinstance(count, int) or count < 0:
+        raise ValueError(f"random_problems: count must be an int >= 0, got {count!r}")
+    exclude = tuned_shapes() if exclude is None else exclude
+    rng = random.Random(seed)
+    problems: list[Problem] = []
+    seen: set[tuple[int, int, int, bool]] = set()
+    while len(problems) < count:
+        m = min(M_RANGE[1], max(M_RANGE[0], round(_log_uniform(rng, *M_RANGE))))
+        if rng.random() < 0.5:
+            hidden, inter = rng.choice(LLM_HIDDEN), rng.choice(LLM_INTERMEDIATE)
+            up = rng.random() < 0.5
+            n, k = (inter, hidden) if up else (hidden, inter)
+            label = f"llm {'up' if up else 'down'} h{hidden} i{inter}"
+        else:
+            n, k = _multiple_of_8(rng, *NK_RANGE), _multiple_of_8(rng, *NK_RANGE)
+            label = "log-uniform"
+        transpose_b = rng.random() < 0.5
+        if (m, n, k) in exclude or (m, n, k, transpose_b) in seen:
+            continue
+        seen.add((m, n, k, transpose_b))
+        problems.append(Problem(m, n, k, transpose_b, f"{label}{', B (n, k)' if transpose_b else ''}"))
+    return problems
+
+
+def tag(seed: int, p: Problem) -> str:
+    return f"gemm_random_seed{seed}_{p.key}_{'nt' if p.transpose_b else 'nn'}"
+
+
+def _build(m: int, n: int, k: int, transpose_b: bool) -> tuple[dict, float]:
+    """In a pool worker: the model's configuration and the host time of the cold build (which
+    fills the on-disk kernel cache for the timing process)."""
+    from mgpu_lab.kernels.gemm import make_gemm
+    from mgpu_lab.kernels.gemm.configs import gemm_config
+
+    t0 = time.perf_counter()
+    config = gemm_config(m, n, k, transpose_b=transpose_b, table=False)
+    make_gemm(m, n, k, transpose_b=transpose_b)
+    return config, time.perf_counter() - t0
+
+
+def build_all(problems: list[Problem], workers: int) -> dict[Problem, tuple[dict, float] | str]:
+    """Every problem's kernel built in a spawned process pool: (config, build seconds) or the error."""
+    out: dict[Problem, tuple[dict, float] | str] = {}
+    context = multiprocessing.get_context("spawn")  # no CUDA state is forked
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = {pool.submit(_build, p.m, p.n, p.k, p.transpose_b): p for p in problems}
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                out[futures[future]] = future.result()
+            except Exception as e:  # noqa: BLE001 - one shape's failure is a figure
+                out[futures[future]] = f"{type(e).__name__}: {e}"
+    return out
+
+
+def _iters(ms: float, budget_ms: float, lo: int, hi: int) -> int:
+    return max(lo, min(hi, round(budget_ms / max(ms, 1e-3))))
+
+
+def time_problem(seed: int, p: Problem, built: tuple[dict, float], figures: dict, rows: list, rounds: int,
+                 sampler_cls: Any) -> float | None:
+    """Check and time one problem; its kernel-only ratio (cuBLAS time / ours), None when wrong."""
+    import torch
+
+    from mgpu_lab.builder.dtypes import numpy_dtype
+    from mgpu_lab.kernels.gemm import make_gemm
+    from mgpu_lab.runtime.timing import time_cuda
+
+    from common import interleaved_rounds
+
+    config, cold_s = built
+    name = tag(seed, p)
+    bf16 = numpy_dtype("bfloat16")
+    t0 = time.perf_counter()
+    kern = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b)
+    figures[f"{name}_build_s"] = time.perf_counter() - t0
+    figures[f"{name}_cold_build_s"] = cold_s
+    figures[f"{name}_config"] = config
+    sets = operand_sets(p, torch, torch.bfloat16, seed=seed * 100_003 + p.m + 7 * p.n + 13 * p.k)
+    views = [(cupy_view(a, bf16), cupy_view(b, bf16)) for a, b in sets]
+    ours_out = torch.empty((p.m, p.n), dtype=torch.bfloat16, device="cuda")
+    out_view = cupy_view(ours_out, bf16)
+    peer_out = torch.empty((p.m, p.n), dtype=torch.bfloat16, device="cuda")
+    a0, b0 = sets[0]
+    want = torch.matmul(a0.float(), b0.float().T if p.transpose_b else b0.float())
+    ours_out.fill_(float("nan"))
+    kern(*views[0], out=out_view)
+    err = float((ours_out.float() - want).norm() / want.norm())
+    called = kern(a0, b0)  # the user's call path: torch in, torch out
+    call_err = float((called.float() - want).norm() / want.norm())
+    del want, called
+    figures[f"{name}_rel_error"] = err
+    if not (err <= TOLERANCE and call_err <= TOLERANCE):
+        figures[f"{name}_error"] = f"relative error {err:.3g} (user call {call_err:.3g}): not timed"
+        rows.append((p.key, p.label, "WRONG", f"{err:.2g}", "", "", "", ""))
+        return None
+    count = len(sets)
+    launch = kern.launch_unchecked
+
+    def ours(i: int) -> None:
+        a, b = views[i % count]
+        launch(a, b, out_view)
+
+    def peer(i: int) -> None:
+        a, b = sets[i % count]
+        torch.matmul(a, b.T if p.transpose_b else b, out=peer_out)
+
+    def ours_call(i: int) -> None:
+        a, b = sets[i % count]
+        kern(a, b)
+
+    def peer_call(i: int) -> None:
+        a, b = sets[i % count]
+        torch.matmul(a, b.T if p.transpose_b else b)
+
+    estimate_ms = p.estimate_ms()
+    iters = _iters(estimate_ms, BLOCK_MS, 2, 100)
+    with sampler_cls() as gpu:
+        kernel_only = interleaved_rounds(ours, peer, rounds, timer=blocking_timer(iters, warmup=1 if iters <= 3 else 3))
+        call_iters = _iters(estimate_ms, BLOCK_MS, *CALL_ITERS)
+        user = interleaved_rounds(ours_call, peer_call, rounds,
+                                  timer=lambda fn: time_cuda(fn, warmup=2, iters=call_iters))
+    ratio = kernel_only.b_ms / kernel_only.a_ms
+    call_ratio = user.b_ms / user.a_ms
+    summary = gpu.summary()
+    figures.update({
+        f"{name}_kernel_vs_cublas": ratio, f"{name}_ours_us": kernel_only.a_ms * 1e3,
+        f"{name}_cublas_us": kernel_only.b_ms * 1e3, f"{name}_call_vs_cublas": call_ratio,
+        f"{name}_call_ours_us": user.a_ms * 1e3, f"{name}_call_cublas_us": user.b_ms * 1e3,
+        f"{name}_ours_tflops": p.flops / kernel_only.a_ms / 1e9,
+        f"{name}_sm_clock_mhz": (summary.get("sm_clock_mhz") or {}).get("median"),
+        f"{name}_power_w": (summary.get("power_w") or {}).get("median")})
+    rows.append((p.key, p.label, f"{kernel_only.a_ms * 1e3:.1f}", f"{kernel_only.b_ms * 1e3:.1f}", f"{ratio:.3f}",
+                 f"{call_ratio:.3f}", describe(config), f"{err:.1e}"))
+    return ratio
+
+
+def describe(config: dict) -> str:
+    scheme = {True: " persistent", "pingpong": " pingpong", "stream_k": " stream-K"}.get(config.get("persistent"), "")
+    if config.get("swap_ab"):
+        scheme += " swap_ab"
+    if config.get("cluster_m", 1) > 1:
+        scheme += " multicast"
+    if config.get("split_k", 1) > 1:
+        scheme += f" split_k={config['split_k']} {config.get('split_k_reduce', 'cluster')}"
+    if config.get("group_m", 8) != 8:
+        scheme += f" group_m={config['group_m']}"
+    return f"{config['tile_m']}x{config['tile_n']}{scheme} {config.get('source', '')}"
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (linear interpolation between order statistics)."""
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    pos = (len(s) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def summarize(seed: int, problems: list[Problem], figures: dict, rows: list) -> None:
+    """Totals: geomean, 10th percentile and min of the kernel-only ratio, the user-call geomean,
+    and the m <= 64 subset with its achieved bandwidth as a share of the device copy's."""
+    prefix = f"gemm_random_seed{seed}"
+    ratios, calls, small, shares = [], [], [], []
+    for p in problems:
+        name = tag(seed, p)
+        if f"{name}_kernel_vs_cublas" not in figures:
+            continue
+        ratios.append(figures[f"{name}_kernel_vs_cublas"])
+        calls.append(figures[f"{name}_call_vs_cublas"])
+        if p.m <= 64:
+            small.append(figures[f"{name}_kernel_vs_cublas"])
+            moved = (p.m * p.k + p.n * p.k + p.m * p.n) * 2
+            share = moved / (figures[f"{name}_ours_us"] * 1e-6) / DEVICE_COPY_BYTES_PER_S
+            figures[f"{name}_bandwidth_share_of_copy"] = share
+            shares.append(share)
+    figures[f"{prefix}_shapes_timed"] = len(ratios)
+    figures[f"{prefix}_shapes_drawn"] = len(problems)
+    if ratios:
+        figures.update({f"{prefix}_geomean_vs_cublas": geomean(ratios),
+                        f"{prefix}_p10_vs_cublas": percentile(ratios, 10), f"{prefix}_min_vs_cublas": min(ratios),
+                        f"{prefix}_call_geomean_vs_cublas": geomean(calls)})
+        rows.append(("total", f"{len(ratios)} shapes", "", "", f"geomean {geomean(ratios):.3f}",
+                     f"call {geomean(calls):.3f}", f"p10 {percentile(ratios, 10):.3f} min {min(ratios):.3f}", ""))
+    if small:
+        figures.update({f"{prefix}_m64_geomean_vs_cublas": geomean(small), f"{prefix}_m64_min_vs_cublas": min(small),
+                        f"{prefix}_m64_bandwidth_share_of_copy_geomean": geomean(shares),
+                        f"{prefix}_m64_shapes": len(small)})
+        rows.append(("m <= 64", f"{len(small)} shapes", "", "", f"geomean {geomean(small):.3f}",
+                     f"min {min(small):.3f}", f"bandwidth {geomean(shares):.0%} of copy", ""))
+
+
+def run_random(count: int, seed: int, figures: dict, rows: list, *, rounds: int = ROUNDS,
+               deadline: float = float("inf"), workers: int | None = None) -> list[Problem]:
+    """Draw, build (process pool), check and time `count` shapes; totals into figures."""
+    import torch
+
+    from common import GpuSampler
+    from mgpu_lab.kernels.gemm.configs import TABLE_ENV
+
+    os.environ[TABLE_ENV] = "0"  # the model alone; spawned build workers inherit it
+    problems = random_problems(count, seed)
+    t0 = time.perf_counter()
+    built = build_all(problems, workers or max(1, min(16, (os.cpu_count() or 2) - 1)))
+    figures[f"gemm_random_seed{seed}_build_wall_s"] = time.perf_counter() - t0
+    for p in problems:
+        name = tag(seed, p)
+        if time.perf_counter() > deadline:
+            figures.setdefault("skipped_for_time", []).append(name)
+            continue
+        result = built[p]
+        if isinstance(result, str):
+            figures[f"{name}_error"] = f"build: {result}"
+            rows.append((p.key, p.label, "BUILD ERROR", result[:60], "", "", "", ""))
+            continue
+        try:
+            time_problem(seed, p, result, figures, rows, rounds, GpuSampler)
+        except Exception as e:  # noqa: BLE001 - one shape's failure is a figure, not the end of the run
+            figures[f"{name}_error"] = f"{type(e).__name__}: {e}"
+            rows.append((p.key, p.label, "ERROR", type(e).__name__, "", "", "", ""))
+        torch.cuda.empty_cache()
+    summarize(seed, problems, figures, rows)
+    return problems

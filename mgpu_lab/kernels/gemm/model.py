@@ -1,0 +1,324 @@
+"""An analytical performance model of the library GEMM: the time of a configuration on a shape,
+so shapes nobody tuned for get a configuration chosen for them (configs.gemm_config).
+
+For a problem (m, n, k, B's layout, dtype, epilogue or not, SM count) `candidates` lists the
+configurations the kernel can run (tile sizes, one tile per block / persistent / pingpong /
+stream-K, multicast pairs, split-K and its reduce, swap-AB, raster groups; the deepest ring
+that fits), `estimate_us` gives each a time, and `ranked` sorts them. The time is built from
+what bounds a Hopper GEMM:
+
+- the k-step of one block: the larger of its tensor-core time (2 * tile_m * tile_n * tile_k
+  flops at an SM's share of the peak, times an efficiency per consumer layout and a penalty for
+  narrow tiles) and its loads (the tile's bytes at an SM's L2 bandwidth, and no faster than
+  `stages` slots in flight over the load latency: Little's law), plus a fixed cost per step;
+- waves and tail quantization: one tile per block runs ceil(blocks / resident blocks) waves,
+  each as long as a whole tile (cluster split-K: as many clusters as fit at once); a persistent
+  block runs ceil(work items / blocks) tiles; stream-K shares the last wave's k-steps out evenly
+  and pays the partial tiles' hand-over (park ~2 us, sum ~2 us: the profile in
+  benchmarks/README.md);
+- per-tile fixed costs: pipeline fill and the epilogue's store (hidden partly by a persistent
+  block, wholly by pingpong);
+- DRAM: the bytes a wave of `sms` tiles reads (rows of A and columns of B of its group_m-high
+  raster group; everything once when A and B fit in L2) at ~4 TB/s, against the compute;
+- split-K's reduce: the cluster's sum through distributed shared memory, or a second kernel
+  over the (split_k, m, n) f32 workspace; the padded path's copies (same for every
+  configuration of a shape; part of the estimate only).
+
+The constants (`Constants`) were fitted by `benchmarks/fit_gemm_model.py` on the timed records in
+benchmarks/results/ (the sweeps' configurations, every timed alternative of the options runs,
+the tuned table's winners): least squares on log time. That script prints how well the model
+ranks the recorded alternatives. Evaluating every candidate of a shape takes a few ms of host
+time and compiles nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Iterator
+from typing import Any
+
+PEAK_TFLOPS = {"bfloat16": 790.0, "float16": 790.0, "float8_e4m3fn": 1580.0}  # H200 dense tensor-core peaks
+ITEMSIZE = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
+SWIZZLE = 128  # bytes of K per pipeline step (tile_k = 64 bf16, 128 fp8)
+L2_BYTES = 50 << 20
+SPLITS = (2, 3, 4, 6, 8)
+WORKSPACE_SPLITS = (2, 4, 8, 12, 16)
+SPLIT_K_MIN_STEPS = 8  # split_k.SPLIT_K_MIN_STEPS: k-steps a slice keeps at least
+SPLIT_WAVES = 2.1  # split-K blocks may take up to about two waves
+GROUP_WAVES = 4  # group_m 16 is tried where the tiles take this many waves or more
+MAX_ACCUMULATOR = 128 * 128  # kernel.MAX_ACCUMULATOR: f32 per consumer warpgroup
+MAX_SWAP_AB_ACCUMULATOR = 128 * 160
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """What the configuration depends on."""
+
+    m: int
+    n: int
+    k: int
+    transpose_b: bool = False
+    dtype: str = "bfloat16"
+    epilogue: bool = False
+    sms: int = 132
+    out_dtype: str = "bfloat16"
+
+
+@dataclasses.dataclass(frozen=True)
+class Constants:
+    """The model's efficiency constants (times in us, bandwidths in bytes per us), fitted by
+    `benchmarks/fit_gemm_model.py --fit` on 697 timed samples (157 options alternatives in 30
+    groups timed together on one lease, the sweeps' configurations since 2026-12-01T14, the tuned
+    table's winners): least squares on log time plus the log times relative to each group's mean,
+    Nelder-Mead within physical bounds. Log-time rms error 0.104 (median |error| 5.5%); its pick
+    among a group's alternatives is within 3% of the measured best in 24 of 30 groups, 1.019x the
+    best's time in geomean, 1.17x at worst (the hand-set starting values: 18 of 30, 1.038x).
+    eff_two, eff_pingpong, sm_bw and dram_bw sit at the fit's bounds (1.0, 1.0, 200 GB/s per SM,
+    4.2 TB/s): the narrow-tile penalty and the fixed costs carry the rest. In-sample figures:
+    the random-shape benchmark (bench_gemm.py --random) is the held-out measure."""
+
+    launch_us: float = 1.1  # a launch's fixed GPU time (first block start, last block end)
+    eff_two: float = 1.0  # tensor-core efficiency: two consumer warpgroups (tile_m 128, 256)
+    eff_one: float = 0.533  # one consumer (tile_m 64)
+    eff_pingpong: float = 1.0  # pingpong: consumers alternate whole tiles
+    narrow: float = 1.37  # tensor-core time * (1 + narrow / tile_n): narrow tiles feed the wgmma worse
+    latency_us: float = 0.829  # a slot's load round trip: stages / latency bounds the step rate
+    sm_bw: float = 200000.0  # L2 -> SM bytes per us of one block
+    step_us: float = 0.0055  # fixed cost per k-step (barrier waits, issue)
+    tile_us: float = 4.52  # per tile, one tile per block: prologue and the epilogue's store
+    persist_tile_us: float = 0.951  # per tile, persistent (the epilogue overlaps the next tile's loads)
+    pingpong_tile_us: float = 1.11  # per tile, pingpong
+    stream_k_us: float = 5.4  # stream-K's partial tiles: park ~2 us + sum ~2 us
+    cluster_reduce_us: float = 0.704  # split-K summed in the cluster (per 128 x 128 f32 tile)
+    workspace_us: float = 3.09  # split-K's second kernel: its launch
+    dram_bw: float = 4200000.0  # DRAM bytes per us (4.04 TB/s copy)
+    multicast: float = 1.002  # tensor-core time factor of a multicast pair (cta-scope peer arrivals)
+    swap_us: float = 0.386  # per 128 x 128 tile, swap-AB's transposed stores from the registers
+    overlap: float = 0.163  # share of the shorter of compute and DRAM time that does not overlap the longer
+
+    def as_vector(self) -> list[float]:
+        return [getattr(self, f.name) for f in dataclasses.fields(self)]
+
+    @classmethod
+    def from_vector(cls, values: list[float]) -> Constants:
+        return cls(*values)
+
+
+CONSTANTS = Constants()
+
+
+def _tile_ns(transpose_b: bool) -> tuple[int, ...]:
+    """B (k, n) loads 64-column boxes (kernel.TILE_NS); B (n, k) takes any multiple of 16."""
+    if transpose_b:
+        return (32, 64, 96, 128, 160, 192, 224, 256)
+    return (32, 64, 128, 192, 256)
+
+
+def _fits_accumulator(tile_m: int, tile_n: int, pingpong: bool = False) -> bool:
+    rows = tile_m if pingpong else (tile_m // 2 if tile_m > 64 else tile_m)
+    return rows * tile_n <= MAX_ACCUMULATOR
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def candidates(p: Problem) -> Iterator[dict[str, Any]]:
+    """Every configuration worth a time estimate (make_gemm keyword arguments). Structurally
+    valid as far as cheap checks go; configs.py still validates the pick with resolve_tiling."""
+    tk = SWIZZLE // ITEMSIZE[p.dtype]
+    k_tiles = _ceil(p.k, tk)
+    for tm in (64, 128, 256):
+        for tn in _tile_ns(p.transpose_b):
+            tiles = _ceil(p.m, tm) * _ceil(p.n, tn)
+            if tm > 128 * _ceil(p.m, 128) or tn > 128 * _ceil(p.n, 128):
+                continue  # a tile more than a 128 block past the problem's edge is only waste
+            if _fits_accumulator(tm, tn):
+                yield {"tile_m": tm, "tile_n": tn, "persistent": False}
+                if tiles < p.sms and tn >= 64:  # split-K where the tiles fill fewer than the SMs
+                    for s in _splits(tiles, k_tiles, p.sms, SPLITS):
+                        yield {"tile_m": tm, "tile_n": tn, "persistent": False, "split_k": s,
+                               "split_k_reduce": "cluster"}
+                    if not p.epilogue and p.dtype in ("bfloat16", "float16"):
+                        for s in _splits(tiles, k_tiles, p.sms, WORKSPACE_SPLITS):
+                            if s > 2:
+                                yield {"tile_m": tm, "tile_n": tn, "persistent": False, "split_k": s,
+                                       "split_k_reduce": "workspace"}
+                if tiles > p.sms // 2:  # persistence pays only where blocks take several tiles
+                    groups = (8, 16) if tiles >= GROUP_WAVES * p.sms else (8,)
+                    for g in groups:
+                        yield {"tile_m": tm, "tile_n": tn, "persistent": True, "group_m": g}
+                        if tm >= 128 and tn >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms):
+                            yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "group_m": g}
+                        if tn in (128, 256) and _ceil(p.m, tm) >= 2:
+                            yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_m": 2, "group_m": g}
+                            if tm >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
+                                yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_m": 2,
+                                       "group_m": g}
+            if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
+                yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}
+    if p.transpose_b and p.m <= 256 and not p.epilogue:
+        yield from _swap_candidates(p, k_tiles)
+
+
+def _splits(tiles: int, k_tiles: int, sms: int, splits: tuple[int, ...]) -> list[int]:
+    """split_k values whose slices take at most SPLIT_WAVES waves and keep SPLIT_K_MIN_STEPS steps."""
+    out = set()
+    for s in splits:
+        if tiles * s <= SPLIT_WAVES * sms and k_tiles // s >= SPLIT_K_MIN_STEPS:
+            steps = _ceil(k_tiles, s)
+            out.add(_ceil(k_tiles, steps))  # split_k.even_split_k: no empty slice
+    return sorted(out - {1})
+
+
+def _stream_k_ok(tm: int, tn: int, tiles: int, k_tiles: int, sms: int, cluster_m: int = 1) -> bool:
+    """stream_k.check_stream_k's cheap part: 16-byte slices, every unit at least one k-step."""
+    consumers = 2 if tm > 64 else 1
+    step = math.lcm(16 * consumers, tm // 4)
+    if tn % step:
+        return False
+    units = sms // cluster_m
+    items = tiles if cluster_m == 1 else tiles  # pairs of row tiles: close enough for the check
+    rem = items % units
+    return rem == 0 or rem * k_tiles >= units
+
+
+def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
+    """C.T = B @ A.T: tile_m over n (B's rows), tile_n all of m rounded up to 8 (and 16)."""
+    for width in sorted({_ceil(p.m, 8) * 8, _ceil(p.m, 16) * 16}):
+        for tm in (64, 128, 256):
+            if (tm // 2 if tm > 64 else tm) * width > MAX_SWAP_AB_ACCUMULATOR:
+                continue
+            tiles = _ceil(p.n, tm)
+            yield {"tile_m": tm, "tile_n": width, "persistent": False, "swap_ab": True}
+            if tiles < p.sms:
+                for s in _splits(tiles, k_tiles, p.sms, SPLITS):
+                    yield {"tile_m": tm, "tile_n": width, "persistent": False, "swap_ab": True, "split_k": s,
+                           "split_k_reduce": "cluster"}
+
+
+@functools.lru_cache(maxsize=4096)
+def ring_stages(tile_m: int, tile_n: int, dtype: str, persistent: bool | str, cluster_split: bool,
+                out_dtype: str = "bfloat16") -> int:
+    """The deepest ring (resolve_tiling's default) of these tiles: smem of the ring, the
+    epilogue's buffer and, for a cluster split, the parked partial tile."""
+    from .kernel import SMEM_LIMIT, MAX_STAGES
+    from .pieces import GemmTiling
+
+    t = GemmTiling(4096, 4096, 1 << 20, tile_m=tile_m, tile_n=tile_n, stages=2, dtype=dtype, out_dtype=out_dtype,
+                   persistent=persistent, split_k=2 if cluster_split else 1,
+                   split_k_reduce="cluster" if cluster_split else "workspace")
+    fits = [s for s in range(2, MAX_STAGES + 1) if dataclasses.replace(t, stages=s).smem_bytes <= SMEM_LIMIT]
+    return max(fits) if fits else 2
+
+
+def _cluster_capacity(split: int, sms: int) -> int:
+    """Blocks of (1, split) clusters resident at once: an H200 holds 66 clusters of 2, 39 of 3,
+    30 of 4 (cuOccupancyMaxActiveClusters; clusters do not straddle GPCs)."""
+    if split <= 2:
+        return sms
+    return split * max(1, int(0.9 * sms / split))
+
+
+def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) -> float:
+    """The model's time in us of `config` (make_gemm keyword arguments) on problem p."""
+    swap = bool(config.get("swap_ab"))
+    m, n = (p.n, p.m) if swap else (p.m, p.n)
+    tm, tn = config["tile_m"], config["tile_n"]
+    persistent = config.get("persistent", False)
+    split = config.get("split_k", 1) or 1
+    reduce = config.get("split_k_reduce") or ("cluster" if split <= 8 else "workspace")
+    cluster_m = config.get("cluster_m", 1) or 1
+    group_m = config.get("group_m", 8) or 8
+    isz = ITEMSIZE[p.dtype]
+    osz = ITEMSIZE.get(p.out_dtype, 4)
+    tk = SWIZZLE // isz
+    k_tiles = _ceil(p.k, tk)
+    steps = _ceil(k_tiles, split)
+    split = _ceil(k_tiles, steps)
+    tiles_m, tiles_n = _ceil(m, tm), _ceil(n, tn)
+    tiles = tiles_m * tiles_n
+    pingpong = persistent == "pingpong"
+    stages = config.get("stages") or ring_stages(tm, tn, p.dtype if p.dtype in ITEMSIZE else "bfloat16",
+                                                 persistent, split > 1 and reduce == "cluster")
+
+    # one k-step of one block
+    rate = PEAK_TFLOPS.get(p.dtype, 790.0) * 1e6 / p.sms  # flop per us of one SM
+    eff = c.eff_pingpong if pingpong else c.eff_two if tm > 64 else c.eff_one
+    t_mma = 2.0 * tm * tn * tk / (rate * eff) * (1.0 + c.narrow / tn)
+    if cluster_m > 1:
+        t_mma *= c.multicast
+    stage_bytes = (tm + (tn / cluster_m)) * tk * isz
+    t_load = max(stage_bytes / c.sm_bw, c.latency_us / stages)
+    t_step = max(t_mma, t_load) + c.step_us
+
+    # the epilogue's store of one tile (C, or the split's f32 partial into the workspace)
+    store_bytes = tm * tn * (4 if split > 1 and reduce == "workspace" else osz)
+    t_store = store_bytes / c.sm_bw
+    if not persistent:
+        per_tile = c.tile_us + t_store + (c.swap_us * tm * tn / 16384 if swap else 0.0)
+        if split > 1 and reduce == "cluster":
+            per_tile += c.cluster_reduce_us * (tm * tn / 16384) * (1.0 + 0.25 * (split - 2))
+        capacity = _cluster_capacity(split, p.sms) if split > 1 and reduce == "cluster" else p.sms
+        waves = _ceil(tiles * split, capacity)
+        compute = waves * (steps * t_step + per_tile)
+    else:
+        units = p.sms // cluster_m
+        if persistent == "stream_k":
+            items = tiles_n * _ceil(tiles_m, cluster_m)
+            whole = items // units
+            rest = items - whole * units
+            unit_steps = whole * steps + _ceil(rest * steps, units)
+            compute = unit_steps * t_step + (whole + (1 if rest else 0)) * (c.persist_tile_us + t_store * 0.5)
+            compute += c.latency_us + (c.stream_k_us if rest else 0.0)
+        elif pingpong:
+            grid = min(_ceil(tiles, 2), p.sms)
+            per_block = _ceil(tiles, grid)
+            compute = per_block * (steps * t_step + c.pingpong_tile_us) + c.latency_us + t_store
+        else:
+            items = tiles_n * _ceil(tiles_m, cluster_m)
+            per_block = _ceil(items, units)
+            compute = per_block * (steps * t_step + c.persist_tile_us + t_store * 0.5) + c.latency_us
+
+    dram = _dram_bytes(m, n, p.k, tm, tn, isz, osz, group_m, p.sms, tiles_m, tiles_n)
+    if split > 1 and reduce == "workspace":
+        dram += split * m * n * 4  # the partials written
+    t_dram = dram / c.dram_bw
+    t = c.launch_us + max(compute, t_dram) + c.overlap * min(compute, t_dram)
+    if split > 1 and reduce == "workspace":  # the second kernel reads the partials, writes C
+        t += c.workspace_us + (split * m * n * 4 + m * n * osz) / c.dram_bw
+    return t + _padding_us(p, c)
+
+
+def _dram_bytes(m: int, n: int, k: int, tm: int, tn: int, isz: int, osz: int, group_m: int, sms: int,
+                tiles_m: int, tiles_n: int) -> float:
+    """Bytes read from and written to DRAM: A and B once when they fit in L2, else what each
+    wave of `sms` tiles reads (a raster group of group_m tile rows by sms / group_m columns)."""
+    once = (m * k + n * k) * isz
+    out = m * n * osz
+    tiles = tiles_m * tiles_n
+    if once <= 0.6 * L2_BYTES or tiles <= sms:
+        return once + out
+    rows = min(group_m, tiles_m)
+    cols = min(tiles_n, _ceil(sms, rows))
+    wave = (min(rows * tm, m) + min(cols * tn, n)) * k * isz
+    return max(once, tiles / sms * wave) + out
+
+
+def _padding_us(p: Problem, c: Constants) -> float:
+    """The padded path's copies (padding.py): A and B into padded buffers, C's columns out."""
+    isz, osz = ITEMSIZE[p.dtype], ITEMSIZE.get(p.out_dtype, 4)
+    aligned = (p.k * isz) % 16 == 0 and (p.n * osz) % 16 == 0 and (p.transpose_b or (p.n * isz) % 16 == 0)
+    if aligned:
+        return 0.0
+    copies = 2 * (p.m * p.k + p.n * p.k) * isz + 2 * p.m * p.n * osz
+    return 3 * c.launch_us + copies / c.dram_bw
+
+
+def ranked(p: Problem, c: Constants = CONSTANTS) -> list[tuple[float, dict[str, Any]]]:
+    """(estimated us, config) of every candidate, fastest first (ties: the earlier candidate)."""
+    scored = [(estimate_us(p, cfg, c), i, cfg) for i, cfg in enumerate(candidates(p))]
+    scored.sort(key=lambda x: (x[0], x[1]))
+    return [(t, cfg) for t, _, cfg in scored]

@@ -1,0 +1,184 @@
+"""The GEMM configuration model (mgpu_lab/kernels/gemm/model.py, configs.model_config), CPU only:
+what it prefers where the physics is clear, that every pick passes the kernel's checks, the
+tuned table's switch, tune='auto' without a GPU, the random-shape benchmark's generator, and
+clear errors for bad input."""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mgpu_lab.kernels.gemm import make_gemm, resolve_tiling
+from mgpu_lab.kernels.gemm import model
+from mgpu_lab.kernels.gemm.configs import (
+    CONFIG_KEYS,
+    SMS,
+    TABLE_ENV,
+    gemm_config,
+    model_config,
+    model_ranking,
+    table_enabled,
+)
+from mgpu_lab.runtime.device import has_gpu
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+
+def _plain_tail(m: int, n: int, tile_m: int = 128, tile_n: int = 256) -> float:
+    """Share of the plain grid's last wave left empty."""
+    tiles = -(-m // tile_m) * -(-n // tile_n)
+    waves = tiles / SMS
+    return math.ceil(waves) - waves
+
+
+@pytest.mark.parametrize("m, n, k, transpose_b", [
+    (3072, 3072, 3072, False), (5000, 3000, 2000, False), (2048, 5120, 5120, True), (1536, 8960, 1536, True),
+    (4096, 4096, 1024, False)])
+def test_partial_last_waves_get_persistent_or_stream_k(m, n, k, transpose_b):
+    """Where one tile per block leaves a last wave more than 25% empty, blocks loop over tiles."""
+    assert _plain_tail(m, n) > 0.25 or -(-m // 128) * -(-n // 256) > SMS  # the premise
+    pick = model_config(m, n, k, transpose_b=transpose_b)
+    assert pick["persistent"] in (True, "stream_k", "pingpong"), pick
+
+
+@pytest.mark.parametrize("m, n, k, transpose_b", [
+    (512, 512, 16384, False), (256, 1024, 32768, True), (384, 768, 24576, False)])
+def test_small_mn_long_k_splits_k(m, n, k, transpose_b):
+    pick = model_config(m, n, k, transpose_b=transpose_b)
+    assert pick.get("split_k", 1) > 1, pick
+
+
+@pytest.mark.parametrize("m, n, k", [(1, 4096, 4096), (16, 6144, 4096), (32, 14336, 4096), (64, 11008, 4096),
+                                     (48, 3584, 18944)])
+def test_few_rows_with_b_n_k_swap_ab(m, n, k):
+    assert model_config(m, n, k, transpose_b=True).get("swap_ab") is True
+    # B (k, n) cannot swap (the wgmma's A operand must be K-major), nor can an epilogue's tiles
+    assert not model_config(m, n, k, transpose_b=False).get("swap_ab")
+    assert not model_config(m, n, k, transpose_b=True, epilogue=True).get("swap_ab")
+
+
+def _random_shape(rng: random.Random) -> tuple[int, int, int, bool]:
+    m = round(math.exp(rng.uniform(0, math.log(16384))))
+    n, k = (8 * round(math.exp(rng.uniform(math.log(256), math.log(32768))) / 8) for _ in range(2))
+    return m, n, k, rng.random() < 0.5
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn"])
+def test_every_pick_passes_the_kernels_checks(dtype):
+    """The model's pick (and its next two) resolve to a checked tiling for 150 random shapes."""
+    rng = random.Random(1)
+    for _ in range(150):
+        m, n, k, transpose_b = _random_shape(rng)
+        transpose_b = transpose_b or dtype != "bfloat16"  # FP8 wgmma reads B (n, k) only
+        for epilogue in (False, True):
+            picks = model_ranking(m, n, k, transpose_b=transpose_b, dtype=dtype, epilogue=epilogue, count=3)
+            assert picks and all(p["source"] == "model" for p in picks), (m, n, k)
+            for pick in picks:
+                settings = {key: pick[key] for key in CONFIG_KEYS if key in pick}
+                settings.setdefault("split_k", 1)
+                t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, unswapped=epilogue,
+                                   input_dtypes=(dtype,), **settings)
+                assert t.tile_m == pick["tile_m"] and t.tile_n == pick["tile_n"]
+                assert not (epilogue and t.swap_ab)
+
+
+def test_the_model_is_cheap():
+    """No compilation to decide: a new shape's ranking costs milliseconds of host time."""
+    model_config(1000, 1000, 1000)  # imports
+    t0 = time.perf_counter()
+    model_config(7777, 5432, 3216, transpose_b=True)
+    assert time.perf_counter() - t0 < 0.1
+
+
+def test_the_table_switch(monkeypatch):
+    monkeypatch.delenv(TABLE_ENV, raising=False)
+    assert table_enabled() and not table_enabled(False)
+    assert gemm_config(4096, 4096, 4096, transpose_b=True)["source"] == "tuned"
+    assert gemm_config(4096, 4096, 4096, transpose_b=True, table=False)["source"] == "model"
+    assert gemm_config(3072, 3072, 3072)["source"] == "model"  # untuned: the model
+    for off in ("0", "off", "false", "no"):
+        monkeypatch.setenv(TABLE_ENV, off)
+        assert not table_enabled() and gemm_config(4096, 4096, 4096, transpose_b=True)["source"] == "model"
+    assert gemm_config(4096, 4096, 4096, transpose_b=True, table=True)["source"] == "tuned"
+    monkeypatch.setenv(TABLE_ENV, "1")
+    assert gemm_config(4096, 4096, 4096, transpose_b=True)["source"] == "tuned"
+
+
+def test_the_estimate_follows_waves():
+    """Physics the constants cannot undo: one more full wave costs time, a longer K costs time."""
+    p1, p2 = model.Problem(128 * 12, 256 * 11, 4096), model.Problem(128 * 12, 256 * 22, 4096)  # 1 and 2 waves
+    config = {"tile_m": 128, "tile_n": 256, "persistent": False}
+    assert model.estimate_us(p2, config) > 1.8 * model.estimate_us(p1, config)
+    assert model.estimate_us(model.Problem(4096, 4096, 8192), config) > model.estimate_us(
+        model.Problem(4096, 4096, 4096), config)
+
+
+@pytest.mark.skipif(has_gpu(), reason="checks the no-GPU error")
+def test_tune_auto_without_a_gpu_says_so():
+    with pytest.raises(RuntimeError, match=r"tune='auto' times candidates on the GPU, and no CUDA GPU"):
+        make_gemm(3072, 3072, 3072, tune="auto")
+
+
+def test_tune_takes_auto_or_none():
+    with pytest.raises(ValueError, match=r"tune must be 'auto' or None, got 'fast'"):
+        make_gemm(256, 256, 256, tune="fast")
+    with pytest.raises(ValueError, match=r"tune must be 'auto' or None, got 'fast'"):
+        make_gemm(256, 256, 256, tile_m=128, tile_n=128, tune="fast")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"m": 0}, r"m must be"), ({"n": -8}, r"n must be"), ({"k": 2.5}, r"k must be"), ({"m": True}, r"m must be"),
+    ({"dtype": "float32"}, r"dtype must be one of 'bfloat16', 'float16', got 'float32'"),
+    ({"dtype": "float8_e4m3fn"}, r"dtype must be one of 'bfloat16', 'float16', got 'float8_e4m3fn'"),
+    ({"out_dtype": "int8"}, r"out_dtype must be 'bfloat16', 'float16' or 'float32', got 'int8'"),
+])
+def test_bad_input_keeps_its_clear_errors(kwargs, message):
+    args = {"m": 512, "n": 512, "k": 512} | kwargs
+    m, n, k = args.pop("m"), args.pop("n"), args.pop("k")
+    with pytest.raises(ValueError, match=message):
+        make_gemm(m, n, k, **args)
+
+
+def test_random_shapes_are_deterministic_and_skip_the_table():
+    from gemm_random import random_problems, tuned_shapes
+
+    tuned = tuned_shapes()
+    assert (4096, 4096, 4096) in tuned and (16, 6144, 4096) in tuned
+    first = random_problems(64, 7)
+    assert first == random_problems(64, 7) and first != random_problems(64, 8)
+    assert len(first) == 64 and len({(p.m, p.n, p.k, p.transpose_b) for p in first}) == 64
+    assert not any((p.m, p.n, p.k) in tuned for p in first)
+    for p in first:
+        assert 1 <= p.m <= 16384 and p.n % 8 == 0 and p.k % 8 == 0 and 256 <= min(p.n, p.k) <= max(p.n, p.k) <= 32768
+    assert 16 <= sum(p.transpose_b for p in first) <= 48  # half with B (n, k)
+    llm = [p for p in first if p.label.startswith("llm")]
+    assert 16 <= len(llm) <= 48 and all({p.n, p.k} <= {4096, 8192, 3584, 11008, 14336, 28672, 18944} for p in llm)
+    # a shape excluded is never drawn
+    drop = {(p.m, p.n, p.k) for p in first[:5]}
+    assert not any((p.m, p.n, p.k) in drop for p in random_problems(64, 7, exclude=tuned | drop))
+
+
+def test_random_summary_figures():
+    """The record's totals: geomean, p10, min, the m <= 64 subset's bandwidth share."""
+    from gemm_random import percentile, summarize, tag
+    from gemm_sweep import Problem
+
+    problems = [Problem(16, 4096, 4096, True, "a"), Problem(1024, 1024, 1024, False, "b"),
+                Problem(2048, 2048, 2048, False, "c")]
+    figures: dict = {}
+    for p, ratio in zip(problems, (0.9, 1.0, 1.1)):
+        figures[f"{tag(3, p)}_kernel_vs_cublas"] = ratio
+        figures[f"{tag(3, p)}_call_vs_cublas"] = ratio
+        figures[f"{tag(3, p)}_ours_us"] = 20.0
+    summarize(3, problems, figures, [])
+    assert figures["gemm_random_seed3_min_vs_cublas"] == 0.9
+    assert figures["gemm_random_seed3_geomean_vs_cublas"] == pytest.approx((0.9 * 1.0 * 1.1) ** (1 / 3))
+    assert figures["gemm_random_seed3_p10_vs_cublas"] == pytest.approx(percentile([0.9, 1.0, 1.1], 10))
+    moved = (16 * 4096 + 4096 * 4096 + 16 * 4096) * 2
+    assert figures["gemm_random_seed3_m64_bandwidth_share_of_copy_geomean"] == pytest.approx(
+        moved / 20e-6 / 4.04e12)
