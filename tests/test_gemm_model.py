@@ -17,6 +17,7 @@ from mgpu_lab.kernels.gemm import make_gemm, resolve_tiling
 from mgpu_lab.kernels.gemm import model
 from mgpu_lab.kernels.gemm.configs import (
     CONFIG_KEYS,
+    MODEL_ENV,
     SMS,
     TABLE_ENV,
     gemm_config,
@@ -27,6 +28,20 @@ from mgpu_lab.kernels.gemm.configs import (
 from mgpu_lab.runtime.device import has_gpu
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+
+@pytest.fixture(autouse=True)
+def _model_on(monkeypatch):
+    """The model is opt-in until its picks have run on an H200 (configs.MODEL_ENV)."""
+    monkeypatch.setenv(MODEL_ENV, "1")
+
+
+def test_untuned_shapes_keep_the_heuristic_until_the_model_is_switched_on(monkeypatch):
+    monkeypatch.delenv(MODEL_ENV)
+    assert gemm_config(3072, 3072, 3072)["source"] == "heuristic"
+    assert gemm_config(3072, 3072, 3072, model=True)["source"] == "model"
+    monkeypatch.setenv(MODEL_ENV, "1")
+    assert gemm_config(3072, 3072, 3072)["source"] == "model"
 
 
 def _plain_tail(m: int, n: int, tile_m: int = 128, tile_n: int = 256) -> float:

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from mgpu_lab.kernels.gemm import make_gemm
-from mgpu_lab.kernels.gemm.configs import TABLE_ENV, gemm_config
+from mgpu_lab.kernels.gemm.configs import MODEL_ENV, TABLE_ENV, gemm_config
 
 
 def _shapes(count: int, seed: int) -> list[tuple[int, int, int, bool]]:
@@ -26,6 +26,7 @@ def _shapes(count: int, seed: int) -> list[tuple[int, int, int, bool]]:
 @pytest.mark.parametrize("m, n, k, transpose_b", _shapes(12, 28))
 def test_the_models_pick_builds(monkeypatch, m, n, k, transpose_b):
     monkeypatch.setenv(TABLE_ENV, "0")
+    monkeypatch.setenv(MODEL_ENV, "1")
     picked = gemm_config(m, n, k, transpose_b=transpose_b)
     assert picked["source"] == "model"
     kern = make_gemm(m, n, k, transpose_b=transpose_b)

@@ -12,7 +12,7 @@ import pytest
 from test_gemm_model_build import _shapes
 
 from mgpu_lab.kernels.gemm import make_gemm
-from mgpu_lab.kernels.gemm.configs import TABLE_ENV, gemm_config
+from mgpu_lab.kernels.gemm.configs import MODEL_ENV, TABLE_ENV, gemm_config
 
 pytestmark = pytest.mark.gpu
 SEED = int(os.environ.get("MGPU_LAB_TEST_SEED", random.SystemRandom().randrange(1 << 30)))
@@ -25,6 +25,7 @@ def test_the_models_pick_is_correct_on_a_shape_drawn_now(monkeypatch, rng, m, n,
     from test_hopper import poison
 
     monkeypatch.setenv(TABLE_ENV, "0")
+    monkeypatch.setenv(MODEL_ENV, "1")
     print(f"seed {SEED}: {m}x{n}x{k} transpose_b={transpose_b} -> {gemm_config(m, n, k, transpose_b=transpose_b)}")
     kern = make_gemm(m, n, k, transpose_b=transpose_b)
     a, b = random_operands(m, n, k, rng, transpose_b)

@@ -32,6 +32,10 @@ DEFAULT_DEVICE = "NVIDIA H200"  # whose table a machine without a GPU builds for
 SMS = 132
 _FILL = 0.9  # a grid with at least this share of SMS blocks counts as filling the GPU
 TABLE_ENV = "MGPU_LAB_GEMM_TABLE"  # "0", "off", "false" or "no": the model alone, no tuned table
+# The model's picks have not yet run on an H200 (this release was built without device time):
+# until a GPU run of tests/test_gemm_model_gpu.py and the random benchmark confirm them, untuned
+# shapes keep the heuristic unless MGPU_LAB_GEMM_MODEL=1 (or gemm_config(..., model=True)).
+MODEL_ENV = "MGPU_LAB_GEMM_MODEL"
 CONFIG_KEYS = ("tile_m", "tile_n", "stages", "group_m", "persistent", "split_k", "split_k_reduce", "cluster_m",
                "swap_ab")
 TUNE_CANDIDATES = 3  # tune="auto" times the model's top few
@@ -85,6 +89,14 @@ def _split(m: int, n: int, k: int, config: dict[str, Any], dtype: str) -> dict[s
         return {}
     split = choose_split_k(m, n, k, config["tile_m"], config["tile_n"], SMS)
     return {"split_k": split} if split > 1 else {}
+
+
+def model_enabled(model: bool | None = None) -> bool:
+    """Whether untuned shapes get the model's pick: `model` when given, else MGPU_LAB_GEMM_MODEL
+    (off by default until the model's picks have run on an H200, see MODEL_ENV)."""
+    if model is not None:
+        return bool(model)
+    return os.environ.get(MODEL_ENV, "0").strip().lower() in ("1", "on", "true", "yes")
 
 
 def table_enabled(table: bool | None = None) -> bool:
@@ -169,18 +181,21 @@ def model_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: st
 
 def gemm_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                 device: str | None = None, table: bool | None = None, epilogue: bool = False,
-                out_dtype: str = "bfloat16") -> dict[str, Any]:
+                out_dtype: str = "bfloat16", model: bool | None = None) -> dict[str, Any]:
     """tile_m, tile_n, group_m, maybe stages, persistent, split_k, split_k_reduce, cluster_m and
     swap_ab (tile sizes then of C.T), and `source` ('tuned', 'model' or 'heuristic').
-    table: False skips the tuned table (default: on unless MGPU_LAB_GEMM_TABLE=0)."""
+    table: False skips the tuned table (default: on unless MGPU_LAB_GEMM_TABLE=0). model: True
+    gives untuned shapes the performance model's pick (default: MGPU_LAB_GEMM_MODEL, off), else
+    the heuristic's."""
     if table_enabled(table):
         entry = tuned_table().get(device or device_name(), {}).get(
             shape_key(m, n, k, transpose_b=transpose_b, dtype=dtype))
         if entry is not None:
             config = {**{key: entry[key] for key in CONFIG_KEYS if key in entry}, "source": "tuned"}
             return config if "split_k" in entry else config | _split(m, n, k, config, dtype)
-    if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in (m, n, k)):
-        return heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)  # make_gemm's checks name it
+    if not model_enabled(model) or \
+            not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in (m, n, k)):
+        return heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)  # bad sizes: make_gemm's checks name it
     return model_config(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue)
 
 
