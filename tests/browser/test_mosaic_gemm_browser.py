@@ -43,7 +43,7 @@ def test_mosaic_gemm_cell_shows_sass_smem_ir_and_timeline(jupyter_url: str, brow
         assert float(mma.split()[-1].rstrip("%")) > 20
 
         # SASS: the file is named, the classes that matter are counted, scaffolding is hidden.
-        assert "gemm.py, line" in sass.locator(".mgl-sass-listing").inner_text()
+        assert "kernel.py, line" in sass.locator(".mgl-sass-listing").inner_text()  # mgpu_lab/kernels/gemm/kernel.py
         # The HGMMA chip counts the listing's HGMMA instructions (their number follows the tile the
         # GEMM's config table picks and how ptxas peels the mainloop, so it is read from the listing).
         hgmma = sass.locator(".mgl-sass-listing .mgl-code-line", has_text=re.compile(r"\bHGMMA\.")).count()

@@ -441,7 +441,7 @@ def test_choices_made_in_the_browser_reach_python(page: Any) -> None:
     smem.locator(".mgl-smem-buf[data-buffer='a_stages']").click()
     smem.locator("select.mgl-smem-pattern").select_option("column")
     page.wait_for_function(
-        "el => el.textContent.startsWith('column')", arg=smem.locator(".mgl-smem-report").element_handle(),
+        "el => el.textContent.startsWith('hypothetical column')", arg=smem.locator(".mgl-smem-report").element_handle(),
         timeout=STEP_TIMEOUT_MS,
     )
     ir = page.locator(".mgl-ir").first
@@ -457,7 +457,7 @@ def test_choices_made_in_the_browser_reach_python(page: Any) -> None:
     text = output.inner_text()
     span, total = (int(v) for v in text.split("timeline span ")[1].split("\n")[0].split(" of "))
     assert span < 0.5 * total
-    assert "smem column a_stages | column 0" in text
+    assert "smem column a_stages | hypothetical column 0" in text
 
 
 
