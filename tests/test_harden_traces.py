@@ -165,3 +165,19 @@ def test_a_good_trace_still_round_trips(tmp_path):
     loaded = Trace.load(trace.save(tmp_path / "t.npz"))
     assert [e.name for e in loaded.events()] == ["load", "mma"] and loaded.units_per_block == 2
     np.testing.assert_array_equal(loaded.start_ns, trace.start_ns)
+
+
+@pytest.mark.parametrize("region, unit, message", [
+    (-5, 0, r"Trace: region: expected values in \[0, 65535\], got -5"),
+    (2**31 - 1, 0, r"Trace: region: expected values in \[0, 65535\], got 2147483647"),
+    (0, 7, r"Trace: unit: expected values in \[0, 1\], got 7"),
+])
+def test_a_trace_built_by_hand_is_bounded_like_a_loaded_one(region, unit, message):
+    """The viewers allocate per region id and unit: a hand-made trace with a huge id fails at
+    construction, at once, instead of in the notebook's memory."""
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=message):
+        Trace(sm=[0], block=[0], unit=[unit], region=[region], start_ns=[0.0], end_ns=[1.0], depth=[0],
+              region_names=["a"], unit_kind="warpgroup", units_per_block=2, block_ids=np.array([0]),
+              block_sm=np.array([0]), block_start_ns=np.array([0.0]), block_end_ns=np.array([1.0]))
+    assert time.perf_counter() - t0 < 1.0

@@ -160,6 +160,14 @@ class Trace:
                 raise ValueError(
                     f"Trace per-block array {column!r} must have shape ({num_blocks},)"
                 )
+        # A trace built by hand gets the same bounds as a loaded one: the viewers allocate per
+        # region id and unit, so an id of 2**31-1 must fail here, not in a notebook's memory.
+        _check_range("Trace", "units_per_block", self.units_per_block, 1, MAX_UNITS_PER_BLOCK)
+        for name, high in (("region", MAX_REGIONS - 1), ("unit", self.units_per_block - 1)):
+            column = getattr(self, name)
+            if column.size and not (0 <= int(column.min()) and int(column.max()) <= high):
+                bad = int(column.min()) if int(column.min()) < 0 else int(column.max())
+                raise ValueError(f"Trace: {name}: expected values in [0, {high}], got {bad}")
         self.anomalies: dict[str, int] = {k: int(v) for k, v in (anomalies or {}).items()}
 
     # ---- sizes and times -------------------------------------------------------------
