@@ -61,10 +61,21 @@ def test_compile_tasks_avoid_gpu_workers(client, cache, tmp_path):
 
     stages = DaskStages(client, make_candidate, build_callable, Setup(HostTimer(), [make_inputs()], None, None), 5.0)
     futures = [stages._build({"delay_ms": d}) for d in range(8)]
+    keys = [f.key for f in futures]
+
+    def placement(dask_scheduler, keys):
+        tasks = [dask_scheduler.tasks[k] for k in keys if k in dask_scheduler.tasks]
+        return [(sorted(t.worker_restrictions or ()), t.key in dask_scheduler.loose_restrictions) for t in tasks]
+
+    # Builds are placed on the workers without a GPU; loosely, so that a compile worker that dies
+    # and comes back under a new address does not leave its builds waiting forever (then an idle
+    # GPU worker may take one).
+    placed = client.run_on_scheduler(placement, keys=keys)
+    assert len(placed) == 8
+    for restrictions, loose in placed:
+        assert set(restrictions) == _addresses(client, False) and loose
     seen = {f.result()[0] for f in futures}
     assert seen == {"built"}
-    who = client.who_has(futures)
-    assert set().union(*map(set, who.values())) <= _addresses(client, False)
     stages.close(False)
 
 

@@ -93,3 +93,26 @@ def test_a_lost_scheduler_ends_the_tune_in_one_line_keeping_the_finished(cache):
     assert "2 of 8 candidates had finished; they are kept in the journal" in message
     (journal,) = cache.glob("*.journal.jsonl")
     assert len(Journal(journal).load()) == 2  # the cancelled ones were not recorded as failures
+
+
+def test_a_hung_or_dying_build_on_a_dask_worker_costs_only_its_candidate(cache):
+    """Builds on the cluster run in a killable process of the worker's own: a build that hangs
+    (build_timeout_s) or kills its process fails alone, the worker lives on, the rest is timed."""
+    from distributed import Client, Nanny, Scheduler, SpecCluster
+    from test_tuner_faults import make_faulty
+
+    workers = {"cpu0": {"cls": Nanny, "options": {"nthreads": 1}},
+               "gpu0": {"cls": Nanny, "options": {"nthreads": 1, "resources": {"GPU": 1}}}}
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": None}}
+    with SpecCluster(workers=workers, scheduler=scheduler) as cluster, Client(cluster) as client:
+        client.wait_for_workers(2)
+        before = set(client.scheduler_info(n_workers=-1)["workers"])
+        t0 = time.perf_counter()
+        result = _tune(client, make_faulty, {"delay_ms": [1], "behaviour": ["ok", "build-hangs", "build-exits"]},
+                       build_timeout_s=2.0)
+        assert time.perf_counter() - t0 < 60
+        by = {c.config["behaviour"]: c for c in result.candidates}
+        assert by["ok"].status == "timed", by["ok"].reason
+        assert by["build-hangs"].status == "failed-build" and "build timed out after 2 s" in by["build-hangs"].reason
+        assert by["build-exits"].status == "failed-build" and "exit code 9" in by["build-exits"].reason
+        assert set(client.scheduler_info(n_workers=-1)["workers"]) == before, "no worker died"

@@ -132,7 +132,10 @@ class BuildPool:
             proc.kill()
 
     def _run(self, index: int) -> None:
-        self._process(index)  # start now: the spawn overlaps the timing workers' start-up
+        try:
+            self._process(index)  # start now: the spawn overlaps the timing workers' start-up
+        except Exception:  # noqa: BLE001 - the first build reports it; this thread must live on
+            pass
         while True:
             item = self._queue.get()
             if item is None:
@@ -147,7 +150,10 @@ class BuildPool:
 
     def _build_one(self, index: int, build: Callable[..., Any], make_kernel: Callable[..., Any],
                    config: dict[str, Any]) -> BuildResult:
-        proc = self._process(index)
+        try:
+            proc = self._process(index)
+        except Exception as e:  # noqa: BLE001 - e.g. a daemonic process may not start children
+            return "failed-build", f"could not start a build process: {type(e).__name__}: {e}", None
         if proc is None:
             return "failed-build", "the tune was interrupted", None
         why = proc.wait_ready()

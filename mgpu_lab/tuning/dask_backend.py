@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .journal import config_key
-from .build_pool import build_timed
+from .build_once import build_isolated
 from .errors import TuneBackendLost
 from .pipeline import make_record
 from .timing_worker import Setup
@@ -104,8 +104,9 @@ class DaskStages:
     """Compile and time on `client`'s workers; same interface as pipeline.LocalStages."""
 
     def __init__(self, client: Any, make_kernel: Callable[..., Any], build: Callable[..., Any], setup: Setup,
-                 timeout_s: float):
+                 timeout_s: float, build_timeout_s: float = 300.0):
         self.client, self.make_kernel, self.build, self.timeout_s = client, make_kernel, build, timeout_s
+        self.build_timeout_s = build_timeout_s
         self.gpu_workers = _check_client(client)
         _, cpu = _gpu_workers(client)
         self.compile_workers = cpu or None  # None: any worker
@@ -122,8 +123,10 @@ class DaskStages:
         # restriction to the old one would wait for it forever; with no compile worker left,
         # the scheduler places the build on any worker.
         loose = self.compile_workers is not None  # Dask allows it only with a worker list
-        future = self.client.submit(build_timed, self.build, self.make_kernel, config, pure=False,
-                                    workers=self.compile_workers, allow_other_workers=loose)
+        # In a killable process of the worker's own (build_isolated): a hung or dying build costs
+        # its candidate one row, not the worker (and not the scheduler's retries).
+        future = self.client.submit(build_isolated, self.build, self.make_kernel, config, self.build_timeout_s,
+                                    pure=False, workers=self.compile_workers, allow_other_workers=loose)
         self.built[config_key(config)] = future
         return future
 

@@ -301,7 +301,7 @@ def tune(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]], args:
         if cluster is not None:
             from .dask_backend import DaskStages
 
-            return DaskStages(cluster, make_kernel, build, setup, timeout_s)
+            return DaskStages(cluster, make_kernel, build, setup, timeout_s, build_timeout_s)
         return LocalStages(make_kernel, build, executor, on, setup, timeout_s, n_configs, build_timeout_s)
 
     if use_cache:
