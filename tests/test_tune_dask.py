@@ -65,7 +65,7 @@ def test_compile_tasks_avoid_gpu_workers(client, cache, tmp_path):
 
     def placement(dask_scheduler, keys):
         tasks = [dask_scheduler.tasks[k] for k in keys if k in dask_scheduler.tasks]
-        return [(sorted(t.worker_restrictions or ()), t.key in dask_scheduler.loose_restrictions) for t in tasks]
+        return [(sorted(t.worker_restrictions or ()), t.loose_restrictions) for t in tasks]
 
     # Builds are placed on the workers without a GPU; loosely, so that a compile worker that dies
     # and comes back under a new address does not leave its builds waiting forever (then an idle
