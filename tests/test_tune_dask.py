@@ -70,12 +70,12 @@ def test_compile_tasks_avoid_gpu_workers(client, cache, tmp_path):
     # Builds are placed on the workers without a GPU; loosely, so that a compile worker that dies
     # and comes back under a new address does not leave its builds waiting forever (then an idle
     # GPU worker may take one).
+    seen = {f.result()[0] for f in futures}
+    assert seen == {"built"}
     placed = client.run_on_scheduler(placement, keys=keys)
     assert len(placed) == 8
     for restrictions, loose in placed:
         assert set(restrictions) == _addresses(client, False) and loose
-    seen = {f.result()[0] for f in futures}
-    assert seen == {"built"}
     stages.close(False)
 
 
