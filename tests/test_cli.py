@@ -137,3 +137,12 @@ def test_demo_runs_and_checks_every_example_on_the_gpu(capsys):
     assert main(["demo"]) == 0
     text = capsys.readouterr().out
     assert text.count("ok (rel. error") == 5 and "FAILED" not in text
+
+
+def test_the_demo_says_which_compile_times_are_cache_hits():
+    """A second run loads every kernel from the on-disk cache: its times are loads, and say so."""
+    from mgpu_lab.demo import run_demo
+
+    first, second = [], []
+    assert run_demo(first.append) == 0 and run_demo(second.append) == 0
+    assert all("(cache hit)" in line for line in second[1:]), second
