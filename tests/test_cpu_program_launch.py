@@ -109,3 +109,19 @@ def test_without_a_gpu_a_call_says_so_once_and_clearly():
     x = np.zeros(N, np.float32)
     with pytest.raises(NoCudaDeviceError, match=NO_GPU):
         kernel(x, x)
+
+
+def test_without_a_gpu_a_wrong_argument_is_named_before_the_missing_gpu():
+    """The argument checks need no CUDA: a wrong shape or dtype is said first, the missing GPU
+    only for arguments that would otherwise run."""
+    from mgpu_lab.compiler.target import device_capability
+
+    if device_capability() is not None:
+        pytest.skip("this machine has a GPU")
+    import numpy as np
+
+    kernel = make_vector_add(N)
+    with pytest.raises(LaunchArgumentError, match=rf"input 1 of vector_add: expected shape \({N},\), got \(3,\)"):
+        kernel(np.zeros(N, np.float32), np.zeros(3, np.float32))
+    with pytest.raises(LaunchArgumentError, match="input 0 of vector_add: expected dtype float32, got float64"):
+        kernel(np.zeros(N), np.zeros(N, np.float32))

@@ -199,7 +199,7 @@ class Kernel:
 
         if len(args) != launcher.n_in:
             return launcher.call(tuple(args), out, stream)  # raises the argument-count error
-        device = launcher.checker._get_device()
+        device = launcher.checker.device_for(tuple(args), out)
         arrays, _ = launcher.checker.checked(tuple(args), out, device)
         launcher.run(arrays, device, stream,
                      launch=lambda step, step_arrays, s: launch_isolated(step, list(step_arrays), device, s, timeout_s))

@@ -466,6 +466,27 @@ class ArgumentChecker:
         return (f"{head}: the kernel may read data it already overwrote. Pass a separate output array, or "
                 f"build the kernel with may_alias={{{a - self.n_in}: {b}}} if it is written to work in place")
 
+    def device_for(self, args: tuple, out: Any) -> int:
+        """The current device; without a GPU, the arguments' shapes and dtypes are checked first
+        (no CUDA needed for that), so a wrong argument is named before the missing GPU is."""
+        try:
+            return self._get_device()
+        except NoCudaDeviceError:
+            outs = () if out is None else (tuple(out) if isinstance(out, (tuple, list)) else (out,))
+            for what, arrays, specs in (("input", args, self.in_specs), ("output", outs, self.out_specs)):
+                for i, (x, (shape, dtype)) in enumerate(zip(arrays, specs)):
+                    got = getattr(x, "shape", None)
+                    if got is not None and tuple(got) != shape:
+                        raise self._error(f"{what} {i} of {self.name}: expected shape {shape}, got {tuple(got)}") from None
+                    try:
+                        got_dtype = np.dtype(getattr(x, "dtype"))
+                    except (AttributeError, TypeError):
+                        continue
+                    if got_dtype != dtype:
+                        raise self._error(f"{what} {i} of {self.name}: expected dtype {dtype.name}, "
+                                          f"got {got_dtype.name}") from None
+            raise
+
     def checked(self, args: tuple, out: Any, device: int) -> tuple[list, list[int]]:
         """(arrays, data pointers) of a call: inputs then outputs, every check passed, outputs
         allocated when `out` is None."""
@@ -584,7 +605,7 @@ class PortableLauncher(ArgumentChecker):
         if len(args) != self.n_in:
             raise self._error(f"{self.name} takes {self.n_in} input array(s) "
                               f"{[f'{s}:{d.name}' for s, d in self.in_specs]}, got {len(args)}")
-        device = self._get_device()
+        device = self.device_for(args, out)
         arrays, pointers = self.checked(args, out, device)
         return self._launch(arrays, pointers, device, stream)
 

@@ -70,7 +70,7 @@ class ProgramLauncher:
         if len(args) != self.n_in:
             raise self.checker._error(f"{self.name} takes {self.n_in} input array(s) "
                                       f"{[f'{s}:{d.name}' for s, d in self.in_specs]}, got {len(args)}")
-        device = self.checker._get_device()
+        device = self.checker.device_for(args, out)
         arrays, _ = self.checker.checked(args, out, device)
         self.run(arrays, device, stream, scratch)
         outs = arrays[self.n_in:]
