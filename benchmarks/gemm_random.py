@@ -274,7 +274,8 @@ def run_random(count: int, seed: int, figures: dict, rows: list, *, rounds: int 
     from mgpu_lab.kernels.gemm.configs import MODEL_ENV, TABLE_ENV
 
     os.environ[TABLE_ENV] = "0"  # the model alone; spawned build workers inherit it
-    os.environ.setdefault(MODEL_ENV, "1")  # MGPU_LAB_GEMM_MODEL=0 measures the heuristic instead
+    # (the model is the default; MGPU_LAB_GEMM_MODEL=0 in the environment measures the old heuristic)
+    os.environ.setdefault(MODEL_ENV, "1")
     problems = random_problems(count, seed)
     t0 = time.perf_counter()
     built = build_all(problems, workers or max(1, min(16, (os.cpu_count() or 2) - 1)))

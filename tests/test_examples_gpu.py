@@ -39,9 +39,12 @@ def test_vector_add_allocates_its_output_and_takes_torch_tensors(rng):
     k = make_vector_add(1 << 16)
     a = torch.randn(1 << 16, device="cuda")
     b = torch.randn(1 << 16, device="cuda")
-    out = k(a, b)
-    assert isinstance(out, cupy.ndarray)
-    np.testing.assert_allclose(out.get(), (a + b).cpu().numpy(), rtol=1e-6)
+    out = k(a, b)  # torch in, torch out (on the inputs' device, from torch's allocator)
+    assert isinstance(out, torch.Tensor) and out.device == a.device
+    np.testing.assert_allclose(out.cpu().numpy(), (a + b).cpu().numpy(), rtol=1e-6)
+    target = cupy.full(1 << 16, np.nan, np.float32)  # a CuPy out= still works with torch inputs
+    assert k(a, b, out=target) is target
+    np.testing.assert_allclose(target.get(), (a + b).cpu().numpy(), rtol=1e-6)
 
 
 def test_block_sum(rng):

@@ -31,17 +31,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
 @pytest.fixture(autouse=True)
-def _model_on(monkeypatch):
-    """The model is opt-in until its picks have run on an H200 (configs.MODEL_ENV)."""
-    monkeypatch.setenv(MODEL_ENV, "1")
+def _model_default(monkeypatch):
+    monkeypatch.delenv(MODEL_ENV, raising=False)
 
 
-def test_untuned_shapes_keep_the_heuristic_until_the_model_is_switched_on(monkeypatch):
-    monkeypatch.delenv(MODEL_ENV)
+def test_the_model_is_the_default_and_can_be_switched_off(monkeypatch):
+    assert gemm_config(3072, 3072, 3072)["source"] == "model"
+    assert gemm_config(3072, 3072, 3072, model=False)["source"] == "heuristic"
+    monkeypatch.setenv(MODEL_ENV, "0")
     assert gemm_config(3072, 3072, 3072)["source"] == "heuristic"
     assert gemm_config(3072, 3072, 3072, model=True)["source"] == "model"
-    monkeypatch.setenv(MODEL_ENV, "1")
-    assert gemm_config(3072, 3072, 3072)["source"] == "model"
 
 
 def _plain_tail(m: int, n: int, tile_m: int = 128, tile_n: int = 256) -> float:

@@ -32,9 +32,9 @@ DEFAULT_DEVICE = "NVIDIA H200"  # whose table a machine without a GPU builds for
 SMS = 132
 _FILL = 0.9  # a grid with at least this share of SMS blocks counts as filling the GPU
 TABLE_ENV = "MGPU_LAB_GEMM_TABLE"  # "0", "off", "false" or "no": the model alone, no tuned table
-# The model's picks have not yet run on an H200 (this release was built without device time):
-# until a GPU run of tests/test_gemm_model_gpu.py and the random benchmark confirm them, untuned
-# shapes keep the heuristic unless MGPU_LAB_GEMM_MODEL=1 (or gemm_config(..., model=True)).
+# The model's pick is the default for untuned shapes (checked on the H200 on 26 shapes drawn at
+# run time, benchmarks/results/gemm_random_* and gpu_tests_one_kernel_*); MGPU_LAB_GEMM_MODEL=0
+# (or gemm_config(..., model=False)) brings back the old heuristic.
 MODEL_ENV = "MGPU_LAB_GEMM_MODEL"
 CONFIG_KEYS = ("tile_m", "tile_n", "stages", "group_m", "persistent", "split_k", "split_k_reduce", "cluster_m",
                "swap_ab")
@@ -92,11 +92,11 @@ def _split(m: int, n: int, k: int, config: dict[str, Any], dtype: str) -> dict[s
 
 
 def model_enabled(model: bool | None = None) -> bool:
-    """Whether untuned shapes get the model's pick: `model` when given, else MGPU_LAB_GEMM_MODEL
-    (off by default until the model's picks have run on an H200, see MODEL_ENV)."""
+    """Whether untuned shapes get the model's pick: `model` when given, else not switched off by
+    MGPU_LAB_GEMM_MODEL=0 (see MODEL_ENV)."""
     if model is not None:
         return bool(model)
-    return os.environ.get(MODEL_ENV, "0").strip().lower() in ("1", "on", "true", "yes")
+    return os.environ.get(MODEL_ENV, "1").strip().lower() not in ("0", "off", "false", "no")
 
 
 def table_enabled(table: bool | None = None) -> bool:
@@ -185,8 +185,8 @@ def gemm_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str
     """tile_m, tile_n, group_m, maybe stages, persistent, split_k, split_k_reduce, cluster_m and
     swap_ab (tile sizes then of C.T), and `source` ('tuned', 'model' or 'heuristic').
     table: False skips the tuned table (default: on unless MGPU_LAB_GEMM_TABLE=0). model: True
-    gives untuned shapes the performance model's pick (default: MGPU_LAB_GEMM_MODEL, off), else
-    the heuristic's."""
+    gives untuned shapes the performance model's pick (default: on unless MGPU_LAB_GEMM_MODEL=0),
+    False the old heuristic's."""
     if table_enabled(table):
         entry = tuned_table().get(device or device_name(), {}).get(
             shape_key(m, n, k, transpose_b=transpose_b, dtype=dtype))
