@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
+from test_profiler_device import _with_regions  # three regions (one nested) per warpgroup
 
 import mgpu_lab
 from mgpu_lab.errors import ProfilerNote
@@ -22,27 +23,11 @@ pytestmark = pytest.mark.gpu
 N = 1 << 20
 
 
-def _regions(ctx, a, b, out, smem):
-    """Three regions (one nested) per warpgroup, as tests/test_profiler_device.py's kernel."""
-    from mgpu_lab import dsl
-    from mgpu_lab.dsl import arith, c, ir, vector
-
-    i = arith.muli(arith.addi(arith.muli(dsl.block_idx(), c(256)), dsl.thread_idx()), c(4))
-    v4 = ir.VectorType.get([4], ir.F32Type.get())
-    with ctx.named_region("load"):
-        x = vector.load(v4, a, [i])
-        y = vector.load(v4, b, [i])
-    with ctx.named_region("store"):
-        with ctx.named_region("add"):
-            s = arith.addf(x, y)
-        vector.store(s, out, [i])
-
-
 def _profiled_trace(buffer: str, rng):
     import cupy
 
     sd = mgpu_lab.ShapeDtype((N,), "float32")
-    k = mgpu_lab.kernel(_regions, grid=N // 1024, block=256, in_shapes=(sd, sd), out_shapes=sd, profile=True,
+    k = mgpu_lab.kernel(_with_regions, grid=N // 1024, block=256, in_shapes=(sd, sd), out_shapes=sd, profile=True,
                         profile_buffer=buffer)
     assert k.compiled.profiler.buffer == buffer
     a, b = (cupy.asarray(rng.standard_normal(N).astype(np.float32)) for _ in range(2))
