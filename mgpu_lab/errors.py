@@ -51,6 +51,12 @@ class PerformanceWarning(UserWarning):
     """The compiler did something that costs speed (e.g. ptxas serialized the WGMMAs)."""
 
 
+class ProfilerNote(UserWarning):
+    """A profiled kernel's recording differs from the default: `profile_buffer="auto"` sent the
+    events to global memory because the row did not fit in shared memory beside the kernel's
+    buffers (the message names the sizes)."""
+
+
 class CacheSecurityWarning(UserWarning):
     """A kernel cache folder or entry is not private to the current user; it is not used."""
 
@@ -70,5 +76,5 @@ class KernelFaultError(MgpuLabError, RuntimeError):
 
 
 __all__ = ["CacheSecurityWarning", "CompileOptionError", "ExportError", "KernelBuildError", "KernelCompileError",
-           "KernelFaultError", "KernelNameError", "LaunchArgumentError", "MgpuLabError", "PerformanceWarning", "PtxasError",
-           "ResourceLimitError", "ShapeError", "ToolchainError"]
+           "KernelFaultError", "KernelNameError", "LaunchArgumentError", "MgpuLabError", "PerformanceWarning",
+           "ProfilerNote", "PtxasError", "ResourceLimitError", "ShapeError", "ToolchainError"]

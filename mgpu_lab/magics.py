@@ -52,6 +52,8 @@ def parse_magic_line(line: str) -> argparse.Namespace:
     parser.add_argument("--out", dest="outputs", action="append", default=[])
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--profile-capacity", type=int, default=256, help="events per warpgroup")
+    parser.add_argument("--profile-buffer", choices=("smem", "global", "auto"), default="auto",
+                        help="where events are kept while a block runs (mgpu_lab.kernel's profile_buffer)")
     parser.add_argument("--show", default="")
     parser.add_argument("--dump", default=None)
     parser.add_argument("--tune", default=None, help="dict expression: name -> values the cell reads")
@@ -279,6 +281,7 @@ def register(ipython: Any) -> None:
                 options["keep_passes"] = True  # the IR viewer shows the module after every pass
             if args.profile:
                 options["profile_capacity"] = args.profile_capacity
+                options["profile_buffer"] = args.profile_buffer
 
             def make_kernel(**config: Any) -> Any:
                 # The cell reads tuning parameters as plain names: they shadow the notebook's.

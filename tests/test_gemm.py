@@ -294,19 +294,28 @@ def test_multicast_pairs_reject_bad_arguments(kwargs, message):
 
 
 def test_definition_leaves_room_for_the_profiler():
-    """A %%mosaic cell profiles the definition's body: with profile_capacity the ring gives up
-    slots so the profiler's buffer fits (the persistent 128x256 tile's 4 stages leave it none)."""
+    """A %%mosaic cell profiles the definition's body: with profile_capacity and
+    profile_buffer="smem" the ring gives up slots so the profiler's buffer fits (the persistent
+    128x256 tile's 4 stages leave it none); by default ("auto") the ring stays and the events
+    go to global memory."""
     import mgpu_lab
+    from mgpu_lab.errors import ProfilerNote
 
     kwargs = dict(transpose_b=True, tile_m=128, tile_n=256, persistent=True)
     plain = gemm_definition(4096, 4096, 4096, **kwargs)
-    fitted = gemm_definition(4096, 4096, 4096, **kwargs, profile_capacity=plain["profile_capacity"])
+    fitted = gemm_definition(4096, 4096, 4096, **kwargs, profile_capacity=plain["profile_capacity"],
+                             profile_buffer="smem")
+    assert gemm_definition(4096, 4096, 4096, **kwargs, profile_capacity=plain["profile_capacity"])["smem"] \
+        == plain["smem"]  # "auto" keeps the ring
     plain.pop("profile_capacity")
     capacity = fitted.pop("profile_capacity")
-    k = mgpu_lab.kernel(**fitted, profile=True, profile_capacity=capacity)
-    assert k.compiled.dynamic_smem_bytes <= 227 * 1024
+    k = mgpu_lab.kernel(**fitted, profile=True, profile_capacity=capacity, profile_buffer="smem")
+    assert k.compiled.dynamic_smem_bytes <= 227 * 1024 and k.compiled.spec.profiler.buffer == "smem"
     with pytest.raises(mgpu_lab.errors.ResourceLimitError, match=r"smem: the kernel needs \d+ bytes of shared memory"):
-        mgpu_lab.kernel(**plain, profile=True, profile_capacity=capacity)
+        mgpu_lab.kernel(**plain, profile=True, profile_capacity=capacity, profile_buffer="smem")
+    with pytest.warns(ProfilerNote, match="events go to global memory"):
+        k = mgpu_lab.kernel(**plain, profile=True, profile_capacity=capacity)
+    assert k.compiled.spec.profiler.buffer == "global"
 
 
 @pytest.mark.parametrize("kwargs", [{"split_k": 2}, {"persistent": True, "cluster_m": 2}])

@@ -82,7 +82,15 @@ def test_profiler_buffer_counts_against_the_smem_budget(monkeypatch):
     smem = mgpu_lab.ShapeDtype((200 * 1024,), "uint8")
     with pytest.raises(ResourceLimitError, match=r"204800 B of buffers \+ \d+ B of profiler buffer"):
         mgpu_lab.kernel(lambda ctx, a, b, o, s: _with_regions(ctx, a, b, o, s), grid=N // 1024, block=256,
-                        in_shapes=(SD, SD), out_shapes=SD, smem=smem, profile=True, profile_capacity=4096)
+                        in_shapes=(SD, SD), out_shapes=SD, smem=smem, profile=True, profile_capacity=4096,
+                        profile_buffer="smem")
+    # profile_buffer="auto" (the default) sends the events to global memory instead
+    from mgpu_lab.errors import ProfilerNote
+
+    with pytest.warns(ProfilerNote, match=r"does not fit beside the kernel's 204800 B of shared memory"):
+        k = mgpu_lab.kernel(lambda ctx, a, b, o, s: _with_regions(ctx, a, b, o, s), grid=N // 1024, block=256,
+                            in_shapes=(SD, SD), out_shapes=SD, smem=smem, profile=True, profile_capacity=4096)
+    assert k.compiled.profiler.buffer == "global"
 
 
 @pytest.mark.gpu

@@ -80,7 +80,7 @@ def _shape_tuple(shapes: Any, what: str) -> tuple[ShapeDtype, ...]:
 def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any = (),
            out_shapes: Any = (), smem: Any = None, cluster: Any = (1, 1, 1), name: str | None = None,
            profile: bool = False, profile_unit: str = "warpgroup", profile_capacity: int = 256,
-           may_alias: Any = None, isolate: bool | None = None,
+           profile_buffer: str = "auto", may_alias: Any = None, isolate: bool | None = None,
            options: CompileOptions | None = None, **option_overrides: Any) -> Kernel:
     """Trace `body(ctx, *in_refs, *out_refs, smem_refs)` into a Hopper kernel and compile it.
 
@@ -88,6 +88,10 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
     array to copy the shape of), one or a sequence. smem: a tree of ShapeDtype / Barriers /
     Union (tuple, list or dict nodes); `smem_refs` mirrors it with memref views.
     profile: record `ctx.named_region`s per warpgroup (or per warp) into a bounded buffer.
+    profile_buffer: where the events are kept while a block runs: "smem" (its row of the
+    buffer in shared memory beside the kernel's, copied out at the end), "global" (straight to
+    global memory; only a few header words in shared memory) or "auto" (smem when the row fits
+    within the target's shared memory, else global with a `ProfilerNote` warning).
     may_alias: outputs allowed to overlap inputs in memory (True, or {output index: input
     index}); other overlaps of out= arrays are refused. isolate: run every launch of this
     kernel in the isolated GPU worker (None follows `mgpu_lab.isolated()`).
@@ -111,10 +115,12 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
     plan = plan_smem(smem)
     profiler = None
     if profile:
-        from .profiling import DeviceProfiler
+        profiler = _make_profiler(block3, profile_unit, profile_capacity, profile_buffer, plan.total_bytes,
+                                  options)
+    elif profile_buffer != "auto":  # a typo is caught even where it has no effect
+        from .profiling import check_buffer_mode
 
-        profiler = DeviceProfiler(block3, unit=profile_unit, capacity=profile_capacity,
-                                  smem_offset=plan.total_bytes)
+        check_buffer_mode(profile_buffer)
     _check_occupancy(options, block3)
     dynamic_smem = plan.total_bytes + (profiler.smem_bytes if profiler else 0)
     _check_smem_against_device(dynamic_smem, plan, profiler)
@@ -331,6 +337,31 @@ def _append_tma_params(func: Any, entry: ir.Block, ctx: LaunchContext) -> int:
 
     finalize_tma_params(func, entry, ctx)
     return count
+
+
+def _make_profiler(block: tuple[int, int, int], unit: str, capacity: int, buffer: str, kernel_smem: int,
+                   options: CompileOptions) -> Any:
+    """The DeviceProfiler, with "auto" resolved against the smem the target (and the GPU, when
+    there is one) allows a block; a kernel author is told when the events go to global memory."""
+    from ..compiler.target import default_target, target_info
+    from ..errors import ProfilerNote
+    from ..runtime.device import max_dynamic_smem_bytes
+    from ..user_errors import warn_at_user
+    from .profiling import DeviceProfiler, check_buffer_mode, choose_buffer, smem_area_bytes
+
+    check_buffer_mode(buffer)
+    probe = DeviceProfiler(block, unit=unit, capacity=capacity, smem_offset=kernel_smem)  # checks unit, capacity
+    limits = [target_info(options.target or default_target()).max_smem_per_block, max_dynamic_smem_bytes()]
+    limit = min(v for v in limits if v is not None)
+    chosen = choose_buffer(buffer, units=probe.units, capacity=capacity, kernel_smem=kernel_smem, limit=limit)
+    if buffer == "auto" and chosen == "global":
+        row = smem_area_bytes(probe.units, capacity, "smem", kernel_smem)
+        warn_at_user(f"profile_buffer='auto': the profiler's row ({row} B: {probe.units} {unit}s x {capacity} events) "
+                     f"does not fit beside the kernel's {kernel_smem} B of shared memory within {limit} B, so the "
+                     f"events go to global memory (profile_buffer='global'); pass profile_buffer='smem' to keep them "
+                     f"in shared memory with a smaller profile_capacity", ProfilerNote)
+    return probe if chosen == "smem" else DeviceProfiler(block, unit=unit, capacity=capacity,
+                                                          smem_offset=kernel_smem, buffer=chosen)
 
 
 def _check_smem_against_device(total: int, plan: Any, profiler: Any) -> None:

@@ -1,12 +1,20 @@
-"""Device side of the profiler: `ctx.named_region` events recorded into shared memory.
+"""Device side of the profiler: `ctx.named_region` events recorded per block and unit.
 
 It lives in `builder/` because it emits MLIR; `profiler/` holds the host side only (the buffer
-layout in `profiler/format.py`, decoding, exports). Each block keeps its row of the profiler
-buffer (see `profiler/format.py`) in shared memory while it
-runs: one leader thread per unit (warpgroup or warp) appends (tag, %clock) events to its
-unit's bounded array; events past the capacity are counted but never written, so a full buffer
-cannot overwrite barriers or data. At the end the block copies its row to global memory with
-all threads (coalesced). With profiling off, `named_region` emits nothing at all.
+layout in `profiler/format.py`, decoding, exports). One leader thread per unit (warpgroup or
+warp) appends (tag, %clock) events to its unit's bounded array; events past the capacity are
+counted but never written, so a full buffer cannot overwrite barriers or data. Where the
+events go is the `buffer` mode:
+
+- "smem": the block keeps its whole row of the profiler buffer (see `profiler/format.py`) in
+  shared memory while it runs and copies it to global memory at the end with all threads
+  (coalesced). Cheapest per event, but the row (8 bytes per event per unit) competes with the
+  kernel's own buffers.
+- "global": only the block header and the per-unit counters stay in shared memory (a few words
+  per unit); events go straight to the block's row in global memory (the same row layout, so
+  decoding is unchanged) and the end copies the header and counters. Any kernel has room for it.
+
+`choose_buffer` resolves "auto". With profiling off, `named_region` emits nothing at all.
 """
 
 from __future__ import annotations
@@ -16,17 +24,48 @@ from ..compiler.compiled_kernel import ProfilerSpec, SmemBuffer
 from ..profiler import format as fmt
 from ..profiler.trace import MAX_REGIONS
 from .control import for_range, when
-from .ptx import inline_ptx, smem_address
+from .ptx import i64, inline_ptx, smem_address
 from .threads import WARP_SIZE, WARPGROUP_SIZE, linear_thread_idx
 from .values import c, i32_type
 
 _UNIT_THREADS = {"warpgroup": WARPGROUP_SIZE, "warp": WARP_SIZE}
+BUFFER_MODES = ("smem", "global", "auto")
+_SMEM_ALIGN = 16  # the smem area starts 16-byte aligned: v2 (8-byte) event stores stay whole
+
+
+def check_buffer_mode(buffer: object) -> str:
+    """The `profile_buffer` argument, checked: ValueError naming it unless one of BUFFER_MODES."""
+    if not isinstance(buffer, str) or buffer not in BUFFER_MODES:
+        raise ValueError(f"profile_buffer: expected one of {', '.join(repr(m) for m in BUFFER_MODES)}, "
+                         f"got {buffer!r}")
+    return buffer
+
+
+def smem_area_bytes(units: int, capacity: int, buffer: str, offset: int) -> int:
+    """Bytes of shared memory the profiler adds after `offset` bytes of kernel buffers in
+    `buffer` mode ("smem" or "global"), its alignment padding included."""
+    words = fmt.words_per_block(units, capacity) if buffer == "smem" else \
+        fmt.BLOCK_HEADER_WORDS + units * fmt.UNIT_HEADER_WORDS
+    return -offset % _SMEM_ALIGN + words * 4
+
+
+def choose_buffer(buffer: str, *, units: int, capacity: int, kernel_smem: int, limit: int) -> str:
+    """"smem" or "global" for the `profile_buffer` argument: "auto" keeps the row in shared
+    memory when it fits beside `kernel_smem` bytes of buffers within `limit`, else global."""
+    if check_buffer_mode(buffer) != "auto":
+        return buffer
+    fits = kernel_smem + smem_area_bytes(units, capacity, "smem", kernel_smem) <= limit
+    return "smem" if fits else "global"
 
 
 class DeviceProfiler:
     """Emits the recording code while a kernel body is traced."""
 
-    def __init__(self, block: tuple[int, int, int], *, unit: str, capacity: int, smem_offset: int):
+    def __init__(self, block: tuple[int, int, int], *, unit: str, capacity: int, smem_offset: int,
+                 buffer: str = "smem"):
+        if check_buffer_mode(buffer) == "auto":
+            raise ValueError("profile_buffer: DeviceProfiler needs 'smem' or 'global' (resolve 'auto' with "
+                             "choose_buffer first), got 'auto'")
         if unit not in _UNIT_THREADS:
             raise ValueError(f"profile_unit: expected 'warpgroup' or 'warp', got {unit!r}")
         if not isinstance(capacity, int) or capacity < 1:
@@ -41,9 +80,15 @@ class DeviceProfiler:
         self.threads_per_unit = per_unit
         self.units = threads // per_unit
         self.capacity = capacity
-        self.words = fmt.words_per_block(self.units, capacity)
-        self.smem_offset = (smem_offset + 15) // 16 * 16
-        self.smem_bytes = self.smem_offset - smem_offset + self.words * 4
+        self.buffer = buffer
+        self.words = fmt.words_per_block(self.units, capacity)  # of the global row
+        self.smem_offset = (smem_offset + _SMEM_ALIGN - 1) // _SMEM_ALIGN * _SMEM_ALIGN
+        self.smem_bytes = smem_area_bytes(self.units, capacity, buffer, smem_offset)
+        # Words of the smem area: the whole row, or the header and each unit's header.
+        self.smem_words = (self.smem_bytes - (self.smem_offset - smem_offset)) // 4
+        # Where unit u's header (its event count) sits in the smem area: units' headers are
+        # packed after the block header in global mode, a whole unit apart in smem mode.
+        self.unit_stride = fmt.unit_words(capacity) if buffer == "smem" else fmt.UNIT_HEADER_WORDS
         self.region_names: list[str] = []
         self._smem = None
         self._buffer = None
@@ -53,11 +98,13 @@ class DeviceProfiler:
         return ir.MemRefType.get([grid[0] * grid[1] * grid[2] * self.words], i32_type())
 
     def smem_record(self) -> SmemBuffer:
-        return SmemBuffer("profiler", self.smem_offset, self.words * 4, (self.words,), "uint32", "profiler")
+        return SmemBuffer("profiler", self.smem_offset, self.smem_words * 4, (self.smem_words,), "uint32",
+                          "profiler")
 
     def spec(self, grid: tuple[int, int, int]) -> ProfilerSpec:
         return ProfilerSpec(region_names=tuple(self.region_names), unit=self.unit, units_per_block=self.units,
-                            capacity=self.capacity, words_per_block=self.words, smem_offset=self.smem_offset)
+                            capacity=self.capacity, words_per_block=self.words, smem_offset=self.smem_offset,
+                            buffer=self.buffer)
 
     # -- emitted code --------------------------------------------------------------------
     def _store(self, value: ir.Value, index: ir.Value | int) -> None:
@@ -79,8 +126,8 @@ class DeviceProfiler:
         i8 = ir.IntegerType.get_signless(8)
         base = gpu.dynamic_shared_memory(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], i8,
                                                            memory_space=workgroup))
-        self._smem = memref.view(ir.MemRefType.get([self.words], i32_type(), memory_space=workgroup), base,
-                                 c(self.smem_offset), [])
+        self._smem = memref.view(ir.MemRefType.get([self.smem_words], i32_type(), memory_space=workgroup),
+                                 base, c(self.smem_offset), [])
         tid = linear_thread_idx()
         with when(tid == 0):
             self._store(c(fmt.MAGIC, i32_type()), 0)
@@ -90,7 +137,7 @@ class DeviceProfiler:
             for w in range(10, fmt.BLOCK_HEADER_WORDS):
                 self._store(c(0, i32_type()), w)
         with when(tid < self.units):
-            base_word = fmt.BLOCK_HEADER_WORDS + tid * fmt.unit_words(self.capacity)
+            base_word = fmt.BLOCK_HEADER_WORDS + tid * self.unit_stride
             self._store(c(0, i32_type()), base_word)
             self._store(c(0, i32_type()), base_word + 1)
         with when(tid == 0):
@@ -111,9 +158,12 @@ class DeviceProfiler:
         tag = self.region_names.index(name) | (fmt.BEGIN_BIT if begin else 0)
         tid = linear_thread_idx()
         unit = tid // self.threads_per_unit
-        count_word = fmt.BLOCK_HEADER_WORDS + unit * fmt.unit_words(self.capacity)
+        count_word = fmt.BLOCK_HEADER_WORDS + unit * self.unit_stride
         count_address = smem_address(self._smem) + arith.index_cast(i32_type(), count_word * 4)
         lane = arith.index_cast(i32_type(), tid % self.threads_per_unit)
+        if self.buffer == "global":
+            self._record_global(tag, lane, count_address, unit)
+            return
         # The unit's leader appends (tag, %clock) and counts the event, in one straight-line
         # block of predicated PTX. An `if leader` in the IR would put a branch on the thread
         # index between the region's neighbours: LLVM then threads consecutive records' equal
@@ -138,6 +188,38 @@ class DeviceProfiler:
             "}",
             [lane, count_address], ["r", "r"])
 
+    def _record_global(self, tag: int, lane: ir.Value, count_address: ir.Value, unit: ir.Value) -> None:
+        """The global-mode record: the count stays in smem, the event goes to the unit's slot of
+        the block's row in global memory. The same single predicated block as the smem record
+        (see `_record`: no branch on the thread index); the slot address is computed in the
+        block from the unit's first event address, a plain 64-bit value LLVM may hoist."""
+        event_word = self._row_word() + fmt.BLOCK_HEADER_WORDS + unit * fmt.unit_words(self.capacity) \
+            + fmt.UNIT_HEADER_WORDS
+        events = arith.index_cast(i64(), memref.extract_aligned_pointer_as_index(self._buffer) + event_word * 4)
+        # Rows are 16-byte aligned (the launcher's arrays) and row, header and unit sizes even
+        # in words: every event is 8-byte aligned, one v2 store.
+        inline_ptx(
+            "{\n"
+            ".reg .pred leader, room;\n"
+            ".reg .b32 count, clock;\n"
+            ".reg .b64 events, slot;\n"
+            "setp.eq.u32 leader, $0, 0;\n"
+            "mov.u32 count, 0;\n"
+            "@leader ld.shared.b32 count, [$1];\n"
+            "mov.u32 clock, %clock;\n"
+            f"setp.lt.and.u32 room, count, {self.capacity}, leader;\n"
+            "cvta.to.global.u64 events, $2;\n"
+            f"mad.wide.u32 slot, count, {fmt.EVENT_WORDS * 4}, events;\n"
+            f"@room st.global.v2.b32 [slot], {{{tag:#x}, clock}};\n"
+            "add.u32 count, count, 1;\n"
+            "@leader st.shared.b32 [$1], count;\n"
+            "}",
+            [lane, count_address, events], ["r", "r", "l"])
+
+    def _row_word(self) -> ir.Value:
+        """Index of the block's first word in the global profiler buffer."""
+        return self._block_linear_id(self._grid) * self.words
+
     def begin(self, name: str) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"named_region: expected a non-empty region name, got {name!r}")
@@ -147,15 +229,30 @@ class DeviceProfiler:
         self._record(name, False)
 
     def finish(self) -> None:
-        """Kernel exit: stamp the end, then every thread copies part of the row to global memory."""
+        """Kernel exit: stamp the end, then every thread copies part of the smem area to the
+        block's row in global memory (the whole row, or in global mode the headers only: the
+        events are there already)."""
         gpu.barrier()
         tid = linear_thread_idx()
         with when(tid == 0):
             self._stamp(6, 9)
         gpu.barrier()
-        row = self._block_linear_id(self._grid) * self.words
+        row = self._row_word()
+        if self.buffer == "smem":
+            @for_range(tid, c(self.words), c(self.threads))
+            def _copy(w):
+                memref.store(memref.load(self._smem, [w]), self._buffer, [row + w])
+            return
 
-        @for_range(tid, c(self.words), c(self.threads))
-        def _copy(w):
+        @for_range(tid, c(fmt.BLOCK_HEADER_WORDS), c(self.threads))
+        def _copy_header(w):
             memref.store(memref.load(self._smem, [w]), self._buffer, [row + w])
+
+        unit_headers = self.units * fmt.UNIT_HEADER_WORDS
+
+        @for_range(tid, c(unit_headers), c(self.threads))
+        def _copy_units(w):
+            unit, word = w // fmt.UNIT_HEADER_WORDS, w % fmt.UNIT_HEADER_WORDS
+            target = row + fmt.BLOCK_HEADER_WORDS + unit * fmt.unit_words(self.capacity) + word
+            memref.store(memref.load(self._smem, [fmt.BLOCK_HEADER_WORDS + w]), self._buffer, [target])
 

@@ -86,6 +86,10 @@ class ProfilerSpec:
     capacity: int  # events per unit
     words_per_block: int
     smem_offset: int
+    # Where the events were kept while the block ran: "smem" (the whole row in shared memory,
+    # copied out at the end) or "global" (straight to the row; only headers in smem). The
+    # buffer the host reads has the same layout either way.
+    buffer: str = "smem"
 
 
 @dataclass(frozen=True)

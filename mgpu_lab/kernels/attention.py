@@ -69,6 +69,7 @@ import numpy as np
 import mgpu_lab
 from mgpu_lab import dsl
 from mgpu_lab.arguments import alternatives, choice, count, fail, flag, number, size
+from mgpu_lab.builder.profiling import check_buffer_mode
 from mgpu_lab.dsl import FragmentedArray, WGMMAAccumulator
 from mgpu_lab.kernels.gemm.configs import SMS
 
@@ -272,7 +273,8 @@ def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: in
     definition = attention_definition(batch, heads, seq_q, seq_kv, head_dim, causal=causal, kv_heads=kv_heads,
                                       scale=scale, dtype=dtype, block_kv=block_kv, stages=stages,
                                       pingpong=pingpong, persistent=persistent,
-                                      exp2_fma_fraction=exp2_fma_fraction)
+                                      exp2_fma_fraction=exp2_fma_fraction,
+                                      profile_buffer=options.get("profile_buffer", "auto"))
     capacity = definition.pop("profile_capacity")
     if options.get("profile"):
         options.setdefault("profile_capacity", capacity)
@@ -282,9 +284,14 @@ def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: in
 def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, *, causal: bool = False,
                          kv_heads: int | None = None, scale: float | None = None, dtype: str = "bfloat16",
                          block_kv: int | None = None, stages: int | None = None, pingpong: bool | None = None,
-                         persistent: bool | None = None, exp2_fma_fraction: float | None = None) -> dict:
+                         persistent: bool | None = None, exp2_fma_fraction: float | None = None,
+                         profile_buffer: str = "auto") -> dict:
     """The attention kernel as `mgpu_lab.kernel` arguments (body, grid, block, shapes, smem,
-    name) plus the profile_capacity its named regions need."""
+    name) plus the profile_capacity its named regions need. profile_buffer: the one the kernel
+    will be profiled with; with "smem" the capacity is cut to what fits beside the kernel's
+    buffers (later events are counted but dropped), otherwise it holds every event (and the
+    profiler goes to global memory where that does not fit)."""
+    check_buffer_mode(profile_buffer)
     batch, heads, seq_q, seq_kv, head_dim, kv_heads = check_problem(batch, heads, seq_q, seq_kv, head_dim,
                                                                     heads if kv_heads is None else kv_heads)
     flag("causal", causal, where="attention")
@@ -669,13 +676,14 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
     name = (f"attention_{kind}_d{head_dim}_{batch}x{heads}x{seq_q}x{seq_kv}{gqa}{'' if pingpong else '_nopp'}"
             f"{'_persistent' if persistent else ''}")
     # Profile events (2 per region): the producer 2 regions per tile, a consumer 5 per tile plus its
-    # prologue and epilogue, per item; a persistent block runs up to ceil(items / blocks) items. At
-    # most what fits in the smem left (3 warpgroup units of 8-byte events; later events are counted
-    # but not recorded).
+    # prologue and epilogue, per item; a persistent block runs up to ceil(items / blocks) items. With
+    # profile_buffer="smem", at most what fits in the smem left (3 warpgroup units of 8-byte events;
+    # later events are counted but not recorded).
     items_per_block = -(-n_items // blocks)
     smem_left = SMEM_LIMIT - attention_smem_bytes(head_dim, block_kv, stages, persistent=persistent,
                                                   out_buffer=out_buffer) - 2048
-    capacity = max(64, min(items_per_block * (10 * kv_tiles + 16) + 16, smem_left // (3 * 8)))
+    events = items_per_block * (10 * kv_tiles + 16) + 16
+    capacity = max(64, min(events, smem_left // (3 * 8)) if profile_buffer == "smem" else events)
     grid = (blocks, 1, 1) if persistent else (q_blocks, heads, batch)
     return dict(body=attention, grid=grid, block=(CONSUMERS + 1) * WARPGROUP,
                 in_shapes=(q_sd, kv_sd, kv_sd), out_shapes=(q_sd, lse_sd), smem=smem, name=name,

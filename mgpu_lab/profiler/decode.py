@@ -132,6 +132,7 @@ def decode_buffer(buffer: np.ndarray, spec: ProfilerSpec, kernel_name: str = "")
         capacity=capacity,
         ns_per_cycle=blocks.ns_per_cycle,
         origin_globaltimer_ns=blocks.origin_globaltimer_ns,
+        buffer=spec.buffer,
     )
     _warn_overflow(trace, attempted)
     _warn_anomalies(trace)

@@ -62,6 +62,7 @@ class RegionSummary:
         unit_kind: str,
         dropped: int,
         unit_time_ns: float = float("nan"),
+        buffer: str = "smem",
     ) -> None:
         self.rows = rows
         self.unit_time_ns = unit_time_ns  # the shares' denominator (see the module docstring)
@@ -70,6 +71,7 @@ class RegionSummary:
         self.num_units = num_units
         self.unit_kind = unit_kind
         self.dropped = dropped
+        self.buffer = buffer  # where the device kept the events (Trace.buffer)
 
     def title(self) -> str:
         """One line describing what the table covers."""
@@ -78,6 +80,8 @@ class RegionSummary:
             f"{name}: {self.duration_ns / 1e3:.3f} us, {self.num_units} {self.unit_kind}s, "
             f"{sum(row['count'] for row in self.rows)} region instances"
         )
+        if self.buffer == "global":  # the default (smem) goes unsaid: titles stay as they were
+            text += ", events recorded to global memory"
         if self.dropped:
             text += f", {self.dropped} events dropped (buffer full)"
         return text
@@ -174,6 +178,7 @@ def summarize(trace: Trace) -> RegionSummary:
         unit_kind=trace.unit_kind,
         dropped=trace.dropped,
         unit_time_ns=unit_time,
+        buffer=trace.buffer,
     )
 
 

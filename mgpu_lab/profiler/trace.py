@@ -121,6 +121,7 @@ class Trace:
         capacity: int = 0,
         ns_per_cycle: float = float("nan"),
         origin_globaltimer_ns: int = 0,
+        buffer: str = "smem",
     ) -> None:
         self.sm = np.asarray(sm, dtype=np.int32)
         self.block = np.asarray(block, dtype=np.int64)
@@ -143,6 +144,11 @@ class Trace:
         self.ns_per_cycle = float(ns_per_cycle)
         # %globaltimer of time 0, to line a trace up with host-side or other device clocks.
         self.origin_globaltimer_ns = int(origin_globaltimer_ns)
+        # Where the device kept the events ("smem" or "global", ProfilerSpec.buffer): global
+        # costs a little more per event, which a reader of the timings should know.
+        if buffer not in _BUFFERS:
+            raise ValueError(f"Trace: buffer: expected one of {', '.join(map(repr, _BUFFERS))}, got {buffer!r}")
+        self.buffer = buffer
 
         self.block_ids = np.asarray(block_ids, dtype=np.int64)
         self.block_sm = np.asarray(block_sm, dtype=np.int32)
@@ -280,6 +286,7 @@ class Trace:
             "ns_per_cycle": self.ns_per_cycle,
             "origin_globaltimer_ns": self.origin_globaltimer_ns,
             "anomalies": dict(self.anomalies),
+            "buffer": self.buffer,
         }
 
     def summary(self) -> RegionSummary:
@@ -371,12 +378,15 @@ class Trace:
         extra = f", dropped={self.dropped}" if self.dropped else ""
         return (
             f"<Trace{name}: {self.num_events} events, {self.num_blocks} blocks x "
-            f"{self.units_per_block} {self.unit_kind}s, {self.duration_ns / 1e3:.3f} us{extra}>"
+            f"{self.units_per_block} {self.unit_kind}s, {self.duration_ns / 1e3:.3f} us, "
+            f"{self.buffer} buffer{extra}>"
         )
 
 
 _METADATA_TYPES = {"region_names": list, "unit_kind": str, "units_per_block": int, "kernel_name": str,
-                   "capacity": int, "ns_per_cycle": (int, float), "origin_globaltimer_ns": int, "anomalies": dict}
+                   "capacity": int, "ns_per_cycle": (int, float), "origin_globaltimer_ns": int, "anomalies": dict,
+                   "buffer": str}
+_BUFFERS = ("smem", "global")
 
 
 def _saved_metadata(stored: np.ndarray, what: str) -> dict[str, Any]:
@@ -390,6 +400,7 @@ def _saved_metadata(stored: np.ndarray, what: str) -> dict[str, Any]:
                          f"({type(e).__name__})") from None
     if not isinstance(meta, dict) or meta.pop("format", None) != _SAVE_FORMAT:
         raise ValueError(f"{what} is not a trace saved by mgpu_lab ({_SAVE_FORMAT})")
+    meta.setdefault("buffer", "smem")  # saved before the global buffer existed: all were smem
     if set(meta) != set(_METADATA_TYPES):
         raise ValueError(f"{what}: meta: expected the fields {', '.join(sorted(_METADATA_TYPES))}, got "
                          f"{', '.join(sorted(map(str, meta)))}")
@@ -400,6 +411,9 @@ def _saved_metadata(stored: np.ndarray, what: str) -> dict[str, Any]:
     if len(names) > MAX_REGIONS or not all(isinstance(n, str) for n in names):
         raise ValueError(f"{what}: meta.region_names: expected at most {MAX_REGIONS} strings, got {len(names)} "
                          f"entries of types {sorted({type(n).__name__ for n in names})}")
+    if meta["buffer"] not in _BUFFERS:
+        raise ValueError(f"{what}: meta.buffer: expected one of {', '.join(map(repr, _BUFFERS))}, "
+                         f"got {meta['buffer']!r}")
     _check_range(what, "meta.units_per_block", meta["units_per_block"], 1, MAX_UNITS_PER_BLOCK)
     _check_range(what, "meta.capacity", meta["capacity"], 0, (1 << 31) - 1)
     _check_range(what, "meta.origin_globaltimer_ns", meta["origin_globaltimer_ns"], 0, (1 << 64) - 1)

@@ -54,6 +54,7 @@ import numpy as np
 import mgpu_lab
 from mgpu_lab import dsl
 from mgpu_lab.arguments import alternatives, choice, count, flag, size
+from mgpu_lab.builder.profiling import check_buffer_mode
 from mgpu_lab.profiler.format import words_per_block
 from mgpu_lab.runtime.kernel import Kernel
 
@@ -254,12 +255,14 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
 
 def build_gemm_kernel(t: GemmTiling, options: dict[str, Any], *, stages_given: bool,
                       **definition: Any) -> mgpu_lab.Kernel:
-    """`mgpu_lab.kernel` of a checked tiling. With profile=True the profiler's smem buffer
-    (sized for every region the kernel records) needs room: the ring gives up slots for it
-    unless the caller chose `stages`."""
+    """`mgpu_lab.kernel` of a checked tiling. With profile=True the profiler records every
+    region the kernel records (its capacity); the ring keeps its stages and the profiler's row
+    goes to global memory when it does not fit beside it (profile_buffer="auto"). Only with
+    profile_buffer="smem" does the ring give up slots for the row (unless the caller chose
+    `stages`): a shallower ring is what made the profiled GEMM slower than the plain one."""
     if options.get("profile"):
         capacity = options.setdefault("profile_capacity", profile_events(t))
-        if not stages_given:
+        if not stages_given and options.get("profile_buffer") == "smem":
             t = room_for_profiler(t, capacity, options.get("profile_unit", "warpgroup"))
     kwargs = tiled_gemm_definition(t, **definition)
     kwargs.pop("profile_capacity")
@@ -341,13 +344,16 @@ def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
                     out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
                     stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
                     epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
-                    profile_capacity: int | None = None, profile_unit: str = "warpgroup") -> dict:
+                    profile_capacity: int | None = None, profile_unit: str = "warpgroup",
+                    profile_buffer: str = "auto") -> dict:
     """The GEMM as `mgpu_lab.kernel` arguments: body, grid, block, in/out shapes, smem, name, and
     the profile_capacity its regions need. `%%mosaic` cells can call the body directly.
 
     profile_capacity: the events per unit (`profile_unit`) the kernel will be profiled with
-    (`%%mosaic --profile --profile-capacity N`): the ring gives up slots so that the profiler's
-    smem buffer fits beside it (unless `stages` is given).
+    (`%%mosaic --profile --profile-capacity N`). profile_buffer: the one it will be profiled
+    with (`--profile-buffer`); with "smem" the ring gives up slots so that the profiler's smem
+    buffer fits beside it (unless `stages` is given); "auto" and "global" keep the ring (the
+    profiler goes to global memory when its row does not fit).
     A tuned persistent='stream_k' entry gives way to persistent=True here (a stream-K body takes
     a workspace and flags after the epilogue's arrays: ask for it with persistent='stream_k' and
     pass `stream_k.stream_k_inputs(tiling)` arrays, the flags zeroed)."""
@@ -360,7 +366,8 @@ def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
                        unswapped=epilogue is not None)
     if t.stream_k and persistent is None:
         t = dataclasses.replace(t, persistent=True)
-    if profile_capacity is not None and stages is None:
+    check_buffer_mode(profile_buffer)
+    if profile_capacity is not None and stages is None and profile_buffer == "smem":
         t = room_for_profiler(t, profile_capacity, profile_unit)
     return tiled_gemm_definition(t, epilogue=epilogue, epilogue_inputs=epilogue_inputs)
 
