@@ -170,24 +170,32 @@ def test_bad_profile_buffer_in_the_kernels_and_magics():
         parse_magic_line("k --grid 1 --block 128 --profile --profile-buffer l2")
 
 
-def test_attention_records_every_event_unless_smem():
+def test_attention_records_every_event_in_global_memory():
+    """profile_buffer="global" holds every event; "smem" and "auto" (the measured path, until
+    the global one has run on an H200) cut the capacity to what fits beside the kernel."""
     from mgpu_lab.kernels.attention import attention_definition
 
     shape = (1, 2, 512, 16384, 128)
-    everything = attention_definition(*shape)["profile_capacity"]
+    everything = attention_definition(*shape, profile_buffer="global")["profile_capacity"]
     cut = attention_definition(*shape, profile_buffer="smem")["profile_capacity"]
-    assert attention_definition(*shape, profile_buffer="global")["profile_capacity"] == everything
+    assert attention_definition(*shape)["profile_capacity"] == cut
     assert cut < everything  # a long K/V sequence's events do not all fit beside the ring
 
 
-def test_gemm_8192_profiled_keeps_its_ring():
-    """The sample trace's kernel builds, with the plain kernel's stages (no slots given up)."""
+def test_gemm_8192_profiled_builds_and_keeps_its_ring_in_global_mode():
+    """The sample trace's kernel builds by default (its row fits in smem beside no ring, so
+    "auto" goes to global memory), and with profile_buffer="global" keeps the plain kernel's
+    stages (no slots given up)."""
     from mgpu_lab.kernels.gemm import make_gemm
 
     shape = dict(m=8192, n=8192, k=8192, transpose_b=True, target="sm_90a")
     plain = make_gemm(**shape)
     with pytest.warns(ProfilerNote, match="events go to global memory"):
-        profiled = make_gemm(**shape, profile=True)
+        by_default = make_gemm(**shape, profile=True)
+    assert by_default.compiled.profiler.buffer == "global"
+    assert by_default.program.notes["tiling"].stages == plain.program.notes["tiling"].stages, \
+        "a row that fits beside no ring costs the ring nothing"
+    profiled = make_gemm(**shape, profile=True, profile_buffer="global")
     t_plain, t_prof = plain.program.notes["tiling"], profiled.program.notes["tiling"]
     assert t_prof == t_plain and t_prof.stages == t_plain.stages
     spec = profiled.compiled.profiler
