@@ -122,3 +122,15 @@ def test_kernel_grid_refuses_a_bool():
 
     with pytest.raises(TypeError, match=r"grid: expected an int or a tuple of 1-3 ints, got True$"):
         mgpu_lab.kernel(_body, grid=True, block=128, out_shapes=mgpu_lab.ShapeDtype((128,), "float32"))
+
+
+def test_attention_defaults_for_a_billion_tokens_are_decided_without_listing_them():
+    """default_persistent samples the query tiles of a huge problem instead of listing millions."""
+    import time
+
+    from mgpu_lab.kernels.attention import default_persistent
+
+    t0 = time.perf_counter()
+    assert default_persistent(1, 1, 2**30, 2**30, 128, True, 128) is False
+    assert default_persistent(1, 8, 2**24, 2**24, 64, False, 128) is False
+    assert time.perf_counter() - t0 < 1.0

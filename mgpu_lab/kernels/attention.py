@@ -169,9 +169,15 @@ def default_persistent(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim
     per tile at d 64 seq <= 1024 and 1.02x at d 128 seq 512-1024: attention_2026-12-01T035935Z_390545ba.json.)"""
     q_blocks = -(-seq_q // TILE_Q)
     items = q_blocks * heads * batch
-    tiles = [visible_tiles(qb, seq_kv, block_kv, causal) for qb in range(q_blocks)]
     tile_work = block_kv * head_dim / (128 * 128)  # a K/V tile's GEMM work against a 128 x 128 one
-    if items <= 2 * SMS or sum(tiles) / q_blocks * tile_work > 20:
+    if q_blocks <= _ENUMERATED_Q_BLOCKS:
+        tiles = [visible_tiles(qb, seq_kv, block_kv, causal) for qb in range(q_blocks)]
+        mean_tiles = sum(tiles) / q_blocks
+    else:  # millions of query tiles: an even sample gives the mean (and the simulation below is skipped)
+        step = q_blocks / _ENUMERATED_Q_BLOCKS
+        mean_tiles = sum(visible_tiles(int(i * step), seq_kv, block_kv, causal)
+                         for i in range(_ENUMERATED_Q_BLOCKS)) / _ENUMERATED_Q_BLOCKS
+    if items <= 2 * SMS or mean_tiles * tile_work > 20:
         return False
     if not has_out_buffer(head_dim, block_kv, 2):  # d 256: measured 0.86-1.06x one block per tile
         return False
@@ -189,6 +195,9 @@ def default_persistent(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim
         for qb in range(q_blocks - 1, -1, -1):
             heapq.heapreplace(greedy, greedy[0] + tiles[qb] + _ITEM_OVERHEAD[False])
     return max(static) <= max(greedy)
+
+
+_ENUMERATED_Q_BLOCKS = 1 << 12  # query tiles default_persistent lists one by one at most
 
 
 def default_pingpong(head_dim: int, causal: bool, persistent: bool) -> bool:
@@ -320,6 +329,9 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
     scale_log2 = float(scale) * _LOG2E
     kv_bytes = block_kv * head_dim * 2  # one K (or V) tile; out-of-bounds rows count too (zero-filled)
     n_items = q_blocks * heads * batch  # work items: (query tile, head, batch)
+    if persistent and n_items >= 1 << 31:  # the persistent loop counts items in 32 bits
+        raise fail("persistent", f"False (the persistent loop counts work items in 32 bits; this problem has "
+                   f"{n_items} query tiles x heads x batch)", persistent, where="attention")
     blocks = min(n_items, SMS) if persistent else n_items  # persistent: item = block + k * blocks
     out_buffer = persistent and has_out_buffer(head_dim, block_kv, stages)
     section = kv_section(heads, batch, seq_kv, head_dim, kv_heads)  # causal persistent order: work_item
