@@ -98,7 +98,7 @@ def launch_overhead(figures: dict, rows: list) -> None:
                                     timer=host_timer)
     t_ours, t_raw = 1e3 * checked.a_ms, 1e3 * checked.b_ms
     t_unchecked, t_alloc, t_raw_alloc = 1e3 * unchecked.a_ms, 1e3 * allocating.a_ms, 1e3 * allocating.b_ms
-    launcher = ours._launcher
+    launcher = ours.launcher.checker
     device = cupy.cuda.runtime.getDevice()
     figures["launch_us_ours_argument_checks_only"] = 1e3 * time_host_calls(
         lambda: launcher.checked((a, b), out, device)).median_ms

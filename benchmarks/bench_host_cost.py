@@ -26,8 +26,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(1, str(Path(__file__).parent.parent))  # this checkout's mgpu_lab, also without PYTHONPATH
 from common import GpuSampler, interleaved_runs, table, write_record  # noqa: E402
@@ -40,28 +38,19 @@ class _Runs:
         self.runs_ms = runs_ms
 
 
-def host_timer(calls: int, sync):
-    """A block of `calls` host calls, in ms per call; the queue is drained between blocks."""
+def host_timer(calls: int, sync, gpu_included: bool = False):
+    """A block of `calls` calls in ms per call, the queue drained before it: host time only, or
+    (`gpu_included`) the wall time until the last call's work is done."""
     def timer(fn):
         sync()
         t0 = time.perf_counter()
         for i in range(calls):
             fn(i)
+        if gpu_included:
+            sync()
         per_call = (time.perf_counter() - t0) * 1e3 / calls
         sync()
         return _Runs([per_call])
-    return timer
-
-
-def loop_timer(calls: int, sync):
-    """Wall time of `calls` calls and one synchronize, in ms per call (GPU time included)."""
-    def timer(fn):
-        sync()
-        t0 = time.perf_counter()
-        for i in range(calls):
-            fn(i)
-        sync()
-        return _Runs([(time.perf_counter() - t0) * 1e3 / calls])
     return timer
 
 
@@ -80,7 +69,6 @@ def main() -> None:
     import torch
     import torch.nn.functional as F
 
-    from mgpu_lab.examples.vector_add import make_vector_add
     from mgpu_lab.kernels.gemm import make_gemm
 
     sync = torch.cuda.synchronize
@@ -102,7 +90,7 @@ def main() -> None:
             op_host = pair({"ours": lambda i: op(a, w), "peer": lambda i: F.linear(a, w)},
                            opts.rounds, host_timer(opts.calls, sync))
             loop = pair({"ours": lambda i: op(a, w), "peer": lambda i: F.linear(a, w)},
-                        opts.rounds, loop_timer(opts.loop, sync))
+                        opts.rounds, host_timer(opts.loop, sync, gpu_included=True))
             shape = f"{m}x{n}x{k}"
             for key, result, peer in (("call", host, "torch_matmul"), ("op", op_host, "f_linear"),
                                       ("op_loop", loop, "f_linear_loop")):
@@ -112,17 +100,9 @@ def main() -> None:
                 rows.append((key, shape, f"{result['ours']:.1f}", f"{result['peer']:.1f}",
                              f"{result['ours'] / result['peer']:.3f}", peer))
 
-        vadd = make_vector_add(1 << 12)
-        from bench_launch import N, RAW_VECTOR_ADD
+        from bench_launch import N, vector_add_pair
 
-        raw = cupy.RawKernel(RAW_VECTOR_ADD, "vadd")
-        rng = np.random.default_rng(0)
-        x, y = (cupy.asarray(rng.standard_normal(N, dtype=np.float32)) for _ in range(2))
-        out, out_raw = cupy.full_like(x, np.nan), cupy.full_like(x, np.nan)
-        grid, n4 = ((N // 4 + 255) // 256,), np.uint32(N // 4)
-        vadd(x, y, out=out)
-        raw(grid, (256,), (x, y, out_raw, n4))
-        assert cupy.array_equal(out, out_raw)
+        vadd, raw, x, y, out, out_raw, grid, n4 = vector_add_pair()
         cupy_sync = cupy.cuda.get_current_stream().synchronize
         checked = pair({"ours": lambda i: vadd(x, y, out=out), "peer": lambda i: raw(grid, (256,), (x, y, out_raw, n4))},
                        opts.rounds, host_timer(opts.calls * 10, cupy_sync))

@@ -40,11 +40,9 @@ def host_timer(calls: int):
     return lambda fn: time_host_calls(lambda: fn(0), calls=calls, repeats=1)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--calls", type=int, default=4000)
-    opts = parser.parse_args()
+def vector_add_pair() -> tuple:
+    """Our vector add and CuPy RawKernel's on the same fresh inputs, outputs NaN-poisoned and
+    checked to agree: (ours, raw, a, b, out, out_raw, grid, n4)."""
     import cupy
 
     ours = make_vector_add(N)
@@ -56,7 +54,18 @@ def main() -> None:
     ours(a, b, out=out)
     raw(grid, (256,), (a, b, out_raw, n4))
     assert cupy.array_equal(out, out_raw) and not bool(cupy.isnan(out).any()), "the two kernels disagree"
-    launcher, device = ours._launcher, cupy.cuda.runtime.getDevice()
+    return ours, raw, a, b, out, out_raw, grid, n4
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--calls", type=int, default=4000)
+    opts = parser.parse_args()
+    import cupy
+
+    ours, raw, a, b, out, out_raw, grid, n4 = vector_add_pair()
+    launcher, device = ours.launcher.checker, cupy.cuda.runtime.getDevice()
     timer = host_timer(opts.calls)
 
     with GpuSampler() as gpu:

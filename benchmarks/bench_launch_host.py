@@ -83,8 +83,9 @@ def main() -> None:
     from mgpu_lab.runtime import portable
 
     kernel = make_vector_add(N)
-    launcher = kernel._new_launcher()
-    launcher._get_device = lambda: 0  # the CUDA runtime needs a driver; these are the two calls it would make
+    launcher = kernel._new_launcher().single  # a plain kernel's program: one launch on the user's arrays
+    # the CUDA runtime needs a driver; these are the two calls it would make
+    launcher._get_device = launcher._raw_get_device = lambda: 0
     launcher._current_stream = lambda device=-1: SimpleNamespace(ptr=0)
     fn = loaded_function(portable)
     if hasattr(launcher, "_loaded"):

@@ -635,17 +635,7 @@ class PortableLauncher(ArgumentChecker):
         return int(getattr(stream, "cuda_stream", stream))  # torch.cuda.Stream, or an int handle
 
     def _launch(self, arrays: Any, pointers: list[int], device: int, stream: Any) -> Any:
-        fn = self._functions.get(device)
-        if fn is None:
-            fn = self._function(device)
-        storage = self._storage
-        if self._pointer_only:
-            storage.slots[self._pointer_slots] = pointers
-        else:
-            self._fill_slots(storage, arrays, pointers)
-        fn.launch(self._stream_pointer(stream), storage.argv_address)
-        if self._profiled:
-            self.last_profile = self._profile_buffer
+        self.launch_pointers(pointers, device, self._stream_pointer(stream))
         n_in = self.n_in
         return arrays[n_in] if len(arrays) == n_in + 1 else tuple(arrays[n_in:])
 
