@@ -29,6 +29,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, default=8192)
     parser.add_argument("--transpose-b", action="store_true", default=True)
+    parser.add_argument("--buffer", choices=("smem", "global", "auto"), default="auto",
+                        help="where the profiled build keeps its events (profile_buffer)")
     args = parser.parse_args()
     import torch
 
@@ -39,7 +41,7 @@ def main() -> None:
     a_sets, b_sets = [_cupy_view(t, bf16) for t in ta], [_cupy_view(t, bf16) for t in tb]
     out = _cupy_view(torch.full((size, size), float("nan"), dtype=torch.bfloat16, device="cuda"), bf16)
     plain = make_gemm(size, size, size, transpose_b=args.transpose_b)
-    profiled = make_gemm(size, size, size, transpose_b=args.transpose_b, profile=True)
+    profiled = make_gemm(size, size, size, transpose_b=args.transpose_b, profile=True, profile_buffer=args.buffer)
 
     def run(kernel):
         return lambda i: kernel(a_sets[i % ROTATE], b_sets[i % ROTATE], out=out)

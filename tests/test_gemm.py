@@ -295,9 +295,9 @@ def test_multicast_pairs_reject_bad_arguments(kwargs, message):
 
 def test_definition_leaves_room_for_the_profiler():
     """A %%mosaic cell profiles the definition's body: with profile_capacity and
-    profile_buffer="smem" (and by default, "auto") the ring gives up slots so the profiler's
-    buffer fits (the persistent 128x256 tile's 4 stages leave it none); with "global" the ring
-    stays and the events go to global memory."""
+    profile_buffer="smem" the ring gives up slots so the profiler's buffer fits (the persistent
+    128x256 tile's 4 stages leave it none); by default ("auto") and with "global" the ring stays
+    and the events go to global memory."""
     import mgpu_lab
     from mgpu_lab.errors import ProfilerNote
 
@@ -308,7 +308,7 @@ def test_definition_leaves_room_for_the_profiler():
     assert gemm_definition(4096, 4096, 4096, **kwargs, profile_capacity=plain["profile_capacity"],
                            profile_buffer="global")["smem"] == plain["smem"]  # "global" keeps the ring
     assert gemm_definition(4096, 4096, 4096, **kwargs,
-                           profile_capacity=plain["profile_capacity"])["smem"] == fitted["smem"]
+                           profile_capacity=plain["profile_capacity"])["smem"] == plain["smem"]
     plain.pop("profile_capacity")
     capacity = fitted.pop("profile_capacity")
     k = mgpu_lab.kernel(**fitted, profile=True, profile_capacity=capacity, profile_buffer="smem")

@@ -256,17 +256,15 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
 def build_gemm_kernel(t: GemmTiling, options: dict[str, Any], *, stages_given: bool,
                       **definition: Any) -> mgpu_lab.Kernel:
     """`mgpu_lab.kernel` of a checked tiling. With profile=True the profiler records every
-    region the kernel records (its capacity). profile_buffer="global" keeps the ring's stages
-    and writes the events to global memory (a shallower ring is the likely reason the profiled
-    GEMM ran slower than the plain one). "smem" and "auto" give up ring slots for the row in
-    shared memory (unless the caller chose `stages`); "auto" goes to global memory only when the
-    row does not fit even beside a 2-stage ring, until the global path has been measured on an
-    H200 and can be the default."""
+    region the kernel records (its capacity), and the ring keeps its stages: the row goes to
+    global memory when it does not fit beside it (profile_buffer="auto", or "global"). On the
+    H200 the profiled 4096^3 GEMM then took 1.025-1.034x the plain one's time, against 1.27x
+    when the ring gave up a slot for a shared-memory row (profile_buffer="smem", which still does
+    that unless the caller chose `stages`; benchmarks/results/profiler_2026-12-02T1726*)."""
     if options.get("profile"):
         capacity = options.setdefault("profile_capacity", profile_events(t))
-        if not stages_given and options.get("profile_buffer") != "global":
-            t = room_for_profiler(t, capacity, options.get("profile_unit", "warpgroup"),
-                                  options.get("profile_buffer") or "auto")
+        if not stages_given and options.get("profile_buffer") == "smem":
+            t = room_for_profiler(t, capacity, options.get("profile_unit", "warpgroup"))
     kwargs = tiled_gemm_definition(t, **definition)
     kwargs.pop("profile_capacity")
     kernel = mgpu_lab.kernel(**kwargs, **options)
@@ -293,18 +291,13 @@ def _profiler_room(t: GemmTiling, capacity: int, unit: str) -> int:
     return SMEM_LIMIT - words_per_block(units, capacity) * 4 - 1024  # 1 KiB: the buffer's alignment
 
 
-def room_for_profiler(t: GemmTiling, capacity: int, unit: str = "warpgroup", mode: str = "smem") -> GemmTiling:
+def room_for_profiler(t: GemmTiling, capacity: int, unit: str = "warpgroup") -> GemmTiling:
     """The tiling with as many ring slots given up (down to 2) as the profiler's smem buffer
-    (`capacity` events per warpgroup or warp) needs beside the kernel's own buffers. mode="auto":
-    the tiling as it is when even a 2-slot ring leaves no room (the row then goes to global
-    memory, so giving up slots would buy nothing)."""
+    (`capacity` events per warpgroup or warp) needs beside the kernel's own buffers."""
     room = _profiler_room(t, capacity, unit)
-    fitted = t
-    while fitted.stages > 2 and fitted.smem_bytes > room:
-        fitted = dataclasses.replace(fitted, stages=fitted.stages - 1)
-    if mode == "auto" and fitted.smem_bytes > room:
-        return t
-    return fitted
+    while t.stages > 2 and t.smem_bytes > room:
+        t = dataclasses.replace(t, stages=t.stages - 1)
+    return t
 
 
 def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
@@ -364,8 +357,9 @@ def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
 
     profile_capacity: the events per unit (`profile_unit`) the kernel will be profiled with
     (`%%mosaic --profile --profile-capacity N`). profile_buffer: the one it will be profiled
-    with (`--profile-buffer`); with "smem" and "auto" the ring gives up slots so that the
-    profiler's smem buffer fits beside it (unless `stages` is given); "global" keeps the ring.
+    with (`--profile-buffer`); with "smem" the ring gives up slots so that the profiler's smem
+    buffer fits beside it (unless `stages` is given); "auto" and "global" keep the ring (the
+    events go to global memory when the row does not fit).
     A tuned persistent='stream_k' entry gives way to persistent=True here (a stream-K body takes
     a workspace and flags after the epilogue's arrays: ask for it with persistent='stream_k' and
     pass `stream_k.stream_k_inputs(tiling)` arrays, the flags zeroed)."""
@@ -379,8 +373,8 @@ def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
     if t.stream_k and persistent is None:
         t = dataclasses.replace(t, persistent=True)
     check_buffer_mode(profile_buffer)
-    if profile_capacity is not None and stages is None and profile_buffer != "global":
-        t = room_for_profiler(t, profile_capacity, profile_unit, profile_buffer)
+    if profile_capacity is not None and stages is None and profile_buffer == "smem":
+        t = room_for_profiler(t, profile_capacity, profile_unit)
     return tiled_gemm_definition(t, epilogue=epilogue, epilogue_inputs=epilogue_inputs)
 
 
