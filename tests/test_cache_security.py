@@ -103,8 +103,9 @@ def test_cache_folder_writable_by_others_is_not_used(tmp_path, monkeypatch):
         k = _build(root)
     assert not k.compiled.from_cache
     assert list(root.iterdir()) == []  # nothing written into it
-    # The kernel is still cached in memory for this process.
-    assert make_vector_add(N, cache_dir=str(root)).compiled is k.compiled
+    # The kernel is still cached in memory for this process: the same artifacts, marked as a hit.
+    again = make_vector_add(N, cache_dir=str(root)).compiled
+    assert again.from_cache and again.cubin is k.compiled.cubin and again.cache_key == k.compiled.cache_key
 
 
 def test_cache_folder_owned_by_someone_else_is_not_used(tmp_path, monkeypatch):
