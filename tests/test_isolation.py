@@ -368,8 +368,8 @@ def test_kernel_call_routes_to_the_isolated_worker_when_asked(monkeypatch):
     monkeypatch.setattr(Kernel, "_call_isolated",
                         lambda self, launcher, args, out, stream, timeout_s: calls.append(timeout_s))
     k = Kernel(make_vector_add(1024).program)
-    k._launcher = SimpleNamespace(call=lambda args, out, stream: calls.append("in process"), single=None,
-                                  launchers=[SimpleNamespace(isolation=isolation.SETTINGS)])
+    k._launcher = SimpleNamespace(call=lambda args, out, stream: calls.append("in process"), single=None)
+    k._settings = isolation.SETTINGS
     k(isolate=True, timeout_s=3)
     with isolation.isolated():
         k()

@@ -14,14 +14,13 @@ from ..user_errors import trim_for_user
 from .program import Program
 
 
-def _torch_tensor_type(x: Any) -> Any:
-    """torch.Tensor when `x` is a torch tensor (without importing torch otherwise), else None."""
-    cls = type(x)
-    if cls.__module__.startswith("torch") and hasattr(x, "data_ptr"):
+def _is_torch_tensor(x: Any) -> bool:
+    """Whether `x` is a torch tensor (torch is imported only when `x` may be one)."""
+    if type(x).__module__.startswith("torch") and hasattr(x, "data_ptr"):
         import torch
 
-        return torch.Tensor if isinstance(x, torch.Tensor) else None
-    return None
+        return isinstance(x, torch.Tensor)
+    return False
 
 
 def _to_jax(result: Any) -> Any:
@@ -113,10 +112,12 @@ class Kernel:
         self._settings, self._ndarray = launchers[0].isolation, launchers[0]._ndarray
         return self._launcher
 
-    def _isolated(self, isolate: bool | None, launcher: Any) -> bool:
+    def _isolated(self, isolate: bool | None) -> bool:
+        """Whether this call runs in the isolated worker: `isolate`, else the Kernel's own choice,
+        else the process-wide switch (mgpu_lab.isolated() / set_isolation())."""
         if isolate is None:
             isolate = self.isolate
-        return bool(isolate or (isolate is None and launcher.launchers[0].isolation.enabled))
+        return bool(isolate or (isolate is None and self._settings.enabled))
 
     def __call__(self, *args: Any, out: Any = None, stream: Any = None, isolate: bool | None = None,
                  timeout_s: float | None = None) -> Any:
@@ -134,14 +135,14 @@ class Kernel:
                 raise
         launcher = self._launcher or self._new_launcher()
         try:
-            if args and _torch_tensor_type(args[0]) is not None:
-                if out is None and stream is None and not self._isolated(isolate, launcher):
+            if args and _is_torch_tensor(args[0]):
+                if out is None and stream is None and not self._isolated(isolate):
                     fast = self._torch_fast or self._new_torch_fast(launcher)
                     result = fast(args)
                     if result is not None:
                         return result
                 return self._call_torch(launcher, args, out, stream, isolate, timeout_s)
-            if self._isolated(isolate, launcher):
+            if self._isolated(isolate):
                 return self._call_isolated(launcher, args, out, stream, timeout_s)
             result = launcher.call(args, out, stream)
             if launcher.single is not None:  # the generated call, once the first call loaded the module
@@ -185,7 +186,7 @@ class Kernel:
 
         with cupy.cuda.Device(device.index if device.type == "cuda" else None):
             out_views = out_views[0] if len(out_views) == 1 else tuple(out_views)
-            if self._isolated(isolate, launcher):
+            if self._isolated(isolate):
                 self._call_isolated(launcher, views, out_views, stream, timeout_s)
             else:
                 launcher.call(tuple(views), out_views, stream)
@@ -219,7 +220,7 @@ class Kernel:
         Call the kernel normally once first; this is for hot loops where the checks' few
         microseconds matter. Wrong arguments here are undefined behaviour on the GPU."""
         launcher = self._launcher or self._new_launcher()
-        if self._isolated(None, launcher):
+        if self._isolated(None):
             from .isolation import launch_isolated
 
             device = launcher.checker._get_device()
