@@ -61,11 +61,13 @@ def test_mosaic_gemm_cell_shows_sass_smem_ir_and_timeline(jupyter_url: str, brow
         page.wait_for_function("el => el.textContent.includes('no bank analysis')",
                                arg=smem.locator(".mgl-smem-report").element_handle(), timeout=RENDER_TIMEOUT_MS)
         smem.locator("select.mgl-smem-buffer").select_option(index=0)
-        # The bank view takes width and lane pattern from one of the kernel's own STS.128.
+        # One of the kernel's own STS.128: its width is known (16 B a lane), its lane pattern is not
+        # derived from the kernel's addresses, and the view says so instead of guessing one.
         instruction = smem.locator("select.mgl-smem-instruction")
         sts128 = next(t for t in instruction.locator("option").all_inner_texts() if t.startswith("STS.128"))
         instruction.select_option(label=sts128)
-        page.wait_for_function("el => el.textContent.startsWith('row') && el.textContent.includes('x 16 B')",
+        page.wait_for_function("el => el.textContent.startsWith('STS.128') && el.textContent.includes('16 B a lane')"
+                               " && el.textContent.includes('access pattern unknown')",
                                arg=smem.locator(".mgl-smem-report").element_handle(), timeout=RENDER_TIMEOUT_MS)
         for name, locator in (("sass", sass), ("smem", smem), ("ir", page.locator(".mgl-ir").first),
                               ("timeline", page.locator(".mgl-tl").first)):
