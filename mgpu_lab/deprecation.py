@@ -44,3 +44,17 @@ def moved_module(old: str, new: str, extra: dict[str, tuple[Any, str]] | None = 
         return value
 
     return __getattr__
+
+
+def removed_wrapper(old: str, build: Callable[..., Any], instead: str) -> Callable[..., Any]:
+    """A stand-in for a removed wrapper type: calling it warns (naming `instead`) and returns what
+    replaced it, built by `build` from the same arguments. `isinstance` checks against it no
+    longer hold: the objects are Kernels now."""
+
+    def construct(*args: Any, **kwargs: Any) -> Any:
+        warn_moved(old, instead)
+        return build(*args, **kwargs)
+
+    construct.__name__ = construct.__qualname__ = old.rsplit(".", 1)[-1]
+    construct.__doc__ = f"Deprecated: {old} is gone; use {instead}. Calling this builds that instead."
+    return construct

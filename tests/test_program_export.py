@@ -85,3 +85,29 @@ def test_a_kernel_named_like_a_dunder_is_refused():
     compiled = build("plain").compiled.renamed("__all__")
     with pytest.raises(ExportError, match="not a Python keyword or a dunder name"):
         export_source(compiled, "mod")
+
+
+def test_the_removed_wrapper_types_still_construct_with_a_warning():
+    """0.1 code that built PaddedGemm / SplitKGemm / StreamKGemm itself keeps working until 0.3:
+    the stand-in warns, naming make_gemm, and returns the Kernel that replaced the wrapper."""
+    import warnings
+
+    from mgpu_lab.kernels.gemm import make_gemm
+    from mgpu_lab.kernels.gemm.kernel import resolve_tiling
+    from mgpu_lab.runtime.kernel import Kernel
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from mgpu_lab.examples.gemm import PaddedGemm, SplitKGemm
+        from mgpu_lab.examples.gemm_stream_k import StreamKGemm
+
+        padded = PaddedGemm(make_gemm, 129, 257, 72, transpose_b=False, dtype="bfloat16", out_dtype="bfloat16")
+        split = SplitKGemm(resolve_tiling(512, 512, 16384, split_k=16, split_k_reduce="workspace"), {})
+        t = resolve_tiling(1024, 1024, 1024, tile_m=128, tile_n=256, persistent="stream_k")
+        stream = StreamKGemm(build("stream_k"), t)  # 0.1 passed the stream-K kernel and its tiling
+    assert all(isinstance(k, Kernel) for k in (padded, split, stream))
+    assert len(split.launches) == 2 and any(type(s).__name__ == "Copy" for s in padded.program.steps)
+    assert [s.name for s in stream.program.scratch] == ["stream_k_partials", "stream_k_flags"]
+    messages = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+    for name in ("PaddedGemm", "SplitKGemm", "StreamKGemm"):
+        assert any(name in m and "make_gemm(...)" in m and "0.3" in m for m in messages), (name, messages)

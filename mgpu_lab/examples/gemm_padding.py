@@ -2,5 +2,7 @@
 DeprecationWarning naming its new home, until mgpu_lab 0.3."""
 
 from mgpu_lab.deprecation import moved_module
+from mgpu_lab.examples.gemm_wrappers import extras
 
-__getattr__ = moved_module("mgpu_lab.examples.gemm_padding", "mgpu_lab.kernels.gemm.padding")
+__getattr__ = moved_module("mgpu_lab.examples.gemm_padding", "mgpu_lab.kernels.gemm.padding",
+                           extra=extras("mgpu_lab.examples.gemm_padding", ("PaddedGemm",)))
