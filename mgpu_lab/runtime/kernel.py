@@ -212,7 +212,7 @@ class Kernel:
         one by default), in the program's order, allocated on first use: to look at (stream-K's
         flags are zero after every call) or to poison in a test."""
         launcher = self._launcher or self._new_launcher()
-        return launcher.scratch_buffers(launcher.checker._get_device(), launcher.stream_pointer(stream))
+        return launcher.scratch_buffers(launcher.checker._get_device(), launcher.checker.stream_pointer(stream))
 
     def launch_unchecked(self, *arrays: Any, stream: Any = None) -> None:
         """Launch on CuPy arrays (inputs, then outputs) skipping every argument check.

@@ -466,6 +466,22 @@ class ArgumentChecker:
         return (f"{head}: the kernel may read data it already overwrote. Pass a separate output array, or "
                 f"build the kernel with may_alias={{{a - self.n_in}: {b}}} if it is written to work in place")
 
+    def check_count(self, args: tuple) -> None:
+        """The number of inputs, named with their shapes and dtypes when it is wrong."""
+        if len(args) != self.n_in:
+            raise self._error(f"{self.name} takes {self.n_in} input array(s) "
+                              f"{[f'{s}:{d.name}' for s, d in self.in_specs]}, got {len(args)}")
+
+    def stream_pointer(self, stream: Any) -> int:
+        """`stream` (None: CuPy's current one; a CuPy or torch stream; a raw handle) as an int."""
+        if stream is None:
+            return self._current_stream().ptr
+        if type(stream) is int:
+            return stream
+        if hasattr(stream, "ptr"):
+            return stream.ptr
+        return int(getattr(stream, "cuda_stream", stream))  # torch.cuda.Stream, or an int handle
+
     def device_for(self, args: tuple, out: Any) -> int:
         """The current device; without a GPU, the arguments' shapes and dtypes are checked first
         (no CUDA needed for that), so a wrong argument is named before the missing GPU is."""
@@ -566,7 +582,7 @@ class PortableLauncher(ArgumentChecker):
         names = _signature_values(self._ndarray, self._all_specs)
         names.update(get_device=self._raw_get_device, handles=self._handles, slow=self._call_explaining,
                      empty=self._cupy.empty, storage=self._storage, current_stream=self._current_stream,
-                     stream_pointer=self._stream_pointer, launch=launch, launch_error=launch_error,
+                     stream_pointer=self.stream_pointer, launch=launch, launch_error=launch_error,
                      recover=self._recover, launch_general=self._launch)
         return names
 
@@ -602,9 +618,7 @@ class PortableLauncher(ArgumentChecker):
 
     def _call_explaining(self, args: tuple, out: Any, stream: Any) -> Any:
         """The full path: every check with its message, module loading, any kind of parameter."""
-        if len(args) != self.n_in:
-            raise self._error(f"{self.name} takes {self.n_in} input array(s) "
-                              f"{[f'{s}:{d.name}' for s, d in self.in_specs]}, got {len(args)}")
+        self.check_count(args)
         device = self.device_for(args, out)
         arrays, pointers = self.checked(args, out, device)
         return self._launch(arrays, pointers, device, stream)
@@ -624,18 +638,8 @@ class PortableLauncher(ArgumentChecker):
     def _unchecked_general(self, arrays: tuple, stream: Any = None) -> None:
         self._launch(arrays, [a.data.ptr for a in arrays], self._get_device(), stream)
 
-    def _stream_pointer(self, stream: Any) -> int:
-        """`stream` (None: CuPy's current one; a CuPy or torch stream; a raw handle) as an int."""
-        if stream is None:
-            return self._current_stream().ptr
-        if type(stream) is int:
-            return stream
-        if hasattr(stream, "ptr"):
-            return stream.ptr
-        return int(getattr(stream, "cuda_stream", stream))  # torch.cuda.Stream, or an int handle
-
     def _launch(self, arrays: Any, pointers: list[int], device: int, stream: Any) -> Any:
-        self.launch_pointers(pointers, device, self._stream_pointer(stream))
+        self.launch_pointers(pointers, device, self.stream_pointer(stream))
         n_in = self.n_in
         return arrays[n_in] if len(arrays) == n_in + 1 else tuple(arrays[n_in:])
 

@@ -67,9 +67,7 @@ class ProgramLauncher:
             return self.single.call(args, out, stream)
         if scratch is not None:
             self._check_scratch(scratch)
-        if len(args) != self.n_in:
-            raise self.checker._error(f"{self.name} takes {self.n_in} input array(s) "
-                                      f"{[f'{s}:{d.name}' for s, d in self.in_specs]}, got {len(args)}")
+        self.checker.check_count(args)
         device = self.checker.device_for(args, out)
         arrays, _ = self.checker.checked(args, out, device)
         self.run(arrays, device, stream, scratch)
@@ -100,16 +98,6 @@ class ProgramLauncher:
         else:
             self.run(arrays, self.checker._get_device(), stream)
 
-    def stream_pointer(self, stream: Any) -> int:
-        """`stream` (None: CuPy's current one; a CuPy or torch stream; a raw handle) as an int."""
-        if stream is None:
-            return self.checker._current_stream().ptr
-        if type(stream) is int:
-            return stream
-        if hasattr(stream, "ptr"):
-            return stream.ptr
-        return int(getattr(stream, "cuda_stream", stream))
-
     def scratch_buffers(self, device: int, stream: int) -> list:
         """The scratch buffers of (device, stream), allocated (and zero-filled where declared) on
         first use; later calls on that stream reuse them, stream order keeping calls apart."""
@@ -125,7 +113,7 @@ class ProgramLauncher:
     def run(self, arrays: Any, device: int, stream: Any, scratch: Any = None, launch: Any = None) -> None:
         """Every step on `arrays` (inputs then outputs, checked). `launch(launcher, arrays, stream)`
         replaces the in-process launch (the isolated worker does)."""
-        s = self.stream_pointer(stream)
+        s = self.checker.stream_pointer(stream)
         named = {"input": arrays[: self.n_in], "output": arrays[self.n_in:],
                  "scratch": scratch if scratch is not None else self.scratch_buffers(device, s)}
         for kind, first, second in self.steps:
