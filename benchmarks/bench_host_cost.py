@@ -89,6 +89,13 @@ def main() -> None:
                         opts.rounds, host_timer(opts.calls, sync))
             op_host = pair({"ours": lambda i: op(a, w), "peer": lambda i: F.linear(a, w)},
                            opts.rounds, host_timer(opts.calls, sync))
+            # Where the op's time goes (diagnostics, no target): through torch's dispatcher
+            # (`torch.ops.ns.name`, what torch.compile's graph calls) and the Kernel's own call.
+            dispatched = pair({"ours": lambda i: op.packet(a, w), "peer": lambda i: F.linear(a, w)},
+                              opts.rounds, host_timer(opts.calls, sync))
+            figures[f"host_us_op_dispatcher_{m}x{n}x{k}"] = dispatched["ours"]
+            rows.append(("torch.ops dispatcher", f"{m}x{n}x{k}", f"{dispatched['ours']:.1f}", f"{dispatched['peer']:.1f}",
+                         f"{dispatched['ours'] / dispatched['peer']:.3f}", "f_linear (diagnostic)"))
             loop = pair({"ours": lambda i: op(a, w), "peer": lambda i: F.linear(a, w)},
                         opts.rounds, host_timer(opts.loop, sync, gpu_included=True))
             shape = f"{m}x{n}x{k}"
@@ -106,6 +113,19 @@ def main() -> None:
         cupy_sync = cupy.cuda.get_current_stream().synchronize
         checked = pair({"ours": lambda i: vadd(x, y, out=out), "peer": lambda i: raw(grid, (256,), (x, y, out_raw, n4))},
                        opts.rounds, host_timer(opts.calls * 10, cupy_sync))
+        # Diagnostics (no target): the launcher's generated call alone, without Kernel.__call__,
+        # and launch_unchecked (no checks at all), against the same RawKernel launch.
+        generated = vadd.launcher.single.call
+        parts = pair({"ours": lambda i: generated((x, y), out, None), "peer": lambda i: raw(grid, (256,), (x, y, out_raw, n4))},
+                     opts.rounds, host_timer(opts.calls * 10, cupy_sync))
+        bare = pair({"ours": lambda i: vadd.launch_unchecked(x, y, out), "peer": lambda i: raw(grid, (256,), (x, y, out_raw, n4))},
+                    opts.rounds, host_timer(opts.calls * 10, cupy_sync))
+        figures["host_us_cupy_generated_call"] = parts["ours"]
+        figures["host_us_cupy_launch_unchecked"] = bare["ours"]
+        rows.append(("generated call only", f"vadd {N}", f"{parts['ours']:.2f}", f"{parts['peer']:.2f}",
+                     f"{parts['ours'] / parts['peer']:.3f}", "RawKernel (diagnostic)"))
+        rows.append(("launch_unchecked", f"vadd {N}", f"{bare['ours']:.2f}", f"{bare['peer']:.2f}",
+                     f"{bare['ours'] / bare['peer']:.3f}", "RawKernel (diagnostic)"))
         figures["host_us_cupy_checked_call_ours"] = checked["ours"]
         figures["host_us_cupy_rawkernel"] = checked["peer"]
         figures["cupy_checked_call_vs_rawkernel"] = checked["ours"] / checked["peer"]

@@ -272,3 +272,29 @@ def test_two_outputs_come_back_as_a_tuple_from_the_generated_call(monkeypatch):
     with pytest.raises(PortableLaunchError, match="expected 2 output arrays, got 1"):
         launcher(a, b, out=(o1,))
     assert len(launches) == 1
+
+
+def test_tma_parameters_are_encoded_again_only_when_a_pointer_changes(monkeypatch):
+    """A kernel with TMA descriptors: a loop of launches on the same pointers reuses the
+    parameter block; a new pointer re-encodes and the slots hold the new descriptor."""
+    from types import SimpleNamespace
+
+    spec = {"name": "k", "grid": [1, 1, 1], "block": [128, 1, 1], "cluster": [1, 1, 1], "dynamic_smem": 0,
+            "inputs": [([16], "float32")], "outputs": [([16], "float32")],
+            "params": [("array", 0), ("array", 1), ("tma", 0)], "cubin": b"", "profile_words": None}
+    encoded = []
+
+    def encode(index, arrays):
+        encoded.append(arrays[0])
+        return np.full(16, arrays[0] + 1, dtype=np.uint64)
+
+    launcher = PortableLauncher(spec, tma_encoder=SimpleNamespace(encode=encode))
+    launched = []
+    launcher._functions[0] = SimpleNamespace(launch=lambda stream, argv: launched.append(_slot_words(launcher, 3)))
+    for _ in range(3):
+        launcher.launch_pointers([0x10000, 0x20000], 0, 5)
+    assert encoded == [0x10000] and launched == [[0x10000, 0x20000, 0x10001]] * 3
+    launcher.launch_pointers([0x40000, 0x20000], 0, 5)
+    assert encoded == [0x10000, 0x40000] and launched[-1] == [0x40000, 0x20000, 0x40001]
+    launcher.launch_pointers([0x10000, 0x50000], 0, 5)  # the output alone changed: its slot too
+    assert launched[-1] == [0x10000, 0x50000, 0x10001]

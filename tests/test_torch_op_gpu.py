@@ -66,6 +66,42 @@ def test_registering_twice_returns_the_same_op_and_another_kernel_is_refused(vec
         scaled_add_bf16.as_torch_op(name)
 
 
+def test_eager_calls_skip_the_dispatcher_and_everything_else_goes_through_it(vector_add, rng):
+    """Plain eager tensors run the op's CUDA implementation directly; a dispatch mode, an input
+    that needs grad, or a mismatch to explain reach `torch.ops` (where torch sees the op)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from mgpu_lab.runtime.torch_op import TorchOp, TorchOpError
+
+    add = vector_add.as_torch_op(_qualname("eager"))
+    assert isinstance(add, TorchOp) and add.default is add.packet.default  # the packet's attributes read through
+    dispatched = []
+    packet = add.packet
+    add.__dict__["packet"] = lambda *t: dispatched.append(len(t)) or packet(*t)
+    x, y = _randn(rng, 1 << 20, torch.float32), _randn(rng, 1 << 20, torch.float32)
+    torch.testing.assert_close(add(x, y).double(), x.double() + y.double(), rtol=1e-6, atol=1e-6)
+    assert dispatched == []
+
+    class Seen(TorchDispatchMode):
+        ops: list = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Seen():
+        torch.testing.assert_close(add(x, y), x + y, rtol=1e-6, atol=1e-6)
+    assert dispatched == [2] and any("eager" in op for op in Seen.ops)
+    add(x.requires_grad_(), y)
+    assert dispatched == [2, 2]
+    with torch.no_grad():
+        add(x, y)  # no grad mode: the direct path again
+    assert dispatched == [2, 2]
+    with pytest.raises(TorchOpError, match="expected shape"):
+        add(x[:100].detach(), y[:100])
+    assert dispatched == [2, 2, 2]
+
+
 def test_torch_compile_fullgraph_keeps_the_op(vector_add, rng):
     add = vector_add.as_torch_op(_qualname("compiled_add"))
 

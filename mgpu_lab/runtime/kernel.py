@@ -157,9 +157,9 @@ class Kernel:
     def _new_torch_fast(self, launcher: Any) -> Any:
         import torch
 
-        from .torch_arrays import TorchFastPath
+        from .torch_arrays import torch_fast_path
 
-        self._torch_fast = TorchFastPath(torch, self.program, launcher)
+        self._torch_fast = torch_fast_path(torch, self.program, launcher)
         return self._torch_fast
 
     def _call_torch(self, launcher: Any, args: tuple, out: Any, stream: Any, isolate: bool | None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .torch_op import cupy_view
+from .torch_op import TorchEagerCall, cupy_view
 
 
 def cupy_views(tensors: Sequence[Any], declared: Sequence[str], specs: Sequence[tuple]) -> list:
@@ -34,47 +34,13 @@ def torch_outputs(torch: Any, specs: Sequence[Any], device: Any) -> list:
     return outs
 
 
-class TorchFastPath:
-    """A Kernel's call on torch tensors without CuPy views: a few attribute compares per tensor
-    (type, dtype, shape, contiguity, device, 16-byte alignment), outputs from torch's allocator,
-    the data pointers straight to the launches on torch's current stream. Returns None for
-    anything else (other devices, `out=`, layouts, programs with copies), which then takes the
-    explaining path."""
+def torch_fast_path(torch: Any, program: Any, launcher: Any) -> TorchEagerCall:
+    """A Kernel's call on plain torch tensors (the torch op's eager call, `TorchEagerCall`): the
+    program's scratch buffers are the ones the launcher keeps per device and stream, as on the
+    CuPy path; None comes back for anything it does not take, which then takes the explaining
+    path."""
+    def specs(arrays: Sequence[Any]) -> list:
+        return [(tuple(s.shape), getattr(torch, s.dtype, None)) for s in arrays]
 
-    def __init__(self, torch: Any, program: Any, launcher: Any):
-        import cupy
-
-        def specs(arrays: Sequence[Any]) -> list:
-            return [(tuple(s.shape), getattr(torch, s.dtype, None)) for s in arrays]
-
-        self.ins, self.outs = specs(program.inputs), specs(program.outputs)
-        self.usable = (not launcher.has_copies and all(d is not None for _, d in self.ins + self.outs)
-                       and bool(self.ins))
-        self.tensor, self.empty = torch.Tensor, torch.empty
-        # torch.cuda.current_stream() builds a Stream object (~2 us); the raw handle is what we need
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        self.raw_stream = raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream)
-        self.current_device = cupy.cuda.runtime.getDevice
-        self.run = launcher.run_pointers
-
-    def __call__(self, args: tuple) -> Any:
-        if not self.usable or len(args) != len(self.ins):
-            return None
-        index = args[0].get_device()
-        if index < 0 or index != self.current_device():
-            return None
-        tensor = self.tensor
-        pointers = []
-        for x, (shape, dtype) in zip(args, self.ins):
-            if type(x) is not tensor or x.dtype is not dtype or x.shape != shape or not x.is_contiguous() \
-                    or x.get_device() != index:
-                return None
-            pointer = x.data_ptr()
-            if pointer & 15:
-                return None
-            pointers.append(pointer)
-        device = args[0].device
-        outs = [self.empty(shape, dtype=dtype, device=device) for shape, dtype in self.outs]
-        pointers += [o.data_ptr() for o in outs]
-        self.run(pointers, index, self.raw_stream(index))
-        return outs[0] if len(outs) == 1 else tuple(outs)
+    run = None if launcher.has_copies else launcher.run_pointers
+    return TorchEagerCall(torch, specs(program.inputs), specs(program.outputs), [], run)

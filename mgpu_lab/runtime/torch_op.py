@@ -16,6 +16,12 @@ What the op does on a call:
 - the launcher's own checks (shape, dtype, contiguity, alignment, device) run on every call, so the
   errors read as they do on the CuPy path; the fake implementation repeats the shape and dtype
   checks, so `torch.compile` reports them while tracing.
+
+What `register_torch_op` returns is a `TorchOp`: called in plain eager mode on plain CUDA tensors
+that match the signature exactly, it runs the same implementation without the trip through torch's
+dispatcher (a Python op costs ~3-5 us of host time there, as much as the launch itself); anything
+else (torch.compile tracing, dispatch or function modes, functorch transforms, tensors that need
+grad, subclasses, other devices, a mismatch to explain) goes through `torch.ops.namespace.name`.
 """
 
 from __future__ import annotations
@@ -99,15 +105,15 @@ def register_torch_op(launcher: Any, qualname: str) -> Any:
     # How CuPy holds each array (float8 as uint8 bytes: CuPy has no float8), as the launcher checks it.
     device_dtypes = [d for _, d in launcher.in_specs] + [d for _, d in launcher.out_specs]
 
-    # Launchers that take data pointers (a program without copies) skip the CuPy views; torch's raw
-    # stream handle costs a fraction of torch.cuda.current_stream()'s Stream object.
+    # Launchers that take data pointers (a program without copies) skip the CuPy views.
     run_pointers = None if getattr(launcher, "has_copies", True) else getattr(launcher, "run_pointers", None)
-    raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
     library = _LIBRARIES.get(namespace)
     if library is None:
         library = _LIBRARIES[namespace] = torch.library.Library(namespace, "FRAGMENT")
     library.define(f"{name}{_schema(len(inputs), len(outputs))}")
+    eager = TorchEagerCall(torch, inputs, outputs, scratch, run_pointers)
+    op = TorchOp(torch, getattr(getattr(torch.ops, namespace), name), eager)
 
     def check(tensors: tuple) -> None:
         if len(tensors) != len(inputs):
@@ -130,16 +136,10 @@ def register_torch_op(launcher: Any, qualname: str) -> Any:
             if t.device != device:
                 raise TorchOpError(f"input {i} of {qualname}: expected a tensor on {device} like input 0, "
                                    f"got one on {t.device}")
+        result = eager(tensors)  # below autograd here: tensors that need grad run like any other
+        if result is not None:
+            return result
         outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in outputs]
-        index = device.index
-        if run_pointers is not None and raw_stream is not None and index == cupy.cuda.runtime.getDevice():
-            pointers = [t.data_ptr() for t in tensors if t.is_contiguous()]
-            if len(pointers) == len(tensors) and not any(p & 15 for p in pointers):
-                temps = [(torch.zeros if zeroed else torch.empty)(shape, dtype=dtype, device=device)
-                         for shape, dtype, _, zeroed in scratch]
-                run_pointers(pointers + [o.data_ptr() for o in outs], index, raw_stream(index),
-                             [t.data_ptr() for t in temps] if scratch else None)
-                return outs[0] if len(outs) == 1 else tuple(outs)
         # Contiguous tensors cross as views; others go to the launcher as they are, which refuses
         # them with its own message (expected a C-contiguous array ...).
         arrays = [cupy_view(cupy, t, device_dtypes[i]) if t.is_contiguous() else t
@@ -161,7 +161,91 @@ def register_torch_op(launcher: Any, qualname: str) -> Any:
 
     library.impl(name, cuda, "CUDA")
     torch.library.register_fake(qualname, fake, lib=library)
-    op = getattr(getattr(torch.ops, namespace), name)
     _REGISTERED[qualname] = (launcher, op)
     return op
 
+
+class TorchEagerCall:
+    """A kernel's call on plain CUDA tensors, without the dispatcher or CuPy views: a few attribute
+    compares per tensor (type, dtype, shape, contiguity, device, 16-byte alignment), outputs and
+    scratch from torch's allocator, the data pointers straight to the launches on torch's current
+    stream. Returns None for anything else, which then takes a path that explains or dispatches.
+
+    inputs / outputs: [(shape, torch dtype)]; scratch: [(shape, torch dtype, held as, zero-filled)];
+    run_pointers: the program launcher's `run_pointers` (None for programs with copies)."""
+
+    def __init__(self, torch: Any, inputs: list, outputs: list, scratch: list, run_pointers: Any):
+        self._tensor, self._empty = torch.Tensor, torch.empty
+        self._inputs, self._outputs = [(tuple(s), d) for s, d in inputs], [(tuple(s), d) for s, d in outputs]
+        self._scratch = [((torch.zeros if zeroed else torch.empty), tuple(shape), dtype)
+                         for shape, dtype, _, zeroed in scratch]
+        self._run = run_pointers
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # an int: ~2 us less than a Stream object
+        self._raw_stream = raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream)
+        self._grad_enabled = torch.is_grad_enabled
+        self._current_device = None  # CuPy's getDevice, bound on first use (CuPy imports late)
+        self.usable = run_pointers is not None and bool(inputs) and all(d is not None for _, d in inputs + outputs)
+
+    def __call__(self, tensors: tuple, refuse_grad: bool = False) -> Any:
+        """The outputs, or None unless every tensor matches exactly and sits on the current device
+        (and, with `refuse_grad`, none needs grad while grad mode is on)."""
+        if not self.usable or len(tensors) != len(self._inputs):
+            return None
+        index = tensors[0].get_device()
+        current = self._current_device
+        if current is None:
+            import cupy
+
+            current = self._current_device = cupy.cuda.runtime.getDevice
+        if index < 0 or index != current():
+            return None
+        tensor, needs_grad = self._tensor, refuse_grad and self._grad_enabled()
+        pointers = []
+        for t, (shape, dtype) in zip(tensors, self._inputs):
+            if (type(t) is not tensor or t.dtype is not dtype or t.shape != shape or not t.is_contiguous()
+                    or t.get_device() != index or (needs_grad and t.requires_grad)):
+                return None
+            pointer = t.data_ptr()
+            if pointer & 15:
+                return None
+            pointers.append(pointer)
+        device, empty = tensors[0].device, self._empty
+        outs = [empty(shape, dtype=dtype, device=device) for shape, dtype in self._outputs]
+        pointers += [o.data_ptr() for o in outs]
+        if self._scratch:
+            temps = [make(shape, dtype=dtype, device=device) for make, shape, dtype in self._scratch]
+            self._run(pointers, index, self._raw_stream(index), [t.data_ptr() for t in temps])
+        else:
+            self._run(pointers, index, self._raw_stream(index))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+class TorchOp:
+    """A registered kernel op: `op(*tensors)` returns the output(s); every attribute of
+    `torch.ops.namespace.name` (`.default`, `.overloads()`, ...) reads through. In plain eager
+    mode on tensors matching the signature exactly, the call skips torch's dispatcher and runs
+    the op's own CUDA implementation directly (same outputs, allocator, stream and scratch);
+    everything else goes through the dispatcher, where torch sees the op: torch.compile tracing,
+    dispatch and function modes, functorch transforms, tensors that need grad (so autograd
+    reports the op has no derivative), subclasses, other devices, and mismatches to explain."""
+
+    def __init__(self, torch: Any, packet: Any, eager: TorchEagerCall):
+        self.packet, self.eager = packet, eager
+        c = torch._C
+        self._compiling = torch.compiler.is_compiling
+        # torch's own "someone else wants to see this call" switches; absent ones read as off
+        self._dispatch_modes = getattr(c, "_len_torch_dispatch_stack", lambda: 0)
+        self._function_modes = getattr(c, "_is_torch_function_mode_enabled", lambda: False)
+        self._transforms = getattr(getattr(c, "_functorch", None), "peek_interpreter_stack", lambda: None)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["packet"], name)
+
+    def __repr__(self) -> str:
+        return f"TorchOp({self.packet!r})"
+
+    def __call__(self, *tensors: Any) -> Any:
+        if self._compiling() or self._dispatch_modes() or self._function_modes() or self._transforms() is not None:
+            return self.packet(*tensors)
+        result = self.eager(tensors, refuse_grad=True)
+        return self.packet(*tensors) if result is None else result
