@@ -298,3 +298,41 @@ def test_tma_parameters_are_encoded_again_only_when_a_pointer_changes(monkeypatc
     assert encoded == [0x10000, 0x40000] and launched[-1] == [0x40000, 0x20000, 0x40001]
     launcher.launch_pointers([0x10000, 0x50000], 0, 5)  # the output alone changed: its slot too
     assert launched[-1] == [0x10000, 0x50000, 0x10001]
+
+
+def test_a_kernel_call_becomes_one_generated_function_once_its_module_is_loaded(monkeypatch):
+    """After the first call loads the module, `kernel(...)` is the generated checks and launch
+    (`front_call`); an isolate request, the isolation switch, a mismatch to explain or setting
+    `kernel.isolate` go back to the general call."""
+    import inspect
+    import traceback
+
+    from mgpu_lab.errors import LaunchArgumentError
+    from mgpu_lab.examples.vector_add import make_vector_add
+    from mgpu_lab.runtime import isolation
+
+    kernel = make_vector_add(16)
+    single = kernel.launcher.single
+    single._get_device = single._raw_get_device = kernel.launcher.checker._get_device = lambda: 0
+    _, launches, _ = _with_recorded_driver(monkeypatch, single)
+    assert kernel._call == kernel._call_general
+    a, b, out = _cupy_array(0x10000), _cupy_array(0x20000), _cupy_array(0x30000)
+    assert kernel(a, b, out=out) is out and len(launches) == 1
+    front = kernel._call
+    assert front != kernel._call_general and front.__code__.co_filename.endswith("portable.py:generated call")
+    assert kernel(a, b, out=out) is out and len(launches) == 2 and kernel._call is front
+    assert [launch[9] for launch in launches] == [single._storage.argv_address] * 2
+    with pytest.raises(LaunchArgumentError, match=r"input 1 of vector_add: expected shape \(16,\), got \(8,\)") as caught:
+        kernel(a, _cupy_array(0x20000, shape=(8,)), out=out)
+    frames = [frame.filename for frame in traceback.extract_tb(caught.value.__traceback__)]
+    assert frames and all(name == __file__ for name in frames), frames  # the user's line only
+    general = []
+    monkeypatch.setattr(kernel, "_call_isolated", lambda *args: general.append(args[1:3]) or "isolated")
+    assert kernel(a, b, out=out, isolate=True) == "isolated"
+    monkeypatch.setattr(isolation.SETTINGS, "enabled", True)
+    assert kernel(a, b, out=out) == "isolated" and len(general) == 2 and len(launches) == 2
+    monkeypatch.setattr(isolation.SETTINGS, "enabled", False)
+    kernel.isolate = True
+    assert kernel._call == kernel._call_general and kernel(a, b, out=out) == "isolated"
+    assert list(inspect.signature(kernel).parameters) == ["args", "out", "stream", "isolate", "timeout_s"]
+    assert "program" in inspect.signature(type(kernel)).parameters  # the class keeps its constructor's

@@ -275,7 +275,11 @@ def _overlap_checks(no_alias: list[tuple[int, int]], nbytes: list[int], reject: 
 
 
 def _compile(lines: list[str], namespace: dict, name: str) -> Any:
-    exec("\n".join(lines), namespace)  # noqa: S102 - generated from indexes and sizes only
+    # Named after this file, so tracebacks place the generated frames in the launcher (and
+    # mgpu_lab's error trimming cuts them like the launcher's own).
+    here = globals().get("__file__", "<mgpu_lab launcher>")  # an exported module may run without a file
+    code = compile("\n".join(lines), f"{here}:generated {name}", "exec")
+    exec(code, namespace)  # noqa: S102 - generated from indexes and sizes only
     return namespace[name]
 
 
@@ -309,7 +313,7 @@ def _tuple_source(names: Any) -> str:
 
 
 def call_source(n_in: int, n_out: int, nbytes: list[int], no_alias: list[tuple[int, int]],
-                inline_launch: tuple[int, ...] | None) -> list[str]:
+                inline_launch: tuple[int, ...] | None, front: bool = False) -> list[str]:
     """Source of `call(args, out=None, stream=None)` for one signature: the exact-match checks
     of `exact_match_checker`, outputs allocated when `out` is None, then the launch. With
     `inline_launch` (cuLaunchKernel's grid, block and smem ints; for kernels whose parameters
@@ -317,16 +321,26 @@ def call_source(n_in: int, n_out: int, nbytes: list[int], no_alias: list[tuple[i
     itself; otherwise it hands the checked arrays to `launch_general`. Anything not matching
     exactly, or a device the kernel is not loaded on yet, goes to `slow` (the explaining path).
 
+    `front`: the source of a front end's `call(*args, out=None, stream=None, isolate=None,
+    timeout_s=None)` instead, which also hands an `isolate` request and `settings.enabled` (the
+    process-wide isolation switch) to `slow(args, out, stream, isolate, timeout_s)`, and hands
+    any error to `trim(error)` before re-raising it.
+
     Free names: nd, s<i>, d<i>, get_device, handles (device -> CUfunction int), slow, empty,
     and storage, current_stream, stream_pointer, launch, launch_error, recover (inline) or
-    launch_general."""
-    slow = "return slow(args, out, stream)"
+    launch_general; settings and trim with `front`."""
     ins, outs = range(n_in), range(n_in, n_in + n_out)
-    lines = ["def call(args, out=None, stream=None):",
-             "    device = get_device()",
-             "    handle = handles.get(device)",
-             f"    if handle is None or len(args) != {n_in}:",
-             f"        {slow}"]
+    if front:
+        slow = "return slow(args, out, stream, isolate, timeout_s)"
+        lines = ["def call(*args, out=None, stream=None, isolate=None, timeout_s=None):",
+                 "    if isolate is not None or settings.enabled:", f"        {slow}"]
+    else:
+        slow = "return slow(args, out, stream)"
+        lines = ["def call(args, out=None, stream=None):"]
+    lines += ["    device = get_device()",
+              "    handle = handles.get(device)",
+              f"    if handle is None or len(args) != {n_in}:",
+              f"        {slow}"]
     if n_in:
         lines.append(f"    {', '.join(f'x{i}' for i in ins)}, = args")
     lines += _array_checks(ins, slow)
@@ -347,9 +361,14 @@ def call_source(n_in: int, n_out: int, nbytes: list[int], no_alias: list[tuple[i
         arrays = _tuple_source(f"x{i}" for i in range(n_in + n_out))
         pointers = ", ".join(f"p{i}" for i in range(n_in + n_out))
         lines.append(f"    return launch_general({arrays}, [{pointers}], device, stream)")
-        return lines
-    lines += _launch_lines([f"p{i}" for i in range(n_in + n_out)], inline_launch)
-    lines.append(f"    return {results}")
+    else:
+        lines += _launch_lines([f"p{i}" for i in range(n_in + n_out)], inline_launch)
+        lines.append(f"    return {results}")
+    if front:
+        # An error leaves with the front end's frames cut (`trim`), this one's too: a bare
+        # `raise` after trimming does not add the frame back.
+        lines = [lines[0], "    try:"] + ["    " + line for line in lines[1:]]
+        lines += ["    except Exception as error:", "        trim(error)", "        raise"]
     return lines
 
 
@@ -590,6 +609,18 @@ class PortableLauncher(ArgumentChecker):
     def _generated_call(self) -> Any:
         lines = call_source(self.n_in, len(self.out_specs), self._nbytes, self._no_alias, self._inline_launch())
         return _compile(lines, self._generated_names(), "call")
+
+    def front_call(self, general: Any, settings: Any, trim: Any) -> Any:
+        """A front end's `call(*args, out=None, stream=None, isolate=None, timeout_s=None)`: this
+        signature's generated checks and launch in one function (no second call), handing an
+        `isolate` request, `settings.enabled` (isolation switched on) and every argument the
+        checks do not accept at once to `general(args, out, stream, isolate, timeout_s)`. Needs
+        the module loaded (the generated `call` installed)."""
+        lines = call_source(self.n_in, len(self.out_specs), self._nbytes, self._no_alias, self._inline_launch(),
+                            front=True)
+        names = self._generated_names()
+        names.update(slow=general, settings=settings, trim=trim)
+        return _compile(lines, names, "call")
 
     def _generated_unchecked(self) -> Any:
         dims = self._inline_launch()
