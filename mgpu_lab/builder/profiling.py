@@ -2,8 +2,8 @@
 
 It lives in `builder/` because it emits MLIR; `profiler/` holds the host side only (the buffer
 layout in `profiler/format.py`, decoding, exports). One leader thread per unit (warpgroup or
-warp) appends (tag, %clock) events to its unit's bounded array; events past the capacity are
-counted but never written, so a full buffer cannot overwrite barriers or data. Where the
+warp) appends (tag, %clock) events to its unit's bounded array, counting them in a register;
+events past the capacity are counted but never written, so a full buffer cannot overwrite barriers or data. Where the
 events go is the `buffer` mode:
 
 - "smem": the block keeps its whole row of the profiler buffer (see `profiler/format.py`) in
@@ -92,6 +92,7 @@ class DeviceProfiler:
         self.region_names: list[str] = []
         self._smem = None
         self._buffer = None
+        self._count = None  # this thread's event count: a private i32 that LLVM keeps in a register
 
     # -- sizes and records ---------------------------------------------------------------
     def buffer_type(self, grid: tuple[int, int, int]) -> ir.MemRefType:
@@ -128,6 +129,13 @@ class DeviceProfiler:
                                                            memory_space=workgroup))
         self._smem = memref.view(ir.MemRefType.get([self.smem_words], i32_type(), memory_space=workgroup),
                                  base, c(self.smem_offset), [])
+        # Each thread counts its unit's events in a register (a one-element private alloca in
+        # the entry block, which LLVM promotes): reading the count back from shared memory at
+        # every event put a load's latency on the kernel's critical path (~40 cycles an event;
+        # 16% on attention, whose consumers record 10 events a K/V tile). The leader's count is
+        # the unit's and goes to the unit header once, in `finish`.
+        self._count = memref.alloca(ir.MemRefType.get([1], i32_type()), [], [])
+        memref.store(c(0, i32_type()), self._count, [c(0)])
         tid = linear_thread_idx()
         with when(tid == 0):
             self._store(c(fmt.MAGIC, i32_type()), 0)
@@ -158,41 +166,41 @@ class DeviceProfiler:
         tag = self.region_names.index(name) | (fmt.BEGIN_BIT if begin else 0)
         tid = linear_thread_idx()
         unit = tid // self.threads_per_unit
-        count_word = fmt.BLOCK_HEADER_WORDS + unit * self.unit_stride
-        count_address = smem_address(self._smem) + arith.index_cast(i32_type(), count_word * 4)
         lane = arith.index_cast(i32_type(), tid % self.threads_per_unit)
+        count = memref.load(self._count, [c(0)])
         if self.buffer == "global":
-            self._record_global(tag, lane, count_address, unit)
-            return
-        # The unit's leader appends (tag, %clock) and counts the event, in one straight-line
-        # block of predicated PTX. An `if leader` in the IR would put a branch on the thread
-        # index between the region's neighbours: LLVM then threads consecutive records' equal
-        # conditions through the code in between (the GEMM's first k-step became a leader copy
-        # and a non-leader copy of its mbarrier wait, joining just before the wgmmas), and
-        # ptxas serializes every wgmma of a kernel whose wgmma sequence it cannot prove
-        # convergent (C7518: WG.DP in divergent path). Predicates never leave the block.
-        # Events are 8-byte aligned (16-byte aligned row, even header and unit sizes): one v2 store.
+            self._record_global(tag, lane, count, unit)
+        else:
+            first_event = (fmt.BLOCK_HEADER_WORDS + unit * self.unit_stride + fmt.UNIT_HEADER_WORDS) * 4
+            self._record_smem(tag, lane, count, smem_address(self._smem) + arith.index_cast(i32_type(), first_event))
+        memref.store(arith.addi(count, c(1, i32_type())), self._count, [c(0)])
+
+    def _record_smem(self, tag: int, lane: ir.Value, count: ir.Value, first_event: ir.Value) -> None:
+        """The unit's leader stores (tag, %clock) at its slot `count` of the unit's events in shared
+        memory, in one straight-line block of predicated PTX. An `if leader` in the IR would put a
+        branch on the thread index between the region's neighbours: LLVM then threads consecutive
+        records' equal conditions through the code in between (the GEMM's first k-step became a
+        leader copy and a non-leader copy of its mbarrier wait, joining just before the wgmmas),
+        and ptxas serializes every wgmma of a kernel whose wgmma sequence it cannot prove
+        convergent (C7518: WG.DP in divergent path). Predicates never leave the block. Events are
+        8-byte aligned (16-byte aligned row, even header and unit sizes): one v2 store."""
         inline_ptx(
             "{\n"
-            ".reg .pred leader, room;\n"
-            ".reg .b32 count, clock, slot;\n"
-            "setp.eq.u32 leader, $0, 0;\n"
-            "mov.u32 count, 0;\n"
-            "@leader ld.shared.b32 count, [$1];\n"
+            ".reg .pred room;\n"
+            ".reg .b32 clock, slot;\n"
             "mov.u32 clock, %clock;\n"
-            f"setp.lt.and.u32 room, count, {self.capacity}, leader;\n"
-            f"mad.lo.u32 slot, count, {fmt.EVENT_WORDS * 4}, $1;\n"
-            f"@room st.shared.v2.b32 [slot+{fmt.UNIT_HEADER_WORDS * 4}], {{{tag:#x}, clock}};\n"
-            "add.u32 count, count, 1;\n"
-            "@leader st.shared.b32 [$1], count;\n"
+            "setp.eq.u32 room, $0, 0;\n"
+            f"setp.lt.and.u32 room, $1, {self.capacity}, room;\n"
+            f"mad.lo.u32 slot, $1, {fmt.EVENT_WORDS * 4}, $2;\n"
+            f"@room st.shared.v2.b32 [slot], {{{tag:#x}, clock}};\n"
             "}",
-            [lane, count_address], ["r", "r"])
+            [lane, count, first_event], ["r", "r", "r"])
 
-    def _record_global(self, tag: int, lane: ir.Value, count_address: ir.Value, unit: ir.Value) -> None:
-        """The global-mode record: the count stays in smem, the event goes to the unit's slot of
-        the block's row in global memory. The same single predicated block as the smem record
-        (see `_record`: no branch on the thread index); the slot address is computed in the
-        block from the unit's first event address, a plain 64-bit value LLVM may hoist."""
+    def _record_global(self, tag: int, lane: ir.Value, count: ir.Value, unit: ir.Value) -> None:
+        """The global-mode record: the event goes to the unit's slot `count` of the block's row in
+        global memory. The same single predicated block as `_record_smem`; the slot address is
+        computed in the block from the unit's first event address, a plain 64-bit value LLVM may
+        hoist."""
         event_word = self._row_word() + fmt.BLOCK_HEADER_WORDS + unit * fmt.unit_words(self.capacity) \
             + fmt.UNIT_HEADER_WORDS
         events = arith.index_cast(i64(), memref.extract_aligned_pointer_as_index(self._buffer) + event_word * 4)
@@ -200,21 +208,17 @@ class DeviceProfiler:
         # in words: every event is 8-byte aligned, one v2 store.
         inline_ptx(
             "{\n"
-            ".reg .pred leader, room;\n"
-            ".reg .b32 count, clock;\n"
+            ".reg .pred room;\n"
+            ".reg .b32 clock;\n"
             ".reg .b64 events, slot;\n"
-            "setp.eq.u32 leader, $0, 0;\n"
-            "mov.u32 count, 0;\n"
-            "@leader ld.shared.b32 count, [$1];\n"
             "mov.u32 clock, %clock;\n"
-            f"setp.lt.and.u32 room, count, {self.capacity}, leader;\n"
+            "setp.eq.u32 room, $0, 0;\n"
+            f"setp.lt.and.u32 room, $1, {self.capacity}, room;\n"
             "cvta.to.global.u64 events, $2;\n"
-            f"mad.wide.u32 slot, count, {fmt.EVENT_WORDS * 4}, events;\n"
+            f"mad.wide.u32 slot, $1, {fmt.EVENT_WORDS * 4}, events;\n"
             f"@room st.global.v2.b32 [slot], {{{tag:#x}, clock}};\n"
-            "add.u32 count, count, 1;\n"
-            "@leader st.shared.b32 [$1], count;\n"
             "}",
-            [lane, count_address, events], ["r", "r", "l"])
+            [lane, count, events], ["r", "r", "l"])
 
     def _row_word(self) -> ir.Value:
         """Index of the block's first word in the global profiler buffer."""
@@ -232,8 +236,19 @@ class DeviceProfiler:
         """Kernel exit: stamp the end, then every thread copies part of the smem area to the
         block's row in global memory (the whole row, or in global mode the headers only: the
         events are there already)."""
-        gpu.barrier()
         tid = linear_thread_idx()
+        # Each unit's leader writes its count (events tried, recorded or not) to the unit header.
+        count_address = smem_address(self._smem) + arith.index_cast(
+            i32_type(), (fmt.BLOCK_HEADER_WORDS + tid // self.threads_per_unit * self.unit_stride) * 4)
+        inline_ptx(
+            "{\n"
+            ".reg .pred leader;\n"
+            "setp.eq.u32 leader, $0, 0;\n"
+            "@leader st.shared.b32 [$1], $2;\n"
+            "}",
+            [arith.index_cast(i32_type(), tid % self.threads_per_unit), count_address,
+             memref.load(self._count, [c(0)])], ["r", "r", "r"])
+        gpu.barrier()
         with when(tid == 0):
             self._stamp(6, 9)
         gpu.barrier()
