@@ -30,6 +30,12 @@ configurations alone) and writes a `gemm_random` record: per shape kernel-only a
 time against cuBLAS, the configuration, SM clock and power; `gemm_random_seed<S>_geomean_vs_cublas`,
 `_p10_vs_cublas`, `_min_vs_cublas`, `_call_geomean_vs_cublas`, and the m <= 64 subset
 (`_m64_geomean_vs_cublas`, `_m64_bandwidth_share_of_copy_geomean`).
+
+    python benchmarks/bench_gemm.py --random 32 --seed 7 --fp8         # FP8, per-tensor scales
+    python benchmarks/bench_gemm.py --random 32 --seed 7 --fp8 block   # FP8, 1x128 / 128x128 block scales
+the same draw made FP8-legal (gemm_fp8_random.py), against torch._scaled_mm; a `gemm_fp8_random`
+record: `gemm_fp8_<mode>_random_seed<S>_geomean_vs_scaled_mm`, `_p10_`, `_min_`, per shape the peer
+that ran and both relative errors.
 """
 
 from __future__ import annotations
@@ -344,9 +350,14 @@ def main() -> None:
     parser.add_argument("--random", type=int, default=None, metavar="N",
                         help="time N random shapes drawn from --seed instead of the sweep (gemm_random.py)")
     parser.add_argument("--seed", type=int, default=0, help="the seed of --random's shapes")
+    parser.add_argument("--fp8", nargs="?", const="tensor", default=None, choices=("tensor", "block"),
+                        help="with --random: the FP8 GEMM against torch._scaled_mm, per-tensor scales (default) or "
+                             "1x128 / 128x128 block scales (gemm_fp8_random.py)")
     args = parser.parse_args()
+    if args.fp8 is not None and args.random is None:
+        parser.error("--fp8 goes with --random N (the fixed FP8 sweep runs unless --no-fp8)")
     if args.random is not None:
-        random_main(args)
+        (fp8_random_main if args.fp8 else random_main)(args)
         return
     NO_SPLIT_K[0] = args.no_split_k
     figures: dict = {}
@@ -385,29 +396,62 @@ def main() -> None:
     print(table(rows))
 
 
-def random_main(args: argparse.Namespace) -> None:
-    """--random N --seed S: the model's configurations on shapes drawn at run time (gemm_random.py)."""
-    from gemm_random import run_random
-
+def _random_record(args: argparse.Namespace, record: str, prefix: str, header: tuple, run, notes: dict) -> None:
+    """The random-shape runs' frame: `run(count, seed, figures, rows, rounds=, deadline=)` under a
+    GpuSampler (--quick: 6 shapes, 2 rounds; --budget-s: the deadline), then the record and the table."""
     figures: dict = {}
-    rows: list = [("problem", "what", "ours us", "cuBLAS us", "kernel: cuBLAS / ours", "call: cuBLAS / ours",
-                   "config", "rel err")]
+    rows: list = [header]
     count = min(args.random, 6) if args.quick else args.random
     t0 = time.perf_counter()
     deadline = t0 + args.budget_s if args.budget_s is not None else float("inf")
     with GpuSampler() as gpu:
-        run_random(count, args.seed, figures, rows, rounds=2 if args.quick else 3, deadline=deadline)
-    figures[f"gemm_random_seed{args.seed}_wall_s"] = time.perf_counter() - t0
-    path = write_record("gemm_random", figures, sampler=gpu, notes={
-        "ratio": "cuBLAS median time / our median time (above 1: ours faster)",
-        "kernel": "launch_unchecked on CuPy views vs torch.matmul(out=), launches queued behind a blocking kernel",
-        "call": "the Kernel called on torch tensors vs torch.matmul, CUDA events around each call",
-        "order": "A B B A ... (common.interleaved_rounds)", "seed": args.seed, "drawn": args.random,
-        "quick": args.quick, "configs": "the model alone (MGPU_LAB_GEMM_TABLE=0); tuned shapes dropped",
-        "gemm_configs_sha256": _table_digest()})
+        run(count, args.seed, figures, rows, rounds=2 if args.quick else 3, deadline=deadline)
+    figures[f"{prefix}_wall_s"] = time.perf_counter() - t0
+    path = write_record(record, figures, sampler=gpu, notes={
+        **notes, "order": "A B B A ... (common.interleaved_rounds)", "seed": args.seed, "drawn": args.random,
+        "quick": args.quick, "gemm_configs_sha256": _table_digest()})
     print(f"clock/power: {gpu.summary()}")
     print(f"record: {path}")
     print(table(rows))
+
+
+def random_main(args: argparse.Namespace) -> None:
+    """--random N --seed S: the model's configurations on shapes drawn at run time (gemm_random.py)."""
+    from gemm_random import run_random
+
+    _random_record(args, "gemm_random", f"gemm_random_seed{args.seed}",
+                   ("problem", "what", "ours us", "cuBLAS us", "kernel: cuBLAS / ours", "call: cuBLAS / ours",
+                    "config", "rel err"), run_random, {
+        "ratio": "cuBLAS median time / our median time (above 1: ours faster)",
+        "kernel": "launch_unchecked on CuPy views vs torch.matmul(out=), launches queued behind a blocking kernel",
+        "call": "the Kernel called on torch tensors vs torch.matmul, CUDA events around each call",
+        "configs": "the model alone (MGPU_LAB_GEMM_TABLE=0); tuned shapes dropped"})
+
+
+FP8_RANDOM_PEERS = {
+    "tensor": "torch._scaled_mm, per-tensor float32 scales, use_fast_accum=True (ours: no promotion either)",
+    "block": "torch._scaled_mm, float32 block scales 1x128 (A) x 128x128 (B), use_fast_accum=False (refused with "
+             "block scales; ours promotes every 128 k to f32 too); per shape <tag>_peer names what ran, and a "
+             "CLOSEST PEER (rowwise scales) shape is left out of the totals"}
+
+
+def fp8_random_main(args: argparse.Namespace) -> None:
+    """--random N --seed S --fp8 MODE: the FP8 GEMM on shapes drawn at run time (gemm_fp8_random.py)."""
+    import functools
+
+    import torch
+    from gemm_fp8_random import run_fp8_random
+
+    _random_record(args, "gemm_fp8_random", f"gemm_fp8_{args.fp8}_random_seed{args.seed}",
+                   ("problem", "what", "ours us", "_scaled_mm us", "kernel: _scaled_mm / ours", "peer", "config",
+                    "rel err"), functools.partial(run_fp8_random, mode=args.fp8), {
+        "ratio": "torch._scaled_mm median time / our median time (above 1: ours faster)", "mode": args.fp8,
+        "peer": FP8_RANDOM_PEERS[args.fp8], "torch": torch.__version__,
+        "kernel": "launch_unchecked on CuPy views vs torch._scaled_mm(out=), launches queued behind a blocking kernel",
+        "shapes": "gemm_random's draw for the seed, B (n, k), n and k rounded up to 16 (block: k to 128, m to 4); "
+                  "tuned shapes dropped; labels name what was rounded",
+        "configs": "tensor: the model alone (MGPU_LAB_GEMM_TABLE=0); block: make_fp8_block_scaled_gemm's 128x128 "
+                   "tiles"})
 
 
 def _table_digest() -> str:

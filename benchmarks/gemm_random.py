@@ -34,6 +34,7 @@ import multiprocessing
 import os
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gemm_sweep import Problem, blocking_timer, cupy_view, geomean, operand_sets
@@ -112,12 +113,14 @@ def _build(m: int, n: int, k: int, transpose_b: bool) -> tuple[dict, float]:
     return config, time.perf_counter() - t0
 
 
-def build_all(problems: list[Problem], workers: int) -> dict[Problem, tuple[dict, float] | str]:
-    """Every problem's kernel built in a spawned process pool: (config, build seconds) or the error."""
+def build_all(problems: list[Problem], workers: int,
+              build: Callable[[int, int, int, bool], tuple[dict, float]] = _build) -> dict[Problem, tuple[dict, float] | str]:
+    """Every problem's kernel built in a spawned process pool: (config, build seconds) or the error.
+    `build(m, n, k, transpose_b)` must be picklable (a module-level function or a partial of one)."""
     out: dict[Problem, tuple[dict, float] | str] = {}
     context = multiprocessing.get_context("spawn")  # no CUDA state is forked
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(_build, p.m, p.n, p.k, p.transpose_b): p for p in problems}
+        futures = {pool.submit(build, p.m, p.n, p.k, p.transpose_b): p for p in problems}
         for future in concurrent.futures.as_completed(futures):
             try:
                 out[futures[future]] = future.result()
@@ -128,6 +131,19 @@ def build_all(problems: list[Problem], workers: int) -> dict[Problem, tuple[dict
 
 def _iters(ms: float, budget_ms: float, lo: int, hi: int) -> int:
     return max(lo, min(hi, round(budget_ms / max(ms, 1e-3))))
+
+
+def kernel_only_timer(estimate_ms: float):
+    """The kernel-only block timer for one shape: launches for about BLOCK_MS of GPU time queued
+    behind a blocking kernel (gemm_sweep.blocking_timer), fewer warm-ups for long launches."""
+    iters = _iters(estimate_ms, BLOCK_MS, 2, 100)
+    return blocking_timer(iters, warmup=1 if iters <= 3 else 3)
+
+
+def shape_gpu_figures(name: str, summary: dict) -> dict:
+    """The median SM clock and board power while one shape was timed (a GpuSampler summary)."""
+    return {f"{name}_sm_clock_mhz": (summary.get("sm_clock_mhz") or {}).get("median"),
+            f"{name}_power_w": (summary.get("power_w") or {}).get("median")}
 
 
 def time_problem(seed: int, p: Problem, built: tuple[dict, float], figures: dict, rows: list, rounds: int,
@@ -187,9 +203,8 @@ def time_problem(seed: int, p: Problem, built: tuple[dict, float], figures: dict
         torch.matmul(a, b.T if p.transpose_b else b)
 
     estimate_ms = p.estimate_ms()
-    iters = _iters(estimate_ms, BLOCK_MS, 2, 100)
     with sampler_cls() as gpu:
-        kernel_only = interleaved_rounds(ours, peer, rounds, timer=blocking_timer(iters, warmup=1 if iters <= 3 else 3))
+        kernel_only = interleaved_rounds(ours, peer, rounds, timer=kernel_only_timer(estimate_ms))
         call_iters = _iters(estimate_ms, BLOCK_MS, *CALL_ITERS)
         user = interleaved_rounds(ours_call, peer_call, rounds,
                                   timer=lambda fn: time_cuda(fn, warmup=2, iters=call_iters))
@@ -200,9 +215,7 @@ def time_problem(seed: int, p: Problem, built: tuple[dict, float], figures: dict
         f"{name}_kernel_vs_cublas": ratio, f"{name}_ours_us": kernel_only.a_ms * 1e3,
         f"{name}_cublas_us": kernel_only.b_ms * 1e3, f"{name}_call_vs_cublas": call_ratio,
         f"{name}_call_ours_us": user.a_ms * 1e3, f"{name}_call_cublas_us": user.b_ms * 1e3,
-        f"{name}_ours_tflops": p.flops / kernel_only.a_ms / 1e9,
-        f"{name}_sm_clock_mhz": (summary.get("sm_clock_mhz") or {}).get("median"),
-        f"{name}_power_w": (summary.get("power_w") or {}).get("median")})
+        f"{name}_ours_tflops": p.flops / kernel_only.a_ms / 1e9, **shape_gpu_figures(name, summary)})
     rows.append((p.key, p.label, f"{kernel_only.a_ms * 1e3:.1f}", f"{kernel_only.b_ms * 1e3:.1f}", f"{ratio:.3f}",
                  f"{call_ratio:.3f}", describe(config), f"{err:.1e}"))
     return ratio
@@ -232,6 +245,12 @@ def percentile(values: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+def ratio_totals(prefix: str, peer: str, ratios: list[float]) -> dict[str, float]:
+    """`<prefix>_geomean_vs_<peer>`, `_p10_vs_<peer>` and `_min_vs_<peer>` of non-empty ratios."""
+    return {f"{prefix}_geomean_vs_{peer}": geomean(ratios), f"{prefix}_p10_vs_{peer}": percentile(ratios, 10),
+            f"{prefix}_min_vs_{peer}": min(ratios)}
+
+
 def summarize(seed: int, problems: list[Problem], figures: dict, rows: list) -> None:
     """Totals: geomean, 10th percentile and min of the kernel-only ratio, the user-call geomean,
     and the m <= 64 subset with its achieved bandwidth as a share of the device copy's."""
@@ -252,9 +271,8 @@ def summarize(seed: int, problems: list[Problem], figures: dict, rows: list) -> 
     figures[f"{prefix}_shapes_timed"] = len(ratios)
     figures[f"{prefix}_shapes_drawn"] = len(problems)
     if ratios:
-        figures.update({f"{prefix}_geomean_vs_cublas": geomean(ratios),
-                        f"{prefix}_p10_vs_cublas": percentile(ratios, 10), f"{prefix}_min_vs_cublas": min(ratios),
-                        f"{prefix}_call_geomean_vs_cublas": geomean(calls)})
+        figures.update(ratio_totals(prefix, "cublas", ratios))
+        figures[f"{prefix}_call_geomean_vs_cublas"] = geomean(calls)
         rows.append(("total", f"{len(ratios)} shapes", "", "", f"geomean {geomean(ratios):.3f}",
                      f"call {geomean(calls):.3f}", f"p10 {percentile(ratios, 10):.3f} min {min(ratios):.3f}", ""))
     if small:
@@ -265,23 +283,29 @@ def summarize(seed: int, problems: list[Problem], figures: dict, rows: list) -> 
                      f"min {min(small):.3f}", f"bandwidth {geomean(shares):.0%} of copy", ""))
 
 
-def run_random(count: int, seed: int, figures: dict, rows: list, *, rounds: int = ROUNDS,
-               deadline: float = float("inf"), workers: int | None = None) -> list[Problem]:
-    """Draw, build (process pool), check and time `count` shapes; totals into figures."""
-    import torch
-
-    from common import GpuSampler
+def model_configs_only() -> None:
+    """Switch the tuned table off for this process and the build workers it spawns (they inherit
+    the environment): the performance model alone configures every shape."""
     from mgpu_lab.kernels.gemm.configs import MODEL_ENV, TABLE_ENV
 
-    os.environ[TABLE_ENV] = "0"  # the model alone; spawned build workers inherit it
+    os.environ[TABLE_ENV] = "0"
     # (the model is the default; MGPU_LAB_GEMM_MODEL=0 in the environment measures the old heuristic)
     os.environ.setdefault(MODEL_ENV, "1")
-    problems = random_problems(count, seed)
-    t0 = time.perf_counter()
-    built = build_all(problems, workers or max(1, min(16, (os.cpu_count() or 2) - 1)))
-    figures[f"gemm_random_seed{seed}_build_wall_s"] = time.perf_counter() - t0
+
+
+def default_workers() -> int:
+    return max(1, min(16, (os.cpu_count() or 2) - 1))
+
+
+def time_all(problems: list[Problem], built: dict[Problem, tuple[dict, float] | str], name_of: Callable[[Problem], str],
+             time_one: Callable[[Problem, tuple[dict, float]], object], figures: dict, rows: list,
+             deadline: float = float("inf")) -> None:
+    """`time_one(p, built[p])` for each problem until the deadline; a build error or an exception
+    is recorded under `<name_of(p)>_error` and a table row, and the run goes on."""
+    import torch
+
     for p in problems:
-        name = tag(seed, p)
+        name = name_of(p)
         if time.perf_counter() > deadline:
             figures.setdefault("skipped_for_time", []).append(name)
             continue
@@ -291,10 +315,25 @@ def run_random(count: int, seed: int, figures: dict, rows: list, *, rounds: int 
             rows.append((p.key, p.label, "BUILD ERROR", result[:60], "", "", "", ""))
             continue
         try:
-            time_problem(seed, p, result, figures, rows, rounds, GpuSampler)
+            time_one(p, result)
         except Exception as e:  # noqa: BLE001 - one shape's failure is a figure, not the end of the run
             figures[f"{name}_error"] = f"{type(e).__name__}: {e}"
             rows.append((p.key, p.label, "ERROR", type(e).__name__, "", "", "", ""))
         torch.cuda.empty_cache()
+
+
+def run_random(count: int, seed: int, figures: dict, rows: list, *, rounds: int = ROUNDS,
+               deadline: float = float("inf"), workers: int | None = None) -> list[Problem]:
+    """Draw, build (process pool), check and time `count` shapes; totals into figures."""
+    from common import GpuSampler
+
+    model_configs_only()
+    problems = random_problems(count, seed)
+    t0 = time.perf_counter()
+    built = build_all(problems, workers or default_workers())
+    figures[f"gemm_random_seed{seed}_build_wall_s"] = time.perf_counter() - t0
+    time_all(problems, built, lambda p: tag(seed, p),
+             lambda p, result: time_problem(seed, p, result, figures, rows, rounds, GpuSampler),
+             figures, rows, deadline)
     summarize(seed, problems, figures, rows)
     return problems

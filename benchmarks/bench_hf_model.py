@@ -1,0 +1,358 @@
+"""A Hugging Face Llama with every nn.Linear routed to our GEMM, against the same model on torch's own
+linear (cuBLAS), prefill and greedy decode, interleaved in rounds (A B B A ...) on the same GPU.
+
+The model: `transformers.LlamaForCausalLM` built from a config with random weights (no download):
+bf16, 8 layers, hidden 2048, intermediate 5632, 16 heads / 4 KV heads (GQA), vocab 32000, torch's
+SDPA attention. Two model objects share every weight tensor (a deep copy whose parameters are the
+original's); in one, each Linear's forward calls our GEMM as a torch op, one op per (m, n, k)
+built on first use (hf_linear_routing.py; the model's weight is B, (n, k), transpose_b=True).
+
+Phases (each skipped once --budget-s is spent; a failing phase is recorded and the run goes on):
+- prefill: one forward of batch x length tokens (default 4 x 512), logits of every position;
+- decode (per --decode-batch): a manual greedy loop, the short prompt's forward then --new-tokens
+  - 1 single-token forwards on the KV cache (argmax on the GPU, no host sync inside), the same
+  code on both sides; timed per whole generation (prompt included), reported per token too.
+In each phase: the first call of ours is timed on its own (it builds the phase's new shapes; the
+kernel cache starts empty unless --warm-cache: what a new user's first forward costs), with the
+build seconds of each shape; the logits compared with torch's (max |ours - torch| / max |torch|
+and the normwise relative error; prefill also gives torch's own bf16 error against an f32 copy of
+the model, the noise floor); a phase whose normwise error exceeds --tolerance is not timed; then
+CUDA-event medians over A B B A rounds after warm-up, SM clock and power sampled during the phase.
+
+Ratios are speedups, as the GEMM records: `hf_llama_prefill_4x512_vs_torch` and
+`hf_llama_decode_b<B>_vs_torch` are torch's median time / ours (above 1: ours faster).
+
+Run on a GPU machine:  python benchmarks/bench_hf_model.py [--decode-batch 1 4] [--budget-s 900]
+Writes a record `hf_model_<UTC time>_<commit>.json` (or under $OUT) and prints a table last.
+On a CPU, `--cpu-dry-run` runs the same steps on a tiny Llama with F.linear standing in for our
+GEMM and wall-clock timing, writing its record to a temporary folder (a smoke test of the script).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(1, str(Path(__file__).parent.parent))  # this checkout's mgpu_lab, also without PYTHONPATH
+from common import GpuSampler, interleaved_rounds, table, write_record  # noqa: E402
+from gemm_random import shape_gpu_figures  # noqa: E402
+from hf_linear_routing import GemmFactory, LinearRouter, our_gemm_op  # noqa: E402
+
+LLAMA = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=8, num_attention_heads=16,
+             num_key_value_heads=4, vocab_size=32000, max_position_embeddings=4096)
+TINY_LLAMA = dict(hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, vocab_size=96, max_position_embeddings=256)
+PREFIX = "hf_llama"
+
+
+# --------------------------------------------------------------------------- the models
+
+def build_models(config_values: dict, device: str, dtype: Any, seed: int = 0) -> tuple[Any, Any]:
+    """(torch's model, a second model object sharing every parameter tensor with it), eval mode."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(**config_values)
+    with torch.device(device):
+        model = LlamaForCausalLM(config).to(dtype).eval()
+    twin = copy.deepcopy(model, memo={id(p): p for p in model.parameters()})  # modules and buffers copied
+    return model, twin
+
+
+def _forward_keywords(model: Any) -> tuple[str, dict]:
+    """(the KV cache's keyword, the keep-only-the-last-logits argument) of this transformers'
+    forward: version 5 renamed `past_key_values` to `cache`; before 4.50 `logits_to_keep` was
+    `num_logits_to_keep`."""
+    import inspect
+
+    names = inspect.signature(model.forward).parameters
+    cache = "cache" if "cache" in names else "past_key_values"
+    keep = next(({name: 1} for name in ("logits_to_keep", "num_logits_to_keep") if name in names), {})
+    return cache, keep
+
+
+def greedy_decode(model: Any, prompt: Any, new_tokens: int) -> tuple[Any, Any]:
+    """(the new tokens (batch, new_tokens), the prompt's last-position logits): the prompt's forward,
+    then one forward per token on the KV cache, argmax on the GPU (no host sync in the loop)."""
+    import torch
+
+    cache_keyword, last_only = _forward_keywords(model)
+    out = model(input_ids=prompt, use_cache=True, **last_only)
+    first_logits = out.logits[:, -1]
+    token = first_logits.argmax(-1, keepdim=True)
+    tokens = [token]
+    for _ in range(new_tokens - 1):
+        cache = out.get("cache") if out.get("cache") is not None else out.get("past_key_values")
+        out = model(input_ids=token, use_cache=True, **last_only, **{cache_keyword: cache})
+        token = out.logits[:, -1].argmax(-1, keepdim=True)
+        tokens.append(token)
+    return torch.cat(tokens, dim=1), first_logits
+
+
+# --------------------------------------------------------------------------- comparisons, timers
+
+def logits_errors(got: Any, want: Any) -> dict[str, float]:
+    """max |got - want| / max |want|, and the normwise relative error, in f32."""
+    got, want = got.float(), want.float()
+    return {"max_rel_error": float((got - want).abs().max() / want.abs().max()),
+            "rel_error": float((got - want).norm() / want.norm())}
+
+
+@dataclass
+class _Runs:
+    runs_ms: tuple[float, ...]
+
+
+def wall_timer(warmup: int, iters: int) -> Callable[[Callable[[int], object]], _Runs]:
+    """A `timer(fn)` for common.interleaved_rounds on a CPU (the dry run): wall ms per call."""
+    def timer(fn: Callable[[int], object]) -> _Runs:
+        for i in range(warmup):
+            fn(i)
+        runs = []
+        for i in range(iters):
+            t0 = time.perf_counter()
+            fn(warmup + i)
+            runs.append((time.perf_counter() - t0) * 1e3)
+        return _Runs(tuple(runs))
+    return timer
+
+
+@dataclass
+class Setup:
+    """What every phase needs: both models, the router, how to synchronize and time, the options."""
+
+    torch_model: Any
+    ours_model: Any
+    router: LinearRouter
+    sync: Callable[[], None]
+    timer: Callable | None  # None: CUDA events (common.interleaved_rounds' default)
+    device: str
+    vocab: int
+    args: argparse.Namespace
+
+
+def first_call(s: Setup, fn: Callable[[], Any]) -> tuple[Any, float, dict[str, float]]:
+    """(fn's result, its wall seconds until the GPU is done, the build seconds of each shape it made)."""
+    before = set(s.router.build_s)
+    s.sync()
+    t0 = time.perf_counter()
+    result = fn()
+    s.sync()
+    seconds = time.perf_counter() - t0
+    built = {name: sec for (key, sec), name in zip(s.router.build_s.items(), s.router.shapes_built())
+             if key not in before}
+    return result, seconds, built
+
+
+def interleave(s: Setup, ours: Callable[[int], object], theirs: Callable[[int], object], warmup: int,
+               iters: int) -> Any:
+    """A B B A ... rounds of ours and torch's (common.interleaved_rounds), CUDA events or the wall clock."""
+    timer = s.timer(warmup, iters) if s.timer else None
+    return interleaved_rounds(ours, theirs, s.args.rounds, warmup=warmup, iters=iters, timer=timer)
+
+
+# --------------------------------------------------------------------------- phases
+
+def prefill_phase(s: Setup, figures: dict, rows: list) -> None:
+    """One forward of batch x length tokens, every position's logits."""
+    import torch
+
+    b, n = s.args.prefill_batch, s.args.prefill_len
+    name = f"{PREFIX}_prefill_{b}x{n}"
+    gen = torch.Generator(device=s.device).manual_seed(1)
+    ids = [torch.randint(0, s.vocab, (b, n), generator=gen, device=s.device) for _ in range(2)]
+    ours_logits, ours_first_s, built = first_call(s, lambda: s.ours_model(input_ids=ids[0]).logits)
+    torch_logits, torch_first_s, _ = first_call(s, lambda: s.torch_model(input_ids=ids[0]).logits)
+    errors = logits_errors(ours_logits, torch_logits)
+    figures.update(_first_call_figures(name, ours_first_s, torch_first_s, built))
+    figures.update({f"{name}_{key}": value for key, value in errors.items()})
+    figures.update(_noise_floor(s, name, ids[0], torch_logits))
+    del ours_logits, torch_logits
+    if not _close_enough(name, errors, figures, rows, s.args.tolerance):
+        return
+    with GpuSampler() as gpu:
+        result = interleave(s, lambda i: s.ours_model(input_ids=ids[i % 2]),
+                            lambda i: s.torch_model(input_ids=ids[i % 2]), warmup=2, iters=s.args.prefill_iters)
+    speedup = result.b_ms / result.a_ms
+    figures.update({f"{name}_vs_torch": speedup, f"{name}_ours_ms": result.a_ms, f"{name}_torch_ms": result.b_ms,
+                    f"{name}_ours_tokens_per_s": b * n / result.a_ms * 1e3, **shape_gpu_figures(name, gpu.summary())})
+    rows.append((f"prefill {b}x{n}", f"{result.a_ms:.2f} ms", f"{result.b_ms:.2f} ms", f"{speedup:.3f}",
+                 f"{errors['max_rel_error']:.1e}", f"{ours_first_s:.1f} s ({len(built)} shapes)"))
+
+
+def _noise_floor(s: Setup, name: str, ids: Any, torch_logits: Any) -> dict[str, float]:
+    """torch's own bf16 logits against an f32 copy of the model: the error any bf16 GEMM brings."""
+    import torch
+
+    if s.args.no_f32_reference:
+        return {}
+    try:
+        f32 = copy.deepcopy(s.torch_model).float()
+        reference = f32(input_ids=ids).logits
+        del f32
+        return {f"{name}_torch_vs_f32_{key}": value for key, value in logits_errors(torch_logits, reference).items()}
+    except Exception as e:  # noqa: BLE001 - out of memory, say: the comparison is context, not a gate
+        return {f"{name}_torch_vs_f32_error": f"{type(e).__name__}: {e}"}
+    finally:
+        if s.device == "cuda":
+            torch.cuda.empty_cache()
+
+
+def decode_phase(s: Setup, batch: int, figures: dict, rows: list) -> None:
+    """Greedy decode of --new-tokens after a --prompt-len prompt, the whole generation timed."""
+    import torch
+
+    name = f"{PREFIX}_decode_b{batch}"
+    new_tokens = s.args.new_tokens
+    gen = torch.Generator(device=s.device).manual_seed(2 + batch)
+    prompts = [torch.randint(0, s.vocab, (batch, s.args.prompt_len), generator=gen, device=s.device)
+               for _ in range(2)]
+    (ours_tokens, ours_logits), ours_first_s, built = first_call(
+        s, lambda: greedy_decode(s.ours_model, prompts[0], new_tokens))
+    (torch_tokens, torch_logits), torch_first_s, _ = first_call(
+        s, lambda: greedy_decode(s.torch_model, prompts[0], new_tokens))
+    errors = logits_errors(ours_logits, torch_logits)
+    figures.update(_first_call_figures(name, ours_first_s, torch_first_s, built))
+    figures.update({f"{name}_prompt_logits_{key}": value for key, value in errors.items()})
+    # greedy tokens of random weights may part at a near tie: reported, not a gate
+    figures[f"{name}_tokens_matching_torch"] = float((ours_tokens == torch_tokens).float().mean())
+    if not _close_enough(name, errors, figures, rows, s.args.tolerance):
+        return
+    with GpuSampler() as gpu:
+        result = interleave(s, lambda i: greedy_decode(s.ours_model, prompts[i % 2], new_tokens),
+                            lambda i: greedy_decode(s.torch_model, prompts[i % 2], new_tokens),
+                            warmup=1, iters=s.args.decode_iters)
+    speedup = result.b_ms / result.a_ms
+    figures.update({f"{name}_vs_torch": speedup, f"{name}_ours_ms": result.a_ms, f"{name}_torch_ms": result.b_ms,
+                    f"{name}_ours_ms_per_token": result.a_ms / new_tokens,
+                    f"{name}_torch_ms_per_token": result.b_ms / new_tokens, **shape_gpu_figures(name, gpu.summary())})
+    rows.append((f"decode b{batch}, {new_tokens} tokens", f"{result.a_ms / new_tokens:.2f} ms/token",
+                 f"{result.b_ms / new_tokens:.2f} ms/token", f"{speedup:.3f}", f"{errors['max_rel_error']:.1e}",
+                 f"{ours_first_s:.1f} s ({len(built)} shapes)"))
+
+
+def _first_call_figures(name: str, ours_s: float, torch_s: float, built: dict[str, float]) -> dict:
+    return {f"{name}_first_call_s": ours_s, f"{name}_torch_first_call_s": torch_s,
+            f"{name}_shapes_built": len(built), f"{name}_build_s": sum(built.values()),
+            f"{name}_build_s_per_shape": built}
+
+
+def _close_enough(name: str, errors: dict[str, float], figures: dict, rows: list, tolerance: float) -> bool:
+    """Whether the phase may be timed: our logits within `tolerance` (normwise) of torch's."""
+    if errors["rel_error"] <= tolerance:
+        return True
+    figures[f"{name}_error"] = f"logits relative error {errors['rel_error']:.3g} > {tolerance}: not timed"
+    rows.append((name, "WRONG", "", "", f"{errors['max_rel_error']:.1e}", ""))
+    return False
+
+
+# --------------------------------------------------------------------------- main
+
+def stand_in_gemm(m: int, n: int, k: int, has_bias: bool) -> Callable[..., Any]:
+    """For --cpu-dry-run: F.linear's product in the routed path's place."""
+    import torch.nn.functional as F
+
+    return lambda x, weight, bias=None: F.linear(x, weight, bias)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prefill-batch", type=int, default=4)
+    parser.add_argument("--prefill-len", type=int, default=512)
+    parser.add_argument("--decode-batch", type=int, nargs="+", default=[1, 4], help="a decode phase per batch size")
+    parser.add_argument("--prompt-len", type=int, default=16)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=6, help="A B B A ... rounds per phase")
+    parser.add_argument("--prefill-iters", type=int, default=5, help="timed forwards per block")
+    parser.add_argument("--decode-iters", type=int, default=2, help="timed generations per block")
+    parser.add_argument("--layers", type=int, default=LLAMA["num_hidden_layers"])
+    parser.add_argument("--tolerance", type=float, default=5e-2,
+                        help="largest normwise relative error of our logits against torch's that is timed")
+    parser.add_argument("--budget-s", type=float, default=None, help="start no new phase after this many seconds")
+    parser.add_argument("--warm-cache", action="store_true",
+                        help="keep the kernel cache (default: an empty one, so first calls build every shape)")
+    parser.add_argument("--no-f32-reference", action="store_true", help="skip torch's bf16-vs-f32 noise floor")
+    parser.add_argument("--cpu-dry-run", action="store_true",
+                        help="a tiny Llama on the CPU, F.linear for our GEMM, wall-clock timing: a smoke test")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if not args.warm_cache and not args.cpu_dry_run:
+        # before anything builds: every shape compiles in this run (the first forward a new user sees)
+        os.environ["MGPU_LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="mgpu_hf_bench_cache_")
+    import torch
+
+    dry = args.cpu_dry_run
+    device = "cpu" if dry else "cuda"
+    config_values = dict(TINY_LLAMA if dry else LLAMA)
+    config_values["num_hidden_layers"] = min(args.layers, 2) if dry else args.layers
+    factory: GemmFactory = stand_in_gemm if dry else our_gemm_op
+    t0 = time.perf_counter()
+    deadline = t0 + args.budget_s if args.budget_s is not None else float("inf")
+    torch_model, ours_model = build_models(config_values, device, torch.bfloat16)
+    router = LinearRouter(factory)
+    figures: dict = {f"{PREFIX}_linears_routed": router.route(ours_model),
+                     f"{PREFIX}_linears_total": sum(isinstance(m, torch.nn.Linear) for m in torch_model.modules()),
+                     f"{PREFIX}_model_build_s": time.perf_counter() - t0}
+    s = Setup(torch_model, ours_model, router, torch.cuda.synchronize if not dry else (lambda: None),
+              wall_timer if dry else None, device, config_values["vocab_size"], args)
+    rows: list = [("phase", "ours", "torch", "torch / ours", "logits max rel err", "ours first call (builds)")]
+    phases = [("prefill", lambda: prefill_phase(s, figures, rows))]
+    phases += [(f"decode b{b}", lambda b=b: decode_phase(s, b, figures, rows)) for b in args.decode_batch]
+    with GpuSampler() as gpu, torch.inference_mode():
+        for phase, run in phases:
+            if time.perf_counter() > deadline:
+                figures.setdefault("skipped_for_time", []).append(phase)
+                continue
+            try:
+                run()
+            except Exception as e:  # noqa: BLE001 - a failed phase is a figure, not the end of the run
+                figures.setdefault("errors", []).append(f"{phase}: {type(e).__name__}: {e}")
+                rows.append((phase, "ERROR", type(e).__name__, "", "", ""))
+                print(f"error in {phase}: {type(e).__name__}: {e}", file=sys.stderr)
+            if not dry:
+                torch.cuda.empty_cache()
+    figures.update({f"{PREFIX}_routed_calls": router.routed_calls, f"{PREFIX}_fallback_calls": dict(router.fallback_calls),
+                    f"{PREFIX}_gemm_shapes": len(router.ops), f"{PREFIX}_build_s_total": sum(router.build_s.values()),
+                    f"{PREFIX}_build_s_per_shape": router.shapes_built(), f"{PREFIX}_wall_s": time.perf_counter() - t0})
+    if figures[f"{PREFIX}_build_s_per_shape"]:
+        figures[f"{PREFIX}_build_s_median_per_shape"] = statistics.median(figures[f"{PREFIX}_build_s_per_shape"].values())
+    import transformers
+
+    notes = {"ratio": "torch median time / our median time (above 1: ours faster)",
+             "A": "the model with every nn.Linear routed to our GEMM (make_gemm(m, n, k, transpose_b=True) "
+                  "as a torch op per shape)", "B": "the same weights on torch's nn.Linear (cuBLAS)",
+             "order": "A B B A ... (common.interleaved_rounds), CUDA events around each forward / generation",
+             "model": config_values, "dtype": "bfloat16", "attention": torch_model.config._attn_implementation,
+             "prefill": f"{args.prefill_batch} x {args.prefill_len} tokens, one forward, every position's logits",
+             "decode": f"prompt {args.prompt_len} tokens then {args.new_tokens} greedy tokens (manual loop, KV "
+                       f"cache), timed per generation", "rounds": args.rounds,
+             "max_rel_error": "max |ours - torch| / max |torch| over the logits",
+             "kernel_cache": "warm (kept)" if args.warm_cache else "empty at start: first calls build every shape",
+             "torch": torch.__version__, "transformers": transformers.__version__,
+             "dry_run": "CPU, tiny Llama, F.linear standing in for our GEMM, wall clock" if dry else None}
+    out_dir = None if (os.environ.get("OUT") or not dry) else tempfile.mkdtemp(prefix="hf_model_dry_run_")
+    path = write_record("hf_model", figures, notes=notes, sampler=gpu, out_dir=out_dir)
+    print(f"linears routed: {figures[f'{PREFIX}_linears_routed']} of {figures[f'{PREFIX}_linears_total']}; "
+          f"GEMM shapes built: {len(router.ops)} in {figures[f'{PREFIX}_build_s_total']:.1f} s; "
+          f"calls not routed: {dict(router.fallback_calls) or 'none'}")
+    print(f"clock/power: {gpu.summary()}")
+    print(f"record: {path}")
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

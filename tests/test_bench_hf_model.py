@@ -1,0 +1,38 @@
+"""Smoke test of benchmarks/bench_hf_model.py: its --cpu-dry-run (a tiny Llama on the CPU, F.linear
+standing in for our GEMM) runs every phase and writes a record naming both sides. No timing is
+checked. Needs torch and transformers (skipped without them)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import bench_hf_model  # noqa: E402
+
+
+def test_cpu_dry_run_writes_every_phase_with_both_sides(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OUT", str(tmp_path))
+    bench_hf_model.main(["--cpu-dry-run", "--prefill-batch", "2", "--prefill-len", "12", "--decode-batch", "1", "2",
+                         "--new-tokens", "3", "--rounds", "1", "--prefill-iters", "1", "--decode-iters", "1"])
+    (path,) = tmp_path.glob("hf_model_*.json")
+    figures = json.loads(path.read_text())["figures"]
+    assert "errors" not in figures
+    assert figures["hf_llama_linears_routed"] == figures["hf_llama_linears_total"] == 2 * 7 + 1
+    assert figures["hf_llama_fallback_calls"] == {}
+    for phase in ("prefill_2x12", "decode_b1", "decode_b2"):
+        assert figures[f"hf_llama_{phase}_vs_torch"] > 0 and f"hf_llama_{phase}_ours_ms" in figures
+        assert figures[f"hf_llama_{phase}_shapes_built"] >= 1
+    # F.linear in our place: the same logits and tokens as torch's
+    assert figures["hf_llama_prefill_2x12_max_rel_error"] == 0.0
+    assert figures["hf_llama_decode_b2_tokens_matching_torch"] == 1.0
+    # prefill: 5 shapes (q/o, k/v, gate/up, down, lm_head); decode b1: the prompt's 4 and the token's 5
+    assert figures["hf_llama_prefill_2x12_shapes_built"] == 5 and figures["hf_llama_decode_b1_shapes_built"] == 9
+    assert "torch / ours" in capsys.readouterr().out

@@ -1,0 +1,96 @@
+"""CPU tests of benchmarks/hf_linear_routing.py on a tiny Hugging Face Llama: with a stand-in GEMM
+factory (F.linear's product as an op), the routed model's logits equal the original's and every
+nn.Linear was routed. Needs torch and transformers (skipped without them)."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from hf_linear_routing import LinearRouter, op_name  # noqa: E402
+
+
+def stand_in_factory(made: list):
+    """(m, n, k, has_bias) -> an op computing F.linear's product from (x, weight[, bias]),
+    checking it gets the 2-D contiguous input the real GEMM op needs."""
+    def factory(m: int, n: int, k: int, has_bias: bool):
+        made.append((m, n, k, has_bias))
+
+        def op(x, weight, bias=None):
+            assert x.shape == (m, k) and x.is_contiguous() and weight.shape == (n, k)
+            assert (bias is not None) == has_bias
+            y = x @ weight.T
+            return y if bias is None else y + bias
+
+        return op
+
+    return factory
+
+
+def tiny_llama(**overrides):
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=96,
+                                      max_position_embeddings=128, **overrides)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def linears(model) -> int:
+    return sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+
+
+def test_routed_llama_matches_the_original_and_routes_every_linear():
+    model = tiny_llama()
+    routed = copy.deepcopy(model, memo={id(p): p for p in model.parameters()})  # the same weights
+    made: list = []
+    router = LinearRouter(stand_in_factory(made))
+    assert router.route(routed) == linears(model) == 2 * 7 + 1  # q k v o gate up down per layer, lm_head
+    ids = torch.randint(0, 96, (3, 11), generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        want, got = model(input_ids=ids).logits, routed(input_ids=ids).logits
+    torch.testing.assert_close(got, want)
+    assert router.routed_calls == linears(model) and not router.fallback_calls
+    # one op per (m, n, k): q/o, k/v, gate/up share theirs, down and lm_head have their own
+    assert sorted(made) == sorted({(33, 64, 64, False), (33, 32, 64, False), (33, 176, 64, False),
+                                   (33, 64, 176, False), (33, 96, 64, False)})
+    assert set(router.shapes_built()) == {f"{m}x{n}x{k}" for m, n, k, _ in made}
+
+
+def test_routing_takes_a_bias_sliced_inputs_and_comes_back_out():
+    model = tiny_llama(attention_bias=True)
+    made: list = []
+    router = LinearRouter(stand_in_factory(made))
+    with torch.inference_mode():
+        want = model(input_ids=torch.arange(10).reshape(2, 5), logits_to_keep=1).logits
+        router.route(model)
+        # logits_to_keep=1 slices the last position out of a batch: lm_head gets a non-contiguous input
+        got = model(input_ids=torch.arange(10).reshape(2, 5), logits_to_keep=1).logits
+        router.unroute()
+        again = model(input_ids=torch.arange(10).reshape(2, 5), logits_to_keep=1).logits
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(again, want)
+    assert (10, 64, 64, True) in made and (2, 96, 64, False) in made
+    assert not any("forward" in vars(m) for m in model.modules())
+
+
+def test_calls_the_gemm_cannot_take_fall_back_and_are_counted():
+    layer = torch.nn.Linear(8, 4)
+    router = LinearRouter(stand_in_factory([]))
+    router.route(layer)
+    x = torch.randn(2, 0, 8)
+    assert layer(x).shape == (2, 0, 4)
+    assert router.fallback_calls == {"empty input": 1} and router.routed_calls == 0
+
+
+def test_op_names_are_identifiers_and_unique_per_shape():
+    names = {op_name(m, n, k, b) for m in (1, 2048) for n in (512, 32000) for k in (2048, 5632) for b in (False, True)}
+    assert len(names) == 16
+    assert all(name.split("::")[0].isidentifier() and name.split("::")[1].isidentifier() for name in names)
