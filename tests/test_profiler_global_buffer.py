@@ -171,15 +171,18 @@ def test_bad_profile_buffer_in_the_kernels_and_magics():
 
 
 def test_attention_records_every_event_in_global_memory():
-    """profile_buffer="global" holds every event; "smem" and "auto" (the measured path, until
-    the global one has run on an H200) cut the capacity to what fits beside the kernel."""
-    from mgpu_lab.kernels.attention import attention_definition
+    """profile_buffer="global" and "auto" hold every event (auto in global memory when they do
+    not fit beside the ring); "smem" cuts the capacity to what fits beside the kernel."""
+    from mgpu_lab.kernels.attention import attention_definition, make_attention
 
     shape = (1, 2, 512, 16384, 128)
     everything = attention_definition(*shape, profile_buffer="global")["profile_capacity"]
     cut = attention_definition(*shape, profile_buffer="smem")["profile_capacity"]
-    assert attention_definition(*shape)["profile_capacity"] == cut
+    assert attention_definition(*shape)["profile_capacity"] == everything
     assert cut < everything  # a long K/V sequence's events do not all fit beside the ring
+    with pytest.warns(ProfilerNote, match="events go to global memory"):
+        kernel = make_attention(*shape, profile=True, target="sm_90a")
+    assert kernel.compiled.profiler.buffer == "global" and kernel.compiled.profiler.capacity == everything
 
 
 def test_gemm_8192_profiled_builds_and_keeps_its_ring_in_global_mode():

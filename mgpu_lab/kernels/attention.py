@@ -297,9 +297,10 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
                          profile_buffer: str = "auto") -> dict:
     """The attention kernel as `mgpu_lab.kernel` arguments (body, grid, block, shapes, smem,
     name) plus the profile_capacity its named regions need. profile_buffer: the one the kernel
-    will be profiled with; with "smem" and "auto" the capacity is cut to what fits beside the
-    kernel's buffers (later events are counted but dropped; "auto" keeps the measured smem path
-    until the global one has run on an H200), with "global" it holds every event."""
+    will be profiled with; "global" and "auto" hold every event ("auto" keeps them in shared
+    memory where they fit beside the kernel's buffers, else in global memory, which the GEMM's
+    and attention's runs on the H200 measured at the same cost); "smem" cuts the capacity to what
+    fits (later events are counted but dropped)."""
     check_buffer_mode(profile_buffer)
     batch, heads, seq_q, seq_kv, head_dim, kv_heads = check_problem(batch, heads, seq_q, seq_kv, head_dim,
                                                                     heads if kv_heads is None else kv_heads)
@@ -688,14 +689,14 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
     name = (f"attention_{kind}_d{head_dim}_{batch}x{heads}x{seq_q}x{seq_kv}{gqa}{'' if pingpong else '_nopp'}"
             f"{'_persistent' if persistent else ''}")
     # Profile events (2 per region): the producer 2 regions per tile, a consumer 5 per tile plus its
-    # prologue and epilogue, per item; a persistent block runs up to ceil(items / blocks) items. Unless
-    # profile_buffer="global", at most what fits in the smem left (3 warpgroup units of 8-byte events;
-    # later events are counted but not recorded).
+    # prologue and epilogue, per item; a persistent block runs up to ceil(items / blocks) items. With
+    # profile_buffer="smem", at most what fits in the smem left (3 warpgroup units of 8-byte events;
+    # later events are counted but not recorded); "auto" then takes global memory instead.
     items_per_block = -(-n_items // blocks)
     smem_left = SMEM_LIMIT - attention_smem_bytes(head_dim, block_kv, stages, persistent=persistent,
                                                   out_buffer=out_buffer) - 2048
     events = items_per_block * (10 * kv_tiles + 16) + 16
-    capacity = max(64, min(events, smem_left // (3 * 8)) if profile_buffer != "global" else events)
+    capacity = max(64, min(events, smem_left // (3 * 8))) if profile_buffer == "smem" else events
     grid = (blocks, 1, 1) if persistent else (q_blocks, heads, batch)
     return dict(body=attention, grid=grid, block=(CONSUMERS + 1) * WARPGROUP,
                 in_shapes=(q_sd, kv_sd, kv_sd), out_shapes=(q_sd, lse_sd), smem=smem, name=name,

@@ -26,6 +26,10 @@ from mgpu_lab.profiler.trace import (
     Trace,
 )
 
+# How far before its block's start stamp an event may read the clock (cycles: ~135 ms);
+# deltas this close to 2**32 are negative, the rest wrap forward (kernels up to ~2 s).
+EARLY_CYCLES = 1 << 28
+
 # Keys of `Trace.anomalies`, always all present (0 when the kind was not met):
 #   unclosed           began but never ended in a unit that dropped nothing: closed at block end
 #   end_dropped        still open when the unit's buffer filled up: closed at block end
@@ -94,8 +98,12 @@ def decode_buffer(buffer: np.ndarray, spec: ProfilerSpec, kernel_name: str = "")
     _check_region_ids(tags, row_of, unit_of)
 
     # uint32 subtraction wraps modulo 2**32, which is exactly the unwrap relative to the
-    # block's start clock that the format asks for.
-    cycles = (clocks - blocks.clock_start[row_of]).astype(np.float64)
+    # block's start clock that the format asks for, except for a warp that read its first
+    # marker's clock while thread 0 was still taking the start stamp (it passed the start
+    # barrier's deferred block): a small negative delta, read as such.
+    cycles = (clocks - blocks.clock_start[row_of]).astype(np.int64)
+    cycles[cycles >= (1 << 32) - EARLY_CYCLES] -= 1 << 32
+    cycles = cycles.astype(np.float64)
     times = blocks.start_ns[row_of] + cycles * blocks.ns_per_cycle
 
     paired = _pair_regions(

@@ -6,6 +6,7 @@ takes it the same way: the call, `launch_unchecked`, the profiler's traces, isol
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from ..compiler.compiled_kernel import CompiledKernel
@@ -30,17 +31,6 @@ def _to_jax(result: Any) -> Any:
     if isinstance(result, tuple):
         return tuple(jax.dlpack.from_dlpack(r) for r in result)
     return jax.dlpack.from_dlpack(result)
-
-
-class _InstanceCall:
-    """`Kernel.__call__`: each Kernel's own call function, `kernel._call`. That is
-    `Kernel._call_general` until a plain kernel's module is loaded, then one generated function
-    doing the argument checks and the launch (`PortableLauncher.front_call`) that hands anything
-    else back to `_call_general`. A call then costs one function call instead of a method call
-    with `*args` plus a second one: about 0.6 us of host time, a tenth of a launch."""
-
-    def __get__(self, kernel: Any, owner: type | None = None) -> Any:
-        return owner._call_general if kernel is None else kernel._call
 
 
 class _CallSignature:
@@ -152,7 +142,13 @@ class Kernel:
             isolate = self._isolate
         return bool(isolate or (isolate is None and self._settings.enabled))
 
-    __call__ = _InstanceCall()
+    # Each Kernel's own call function, `kernel._call`: `_call_general` until a plain kernel's
+    # module is loaded, then one generated function doing the argument checks and the launch
+    # (`PortableLauncher.front_call`) that hands anything else back to `_call_general`. A call
+    # then costs one function call instead of a method call with `*args` plus a second one
+    # (~0.6 us of host time, a tenth of a launch); property and attrgetter add no Python frame.
+    __call__ = property(operator.attrgetter("_call"), doc="kernel(*inputs, out=None, stream=None, isolate=None, "
+                        "timeout_s=None): see `Kernel._call_general`.")
     __signature__ = _CallSignature()
 
     def _call_general(self, *args: Any, out: Any = None, stream: Any = None, isolate: bool | None = None,
