@@ -483,8 +483,9 @@ class WarpEvaluator:
                 address = total
             if op.kind == "mem":
                 for name in re.findall(r"U?R\d+", op.name):
-                    reads[name] = self.reg(name)
-                    reads[_next_register(name)] = self.reg(_next_register(name))
+                    for _ in range(4):  # a WGMMA's gdesc[URn] names URn..URn+3 (A's and B's descriptors)
+                        reads[name] = self.reg(name)
+                        name = _next_register(name)
             elif op.kind in ("reg", "ureg"):
                 reads[op.name] = self.reg(op.name)
         return Execution(self.warp, active.copy(), address, reads, why)
