@@ -5,6 +5,7 @@ wavefronts of each shared-memory instruction of real kernels built with the publ
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bank_kernels  # noqa: E402
 
-from mgpu_lab.widgets.sass_lanes import LaunchShape, evaluate, parse_program  # noqa: E402
+from mgpu_lab.widgets.sass_lanes import LOOP_ITERATIONS, LaunchShape, evaluate, parse_program  # noqa: E402
 from mgpu_lab.widgets.smem_instructions import DERIVED, UNKNOWN, smem_instructions  # noqa: E402
 
 
@@ -82,6 +83,16 @@ def test_loop_iterations_are_followed_and_their_wavefronts_averaged() -> None:
     assert ins.wavefronts == pytest.approx((1 + 2 + 4) / 3)
 
 
+def test_a_long_loop_is_left_after_its_first_iterations_and_what_changed_is_unknown() -> None:
+    body = ("LEA R4, R0, UR4, 0x2", "MOV R5, RZ", "MOV R1, R4", ".L_x_1:", "LDS R2, [R1]", "IADD3 R1, R1, 0x80, RZ",
+            "IADD3 R5, R5, 0x1, RZ", "ISETP.GE.U32.AND P0, PT, R5, 0x64, PT", "@!P0 BRA `(.L_x_1)")
+    sass = listing(*SMEM_BASE, *body, "STS [R4], R2", "STS [R1], R2", "EXIT")
+    inside, invariant, variant = smem_instructions(sass, (32, 1, 1))
+    assert inside.derived and inside.executions == LOOP_ITERATIONS + 2 and inside.lanes[0] == 0
+    assert invariant.derived and invariant.lanes[1] == 4  # R4 is the same in every iteration
+    assert variant.pattern == UNKNOWN and "changes between iterations of the loop" in variant.why
+
+
 def test_divergent_predicate_keeps_only_the_lanes_that_run() -> None:
     ins = lds("ISETP.NE.U32.AND P0, PT, R0, RZ, PT", "IADD3 R1, RZ, UR4, RZ", "@!P0 STS [R1], R0")
     assert ins.lanes[0] == 0 and all(a is None for a in ins.lanes[1:]) and ins.wavefronts == 1
@@ -133,10 +144,10 @@ def test_bad_input_never_crashes() -> None:
     assert no_shape[0].pattern == UNKNOWN and "block shape" in no_shape[0].why
 
 
-def test_step_budget_bounds_an_endless_loop() -> None:
+def test_step_budget_bounds_the_evaluation() -> None:
     sass = listing(".L_x_0:", "LEA R1, R0, RZ, 0x2", "LDS R2, [R1]", "BRA `(.L_x_0)")
-    trace = evaluate(sass, LaunchShape((32, 1, 1)), lambda ins: ins.mnemonic == "LDS", budget=50)
-    assert "budget" in trace.stopped[0] and len(trace.executions[2]) == 17  # line 2: the LDS, step 2 of each 3
+    trace = evaluate(sass, LaunchShape((32, 1, 1)), lambda ins: ins.mnemonic == "LDS", budget=10)
+    assert "budget" in trace.stopped[0] and len(trace.executions[2]) == 3  # line 2: the LDS, step 2 of each 3
     program, labels = parse_program(sass)
     assert labels[".L_x_0"] == 0 and len(program) == 3
 
@@ -155,24 +166,24 @@ EXPECTED = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(EXPECTED))
-def kernel_instructions(request):
-    compiled = bank_kernels.KERNELS[request.param]().compiled
-    return request.param, smem_instructions(compiled.sass, compiled.block, compiled.grid)
+@functools.lru_cache(maxsize=None)
+def kernel_instructions(name: str) -> tuple:
+    """A bank kernel's shared-memory instructions with their derived answers (built once)."""
+    compiled = bank_kernels.KERNELS[name]().compiled
+    return tuple(smem_instructions(compiled.sass, compiled.block, compiled.grid))
 
 
-def test_predicted_wavefronts_of_each_kernels_shared_memory_instructions(kernel_instructions) -> None:
-    name, instructions = kernel_instructions
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_predicted_wavefronts_of_each_kernels_shared_memory_instructions(name: str) -> None:
+    instructions = kernel_instructions(name)
     lsu = [i for i in instructions if i.kind == "lsu"]
     assert all(i.pattern == DERIVED for i in lsu), [(i.text, i.why) for i in lsu if not i.derived]
     assert [(i.opcode, i.wavefronts) for i in lsu] == EXPECTED[name]
     assert not any(i.varies for i in lsu)
 
 
-def test_tma_and_wgmma_say_what_their_operands_tell_and_give_no_wavefronts(kernel_instructions) -> None:
-    name, instructions = kernel_instructions
-    if name != "gemm":
-        pytest.skip("the GEMM has TMA and WGMMA")
+def test_tma_and_wgmma_say_what_their_operands_tell_and_give_no_wavefronts() -> None:
+    instructions = kernel_instructions("gemm")
     tma = [i for i in instructions if i.kind == "tma"]
     wgmma = [i for i in instructions if i.kind == "wgmma"]
     assert tma and wgmma and all(i.wavefronts is None and i.pattern == UNKNOWN for i in tma + wgmma)

@@ -14,6 +14,13 @@ again; a loop whose exit is not known stops after its first uncertain pass. An i
 run by an uncertain group, or under a predicate that is not known, is recorded as such, so a
 consumer never mistakes "maybe" for what the kernel does.
 
+A loop is followed for its first LOOP_ITERATIONS + 2 iterations: then the evaluation
+leaves it, joining the state of the last two iterations, so a register that changes from one
+iteration to the next is unknown after the loop ("changes between iterations") and one that did
+not change keeps its value. This is the one heuristic step: a value that is the same in two
+consecutive iterations is taken as the value after the loop. Accesses inside the loop are
+recorded for the iterations followed.
+
 A `SYNCS.PHASECHK...TRYWAIT` (an mbarrier wait) and a `USETMAXREG.TRY_ALLOC` are taken as
 succeeding: their retry loops only repeat the attempt, and what follows is the same whatever the
 number of tries.
@@ -36,7 +43,8 @@ LANES = 32
 MASK32 = 0xFFFFFFFF
 ALL = np.ones(LANES, dtype=bool)
 LANE_IDS = np.arange(LANES, dtype=np.uint64)
-DEFAULT_STEP_BUDGET = 60_000
+DEFAULT_STEP_BUDGET = 25_000  # instructions run, over all warps: a few seconds at most
+LOOP_ITERATIONS = 2  # iterations of a loop followed before the evaluation leaves it (see the docstring)
 
 
 @dataclass(frozen=True)
@@ -49,8 +57,14 @@ class Lanes:
 
     @classmethod
     def const(cls, value: int) -> Lanes:
-        """The same known value in every lane."""
-        return cls(np.full(LANES, value & MASK32, dtype=np.uint64), ALL.copy())
+        """The same known value in every lane (shared: nothing writes a Lanes' arrays in place)."""
+        value &= MASK32
+        found = _CONSTANTS.get(value)
+        if found is None:
+            found = cls(np.full(LANES, value, dtype=np.uint64), ALL)
+            if len(_CONSTANTS) < 4096:
+                _CONSTANTS[value] = found
+        return found
 
     @classmethod
     def of(cls, values: np.ndarray) -> Lanes:
@@ -70,6 +84,9 @@ class Lanes:
         """The values as signed 32-bit integers (int64 array)."""
         v = self.values.astype(np.int64)
         return np.where(v >= 1 << 31, v - (1 << 32), v)
+
+
+_CONSTANTS: dict[int, Lanes] = {}
 
 
 def _combine(values: np.ndarray, *sources: Lanes) -> Lanes:
@@ -197,10 +214,11 @@ class _Group:
     # of (fork, side); {frozenset()} (always) when its path is certain.
     forks: frozenset[frozenset[tuple[int, int]]] = frozenset({frozenset()})
     calls: tuple[int, ...] = ()  # return indices of the calls it is inside
+    reason: str = ""  # why a value that differs where it meets another group is unknown
 
     def split(self, mask: np.ndarray, forks: frozenset[frozenset[tuple[int, int]]] | None = None) -> _Group:
         """The same point for `mask` only, with a register file of its own."""
-        return _Group(mask, dict(self.regs), self.forks if forks is None else forks, self.calls)
+        return _Group(mask, dict(self.regs), self.forks if forks is None else forks, self.calls, self.reason)
 
 
 def _join(a: _Group, b: _Group) -> _Group:
@@ -218,7 +236,8 @@ def _join(a: _Group, b: _Group) -> _Group:
         values = np.where(only_b, y.values, x.values)
         agree = x.known & y.known & (x.values == y.values)
         known = np.where(only_a, x.known, np.where(only_b, y.known, agree))
-        why = "" if known.all() else (x.why or y.why or f"{name} differs between the paths of a data-dependent branch")
+        differs = a.reason or b.reason or "differs between the paths of a data-dependent branch"
+        why = "" if known.all() else (x.why or y.why or f"{name} {differs}")
         regs[name] = Lanes(values.astype(np.uint64), known, why)
     return _Group(a.mask | b.mask, regs, _simplify(a.forks | b.forks), a.calls)
 
@@ -288,6 +307,8 @@ class WarpEvaluator:
         self.next_fork = 0
         self.fork_names: dict[int, int] = {}  # fork id -> address of its branch
         self.looping_forks: set[int] = set()
+        self.iterations: dict[int, int] = {}  # back-edge index -> times every lane took it
+        self.left_loops: set[int] = set()  # back-edges the evaluation stopped following
 
     # ---- reading operands ---------------------------------------------------------------
     def reg(self, name: str) -> Lanes:
@@ -522,6 +543,10 @@ class WarpEvaluator:
             return [(target, group)]
         if known[mask].all():
             taken = mask & cond
+            if target <= pc and (taken == mask).all():
+                return self.loop_back(pc, target, group)
+            if target <= pc and not taken.any():
+                self.iterations.pop(pc, None)  # the loop ended: its next entry counts afresh
             if not taken.any() or taken.all() == mask.all() and (taken == mask).all():
                 return [(target if taken.any() else pc + 1, group)]
             return [(target, group.split(taken)), (pc + 1, group.split(mask & ~cond))]
@@ -534,6 +559,23 @@ class WarpEvaluator:
                 return [(pc + 1, group.split(mask, _extend(group.forks, fork, 0)))]
             self.looping_forks.add(pc)
         return [(target, group.split(mask, _extend(group.forks, fork, 1))), (pc + 1, group.split(mask, _extend(group.forks, fork, 0)))]
+
+    def loop_back(self, pc: int, target: int, group: _Group) -> list[tuple[int, _Group]]:
+        """A back-edge every lane takes: follow it LOOP_ITERATIONS times, then once more beside a
+        copy that leaves the loop, the two joined after it (registers that changed: unknown). An
+        endless loop is left the same way, its copy going on past it."""
+        if pc in self.left_loops:  # the extra iteration's end: out, to meet the copy that left
+            self.left_loops.discard(pc)
+            self.iterations.pop(pc, None)
+            return [(pc + 1, group)]
+        self.iterations[pc] = self.iterations.get(pc, 0) + 1
+        if self.iterations[pc] <= LOOP_ITERATIONS:
+            return [(target, group)]
+        self.left_loops.add(pc)
+        leaving = group.split(group.mask)
+        leaving.reason = (f"changes between iterations of the loop at {self.program[pc].address:#x} (the evaluation "
+                          f"follows its first {LOOP_ITERATIONS + 2} iterations)")
+        return [(target, group), (pc + 1, leaving)]
 
     def execute(self, ins: Instruction, on: np.ndarray, maybe: np.ndarray, why_maybe: str) -> None:
         """The integer semantics of one instruction (raises `_NotModelled` for others)."""
