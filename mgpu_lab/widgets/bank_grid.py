@@ -6,9 +6,10 @@ Rows of the grid are 128-byte lines of shared memory (absolute line numbers), co
 carries the element's 16-byte chunk within its row, which the views colour so the swizzle's
 permutation of chunks is visible at a glance.
 
-The access is either a hand-picked pattern (`bank_model.ACCESS_PATTERNS`), which the summary
-calls hypothetical, or `UNKNOWN`: a kernel instruction whose lane addresses were not derived,
-for which the grid shows the buffer's layout and no touched words, and the summary says why.
+The access is a kernel instruction whose lane addresses were derived from its own arithmetic
+(`DERIVED`, `smem_instructions`), a hand-picked pattern (`bank_model.ACCESS_PATTERNS`), which
+the summary calls hypothetical, or `UNKNOWN`: a kernel instruction whose lane addresses were not
+derived, for which the grid shows the buffer's layout and no touched words, and the summary says why.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from mgpu_lab.compiler.compiled_kernel import SmemBuffer, dtype_itemsize
 from mgpu_lab.widgets.bank_model import (
     ACCESS_PATTERNS,
+    Access,
     BANK_BYTES,
     LINE_BYTES,
     NUM_BANKS,
@@ -29,7 +31,7 @@ from mgpu_lab.widgets.bank_model import (
     pattern_accesses,
     threads_per_phase,
 )
-from mgpu_lab.widgets.smem_instructions import UNKNOWN
+from mgpu_lab.widgets.smem_instructions import DERIVED, UNKNOWN
 
 WINDOW_LINES = 32  # 4 KiB of shared memory: four 1024-byte swizzle atoms
 
@@ -57,6 +59,12 @@ class BankGrid:
             return self.note or "access pattern unknown"
         if not r.accesses:
             return "the access touches no element of this buffer"
+        if self.pattern == DERIVED:
+            width = r.accesses[0].nbytes
+            head = f"{self.note}: {len(r.accesses)} lanes x {width} B, from the kernel's own addresses: "
+            if r.degree == 1.0:
+                return head + f"conflict-free, {r.wavefronts} wavefront{'s' if r.wavefronts > 1 else ''} (the minimum)"
+            return head + f"{r.max_way}-way bank conflict, {r.wavefronts} wavefronts instead of {r.ideal_wavefronts}"
         what = {
             "row": f"row {self.index}",
             "column": f"column {self.index}",
@@ -86,7 +94,7 @@ def vector_choices(buf: SmemBuffer) -> list[int]:
 def pattern_index_limit(buf: SmemBuffer, pattern: str) -> int:
     """Largest valid `index` for a pattern (rows, columns or 8x8 tiles of the buffer)."""
     g = geometry_of(buf)
-    if pattern == UNKNOWN:
+    if pattern in (UNKNOWN, DERIVED):
         return 0
     if pattern == "row":
         return max(g.rows - 1, 0)
@@ -99,15 +107,20 @@ def pattern_index_limit(buf: SmemBuffer, pattern: str) -> int:
 
 
 def bank_grid(
-    buf: SmemBuffer, pattern: str, index: int, vector_bytes: int, lines: int = WINDOW_LINES, note: str = ""
+    buf: SmemBuffer, pattern: str, index: int, vector_bytes: int, lines: int = WINDOW_LINES, note: str = "",
+    accesses: list[Access] | None = None,
 ) -> BankGrid:
-    """Grid and conflicts for `pattern` ("row", "column", "fragment", "ldmatrix") at `index`,
-    or the bare grid for `UNKNOWN` (then `note` is the summary)."""
-    if pattern not in ACCESS_PATTERNS and pattern != UNKNOWN:
+    """Grid and conflicts for `pattern` ("row", "column", "fragment", "ldmatrix") at `index`, for
+    `DERIVED` (a kernel instruction's own `accesses`, `note` naming it), or the bare grid for
+    `UNKNOWN` (then `note` is the summary)."""
+    if pattern not in ACCESS_PATTERNS and pattern not in (UNKNOWN, DERIVED):
         raise ValueError(f"unknown access pattern {pattern!r}; use one of {ACCESS_PATTERNS}")
     geom = geometry_of(buf)
     index = min(max(index, 0), pattern_index_limit(buf, pattern))
-    accesses = [] if pattern == UNKNOWN else pattern_accesses(geom, pattern, index, vector_bytes)
+    if pattern == DERIVED:
+        accesses = list(accesses or [])
+    else:
+        accesses = [] if pattern == UNKNOWN else pattern_accesses(geom, pattern, index, vector_bytes)
     report = bank_conflicts(accesses)
 
     # The window: whole 1024-byte atoms from the one holding the access's first word.

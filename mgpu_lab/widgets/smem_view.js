@@ -82,11 +82,18 @@ function render({ model, el }) {
   const indexInput = h("input", { type: "number", class: "mgl-smem-index", min: "0", step: "1" });
   indexInput.style.width = "5em";
   const vectorSelect = h("select", { class: "mgl-smem-vector" });
-  // The kernel's own LDS/STS/LDSM: their width; their lane pattern is unknown (Python says why).
+  // The kernel's own LDS/STS/LDSM/STSM (wavefronts from their derived lane addresses, or unknown),
+  // TMA and WGMMA (what their operands say); Python derives and explains each.
   const instrSelect = h("select", { class: "mgl-smem-instruction" });
   instrSelect.append(h("option", { value: "-1", text: "(none: the hypothetical access)" }));
   model.get("instructions").forEach((ins, k) =>
-    instrSelect.append(h("option", { value: String(k), text: `${ins.text}  (line ${ins.line + 1})` })));
+    instrSelect.append(h("option", {
+      value: String(k),
+      text: `${ins.text}  (line ${ins.line + 1}) — ` + (ins.pattern === "kernel"
+        ? `${Number.isInteger(ins.wavefronts) ? ins.wavefronts : ins.wavefronts.toFixed(2)} wavefront${ins.wavefronts === 1 ? "" : "s"}`
+        : "unknown"),
+      title: ins.why || ins.detail || "",
+    })));
   instrSelect.style.maxWidth = "28em";
   const controls = h("div", { class: "mgl-toolbar" }, [
     h("span", { text: "buffer" }), bufferSelect,
@@ -149,7 +156,7 @@ function render({ model, el }) {
     const b = buffers[sel];
     details.textContent = `${b.path}: offset ${b.offset}, ${b.nbytes} B, [${b.shape}] ${b.dtype} viewed as ${g.rows} x ${g.cols}, ` +
       `swizzle ${g.swizzle ? `${g.swizzle} B` : "none"}, aligned to ${b.alignment} B` + (b.warnings.length ? ` — ⚠ ${b.warnings.join("; ")}` : "");
-    const unknown = g.pattern === "unknown";
+    const unknown = g.pattern === "unknown" || g.pattern === "kernel"; // the kernel's own access: no hypothetical choice
     patternSelect.value = g.pattern;
     if (unknown) patternSelect.selectedIndex = -1; // an instruction's access is no hypothetical pattern
     indexInput.disabled = unknown;

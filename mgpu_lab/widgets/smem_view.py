@@ -3,8 +3,10 @@
 The map shows every buffer (Union members on separate lanes, barriers and the profiler
 buffer included). Picking a buffer shows which logical element sits in each bank of each
 128-byte line under the buffer's swizzle. Picking one of the kernel's own LDS/STS/LDSM/STSM
-says its width and that its lane pattern is unknown (the addresses come from index
-arithmetic the view does not evaluate), with no made-up answer. Picking a hypothetical
+shows the words its lanes touch and its wavefronts, from the addresses the kernel's own index
+arithmetic gives (`smem_instructions`, evaluated from the SASS for block 0), or says that they
+are unknown and why, with no made-up answer; a TMA or WGMMA instruction says what its operands
+tell (address, descriptor swizzle) and why it has no wavefront count. Picking a hypothetical
 access instead (a row, a column, a WGMMA accumulator fragment, an ldmatrix tile; only those
 the kernel's SASS and the buffer's dtype allow, `smem_patterns`) shows which words that warp
 access would touch, coloured by bank conflict. The bank arithmetic runs here in Python
@@ -28,7 +30,7 @@ from mgpu_lab.widgets.bank_grid import (
 from mgpu_lab.widgets.esm import view_module
 from mgpu_lab.widgets.fallback import StaticFallback
 from mgpu_lab.widgets.palette import CHUNK_COLORS, KIND_COLORS, conflict_color
-from mgpu_lab.widgets.smem_instructions import UNKNOWN, smem_instructions
+from mgpu_lab.widgets.smem_instructions import DERIVED, UNKNOWN, SmemInstruction, smem_instructions
 from mgpu_lab.widgets.smem_patterns import hypothetical_patterns, hypothetical_widths, kernel_accesses
 from mgpu_lab.widgets.smem_map import UNNAMED_NOTE, address_map, total_bytes
 from mgpu_lab.widgets.static_smem import smem_figure, smem_html
@@ -64,8 +66,9 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
 
     grid = traitlets.Dict().tag(sync=True)
     conflict_summary = traitlets.Unicode("").tag(sync=True)
-    # The kernel's LDS/STS/LDSM/STSM: [{line, text, opcode, width, pattern, why}]; `instruction`
-    # is the one the bank view describes (-1: a hypothetical pattern chosen by hand).
+    # The kernel's LDS/STS/LDSM/STSM, TMA and WGMMA: [{line, text, opcode, width, pattern, why,
+    # kind, wavefronts, max_way, detail}]; `instruction` is the one the bank view describes (-1: a
+    # hypothetical pattern chosen by hand).
     instructions = traitlets.List().tag(sync=True)
     unnamed_note = traitlets.Unicode("").tag(sync=True)  # set when some buffer has no name
     instruction = traitlets.Int(-1).tag(sync=True)
@@ -73,7 +76,7 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
     def __init__(self, kernel: Any, buffer: str | int | None = None, pattern: str = "column", **kwargs: Any) -> None:
         self.entries = address_map(kernel.smem_layout)
         self._bank_grid: BankGrid | None = None
-        self._instructions = smem_instructions(kernel.sass or "")
+        self._instructions = smem_instructions(kernel.sass or "", getattr(kernel, "block", None), getattr(kernel, "grid", None))
         self._kernel_accesses = kernel_accesses(kernel.sass or "", self._instructions)
         buffers = [
             {
@@ -99,7 +102,8 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
             patterns=hypothetical_patterns(self._kernel_accesses),
             unnamed_note=UNNAMED_NOTE if any(not e.named for e in self.entries) else "",
             instructions=[
-                {"line": i.line, "text": i.text, "opcode": i.opcode, "width": i.width, "pattern": i.pattern, "why": i.why}
+                {"line": i.line, "text": i.text, "opcode": i.opcode, "width": i.width, "pattern": i.pattern, "why": i.why,
+                 "kind": i.kind, "wavefronts": i.wavefronts, "max_way": i.max_way, "detail": i.detail}
                 for i in self._instructions
             ],
             total_bytes=total_bytes(self.entries, kernel.dynamic_smem_bytes),
@@ -129,7 +133,7 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
 
     @traitlets.observe("buffer", "pattern", "index", "vector_bytes")
     def _on_choice(self, change: Any) -> None:
-        if change["name"] == "pattern" and change["new"] != UNKNOWN and self.instruction >= 0:
+        if change["name"] == "pattern" and change["new"] not in (UNKNOWN, DERIVED) and self.instruction >= 0:
             self.set_trait("instruction", -1)  # a hand-picked pattern replaces the instruction
         self._update_grid()
 
@@ -138,9 +142,12 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
         if 0 <= change["new"] < len(self._instructions):
             chosen = self._instructions[change["new"]]
             with self.hold_trait_notifications():
+                home = self._buffer_of(chosen)
+                if home is not None:
+                    self.set_trait("buffer", home)
                 self.set_trait("pattern", chosen.pattern)
-                self.set_trait("vector_bytes", chosen.width)
-        elif self.pattern == UNKNOWN:
+                self.set_trait("vector_bytes", chosen.width or self.vector_bytes)
+        elif self.pattern in (UNKNOWN, DERIVED):
             self.set_trait("pattern", self.patterns[0])
         self._update_grid()
 
@@ -156,8 +163,12 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
             self.conflict_summary = f"{buf.path}: {what}, no bank analysis"
             self.grid, self._bank_grid = {"path": buf.path, "kind": buf.kind, "summary": self.conflict_summary}, None
             return
-        if self.pattern == UNKNOWN and 0 <= self.instruction < len(self._instructions):
-            self._show_unknown(buf, self._instructions[self.instruction])
+        if self.pattern in (UNKNOWN, DERIVED) and 0 <= self.instruction < len(self._instructions):
+            chosen = self._instructions[self.instruction]
+            if chosen.derived:
+                self._show_derived(buf, chosen)
+            else:
+                self._show_unknown(buf, chosen)
             return
         pattern = self.pattern if self.pattern in self.patterns else ("column" if "column" in self.patterns else self.patterns[0])
         choices = self._widths(buf)
@@ -173,10 +184,36 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
             return
         self._publish(bank_grid(buf, pattern, index, width), choices, limit)
 
-    def _show_unknown(self, buf: Any, chosen: Any) -> None:
+    def _show_unknown(self, buf: Any, chosen: SmemInstruction) -> None:
         """The buffer's layout with no touched words, and why the instruction's access is unknown."""
-        note = f"{chosen.text.rstrip(' ;')}: {chosen.width} B a lane; access pattern unknown ({chosen.why})"
-        self._publish(bank_grid(buf, UNKNOWN, 0, chosen.width, note=note), self._widths(buf), 0)
+        if chosen.kind == "lsu":
+            note = f"{chosen.text.rstrip(' ;')}: {chosen.width} B a lane; access pattern unknown ({chosen.why})"
+        else:
+            note = f"{chosen.text.rstrip(' ;')}: {chosen.detail}; wavefronts unknown ({chosen.why})"
+        self._publish(bank_grid(buf, UNKNOWN, 0, chosen.width or 4, note=note), self._widths(buf), 0)
+
+    def _show_derived(self, buf: Any, chosen: SmemInstruction) -> None:
+        """The words the instruction's lanes touch in this buffer, with its wavefronts."""
+        note = chosen.text.rstrip(" ;")
+        if chosen.varies:
+            note += f" (first of {chosen.executions} executions; their mean is {chosen.wavefronts:.2f} wavefronts)"
+        inside = [a for a in chosen.accesses() if buf.offset <= a.address < buf.offset + buf.nbytes]
+        if not inside:
+            self.conflict_summary = f"{note}: touches no element of {buf.path}"
+            self._publish(bank_grid(buf, UNKNOWN, 0, chosen.width, note=self.conflict_summary), self._widths(buf), 0)
+            return
+        # The conflicts are the whole instruction's (all its lanes), drawn on this buffer's lines.
+        self._publish(bank_grid(buf, DERIVED, 0, chosen.width, note=note, accesses=chosen.accesses()), self._widths(buf), 0)
+
+    def _buffer_of(self, chosen: SmemInstruction) -> int | None:
+        """Index of the plain buffer holding the instruction's first lane address, if derived."""
+        first = next((a for a in chosen.lanes if a is not None), None)
+        if first is None:
+            return None
+        for k, e in enumerate(self.entries):
+            if e.buffer.kind == "buffer" and e.buffer.offset <= first < e.buffer.offset + e.buffer.nbytes:
+                return k
+        return None
 
     def _publish(self, grid: BankGrid, choices: list[int], limit: int) -> None:
         """Send a grid to the browser (and keep it for the static views)."""
