@@ -208,14 +208,16 @@ def test_buffers_of_another_shape_are_refused_with_the_expected_shape() -> None:
             decode_buffer(bad, spec)
 
 
-def test_a_marker_read_just_before_the_start_stamp_is_early_not_two_seconds_late() -> None:
-    """A warp passes the start barrier's deferred block and reads its first marker's clock while
-    thread 0 is still taking the block's start stamp: 40 cycles before it, not 2**32 - 40 after."""
+def test_a_marker_read_just_before_the_start_stamp_begins_at_the_block_start() -> None:
+    """A warp reads its first marker's clock while its start barrier is still pending and thread 0
+    is still taking the block's start stamp: 40 cycles before it. The region begins at the block's
+    start (it cannot run before the barrier), not 2**32 - 40 cycles after it."""
     spec = make_spec(units=2)
     blk = Block(sm=0, block_id=0, timer_start=T0 + 1000, timer_end=T0 + 2000, clock_start=WRAP + 500,
                 clock_end=WRAP + 1500)
     blk.units = [[(begin(0), WRAP + 600), (end(0), WRAP + 700)], [(begin(1), WRAP + 460), (end(1), WRAP + 900)]]
     other = Block(sm=1, block_id=1, timer_start=T0, timer_end=T0 + 1000, clock_start=0, clock_end=1000)
     trace = decode_quietly(write_buffer(spec, [blk, other]), spec)
-    np.testing.assert_allclose(np.sort(trace.start_ns), [960.0, 1100.0])
+    np.testing.assert_allclose(np.sort(trace.start_ns), [1000.0, 1100.0])
     assert np.all(trace.end_ns >= trace.start_ns) and trace.duration_ns == pytest.approx(2000.0)
+    assert np.all(trace.start_ns >= 0) and np.all(trace.end_ns <= trace.duration_ns)

@@ -27,7 +27,8 @@ from mgpu_lab.profiler.trace import (
 )
 
 # How far before its block's start stamp an event may read the clock (cycles: ~135 ms);
-# deltas this close to 2**32 are negative, the rest wrap forward (kernels up to ~2 s).
+# deltas this close to 2**32 are early reads, placed at the block's start; the rest wrap
+# forward (kernels up to ~2 s).
 EARLY_CYCLES = 1 << 28
 
 # Keys of `Trace.anomalies`, always all present (0 when the kind was not met):
@@ -99,10 +100,11 @@ def decode_buffer(buffer: np.ndarray, spec: ProfilerSpec, kernel_name: str = "")
 
     # uint32 subtraction wraps modulo 2**32, which is exactly the unwrap relative to the
     # block's start clock that the format asks for, except for a warp that read its first
-    # marker's clock while thread 0 was still taking the start stamp (it passed the start
-    # barrier's deferred block): a small negative delta, read as such.
+    # marker's clock while thread 0 was still taking the start stamp: it issued the read while
+    # its start barrier was still pending (BAR.SYNC blocks at a later instruction). Its region
+    # cannot run before that barrier, so it begins at the block's start.
     cycles = (clocks - blocks.clock_start[row_of]).astype(np.int64)
-    cycles[cycles >= (1 << 32) - EARLY_CYCLES] -= 1 << 32
+    cycles[cycles >= (1 << 32) - EARLY_CYCLES] = 0
     cycles = cycles.astype(np.float64)
     times = blocks.start_ns[row_of] + cycles * blocks.ns_per_cycle
 
