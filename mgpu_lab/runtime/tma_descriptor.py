@@ -6,11 +6,20 @@ microseconds, so descriptors are cached on (descriptor, base address): the shape
 and swizzle are fixed per descriptor, so a later call with an array at the same address reuses
 the words.
 
-This file is copied verbatim into exported kernels: it imports only numpy and cuda-bindings.
+The encode goes straight to libcuda's `cuTensorMapEncodeTiled` through ctypes with argument
+arrays built once per descriptor (about a microsecond); cuda-bindings' wrapper, which builds its
+argument objects on every call, costs tens of microseconds, which a decode loop (new activation
+and output addresses on every call) pays per descriptor per launch. cuda-bindings stays the
+fallback where libcuda cannot be opened, and explains a failed encode.
+
+This file is copied verbatim into exported kernels: it imports only the standard library, numpy
+and cuda-bindings.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -54,6 +63,44 @@ def check_tma_spec(spec: Any) -> None:
         raise ValueError(f"{where}: swizzle must be 0, 32, 64 or 128 bytes, got {swizzle!r}")
 
 
+@functools.cache
+def _libcuda_encode_tiled() -> Any:
+    """libcuda's cuTensorMapEncodeTiled as a ctypes function, or None where it cannot be opened."""
+    try:
+        fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+    except (OSError, AttributeError):
+        return None
+    u32, u64p, u32p = ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, u32, ctypes.c_void_p, u64p, u64p, u32p, u32p,
+                   ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    return fn
+
+
+class _DirectEncode:
+    """One descriptor's cuTensorMapEncodeTiled call with every argument but the address bound."""
+
+    def __init__(self, fn: Any, static: tuple):
+        dtype, rank, shape, strides, box, elem, interleave, swizzle, l2, oob = static
+        self._fn = fn
+        self._shape = (ctypes.c_uint64 * rank)(*(int(x) for x in shape))
+        self._strides = (ctypes.c_uint64 * max(rank - 1, 1))(*(int(x) for x in strides))
+        self._box = (ctypes.c_uint32 * rank)(*(int(x) for x in box))
+        self._elem = (ctypes.c_uint32 * rank)(*(int(x) for x in elem))
+        self._enums = [int(dtype), int(rank)], [int(interleave), int(swizzle), int(l2), int(oob)]
+
+    def __call__(self, ptr: int) -> np.ndarray | None:
+        """The 16 words for a tensor at `ptr`, or None when the driver refuses (the caller explains)."""
+        (dtype, rank), tail = self._enums
+        # A buffer per call (threads may encode at once; ctypes lets go of the GIL), 64-byte aligned
+        # as CUtensorMap is.
+        raw = np.zeros(TMA_DESCRIPTOR_WORDS + 8, dtype=np.uint64)
+        address = raw.ctypes.data
+        shift = (-address % 64) // 8
+        err = self._fn(address + shift * 8, dtype, rank, ptr, self._shape, self._strides, self._box, self._elem, *tail)
+        return None if err else raw[shift: shift + TMA_DESCRIPTOR_WORDS].copy()
+
+
 class TmaEncoder:
     """Encodes (and caches) the TMA descriptors of one kernel.
 
@@ -69,6 +116,8 @@ class TmaEncoder:
         for spec in self.specs:
             check_tma_spec(spec)
         self._static = [self._static_args(s) for s in self.specs]
+        fn = _libcuda_encode_tiled()
+        self._direct = [_DirectEncode(fn, static) for static in self._static] if fn is not None else None
         self._cache: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
 
     @classmethod
@@ -106,10 +155,18 @@ class TmaEncoder:
         return words
 
     def _encode(self, index: int, ptr: int) -> np.ndarray:
-        d, spec = self._driver, self.specs[index]
-        array = _tma_field(spec, "array")
+        array = _tma_field(self.specs[index], "array")
         if ptr % 16:
             raise ValueError(f"array {array}: TMA needs a 16-byte aligned base address, got {ptr:#x}; pass a copy")
+        if self._direct is not None:
+            words = self._direct[index](ptr)
+            if words is not None:
+                return words
+        return self._encode_with_bindings(index, ptr)  # also explains a refused encode
+
+    def _encode_with_bindings(self, index: int, ptr: int) -> np.ndarray:
+        d, spec = self._driver, self.specs[index]
+        array = _tma_field(spec, "array")
         dtype, rank, shape, strides, box, elem, interleave, swizzle, l2, oob = self._static[index]
         err, tmap = d.cuTensorMapEncodeTiled(dtype, rank, ptr, shape, strides, box, elem, interleave,
                                              swizzle, l2, oob)

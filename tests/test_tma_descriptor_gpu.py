@@ -1,0 +1,38 @@
+"""TMA descriptors encoded through libcuda directly (ctypes) equal cuda-bindings' encodes word for word."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+def test_direct_encodes_equal_the_bindings_encodes():
+    import cupy
+
+    from mgpu_lab.kernels.gemm import make_gemm
+    from mgpu_lab.runtime.tma_descriptor import TmaEncoder, _libcuda_encode_tiled
+
+    assert _libcuda_encode_tiled() is not None, "libcuda.so.1 should open on a GPU machine"
+    kernels = [make_gemm(16, 6144, 4096, transpose_b=True), make_gemm(512, 768, 1024),
+               make_gemm(4096, 4096, 4096, transpose_b=True)]
+    for kernel in kernels:
+        specs = kernel.compiled.tma_descriptors
+        encoder = TmaEncoder(specs)
+        assert encoder._direct is not None
+        buffers = [cupy.empty(1 << 20, np.uint8) for _ in range(2)]
+        for index in range(len(specs)):
+            for buffer in buffers:
+                ptr = buffer.data.ptr
+                np.testing.assert_array_equal(encoder._direct[index](ptr), encoder._encode_with_bindings(index, ptr))
+
+
+def test_a_refused_encode_is_explained_by_the_bindings_path():
+    from mgpu_lab.runtime.tma_descriptor import TmaEncoder
+
+    spec = {"array": 0, "dtype": "bfloat16", "global_shape": [64, 64], "global_strides_bytes": [128],
+            "box_shape": [64, 64], "swizzle": 128}
+    encoder = TmaEncoder([spec])  # a 128-byte swizzle allows inner boxes of at most 128 bytes: 64 bf16 is fine
+    with pytest.raises(ValueError, match="16-byte aligned base address"):
+        encoder.encode(0, [0x1008])
