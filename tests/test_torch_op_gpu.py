@@ -100,6 +100,10 @@ def test_eager_calls_skip_the_dispatcher_and_everything_else_goes_through_it(vec
     with pytest.raises(TorchOpError, match="expected shape"):
         add(x[:100].detach(), y[:100])
     assert dispatched == [2, 2, 2]
+    weight = torch.nn.Parameter(y.clone())  # a layer's weight: a parameter, not a plain tensor
+    with torch.inference_mode():
+        torch.testing.assert_close(add(x.detach(), weight), x.detach() + weight, rtol=1e-6, atol=1e-6)
+    assert dispatched == [2, 2, 2]
 
 
 def test_torch_compile_fullgraph_keeps_the_op(vector_add, rng):

@@ -166,16 +166,20 @@ def register_torch_op(launcher: Any, qualname: str) -> Any:
 
 
 class TorchEagerCall:
-    """A kernel's call on plain CUDA tensors, without the dispatcher or CuPy views: a few attribute
-    compares per tensor (type, dtype, shape, contiguity, device, 16-byte alignment), outputs and
-    scratch from torch's allocator, the data pointers straight to the launches on torch's current
-    stream. Returns None for anything else, which then takes a path that explains or dispatches.
+    """A kernel's call on plain CUDA tensors and parameters, without the dispatcher or CuPy views: a
+    few attribute compares per tensor (type, dtype, shape, contiguity, device, 16-byte alignment),
+    outputs and scratch from torch's allocator, the data pointers straight to the launches on
+    torch's current stream. Returns None for anything else, which then takes a path that explains
+    or dispatches.
 
     inputs / outputs: [(shape, torch dtype)]; scratch: [(shape, torch dtype, held as, zero-filled)];
     run_pointers: the program launcher's `run_pointers` (None for programs with copies)."""
 
     def __init__(self, torch: Any, inputs: list, outputs: list, scratch: list, run_pointers: Any):
-        self._tensor, self._empty = torch.Tensor, torch.empty
+        # Plain tensors and parameters (a layer's weight): subclasses with behaviour of their own
+        # (fake, functional, distributed tensors) go the way that lets them see the call.
+        self._plain_types = (torch.Tensor, torch.nn.Parameter)
+        self._empty = torch.empty
         self._inputs, self._outputs = [(tuple(s), d) for s, d in inputs], [(tuple(s), d) for s, d in outputs]
         self._scratch = [((torch.zeros if zeroed else torch.empty), tuple(shape), dtype)
                          for shape, dtype, _, zeroed in scratch]
@@ -199,10 +203,10 @@ class TorchEagerCall:
             current = self._current_device = cupy.cuda.runtime.getDevice
         if index < 0 or index != current():
             return None
-        tensor, needs_grad = self._tensor, refuse_grad and self._grad_enabled()
+        plain, needs_grad = self._plain_types, refuse_grad and self._grad_enabled()
         pointers = []
         for t, (shape, dtype) in zip(tensors, self._inputs):
-            if (type(t) is not tensor or t.dtype is not dtype or t.shape != shape or not t.is_contiguous()
+            if (type(t) not in plain or t.dtype is not dtype or t.shape != shape or not t.is_contiguous()
                     or t.get_device() != index or (needs_grad and t.requires_grad)):
                 return None
             pointer = t.data_ptr()
