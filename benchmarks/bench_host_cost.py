@@ -4,7 +4,8 @@ Four pairs, each timed in blocks of host calls alternating A B B A ... (`common.
 with a host timer), for a decode linear layer (16 x 6144 x 4096, weights (n, k)) and 4096^3:
 
 - a checked Kernel call on torch tensors (torch in, torch out) against `torch.matmul(a, w.T)`;
-- the Kernel's `as_torch_op` against `F.linear(a, w)`;
+- the Kernel's `as_torch_op` against `F.linear(a, w)`, with w a plain tensor and, under
+  `torch.no_grad()`, an `nn.Parameter` (a layer's weight);
 - a checked call on CuPy arrays (vector add, out= passed) against a CuPy RawKernel launch;
 - and, for the loop a decode step runs, the wall time of `--loop` back-to-back calls plus one
   synchronize (GPU time included), ours against torch's.
@@ -99,9 +100,14 @@ def main() -> None:
                          f"{dispatched['ours'] / dispatched['peer']:.3f}", "f_linear (diagnostic)"))
             loop = pair({"ours": lambda i: op(a, w), "peer": lambda i: F.linear(a, w)},
                         opts.rounds, host_timer(opts.loop, sync, gpu_included=True))
+            # A layer's weight is an nn.Parameter (what nn.Linear and model code pass), under no_grad.
+            weight = torch.nn.Parameter(w)
+            with torch.no_grad():
+                op_param = pair({"ours": lambda i: op(a, weight), "peer": lambda i: F.linear(a, weight)},
+                                opts.rounds, host_timer(opts.calls, sync))
             shape = f"{m}x{n}x{k}"
             for key, result, peer in (("call", host, "torch_matmul"), ("op", op_host, "f_linear"),
-                                      ("op_loop", loop, "f_linear_loop")):
+                                      ("op_loop", loop, "f_linear_loop"), ("op_param", op_param, "f_linear")):
                 figures[f"host_us_{key}_{shape}_ours"] = result["ours"]
                 figures[f"host_us_{key}_{shape}_{peer}"] = result["peer"]
                 figures[f"{key}_{shape}_vs_{peer}"] = result["ours"] / result["peer"]
