@@ -10,10 +10,13 @@ viewer is displayed as separate outputs:
    small and quick to build, tagged `data-mgl-static="<id>"`;
 2. its pictures, if it has any, each an `image/png` output of its own (sanitizers that strip
    `<img>` from HTML keep image outputs whole);
-3. the widget (`application/vnd.jupyter.widget-view+json`, empty `text/plain`).
+3. the widget (`application/vnd.jupyter.widget-view+json`, empty `text/plain`), its output
+   metadata marked (`saved_views.view_metadata`).
 
 Live, the widget's view hides outputs 1 and 2 (`hideStaticTwin` in common.js). Saved, they
-are what every reader shows.
+are what every reader shows; output 3 is left out of the saved file when the notebook holds no
+state for its model (`saved_views`, run by the Jupyter server extension at each save), so a
+reader without the kernel finds no dangling widget reference to fail on.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 
 import traitlets
 
+from mgpu_lab.widgets.saved_views import view_metadata
 from mgpu_lab.widgets.static_html import header_cells_as_data_cells
 
 # Upper bound on the static rendering of one view, in characters (the goal is <= 1 MB per
@@ -94,7 +98,7 @@ class StaticFallback(traitlets.HasTraits):
 
         for bundle in self.static_outputs():
             display(bundle, raw=True)
-        display(self.widget_bundle(), raw=True)
+        display(self.widget_bundle(), raw=True, metadata=view_metadata(self._static_id))
 
     def save(self, path: str | Path, dpi: int = 150) -> Path:
         """Write the static rendering: `.html`/`.htm` as a page, anything else via matplotlib
