@@ -162,7 +162,7 @@ def _load_trace(file: str) -> Any:
 
 def _trace_summary(args: argparse.Namespace) -> int:
     trace = _load_trace(args.file)
-    print(f"{trace.kernel_name or 'kernel'}: {trace.num_events} events, {trace.duration_ns / 1e3:.1f} us")
+    print(f"{trace.kernel_name or 'kernel'}: {trace.num_events} events, {trace.duration_ns / 1e3:.1f} µs")
     print(trace.summary())
     return 0
 

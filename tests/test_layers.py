@@ -24,7 +24,7 @@ LAYERS = [
     # The package root is the public facade (its names load lazily, so it imports nothing itself):
     # library and teaching kernels use it as users do (`mgpu_lab.kernel(...)`).
     {"kernels", "examples", "__init__"},
-    {"magics", "demo", "cli", "autotune", "exporter"},
+    {"magics", "demo", "cli", "autotune", "exporter", "jupyter_server_extension"},
 ]
 # The one upward import, with its reason: IPython looks for `load_ipython_extension` in the package
 # named by `%load_ext mgpu_lab`, and it registers the magics from there, on demand.

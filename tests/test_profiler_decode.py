@@ -457,22 +457,22 @@ def test_summary_numbers() -> None:
 
     text = str(summary)
     lines = text.splitlines()
-    assert lines[0].startswith("sum_kernel: 2.000 us, 2 warpgroups")
+    assert lines[0].startswith("sum_kernel: 2.000 µs, 2 warpgroups")
     assert lines[1].split() == [
         "region",
         "count",
         "total",
-        "us",
+        "µs",
         "mean",
-        "us",
+        "µs",
         "p50",
-        "us",
+        "µs",
         "p95",
-        "us",
+        "µs",
         "min",
-        "us",
+        "µs",
         "max",
-        "us",
+        "µs",
         "share",
     ]
     assert lines[3].split() == [

@@ -92,11 +92,16 @@ def test_executed_notebook_carries_static_html_beside_each_widget(tmp_path: Path
         WIDGET_MIME in o.get("data", {}) for o in cell.outputs)]
     assert len(widget_cells) == 4
     for cell in widget_cells:
-        # Static rendering first, on its own; the widget after it, with nothing a reader shows.
-        static, widget = cell.outputs
+        # Static rendering first, on its own (the timeline's picture after it, an image output);
+        # the widget last, with nothing a reader shows.
+        static, *pictures, widget = cell.outputs
         assert WIDGET_MIME not in static.data and static.data["text/html"].strip()
         assert 'data-mgl-static="' in static.data["text/html"]
+        assert all(set(p.data) == {"image/png", "text/plain"} for p in pictures)
+        assert f'data-mgl-static-pictures="{len(pictures)}"' in static.data["text/html"]
         assert set(widget.data) == {WIDGET_MIME, "text/plain"} and widget.data["text/plain"] == ""
+        assert "mgpu_lab" in widget.metadata  # the mark the server extension's pre-save hook reads
+    assert sum(len(cell.outputs) == 3 for cell in widget_cells) == 1  # the timeline has its picture
     html = "".join(cell.outputs[0].data["text/html"] for cell in widget_cells)
     for expected in ("mainloop", "HGMMA.64x8x16.F32.BF16", "8-way bank conflict", "convert-gpu-to-nvvm"):
         assert expected in html

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import sys
 import time
 from pathlib import Path
@@ -159,15 +160,19 @@ def test_static_outputs(tmp_path: Path) -> None:
     from mgpu_lab.widgets import Timeline
 
     tl = Timeline(synthetic_trace())
-    data = tl.static_bundle()
-    assert "application/vnd.jupyter.widget-view+json" not in data
-    assert data["text/html"].count("<img") == 1 and "mainloop" in data["text/html"]
+    html_output, picture = tl.static_outputs()
+    assert "application/vnd.jupyter.widget-view+json" not in html_output
+    # The picture is an image output of its own (sanitizers strip <img> from HTML outputs).
+    assert "<img" not in html_output["text/html"] and "mainloop" in html_output["text/html"]
+    assert 'data-mgl-static-pictures="1"' in html_output["text/html"]
+    assert base64.b64decode(picture["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert tl.to_html().count("<img") == 1  # a saved page keeps it inline
     tl.view_range = [0.0, 500.0]
     tl.hidden_regions = ["load"]
     png = tl.save(tmp_path / "timeline.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = tl.save(tmp_path / "timeline.html").read_text()
-    assert page.startswith("<!DOCTYPE html>") and "<table" in page
+    assert page.startswith("<!DOCTYPE html>") and "<img" in page and "epilogue" in page
 
 
 def test_a_million_events_stay_binary_and_fast() -> None:

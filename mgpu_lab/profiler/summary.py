@@ -36,12 +36,12 @@ SHARE_DENOMINATOR = (
 _COLUMNS = (
     ("region", "region", "text"),
     ("count", "count", "int"),
-    ("total_ns", "total us", "time"),
-    ("mean_ns", "mean us", "time"),
-    ("p50_ns", "p50 us", "time"),
-    ("p95_ns", "p95 us", "time"),
-    ("min_ns", "min us", "time"),
-    ("max_ns", "max us", "time"),
+    ("total_ns", "total µs", "time"),
+    ("mean_ns", "mean µs", "time"),
+    ("p50_ns", "p50 µs", "time"),
+    ("p95_ns", "p95 µs", "time"),
+    ("min_ns", "min µs", "time"),
+    ("max_ns", "max µs", "time"),
     ("share", "share", "percent"),
 )
 
@@ -77,7 +77,7 @@ class RegionSummary:
         """One line describing what the table covers."""
         name = self.kernel_name or "kernel"
         text = (
-            f"{name}: {self.duration_ns / 1e3:.3f} us, {self.num_units} {self.unit_kind}s, "
+            f"{name}: {self.duration_ns / 1e3:.3f} µs, {self.num_units} {self.unit_kind}s, "
             f"{sum(row['count'] for row in self.rows)} region instances"
         )
         if self.buffer == "global":  # the default (smem) goes unsaid: titles stay as they were
@@ -105,7 +105,7 @@ class RegionSummary:
 
     def share_note(self) -> str:
         """What the share column divides by, with the number."""
-        return f"{SHARE_DENOMINATOR} ({self.unit_time_ns / 1e3:.3f} us)"
+        return f"{SHARE_DENOMINATOR} ({self.unit_time_ns / 1e3:.3f} µs)"
 
     def __repr__(self) -> str:
         return str(self)
@@ -208,7 +208,7 @@ def share(total_ns: float, unit_time_ns: float) -> float:
 
 def _format(value: Any, kind: str) -> str:
     if kind == "time":
-        return f"{value / 1e3:.3f}"  # ns -> us
+        return f"{value / 1e3:.3f}"  # ns -> µs
     if kind == "percent":
         return format_share(value)
     return str(value)

@@ -378,7 +378,7 @@ class Trace:
         extra = f", dropped={self.dropped}" if self.dropped else ""
         return (
             f"<Trace{name}: {self.num_events} events, {self.num_blocks} blocks x "
-            f"{self.units_per_block} {self.unit_kind}s, {self.duration_ns / 1e3:.3f} us, "
+            f"{self.units_per_block} {self.unit_kind}s, {self.duration_ns / 1e3:.3f} µs, "
             f"{self.buffer} buffer{extra}>"
         )
 

@@ -37,15 +37,27 @@ function cssEscape(value) {
 }
 
 // The static rendering of this view was displayed as its own output just before the widget
-// (so a saved notebook shows it without a kernel). While the live view is up, hide it: the
-// whole output in JupyterLab / Notebook 7, the rendering itself elsewhere. Returns the undo.
+// (so a saved notebook shows it without a kernel), followed by its pictures, each an image
+// output of its own (data-mgl-static-pictures says how many). While the live view is up, hide
+// them: the whole outputs in JupyterLab / Notebook 7, the rendering itself elsewhere. Returns
+// the undo.
 function hideStaticTwin(model) {
   const id = model.get("_static_id");
   const hidden = [];
+  const hide = (box) => {
+    if (box.style.display !== "none") { box.style.display = "none"; hidden.push(box); }
+  };
   if (id) {
     for (const node of document.querySelectorAll(`[data-mgl-static="${cssEscape(id)}"]`)) {
-      const box = node.closest(".jp-OutputArea-child") || node;
-      if (box.style.display !== "none") { box.style.display = "none"; hidden.push(box); }
+      const box = node.closest(".jp-OutputArea-child");
+      if (!box) { hide(node); continue; }
+      hide(box);
+      let next = box.nextElementSibling;
+      for (let k = Number(node.getAttribute("data-mgl-static-pictures")) || 0; k > 0 && next; k--) {
+        if (!next.querySelector(".jp-RenderedImage")) break;
+        hide(next);
+        next = next.nextElementSibling;
+      }
     }
   }
   return () => { for (const box of hidden) box.style.display = ""; };

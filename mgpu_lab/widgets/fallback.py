@@ -1,23 +1,27 @@
-"""How a viewer reaches the notebook: a static output first, the live widget beside it.
+"""How a viewer reaches the notebook: static outputs first, the live widget after them.
 
 A widget output needs its model, which lives in the kernel: after a restart, on another
 machine, in nbconvert or on GitHub it is gone. JupyterLab then shows "Error displaying
 widget: model not found" and never falls back to a text/html alternative in the same bundle,
 and nbconvert's HTML shows a placeholder that needs the widget manager from a CDN. So a
-viewer is displayed as two outputs:
+viewer is displayed as separate outputs:
 
-1. the static rendering alone (`text/html`, inline styles, images as data URLs), small and
-   quick to build, tagged `data-mgl-static="<id>"`;
-2. the widget (`application/vnd.jupyter.widget-view+json`, empty `text/plain`).
+1. the static rendering alone (`text/html`, inline styles only, no `<style>` or `<script>`),
+   small and quick to build, tagged `data-mgl-static="<id>"`;
+2. its pictures, if it has any, each an `image/png` output of its own (sanitizers that strip
+   `<img>` from HTML keep image outputs whole);
+3. the widget (`application/vnd.jupyter.widget-view+json`, empty `text/plain`), its output
+   metadata marked (`saved_views.view_metadata`).
 
-Live, the widget's view hides output 1 (`hideStaticTwin` in common.js). Saved, output 1 is
-what every reader shows; a `<style>` in it hides output 2 where it cannot render (JupyterLab
-and nbconvert read it when the notebook is trusted; untrusted, JupyterLab shows output 2's
-empty text/plain instead of the widget).
+Live, the widget's view hides outputs 1 and 2 (`hideStaticTwin` in common.js). Saved, they
+are what every reader shows; output 3 is left out of the saved file when the notebook holds no
+state for its model (`saved_views`, run by the Jupyter server extension at each save), so a
+reader without the kernel finds no dangling widget reference to fail on.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import uuid
 from pathlib import Path
@@ -25,19 +29,8 @@ from typing import Any
 
 import traitlets
 
-# The rules only ever match next to a static rendering of ours. The first hides it once the
-# live view beside it has rendered; the others hide a widget output that has not rendered
-# (no kernel or no widget manager: JupyterLab's "Error displaying widget" or "Loading
-# widget...", which carry no data-mime-type, and nbconvert's placeholder, which does).
-_NEXT_WIDGET = ".jp-OutputArea-child:has([data-mgl-static]) + .jp-OutputArea-child:not(:has(.mgl))"
-STATIC_STYLE = (
-    "<style>"
-    ".jp-OutputArea-child:has([data-mgl-static]):has(+ .jp-OutputArea-child .mgl){display:none}"
-    f"{_NEXT_WIDGET}:not(:has([data-mime-type])){{display:none}}"
-    f"{_NEXT_WIDGET}:has(.jupyter-widgets){{display:none}}"
-    f"{_NEXT_WIDGET}:has([data-mime-type='application/vnd.jupyter.widget-view+json']){{display:none}}"
-    "</style>"
-)
+from mgpu_lab.widgets.saved_views import view_metadata
+from mgpu_lab.widgets.static_html import header_cells_as_data_cells
 
 # Upper bound on the static rendering of one view, in characters (the goal is <= 1 MB per
 # output; renderers budget their parts below this).
@@ -62,15 +55,35 @@ class StaticFallback(traitlets.HasTraits):
         """A `matplotlib.figure.Figure` of the same content."""
         raise NotImplementedError
 
+    def static_pictures(self) -> list[tuple[str, bytes]]:
+        """(alt text, PNG) of each picture shown as an output of its own after the HTML."""
+        return []
+
+    def notebook_html(self) -> str:
+        """The HTML of output 1: `to_html()` less the pictures of `static_pictures()`."""
+        return self.to_html()
+
     def static_bundle(self) -> dict[str, str]:
         """The mime bundle of output 1: the static rendering, and a line of plain text."""
+        return self.static_outputs()[0]
+
+    def _html_bundle(self, pictures: int) -> dict[str, str]:
         body = (
-            f'<div class="mgl-static" data-mgl-static="{self._static_id}">{STATIC_STYLE}{self.to_html()}</div>'
+            f'<div class="mgl-static" data-mgl-static="{self._static_id}" data-mgl-static-pictures="{pictures}">'
+            f"{header_cells_as_data_cells(self.notebook_html())}</div>"
         )
         return {"text/html": body, "text/plain": f"<{self.static_title}>"}
 
+    def static_outputs(self) -> list[dict[str, str]]:
+        """The mime bundles shown before the widget: the static rendering, then its pictures."""
+        pictures = [
+            {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": f"<{alt}>"}
+            for alt, png in self.static_pictures()
+        ]
+        return [self._html_bundle(len(pictures)), *pictures]
+
     def widget_bundle(self) -> dict[str, Any]:
-        """The mime bundle of output 2: the widget view, with no text a reader would show."""
+        """The mime bundle of output 3: the widget view, with no text a reader would show."""
         bundle = super()._repr_mimebundle_()  # type: ignore[misc]
         data = bundle[0] if isinstance(bundle, tuple) else bundle
         return {**data, "text/plain": ""}
@@ -83,8 +96,9 @@ class StaticFallback(traitlets.HasTraits):
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
-        display(self.static_bundle(), raw=True)
-        display(self.widget_bundle(), raw=True)
+        for bundle in self.static_outputs():
+            display(bundle, raw=True)
+        display(self.widget_bundle(), raw=True, metadata=view_metadata(self._static_id))
 
     def save(self, path: str | Path, dpi: int = 150) -> Path:
         """Write the static rendering: `.html`/`.htm` as a page, anything else via matplotlib

@@ -15,7 +15,7 @@ from typing import Any
 from mgpu_lab.widgets.fallback import STATIC_BUDGET
 from mgpu_lab.widgets.sass_listing import SassListing
 from mgpu_lab.widgets.sass_parse import KEY_CLASSES
-from mgpu_lab.widgets.static_html import FONT, code_block, esc, scroll_box, section, table, tokens_html
+from mgpu_lab.widgets.static_html import FONT, code_block, esc, scroll_box, section, table, text_block, tokens_html
 
 
 def _source_note(listing: SassListing, sass_line: int) -> str:
@@ -69,16 +69,20 @@ def _peak_summary(listing: SassListing, prefix: str) -> str:
             f"{listing.live_registers[lines[0]]} live registers at line{'s' if len(lines) > 1 else ''} {links}{more}")
 
 
+MIX_BAR_CHARS = 30  # the longest bar of the instruction mix, in characters
+
+
 def mix_bars(mix: tuple[tuple[str, int], ...]) -> str:
-    """The instruction mix as labelled horizontal bars (inline styles only)."""
+    """The instruction mix as labelled text bars (a sanitizer keeps text; it drops styled divs)."""
     top = max((count for _, count in mix), default=1)
-    rows = "".join(
-        f'<tr><td style="padding:1px 8px 1px 0; white-space:nowrap">{esc(family)}</td>'
-        f'<td style="width:220px"><div style="background-color:#4e79a7; height:10px; width:{100 * count / top:.1f}%"></div></td>'
-        f'<td style="padding-left:6px; text-align:right">{count:,}</td></tr>'
+    name_w = max((len(family) for family, _ in mix), default=0)
+    count_w = max((len(f"{count:,}") for _, count in mix), default=0)
+    lines = [
+        f"{esc(family.ljust(name_w))}  {f'{count:,}':>{count_w}}  "
+        f'<span style="color:#4e79a7">{"█" * max(1, round(MIX_BAR_CHARS * count / top))}</span>'
         for family, count in mix
-    )
-    return f'<table style="border-collapse:collapse; {FONT}">{rows}</table>'
+    ]
+    return text_block(lines)
 
 
 def sass_html(listing: SassListing, budget: int = STATIC_BUDGET * 2 // 3) -> str:

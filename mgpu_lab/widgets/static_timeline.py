@@ -8,7 +8,10 @@ than drawing one rectangle per event, so a million-event trace renders in well u
 from __future__ import annotations
 
 import base64
+import functools
+import importlib.util
 import io
+from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +19,7 @@ import numpy as np
 
 from mgpu_lab.widgets.palette import categorical
 from mgpu_lab.profiler.summary import format_share
-from mgpu_lab.widgets.static_html import FONT, esc, format_ns, scroll_box, section, table
+from mgpu_lab.widgets.static_html import esc, format_ns, scroll_box, section, table
 from mgpu_lab.widgets.timeline_layout import TimelineLayout
 
 SUMMARY_HEADERS = ("region", "count", "total", "mean", "p50", "p95", "share")
@@ -76,9 +79,12 @@ def timeline_png(
     width: int = 900,
     max_height: int = 520,
 ) -> bytes:
-    """A PNG of `rows` over `view` (ns) with row labels and a time axis, drawn with Pillow.
+    """A PNG of `rows` over `view` (ns) with row labels, a time axis and the region legend,
+    drawn with Pillow.
 
-    Built from `rasterize` without matplotlib: ~20 ms where a figure took over a second.
+    Built from `rasterize` without matplotlib: ~20 ms where a figure took over a second. The
+    legend is drawn in the picture: a sanitizer keeps an image output whole, but strips the
+    colours of an HTML legend.
     """
     from PIL import Image, ImageDraw
 
@@ -92,7 +98,9 @@ def timeline_png(
     heights = layout.row_levels[rows] * level_h + gap
     plot_h = int(heights.sum()) if len(rows) else level_h
     palette = np.array([[255, 255, 255]] + [_rgb(categorical(i)) for i in range(len(region_names))], dtype=np.uint8)
-    canvas = np.full((plot_h + axis_h, label_w + width, 3), 255, dtype=np.uint8)
+    legend = _legend_places(region_names, label_w + width)
+    legend_h = (max((y for _, y in legend), default=-LEGEND_ROW_PX) + LEGEND_ROW_PX + 4) if legend else 0
+    canvas = np.full((plot_h + axis_h + legend_h, label_w + width, 3), 255, dtype=np.uint8)
     y, level = 0, 0
     for k, row in enumerate(rows.tolist()):
         if (int(layout.row_sm[row]) if len(layout.row_sm) else 0) % 2 == 0:
@@ -107,6 +115,7 @@ def timeline_png(
         y += gap
     picture = Image.fromarray(canvas)
     draw = ImageDraw.Draw(picture)
+    draw.font = picture_font()
     step = max(1, int(np.ceil(11 / max(level_h * float(np.mean(layout.row_levels[rows])) if len(rows) else 1, 1))))
     tops = np.concatenate([[0], np.cumsum(heights)])
     for k in range(0, len(rows), step):
@@ -120,9 +129,42 @@ def timeline_png(
         draw.line([(x, plot_h), (x, plot_h + 4)], fill=(120, 120, 120))
         draw.text((x + 2, plot_h + 6), format_ns(t), fill=(40, 40, 40))
         t += tick
+    for i, (x, y) in enumerate(legend):
+        top = plot_h + axis_h + y
+        draw.rectangle([(x, top + 2), (x + 9, top + 11)], fill=tuple(_rgb(categorical(i))))
+        draw.text((x + 13, top + 1), region_names[i], fill=(40, 40, 40))
     out = io.BytesIO()
     picture.save(out, format="PNG", optimize=False, compress_level=6)
     return out.getvalue()
+
+
+@functools.cache
+def picture_font() -> Any:
+    """DejaVu Sans from matplotlib's own fonts (it has the µ of "µs"; Pillow's built-in font
+    draws a box for it), found without importing matplotlib; else Pillow's default font."""
+    from PIL import ImageFont
+
+    spec = importlib.util.find_spec("matplotlib")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / "mpl-data" / "fonts" / "ttf" / "DejaVuSans.ttf"
+        if path.exists():
+            return ImageFont.truetype(str(path), 10)
+    return ImageFont.load_default()
+
+
+LEGEND_ROW_PX = 14
+
+
+def _legend_places(region_names: Sequence[str], width: int) -> list[tuple[int, int]]:
+    """(x, y) of each region's legend entry, in rows that wrap at `width` pixels."""
+    places, x, y = [], 4, 0
+    for name in region_names:
+        entry = 13 + int(picture_font().getlength(name)) + 14
+        if x > 4 and x + entry > width:
+            x, y = 4, y + LEGEND_ROW_PX
+        places.append((x, y))
+        x += entry
+    return places
 
 
 def _rgb(color: str) -> list[int]:
@@ -196,29 +238,33 @@ def summary_table_rows(summary: Any) -> list[list[str]]:
     ]
 
 
+def timeline_picture(layout: TimelineLayout, region_names: Sequence[str], view: tuple[float, float] | None = None) -> bytes:
+    """The PNG of the rows with events over `view` (default: the whole trace)."""
+    view = view if view is not None else (0.0, max(layout.duration_ns, 1.0))
+    return timeline_png(layout, region_names, view, rows_with_events(layout))
+
+
 def timeline_html(
     layout: TimelineLayout,
     region_names: Sequence[str],
     summary: Any,
     title: str,
     view: tuple[float, float] | None = None,
+    picture: bytes | None = None,
 ) -> str:
-    """The rows with events over `view` as a PNG, a legend and the region table, self-contained."""
+    """The heading, `picture` (a PNG, or none: a notebook shows it as an output of its own) and
+    the region table, self-contained."""
     rows = rows_with_events(layout)
     view = view if view is not None else (0.0, max(layout.duration_ns, 1.0))
-    data = base64.b64encode(timeline_png(layout, region_names, view, rows)).decode("ascii")
-    legend = " ".join(
-        f'<span style="white-space:nowrap; margin-right:10px"><span style="display:inline-block; width:10px; '
-        f'height:10px; background-color:{categorical(i)}; margin-right:3px"></span>{esc(n)}</span>'
-        for i, n in enumerate(region_names)
-    )
     hidden = layout.num_rows - len(rows)
     note = f" ({hidden:,} rows without events not drawn)" if hidden else ""
     caption = summary.title() if hasattr(summary, "title") else title
-    image = f'<img alt="timeline of {esc(title)}" style="max-width:100%" src="data:image/png;base64,{data}"/>'
+    image = ""
+    if picture is not None:
+        data = base64.b64encode(picture).decode("ascii")
+        image = f'<img alt="timeline of {esc(title)}" style="max-width:100%" src="data:image/png;base64,{data}"/>'
     return scroll_box(
-        section(f"Timeline: {title}: {len(rows):,} rows{note}, {format_ns(view[0])} to {format_ns(view[1])}",
-                image + f'<div style="{FONT} margin-top:2px">{legend}</div>')
+        section(f"Timeline: {title}: {len(rows):,} rows{note}, {format_ns(view[0])} to {format_ns(view[1])}", image)
         + section(f"Regions ({summary.share_note()})",
                   table(SUMMARY_HEADERS, summary_table_rows(summary), caption=caption))
     )

@@ -30,6 +30,7 @@ from mgpu_lab.widgets.static_timeline import (
     summary_table_rows,
     timeline_figure,
     timeline_html,
+    timeline_picture,
 )
 from mgpu_lab.widgets.timeline_layout import layout_trace, unit_abbreviation
 from mgpu_lab.widgets.timeline_stats import event_span_ns
@@ -181,4 +182,13 @@ class Timeline(StaticFallback, anywidget.AnyWidget):
 
     def to_html(self) -> str:
         """The rows with events over the span with events, and the region summary."""
+        picture = timeline_picture(self.lanes, self.region_names, self._initial_view)
+        return timeline_html(self.lanes, self.region_names, self._summary, self.title, self._initial_view, picture)
+
+    def notebook_html(self) -> str:
+        """`to_html()` without its picture, which the notebook shows as an image output."""
         return timeline_html(self.lanes, self.region_names, self._summary, self.title, self._initial_view)
+
+    def static_pictures(self) -> list[tuple[str, bytes]]:
+        """The timeline PNG (rows with events, legend drawn in), as an output of its own."""
+        return [(f"timeline of {self.title}", timeline_picture(self.lanes, self.region_names, self._initial_view))]

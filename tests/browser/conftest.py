@@ -7,8 +7,9 @@ piece is missing the tests are skipped with the reason.
 
 JupyterLab runs on a free local port with token and XSRF checks off, in a temporary root
 directory holding a copy of the test notebook, with its own config/runtime directories so
-the user's settings and workspaces do not leak in. The kernel finds this checkout through
-PYTHONPATH and the fixtures through $MGPU_LAB_WIDGET_FIXTURES.
+the user's settings and workspaces do not leak in. The server and its kernels find this checkout
+first on PYTHONPATH (not another install of mgpu_lab), and the fixtures through
+$MGPU_LAB_WIDGET_FIXTURES.
 """
 
 from __future__ import annotations
@@ -122,6 +123,11 @@ def jupyter_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tracker = home / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
     tracker.parent.mkdir(parents=True, exist_ok=True)
     tracker.write_text('{"autoStartDefaultKernel": true, "windowingMode": "none"}')
+    # The server extension pip enables through etc/jupyter (this checkout's copy of its config:
+    # the environment's own may belong to another install).
+    server_config = home / "config" / "jupyter_server_config.d"
+    server_config.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "jupyter-config" / "jupyter_server_config.d" / "mgpu_lab.json", server_config / "mgpu_lab.json")
     log = home / "jupyterlab.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(

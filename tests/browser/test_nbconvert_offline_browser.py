@@ -32,20 +32,25 @@ def _offline_prefix() -> list[str]:
     return [unshare, "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"] if probe.returncode == 0 else []
 
 
-@pytest.fixture(scope="module")
-def exported_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out_dir = tmp_path_factory.mktemp("nbconvert")
+def export_html(out_dir: Path, artifact: str, *options: str) -> Path:
+    """The test notebook executed and exported by `jupyter nbconvert --to html` (offline where
+    the machine allows) with `options`; a copy lands in the artifacts as `artifact`."""
     notebook = out_dir / NOTEBOOK.name
     shutil.copy(NOTEBOOK, notebook)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
            "MGPU_LAB_REPO": str(REPO), "MPLBACKEND": "Agg"}
-    command = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--execute", str(notebook)]
+    command = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--execute", *options, str(notebook)]
     done = subprocess.run(_offline_prefix() + command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     html = notebook.with_suffix(".html")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    shutil.copy(html, ARTIFACTS / "nbconvert-offline.html")
+    shutil.copy(html, ARTIFACTS / artifact)
     return html
+
+
+@pytest.fixture(scope="module")
+def exported_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return export_html(tmp_path_factory.mktemp("nbconvert"), "nbconvert-offline.html")
 
 
 def test_stock_nbconvert_html_holds_the_static_views(exported_html: Path) -> None:
@@ -77,7 +82,8 @@ def test_stock_nbconvert_html_shows_the_views_offline(exported_html: Path, brows
         assert "profiler" in text and "barrier" in text and "swizzle" in text  # the smem map
         assert "convert-gpu-to-nvvm" in text and "passes" in text  # the IR pass table
         assert "Regions" in text and "mma" in text  # the timeline's table
-        image = page.locator(".mgl-static img[alt^='timeline']").first
+        # The timeline's picture is an image output of its own, right after its static rendering.
+        image = page.locator(".jp-OutputArea-child:has(.mgl-static) + .jp-OutputArea-child img").first
         assert image.is_visible() and image.evaluate("img => img.complete && img.naturalWidth > 100")
         assert blocked  # the CDN scripts were asked for, and refused
     finally:
