@@ -83,9 +83,7 @@ READABLE = {
 
 @pytest.mark.parametrize("name", [
     "sass", "ir", "timeline",
-    pytest.param("smem", marks=pytest.mark.xfail(strict=True, reason=(
-        "static_smem.py's bank grid is an HTML table: the parser under nbconvert's sanitizer adds a tbody, "
-        "which the sanitizer then prints as '<tbody>' text (static_smem.py belongs to the bank-view work)"))),
+    "smem",
 ])
 def test_static_views_survive_nbconverts_sanitize_html(name: str) -> None:
     view = _views()[name]

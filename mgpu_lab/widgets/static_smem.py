@@ -1,5 +1,6 @@
 """Static shared-memory rendering: the address map and one buffer's bank grid with the
-conflicts of an access pattern, as a matplotlib figure and as HTML tables."""
+conflicts of an access pattern, as a matplotlib figure and as HTML (a table of buffers, the grid
+as aligned text)."""
 
 from __future__ import annotations
 
@@ -76,23 +77,26 @@ def smem_figure(entries: list[MapEntry], total: int, grid: BankGrid | None, titl
 
 
 def grid_html(grid: BankGrid) -> str:
-    """The bank grid as an HTML table with chunk and conflict colours."""
-    head = "<tr><th></th>" + "".join(f'<th style="font-weight:normal; color:#888">{b}</th>' for b in range(NUM_BANKS)) + "</tr>"
-    body = []
+    """The bank grid as aligned monospace text: a row per 128-byte line, a column per bank, each
+    cell coloured by its chunk (or by its conflict degree, bold, where the access hits it). Text
+    and spans rather than a table, so a sanitizing renderer (nbconvert's, GitHub's), which drops
+    the colours and prints table markup it does not allow, still shows the grid and its hits."""
+    width = max([2, *(len(label) for labels in grid.labels for label in labels)])
+    gutter = len(str(grid.first_line + len(grid.labels))) + 1
+    lines = [" " * gutter + "".join(f"{b:>{width}} " for b in range(NUM_BANKS))]
     for line, (labels, chunks) in enumerate(zip(grid.labels, grid.chunks)):
-        cells = [f'<th style="font-weight:normal; color:#888; padding-right:4px">{grid.first_line + line}</th>']
+        cells = []
         for bank, (label, chunk) in enumerate(zip(labels, chunks)):
-            style = "border:1px solid #ddd; padding:0 2px; text-align:center;"
+            text = esc(f"{label:>{width}}")
             hit = grid.hits.get((line, bank))
             if hit:
-                style += f" background-color:{conflict_color(hit[0])}; font-weight:700;"
                 title = f"threads {', '.join(map(str, hit[1]))}; {hit[0]} distinct words in this bank"
+                cells.append(f'<b style="background-color:{conflict_color(hit[0])}" title="{esc(title)}">{text}</b> ')
             else:
-                style += f" background-color:{CHUNK_COLORS[chunk % 8] if chunk >= 0 else '#eeeeee'};"
-                title = ""
-            cells.append(f'<td style="{style}" title="{esc(title)}">{esc(label)}</td>')
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<table style="border-collapse:collapse; {MONO} font-size:9px">{head}{"".join(body)}</table>'
+                color = CHUNK_COLORS[chunk % 8] if chunk >= 0 else "#eeeeee"
+                cells.append(f'<span style="background-color:{color}">{text}</span> ')
+        lines.append(f'<span style="color:#888">{grid.first_line + line:>{gutter - 1}}</span> ' + "".join(cells))
+    return f'<pre style="{MONO} font-size:9px; line-height:1.3; margin:2px 0"><code>{chr(10).join(lines)}</code></pre>'
 
 
 def smem_html(entries: list[MapEntry], total: int, grid: BankGrid | None, title: str) -> str:

@@ -100,8 +100,6 @@ def test_sanitized_nbconvert_page_reads_right(sanitized_html: Path, browser: Any
         context.close()
 
 
-@pytest.mark.xfail(strict=True, reason="the smem bank grid's <table> gets a <tbody> that nbconvert's sanitizer prints "
-                   "(static_smem.py belongs to the bank-view work); passes once that grid is text or divs")
 def test_sanitized_nbconvert_page_shows_no_markup_as_text(sanitized_html: Path, browser: Any) -> None:
     context = browser.new_context()
     context.route(re.compile(r"^(?!file:|data:).*"), lambda route: route.fulfill(status=200, body=""))
