@@ -328,3 +328,23 @@ def test_a_custom_mainloop_refuses_split_k_and_multicast_pairs(kwargs):
     t = resolve_tiling(1024, 1024, 4096, tile_m=128, tile_n=256, **kwargs)
     with pytest.raises(ValueError, match=r"cluster_m=2, split_k and persistent='stream_k' need the built-in mainloop"):
         tiled_gemm_definition(t, mainloop=lambda *args: None)
+
+
+@pytest.mark.parametrize("options, names", [
+    ({}, ["a_ring", "b_ring", "epilogue", "full", "empty"]),
+    ({"split_k": 4}, ["a_ring", "b_ring", "split_k_partials", "c_staging", "full", "empty"]),
+    ({"persistent": "stream_k"}, ["a_ring", "b_ring", "stream_k_partials", "epilogue", "full", "empty"]),
+])
+def test_gemm_smem_buffers_carry_the_names_the_kernel_uses(options, names):
+    """The viewers show the GEMM's buffers by name (a_ring, full, ...), not by tree position (0.0.0)."""
+    from mgpu_lab.kernels.gemm import make_gemm
+
+    kernel = make_gemm(2048, 2048, 2048, transpose_b=True, target="sm_90a", **options)
+    assert [b.path for b in kernel.compiled.smem_layout] == names
+
+
+def test_barriers_name_must_be_a_string():
+    from mgpu_lab import dsl
+
+    with pytest.raises(TypeError, match="Barriers.name: expected a str, got int"):
+        dsl.Barriers(2, name=3)

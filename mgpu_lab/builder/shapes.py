@@ -59,13 +59,17 @@ class Union(Generic[T]):
 
 @dataclass(frozen=True)
 class Barriers:
-    """An array of `count` mbarriers in shared memory (8 bytes each)."""
+    """An array of `count` mbarriers in shared memory (8 bytes each). `name` (optional) names it in
+    the viewers and the smem layout, in place of its position in the smem tree."""
 
     count: int = 1
+    name: str = field(default="", compare=False)
 
     def __post_init__(self):
         if type(self.count) is not int or self.count < 1:
             raise ValueError(f"Barriers.count: expected an int >= 1, got {self.count!r}")
+        if not isinstance(self.name, str):
+            raise TypeError(f"Barriers.name: expected a str, got {type(self.name).__name__}")
 
 
 def _check_addressable(sd: ShapeDtype) -> None:

@@ -48,7 +48,7 @@ def plan_smem(tree: Any, base: int = 0) -> SmemPlan:
             return rec, offset + node.nbytes
         if isinstance(node, Barriers):
             offset = _align(offset, BARRIER_BYTES)
-            rec = SmemBuffer(path or "barriers", offset, node.count * BARRIER_BYTES, (node.count,),
+            rec = SmemBuffer(node.name or path or "barriers", offset, node.count * BARRIER_BYTES, (node.count,),
                              "uint64", "barrier", union)
             records.append(rec)
             return rec, offset + rec.nbytes

@@ -227,7 +227,8 @@ class GemmTiling:
         return clusters * self.cluster_m
 
     def smem(self) -> tuple:
-        """The smem tree: ((pipeline ring, epilogue tiles), full barriers, empty barriers). A
+        """The smem tree: ((pipeline ring, epilogue tiles), full barriers, empty barriers), each named
+        as the kernel body calls it (the viewers show `a_ring`, `full`, ... not `0.0.0`). A
         one-tile block's epilogue reuses the ring (a Union: the consumers pass a named barrier
         before writing it); a persistent block's has its own buffer."""
         sd = dsl.ShapeDtype
@@ -235,20 +236,23 @@ class GemmTiling:
             b_slot = (self.stages, self.tile_n, self.tile_k)
         else:
             b_slot = (self.stages, self.tile_n // self.b_chunk, self.tile_k, self.b_chunk)
-        b_ring = sd(b_slot, self.dtype)
+        b_ring = sd(b_slot, self.dtype, name="b_ring")
         if self.stream_k:  # partial tiles from other blocks arrive in the B buffers (f32, by thread)
-            chunks = sd((self.stages, self.consumers, self.partial_groups, WARPGROUP, 4), "float32")
+            chunks = sd((self.stages, self.consumers, self.partial_groups, WARPGROUP, 4), "float32",
+                        name="stream_k_partials")
             b_ring = dsl.Union([b_ring, chunks])
-        ring = (sd((self.stages, self.tile_m, self.tile_k), self.dtype), b_ring)
-        epilogue = sd((self.consumers, self.epilogue_slots, self.consumer_rows, self.out_width), self.out_dtype)
+        ring = (sd((self.stages, self.tile_m, self.tile_k), self.dtype, name="a_ring"), b_ring)
+        epilogue = sd((self.consumers, self.epilogue_slots, self.consumer_rows, self.out_width), self.out_dtype,
+                      name="epilogue")
         if self.cluster_split:
             per_piece = (self.consumer_rows // WGMMA_ROWS) * (self.out_width // 8) * 2  # registers
-            partials = sd((self.consumers, self.epilogue_pieces, per_piece, WARPGROUP, 2), "float32")
-            staging = sd((self.consumers, self.consumer_rows, self.out_width), self.out_dtype)
+            partials = sd((self.consumers, self.epilogue_pieces, per_piece, WARPGROUP, 2), "float32",
+                          name="split_k_partials")
+            staging = sd((self.consumers, self.consumer_rows, self.out_width), self.out_dtype, name="c_staging")
             both = (dsl.Union([ring, partials]), staging)
         else:
             both = (ring, epilogue) if self.persistent else dsl.Union([ring, epilogue])
-        return (both, dsl.Barriers(self.stages), dsl.Barriers(self.stages))
+        return (both, dsl.Barriers(self.stages, name="full"), dsl.Barriers(self.stages, name="empty"))
 
 
 def tile_origin(t: GemmTiling, tile: ir.Value | None = None, rank: ir.Value | None = None) -> tuple[ir.Value, ir.Value]:
