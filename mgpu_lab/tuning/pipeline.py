@@ -22,6 +22,7 @@ import numpy as np
 
 from ..atomic_files import write_atomically
 from ..errors import CacheSecurityWarning
+from ..runtime.portable import ML_DTYPES, dtype_from_name
 from ..user_errors import user_facing
 from .build_pool import BuildPool, build_timed
 from .candidates import Candidate, TuneResult, cached_best_config, compile_candidate, expand_space
@@ -140,10 +141,20 @@ class LocalStages:
 
 
 def _to_host(x: Any) -> Any:
+    """A numpy copy of a CuPy array, a torch tensor or anything numpy takes. Torch's bfloat16 and
+    float8 tensors, which `.numpy()` refuses, come back as ml_dtypes arrays of the same bits (what
+    a CuPy array of those dtypes gives with `.get()`)."""
     if hasattr(x, "get"):
         return x.get()
     if hasattr(x, "detach") and hasattr(x, "cpu"):
-        return x.detach().cpu().numpy()
+        t = x.detach().cpu()
+        name = str(t.dtype).removeprefix("torch.")
+        if name in ML_DTYPES:
+            import torch
+
+            bits = t.view(torch.int16 if t.element_size() == 2 else torch.uint8).numpy()
+            return bits.view(dtype_from_name(name))
+        return t.numpy()
     return np.asarray(x)
 
 
