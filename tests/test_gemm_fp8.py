@@ -12,13 +12,21 @@ from mgpu_lab.kernels.gemm.fp8 import make_fp8_gemm
 @pytest.mark.parametrize("shape, tiles, qgmma", [
     ((4096, 4096, 4096), {"tile_m": 128, "tile_n": 256}, r"QGMMA\.64x256x32\.F32\.E4M3\.E4M3"),
     ((4096, 4096, 4096), {"tile_m": 256, "tile_n": 128}, r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3"),
-    ((16, 4096, 4096), {}, r"QGMMA\.64x32x32"),
     ((1000, 1000, 1000), {}, r"QGMMA\.64x\d+x32"),  # k rows of 1000 bytes: padded to 1008
 ])
 def test_fp8_gemm_compiles(shape, tiles, qgmma):
     k = make_fp8_gemm(*shape, **tiles)
     assert_clean(k, qgmma)
     assert [str(x.dtype) for x in k.compiled.inputs] == ["float8_e4m3fn", "float8_e4m3fn", "float32", "float32"]
+
+
+def test_fp8_gemm_for_few_rows_takes_the_models_narrow_swapped_tile():
+    # 16 rows: the model swaps A and B so the 16 rows become a narrow QGMMA N (C stored from registers).
+    k = make_fp8_gemm(16, 4096, 4096)
+    tiling = k.config["tiling"]
+    assert tiling.swap_ab and tiling.tile_n <= 32
+    assert_clean(k, rf"QGMMA\.64x{tiling.tile_n}x32\.F32\.E4M3\.E4M3", tma_store=False)
+    assert [tuple(x.shape) for x in k.compiled.inputs][:2] == [(16, 4096), (4096, 4096)]
 
 
 def test_fp8_gemm_with_a_fused_epilogue():

@@ -152,3 +152,20 @@ def test_tabs_display_static_first() -> None:
     static = tabs.static_bundle()["text/html"]
     assert all(f'data-mgl-static="{child._static_id}"' in static for child in tabs.children)
     assert "application/vnd.jupyter.widget-view+json" in tabs.widget_bundle()
+
+
+def test_an_instruction_on_the_profiler_header_moves_the_view_there_and_says_so() -> None:
+    # The profiler's header stores (STS.128 [UR4+...]) have lane addresses the view derives; they
+    # land in the profiler's area, so the view shows that buffer, not "touches no element of" the first one.
+    from mgpu_lab.widgets import SmemView
+    from test_profiler_global_buffer import build
+
+    view = SmemView(build("global", smem=mgpu_lab.ShapeDtype((64, 64), "bfloat16", name="tile")))
+    profiler = next(k for k, e in enumerate(view.entries) if e.buffer.kind == "profiler")
+    start, size = view.entries[profiler].buffer.offset, view.entries[profiler].buffer.nbytes
+    header = next(k for k, ins in enumerate(view._instructions)
+                  if ins.derived and ins.text.startswith("STS") and start <= next(a for a in ins.lanes if a is not None) < start + size)
+    view.instruction = header
+    assert view.buffer == profiler
+    assert view.conflict_summary.startswith(view._instructions[header].text.rstrip(" ;") + ": writes profiler")
+    assert "no bank analysis" in view.conflict_summary and "touches no element" not in view.conflict_summary

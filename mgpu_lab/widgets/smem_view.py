@@ -161,6 +161,10 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
             # written by one thread per unit: no warp-wide access to analyse.
             what = "mbarriers" if buf.kind == "barrier" else f"the {buf.kind} buffer"
             self.conflict_summary = f"{buf.path}: {what}, no bank analysis"
+            if self.pattern in (UNKNOWN, DERIVED) and 0 <= self.instruction < len(self._instructions):
+                chosen = self._instructions[self.instruction]
+                verb = "writes" if chosen.text.startswith("ST") else "reads"
+                self.conflict_summary = f"{chosen.text.rstrip(' ;')}: {verb} {self.conflict_summary}"
             self.grid, self._bank_grid = {"path": buf.path, "kind": buf.kind, "summary": self.conflict_summary}, None
             return
         if self.pattern in (UNKNOWN, DERIVED) and 0 <= self.instruction < len(self._instructions):
@@ -206,14 +210,14 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
         self._publish(bank_grid(buf, DERIVED, 0, chosen.width, note=note, accesses=chosen.accesses()), self._widths(buf), 0)
 
     def _buffer_of(self, chosen: SmemInstruction) -> int | None:
-        """Index of the plain buffer holding the instruction's first lane address, if derived."""
+        """Index of the buffer (plain first, then barriers and the profiler's) holding the
+        instruction's first lane address, if derived."""
         first = next((a for a in chosen.lanes if a is not None), None)
         if first is None:
             return None
-        for k, e in enumerate(self.entries):
-            if e.buffer.kind == "buffer" and e.buffer.offset <= first < e.buffer.offset + e.buffer.nbytes:
-                return k
-        return None
+        holding = [k for k, e in enumerate(self.entries) if e.buffer.offset <= first < e.buffer.offset + e.buffer.nbytes]
+        holding.sort(key=lambda k: self.entries[k].buffer.kind != "buffer")  # a union's plain view first
+        return holding[0] if holding else None
 
     def _publish(self, grid: BankGrid, choices: list[int], limit: int) -> None:
         """Send a grid to the browser (and keep it for the static views)."""

@@ -56,18 +56,24 @@ def test_mosaic_gemm_cell_shows_sass_smem_ir_and_timeline(jupyter_url: str, brow
         assert "canonicalize" in ir.locator(".mgl-ir-status").inner_text()
         assert ir.locator(".mgl-ir-content .mgl-diff-add").count() > 0
 
-        # Smem: barriers get no bank analysis.
-        smem.locator("select.mgl-smem-buffer").select_option(label="1")
+        # Smem: buffers carry the names the kernel body gives them; barriers get no bank analysis.
+        smem.locator("select.mgl-smem-buffer").select_option(label="full")
         page.wait_for_function("el => el.textContent.includes('no bank analysis')",
                                arg=smem.locator(".mgl-smem-report").element_handle(), timeout=RENDER_TIMEOUT_MS)
         smem.locator("select.mgl-smem-buffer").select_option(index=0)
-        # One of the kernel's own STS.128: its width is known (16 B a lane), its lane pattern is not
-        # derived from the kernel's addresses, and the view says so instead of guessing one.
+        # The kernel's own instructions, from their lane addresses: an epilogue STS into the
+        # staging buffer gets its wavefronts, and the profiler header's STS.128 moves the view to
+        # the profiler's area instead of reporting on a buffer it does not touch.
         instruction = smem.locator("select.mgl-smem-instruction")
-        sts128 = next(t for t in instruction.locator("option").all_inner_texts() if t.startswith("STS.128"))
+        options = instruction.locator("option").all_inner_texts()
+        epilogue_sts = next(t for t in options if re.match(r"STS \[R\d+\+0x3[0-7]", t))
+        instruction.select_option(label=epilogue_sts)
+        page.wait_for_function("el => el.textContent.includes(\"from the kernel's own addresses\")"
+                               " && el.textContent.includes('wavefront')",
+                               arg=smem.locator(".mgl-smem-report").element_handle(), timeout=RENDER_TIMEOUT_MS)
+        sts128 = next(t for t in options if t.startswith("STS.128"))
         instruction.select_option(label=sts128)
-        page.wait_for_function("el => el.textContent.startsWith('STS.128') && el.textContent.includes('16 B a lane')"
-                               " && el.textContent.includes('access pattern unknown')",
+        page.wait_for_function("el => el.textContent.startsWith('STS.128') && el.textContent.includes('writes profiler')",
                                arg=smem.locator(".mgl-smem-report").element_handle(), timeout=RENDER_TIMEOUT_MS)
         for name, locator in (("sass", sass), ("smem", smem), ("ir", page.locator(".mgl-ir").first),
                               ("timeline", page.locator(".mgl-tl").first)):
