@@ -13,6 +13,15 @@ FP8: `_vs_scaled_mm`) and `..._vs_default` (the table's pick, ms / candidate ms)
 power in the record's `gpu`.
 
 Run on a GPU machine:  python benchmarks/bench_gemm_options.py [--only bf16_4096x14336x4096,...] [--rounds N]
+
+`--random N --seed S [--top K]` times the model's alternatives on bf16 shapes drawn at run time
+instead (`gemm_random.random_problems`: the same distribution and seed as `bench_gemm.py
+--random`, the tuned table's shapes dropped and the table off): the default is the model's pick,
+the candidates its next K-1 and the fastest of every family it ranks (one tile per block,
+persistent, pingpong, stream-K, multicast, cluster and workspace split-K, swap-AB). These are the
+samples `fit_gemm_model.py` calibrates and validates the model with on shapes nobody tuned for;
+each problem also records `..._transpose_b`, B's layout.
+
 Writes `gemm_options_<time>_<commit>.json` (under $OUT when set) and prints a table last.
 """
 
@@ -193,7 +202,42 @@ def measure(dtype: str, p: Problem, candidates: list[dict], rounds: int, figures
     return rows
 
 
+def family(config: dict) -> tuple:
+    """What kind of kernel a model configuration runs (the tile size left out)."""
+    split = (config.get("split_k") or 1) > 1
+    return (config.get("persistent", False), bool(config.get("swap_ab")),
+            config.get("split_k_reduce", "cluster") if split else None, (config.get("cluster_m") or 1) > 1)
+
+
+def model_alternatives(p: Problem, top: int) -> list[dict]:
+    """The model's ranked configurations of `p` after its pick: the next `top - 1`, then the
+    fastest of every family not among them (so a family the model misjudges gets timed)."""
+    from mgpu_lab.kernels.gemm import model
+
+    ranked = [config for _, config in model.ranked(model.Problem(p.m, p.n, p.k, transpose_b=p.transpose_b))]
+    picks = ranked[1:top]
+    seen = {family(ranked[0])} | {family(c) for c in picks}
+    for config in ranked[top:]:
+        if family(config) not in seen:
+            seen.add(family(config))
+            picks.append(config)
+    return picks
+
+
+def random_cases(count: int, seed: int, top: int):
+    """(dtype, Problem, candidates) of `count` bf16 shapes drawn from `seed`, one per (m, n, k)."""
+    from gemm_random import random_problems
+
+    keys = set()
+    for p in random_problems(count, seed):
+        if p.key not in keys:  # the record's keys name the shape, not B's layout
+            keys.add(p.key)
+            yield "bf16", p, model_alternatives(p, top)
+
+
 def main() -> None:
+    import os
+
     import torch
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -201,15 +245,25 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated cases, e.g. bf16_4096x14336x4096,fp8_4096x4096x4096")
     parser.add_argument("--configs", help="comma-separated candidate names to keep (the default always runs), "
                                           "e.g. 128x256_persistent_group4")
+    parser.add_argument("--random", type=int, metavar="N", help="N bf16 shapes drawn from --seed instead of CASES")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--top", type=int, default=4, help="with --random: the model's K best, then one per family")
     args = parser.parse_args()
+    if args.random is not None:
+        os.environ["MGPU_LAB_GEMM_TABLE"] = "0"  # the default is the model's pick
+        cases = list(random_cases(args.random, args.seed, args.top))
+    else:
+        cases = list(selected_cases(args.only, args.configs))
     figures: dict = {}
     rows = [("problem", "config", "TF/s", "vs peer", "vs default")]
     with GpuSampler() as gpu:
-        for dtype, problem, candidates in selected_cases(args.only, args.configs):
+        for dtype, problem, candidates in cases:
+            figures[f"gemm_options_{dtype}_{problem.key}_transpose_b"] = problem.transpose_b
             rows += measure(dtype, problem, candidates, args.rounds, figures)
             print(table(rows[-len(candidates) - 1:]), flush=True)
             torch.cuda.empty_cache()
-    notes = {"rounds": args.rounds, "only": args.only, "configs": args.configs}
+    notes = {"rounds": args.rounds, "only": args.only, "configs": args.configs, "random": args.random,
+             "seed": args.seed if args.random is not None else None, "top": args.top}
     print(f"record: {write_record('gemm_options', figures, notes, sampler=gpu)}")
     print(table(rows))
 

@@ -3,7 +3,8 @@ in benchmarks/results/, and report how well it ranks the recorded alternatives. 
 
 Samples (each: a shape, a configuration, its measured time):
 - `gemm_options_*.json`: every timed alternative of a shape (the names encode the configuration:
-  `128x256_streamk_cluster_m2`, `256x136_swapab_split4`, ...), timed against each other on one lease;
+  `128x256_streamk_cluster_m2`, `256x136_swapab_split4`, ...), timed against each other on one lease
+  (`bench_gemm_options.py --random N --seed S`: the model's alternatives on drawn shapes);
 - `gemm_*.json` sweeps from --since on: each shape's configuration and our time;
 - `mgpu_lab/kernels/gemm/configs.json`: the tuned winners' median times;
 - `gemm_random_*.json` (with --random): each drawn shape's configuration and our time.
@@ -95,7 +96,10 @@ def option_samples(results: Path) -> list[Sample]:
             if config is None:
                 continue
             size = (int(m[2]), int(m[3]), int(m[4]))
-            transpose = _problems(m[1]).get(f"{size[0]}x{size[1]}x{size[2]}", True)
+            # Drawn shapes (--random) record B's layout; the sweep's are looked up.
+            transpose = figures.get(f"gemm_options_{m[1]}_{m[2]}x{m[3]}x{m[4]}_transpose_b")
+            if transpose is None:
+                transpose = _problems(m[1]).get(f"{size[0]}x{size[1]}x{size[2]}", True)
             p = model.Problem(*size, transpose_b=transpose, dtype=DTYPES[m[1]])
             us = 2.0 * size[0] * size[1] * size[2] / (tflops * 1e6)
             samples.append(Sample(p, config, us, f"{path.name}:{m[1]}_{m[2]}x{m[3]}x{m[4]}"))

@@ -196,3 +196,31 @@ def test_random_summary_figures():
     moved = (16 * 4096 + 4096 * 4096 + 16 * 4096) * 2
     assert figures["gemm_random_seed3_m64_bandwidth_share_of_copy_geomean"] == pytest.approx(
         moved / 20e-6 / 4.04e12)
+
+
+def test_options_on_drawn_shapes_time_every_family_and_read_back_as_samples(tmp_path):
+    # bench_gemm_options --random: the model's alternatives on drawn shapes, named so that
+    # fit_gemm_model reads each back as the configuration that ran, with B's recorded layout.
+    import json
+
+    from bench_gemm_options import family, name_of, random_cases
+    from fit_gemm_model import option_samples, parse_option
+
+    from mgpu_lab.kernels.gemm import model
+
+    cases = list(random_cases(6, 11, top=3))
+    assert len(cases) == 6
+    figures = {}
+    for _, p, candidates in cases:
+        ranked = [c for _, c in model.ranked(model.Problem(p.m, p.n, p.k, transpose_b=p.transpose_b))]
+        assert ranked[0] not in candidates and ranked[1:3] == candidates[:2]
+        assert {family(c) for c in ranked} == {family(c) for c in candidates} | {family(ranked[0])}
+        figures[f"gemm_options_bf16_{p.key}_transpose_b"] = p.transpose_b
+        for i, c in enumerate(candidates):
+            assert parse_option(name_of(c)) == {k: v for k, v in c.items() if not (k == "persistent" and v is False)}
+            figures[f"gemm_options_bf16_{p.key}_{name_of(c)}_tflops"] = 100.0 + i
+    (tmp_path / "gemm_options_2026-12-04T000000Z_test.json").write_text(json.dumps({"figures": figures}))
+    samples = option_samples(tmp_path)
+    assert len(samples) == sum(len(c) for _, _, c in cases)
+    layouts = {(s.problem.m, s.problem.n, s.problem.k): s.problem.transpose_b for s in samples}
+    assert layouts == {(p.m, p.n, p.k): p.transpose_b for _, p, _ in cases}
