@@ -10,7 +10,10 @@ Trace file next to the record (`mgpu-lab trace convert` turns it into Perfetto o
 
 Run on a GPU machine:
     python benchmarks/bench_profiler.py [--size 8192] [--no-transpose-b] [--buffer auto|smem|global]
-    python benchmarks/bench_profiler.py --kernel attention [--seq 8192] [--head-dim 128]
+    python benchmarks/bench_profiler.py --kernel attention [--seq 8192] [--head-dim 128] [--profile-tiles N|all]
+
+Attention's consumers record their per-tile regions on a window of `profile_tiles` K/V tiles per
+work item (make_attention's default); `--profile-tiles all` records every tile.
 """
 
 from __future__ import annotations
@@ -59,7 +62,9 @@ def _attention(args, torch, gen):
     lse = _cupy_view(torch.full((batch, heads, seq), float("nan"), dtype=torch.float32, device="cuda"),
                      numpy_dtype("float32"))
     plain = make_attention(batch, heads, seq, seq, d)
-    profiled = make_attention(batch, heads, seq, seq, d, profile=True, profile_buffer=args.buffer)
+    tiles = {} if args.profile_tiles is None else {"profile_tiles": None if args.profile_tiles == "all"
+                                                   else int(args.profile_tiles)}
+    profiled = make_attention(batch, heads, seq, seq, d, profile=True, profile_buffer=args.buffer, **tiles)
 
     def run(kernel):
         return lambda i: kernel(*sets[i % 2], out=(out, lse))
@@ -77,6 +82,8 @@ def main() -> None:
     parser.add_argument("--head-dim", type=int, default=128, help="attention: head dimension")
     parser.add_argument("--buffer", choices=("smem", "global", "auto"), default="auto",
                         help="where the profiled build keeps its events (profile_buffer)")
+    parser.add_argument("--profile-tiles", help="attention: K/V tiles recorded per work item, or 'all' "
+                                                "(default: make_attention's PROFILE_TILES)")
     args = parser.parse_args()
     import torch
 
@@ -103,6 +110,7 @@ def main() -> None:
     summary = str(trace.summary())
     figures["trace_summary"] = summary.splitlines()
     notes = {"order": "A B B A ... (A = profiled, B = plain)", "kernel": label, "profile_buffer": args.buffer,
+             "profile_tiles": args.profile_tiles if args.kernel == "attention" else None,
              "profiled_config": {k: str(v) for k, v in profiled.config.items()}}
     path = write_record("profiler", figures, notes=notes, sampler=gpu)
     # The first 8 blocks as a Trace file; `mgpu-lab trace convert` makes Perfetto/Chrome files of it.

@@ -193,3 +193,37 @@ def test_attention_persistent_rows_past_seq_q(rng):
     """seq_q 150: each head's second query tile has one row-half entirely past seq_q (zero-filled
     loads, clipped stores); 144 items, float16."""
     _check(9, 8, 150, 150, 64, rng, dtype="float16", persistent=True)
+
+
+@pytest.mark.parametrize("profile_tiles, causal", [(8, False), (None, False), (4, True)])
+def test_profiled_attention_is_right_and_records_its_window(profile_tiles, causal, rng):
+    """Profiled (windowed or every tile): the same results as the plain kernel's reference, and each
+    consumer of each block records its first tile, the window of unmasked tiles and the masked ones."""
+    import collections
+    import warnings
+
+    import cupy
+
+    from mgpu_lab.errors import ProfilerNote
+
+    seq, block_kv = 4096, 128
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ProfilerNote)
+        _check(1, 2, seq, seq, 128, rng, causal=causal, runs=1, profile=True, profile_tiles=profile_tiles,
+               block_kv=block_kv)
+        kern = make_attention(1, 2, seq, seq, 128, causal=causal, profile=True, profile_tiles=profile_tiles,
+                              block_kv=block_kv)
+    q, k, v = (cupy.asarray(rng.standard_normal((1, 2, seq, 128), dtype=np.float32).astype(numpy_dtype("bfloat16")))
+               for _ in range(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow: the capacity holds what the window records
+        kern(q, k, v)
+        trace = kern.last_trace
+    s_gemm = trace.region_names.index("S GEMM")
+    per_unit = collections.Counter((b, u) for b, u, r in zip(trace.block.tolist(), trace.unit.tolist(),
+                                                             trace.region.tolist()) if r == s_gemm)
+    assert trace.dropped == 0 and per_unit
+    if not causal:  # 32 unmasked tiles per block: tile 0, then the window of the 31 in the loop
+        assert set(per_unit.values()) == {32 if profile_tiles is None else 1 + profile_tiles}
+    else:  # query block qb: tile 0, the window of its qb - 1 unmasked loop tiles, the diagonal tile
+        assert set(per_unit.values()) == {1} | {2 + min(profile_tiles, qb - 1) for qb in range(1, seq // 128)}

@@ -297,3 +297,70 @@ def test_saved_traces_keep_the_buffer(tmp_path):
             z.writestr(name, data)
     with pytest.raises(ValueError, match=r"meta.buffer: expected one of 'smem', 'global', got 'l2'"):
         Trace.load(tmp_path / "bad.npz")
+
+
+def _half_unprofiled(ctx, a, out, smem):
+    """_regions' loads and stores, with the "add" region traced under ctx.unprofiled()."""
+    assert ctx.profiling
+    i = arith.addi(arith.muli(dsl.block_idx(), c(256)), dsl.thread_idx())
+    with ctx.named_region("load"):
+        x = memref.load(a, [i])
+    with ctx.unprofiled():
+        with ctx.named_region("add"):
+            y = arith.addf(x, x)
+    with ctx.named_region("store"):
+        memref.store(y, out, [i])
+
+
+def test_unprofiled_code_has_no_region_records():
+    # Two regions recorded (4 records), the one under unprofiled() is not even a region name.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ProfilerNote)
+        k = mgpu_lab.kernel(_half_unprofiled, grid=N // 256, block=256, in_shapes=SD, out_shapes=SD, profile=True,
+                            profile_buffer="global", target="sm_90a", use_cache=False).compiled
+    assert k.profiler.region_names == ("load", "store")
+    assert count(opcodes(k.sass), r"STG\.E\.64") == 4
+    # without profile=True, ctx.profiling is False and unprofiled() changes nothing
+    seen = []
+
+    def body(ctx, a, out, smem):
+        seen.append(ctx.profiling)
+        with ctx.unprofiled():
+            _regions(ctx, a, out, smem)
+
+    mgpu_lab.kernel(body, grid=N // 256, block=256, in_shapes=SD, out_shapes=SD, target="sm_90a", use_cache=False)
+    assert seen == [False]
+
+
+def test_profiled_attention_records_a_window_of_its_tiles():
+    # The consumer's per-tile regions sit in one copy of the unmasked loop; the copies before and
+    # after it (as many tiles as the window leaves) have no clock reads, so a window and every
+    # tile give the same records in the SASS, and the window's buffer is smaller.
+    from mgpu_lab.kernels.attention import PROFILE_TILES, make_attention
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ProfilerNote)
+        window = make_attention(1, 2, 4096, 4096, 128, profile=True, target="sm_90a", use_cache=False).compiled
+        every = make_attention(1, 2, 4096, 4096, 128, profile=True, profile_tiles=None, target="sm_90a",
+                               use_cache=False).compiled
+        plain = make_attention(1, 2, 4096, 4096, 128, target="sm_90a", use_cache=False).compiled
+    w_ops, e_ops, p_ops = opcodes(window.sass), opcodes(every.sass), opcodes(plain.sass)
+    assert count(w_ops, r"STG\.E\.64") == count(e_ops, r"STG\.E\.64") > 0
+    hgmma = count(p_ops, r"HGMMA\..*")
+    assert count(e_ops, r"HGMMA\..*") == hgmma  # every tile recorded: the plain kernel's loops
+    # two more copies of the unmasked loop (before and after the window), each one tile's HGMMAs
+    # times ptxas's peeling: more HGMMA in all, and no wgmma serialized
+    assert count(w_ops, r"HGMMA\..*") > hgmma
+    assert "serialized" not in window.ptxas_log and window.resources.spill_stores_bytes == 0
+    assert window.profiler.capacity < every.profiler.capacity
+    assert PROFILE_TILES == 8
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "8", True])
+def test_attention_profile_tiles_must_be_a_positive_int_or_none(bad):
+    from mgpu_lab.arguments import ArgumentError
+    from mgpu_lab.kernels.attention import make_attention
+
+    with pytest.raises(ArgumentError, match=r"attention: profile_tiles must be an int >= 1 \(K/V tiles a consumer "
+                                            r"records per work item\) or None \(every tile\), got "):
+        make_attention(1, 2, 512, 512, 128, profile=True, profile_tiles=bad)

@@ -37,6 +37,7 @@ class LaunchContext:
         self.block = block
         self.cluster = cluster
         self.profiler = profiler
+        self._unprofiled = 0  # depth of `unprofiled()` blocks around the op being traced
         self.tma_descriptors: list[Any] = []  # filled by async_copy (Hopper DSL)
         self.tma_params: list[ir.Value] = []
         # (smem offset, shape) of a planned buffer -> the swizzle TMA copies use on it (smem viewer)
@@ -55,8 +56,8 @@ class LaunchContext:
     def named_region(self, name: str) -> Iterator[None]:
         """Time the enclosed ops as region `name` when the kernel is built with profiling.
 
-        Without profiling this emits nothing at all."""
-        if self.profiler is None:
+        Without profiling, or inside `unprofiled()`, this emits nothing at all."""
+        if self.profiler is None or self._unprofiled:
             yield
             return
         self.profiler.begin(name)
@@ -64,6 +65,26 @@ class LaunchContext:
             yield
         finally:
             self.profiler.end(name)
+
+    @property
+    def profiling(self) -> bool:
+        """Whether this trace records named regions (the kernel is built with `profile=True`)."""
+        return self.profiler is not None
+
+    @contextlib.contextmanager
+    def unprofiled(self) -> Iterator[None]:
+        """Trace the enclosed code with no region records in it: `named_region`s inside emit nothing.
+
+        The way to profile a hot loop at a sample's cost: split its iterations into a few traced
+        as usual and the rest under `unprofiled()` (two `for_range` loops over one carry). Every
+        region's clock reads and stores sit in the loop's instruction stream, so they cost time
+        even when the buffer is full; the unprofiled copy has none. The trace then holds the
+        sampled iterations only, and the time between them shows as a gap in the timeline."""
+        self._unprofiled += 1
+        try:
+            yield
+        finally:
+            self._unprofiled -= 1
 
     def block_barrier(self) -> None:
         """`__syncthreads()`: every thread of the block waits here."""

@@ -98,6 +98,9 @@ _MAX_BLOCK_KV = {64: 192, 128: 176, 256: 80}  # beyond these ptxas spills (measu
 # 0.99-1.04x causal
 # (attention_options_2026-12-01T051638Z_81f61284.json, attention_options_2026-12-01T052216Z_c8c80d8c.json).
 _EXP2_FMA_FRACTION = {64: 0.1875, 128: 0.0, 256: 0.0}
+# K/V tiles a profiled consumer records per work item (make_attention's profile_tiles): every tile's
+# 8 events in the issue-bound loop cost 1.26x at d 128, seq 8192 (profiler_2026-12-02T1846*).
+PROFILE_TILES = 8
 L2_KV_BYTES = 32 * 1024 * 1024  # causal persistent order: K/V of the heads in one section fit in L2
 
 
@@ -268,7 +271,7 @@ def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: in
                    kv_heads: int | None = None, scale: float | None = None, dtype: str = "bfloat16",
                    block_kv: int | None = None, stages: int | None = None, pingpong: bool | None = None,
                    persistent: bool | None = None, exp2_fma_fraction: float | None = None,
-                   **options) -> mgpu_lab.Kernel:
+                   profile_tiles: int | None = PROFILE_TILES, **options) -> mgpu_lab.Kernel:
     """Flash attention forward: `kernel(q, k, v)` returns (out, lse); shapes in the module doc.
 
     scale defaults to 1 / sqrt(head_dim); kv_heads to heads. block_kv and stages (K/V ring slots)
@@ -278,12 +281,20 @@ def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: in
     head, batch) items (None: `default_persistent`; with the widest K/V tiles, 176 for d 128 and
     80 for d 256, a persistent consumer spills a few bytes). exp2_fma_fraction: the share of the softmax's
     exponentials computed by an FMA polynomial instead of MUFU (`FragmentedArray.exp2`; None: per
-    head_dim, `_EXP2_FMA_FRACTION`). Other keywords go to `mgpu_lab.kernel` (profile=...)."""
+    head_dim, `_EXP2_FMA_FRACTION`). Other keywords go to `mgpu_lab.kernel` (profile=...).
+
+    profile_tiles (with profile=True): each consumer records its per-tile regions (S GEMM,
+    softmax, rescale O, PV GEMM, wait turn) on this many unmasked K/V tiles in the middle of each
+    work item's loop, plus the first tile, the masked ones and the epilogue; the other tiles run
+    with no region records (`ctx.unprofiled()`), so the timeline shows a sample of the steady
+    state with gaps around it. None records every tile: 8 events a tile in an issue-bound loop,
+    which cost 1.26x at d 128, seq 8192 on the H200."""
     definition = attention_definition(batch, heads, seq_q, seq_kv, head_dim, causal=causal, kv_heads=kv_heads,
                                       scale=scale, dtype=dtype, block_kv=block_kv, stages=stages,
                                       pingpong=pingpong, persistent=persistent,
                                       exp2_fma_fraction=exp2_fma_fraction,
-                                      profile_buffer=options.get("profile_buffer", "auto"))
+                                      profile_buffer=options.get("profile_buffer", "auto"),
+                                      profile_tiles=profile_tiles)
     capacity = definition.pop("profile_capacity")
     if options.get("profile"):
         options.setdefault("profile_capacity", capacity)
@@ -294,14 +305,18 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
                          kv_heads: int | None = None, scale: float | None = None, dtype: str = "bfloat16",
                          block_kv: int | None = None, stages: int | None = None, pingpong: bool | None = None,
                          persistent: bool | None = None, exp2_fma_fraction: float | None = None,
-                         profile_buffer: str = "auto") -> dict:
+                         profile_buffer: str = "auto", profile_tiles: int | None = PROFILE_TILES) -> dict:
     """The attention kernel as `mgpu_lab.kernel` arguments (body, grid, block, shapes, smem,
     name) plus the profile_capacity its named regions need. profile_buffer: the one the kernel
     will be profiled with; "global" and "auto" hold every event ("auto" keeps them in shared
     memory where they fit beside the kernel's buffers, else in global memory, which the GEMM's
     and attention's runs on the H200 measured at the same cost); "smem" cuts the capacity to what
-    fits (later events are counted but dropped)."""
+    fits (later events are counted but dropped). profile_tiles: `make_attention`'s."""
     check_buffer_mode(profile_buffer)
+    if profile_tiles is not None:
+        profile_tiles = count("profile_tiles", profile_tiles, minimum=1,
+                              expected="an int >= 1 (K/V tiles a consumer records per work item) or None (every tile)",
+                              where="attention")
     batch, heads, seq_q, seq_kv, head_dim, kv_heads = check_problem(batch, heads, seq_q, seq_kv, head_dim,
                                                                     heads if kv_heads is None else kv_heads)
     flag("causal", causal, where="attention")
@@ -596,7 +611,18 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
 
             split = dsl.max(n_unmasked, 1)
             state = (o, p.astype(dtype), m, l, alpha)  # the loop's carry: a tuple of register tiles
-            state = dsl.for_range(1, split, carry=state)(step(masked=False))
+            if ctx.profiling and profile_tiles is not None:
+                # Record profile_tiles unmasked tiles in the middle of the loop; the tiles before
+                # and after run in copies of the loop with no region records (see make_attention).
+                start = 1 + (dsl.max(split, profile_tiles + 1) - (profile_tiles + 1)) // 2
+                stop = dsl.min(start + profile_tiles, split)
+                with ctx.unprofiled():
+                    state = dsl.for_range(1, start, carry=state)(step(masked=False))
+                state = dsl.for_range(start, stop, carry=state)(step(masked=False))
+                with ctx.unprofiled():
+                    state = dsl.for_range(stop, split, carry=state)(step(masked=False))
+            else:
+                state = dsl.for_range(1, split, carry=state)(step(masked=False))
             state = dsl.for_range(split, n_tiles, carry=state)(step(masked=True))
             o, p, m, l, alpha = state
             if out_buffer:  # every S GEMM of the item is done: the producer may reload these Q rows
@@ -695,7 +721,10 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
     items_per_block = -(-n_items // blocks)
     smem_left = SMEM_LIMIT - attention_smem_bytes(head_dim, block_kv, stages, persistent=persistent,
                                                   out_buffer=out_buffer) - 2048
-    events = items_per_block * (10 * kv_tiles + 16) + 16
+    # With profile_tiles, a consumer records the window, its first tile and the masked ones (at most
+    # TILE_Q / block_kv + 2: the diagonal and the ragged end); the producer records every tile.
+    recorded = kv_tiles if profile_tiles is None else min(kv_tiles, profile_tiles + TILE_Q // block_kv + 3)
+    events = items_per_block * (max(10 * recorded, 4 * kv_tiles) + 16) + 16
     capacity = max(64, min(events, smem_left // (3 * 8))) if profile_buffer == "smem" else events
     grid = (blocks, 1, 1) if persistent else (q_blocks, heads, batch)
     return dict(body=attention, grid=grid, block=(CONSUMERS + 1) * WARPGROUP,
@@ -735,6 +764,6 @@ def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: 
     return out, (m + np.log(total))[..., 0]
 
 
-__all__ = ["DTYPES", "HEAD_DIMS", "SMEM_LIMIT", "TILE_Q", "attention_definition", "attention_smem_bytes",
+__all__ = ["DTYPES", "HEAD_DIMS", "PROFILE_TILES", "SMEM_LIMIT", "TILE_Q", "attention_definition", "attention_smem_bytes",
            "default_persistent", "default_pingpong", "default_stages", "has_out_buffer", "kv_section", "make_attention",
            "persistent_stages", "reference_attention", "visible_tiles", "work_item"]
