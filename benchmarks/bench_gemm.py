@@ -450,8 +450,8 @@ def fp8_random_main(args: argparse.Namespace) -> None:
         "kernel": "launch_unchecked on CuPy views vs torch._scaled_mm(out=), launches queued behind a blocking kernel",
         "shapes": "gemm_random's draw for the seed, B (n, k), n and k rounded up to 16 (block: k to 128, m to 4); "
                   "tuned shapes dropped; labels name what was rounded",
-        "configs": "tensor: the model alone (MGPU_LAB_GEMM_TABLE=0); block: make_fp8_block_scaled_gemm's 128x128 "
-                   "tiles"})
+        "configs": "tensor: the model alone (MGPU_LAB_GEMM_TABLE=0); block: fp8_block.block_tiles (the model's "
+                   "one-tile-per-block pick among tile_m 64/128, tile_n 32/64/128)"})
 
 
 def _table_digest() -> str:

@@ -76,3 +76,20 @@ def test_fp8_block_scaled_gemm_errors():
         make_fp8_block_scaled_gemm(256, 256, 256, tile_n=256)
     with pytest.raises(ValueError, match=r"B must be \(n, k\)"):
         make_fp8_block_scaled_gemm(256, 256, 256, transpose_b=False)
+
+
+@pytest.mark.parametrize("shape, tiles", [((8, 3584, 11008), (64, 32)), ((4, 4096, 11008), (64, 32)),
+                                          ((4096, 4096, 4096), (128, 128))])
+def test_fp8_block_scaled_tiles_follow_the_grid(shape, tiles):
+    # Few rows: n / 128 blocks of 128 x 128 tiles leave most of the 132 SMs idle; the model's pick
+    # has several times the blocks. A big problem keeps the 128 x 128 tile.
+    from mgpu_lab.kernels.gemm.fp8_block import block_tiles, make_fp8_block_scaled_gemm
+
+    assert block_tiles(*shape) == tiles
+    k = make_fp8_block_scaled_gemm(*shape)
+    tiling = k.config["tiling"]
+    assert (tiling.tile_m, tiling.tile_n) == tiles
+    assert_clean(k, rf"QGMMA\.64x{tiles[1]}x32\.F32\.E4M3\.E4M3")
+    # one of the two given: the other is the kernel's 128
+    t = make_fp8_block_scaled_gemm(*shape, tile_n=64).config["tiling"]
+    assert (t.tile_m, t.tile_n) == (128, 64)

@@ -79,15 +79,39 @@ def multiply_block_scaled(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty
     return acc
 
 
-def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m: int = 128,
-                               tile_n: int = 128, stages: int | None = None, group_m: int = 8,
+def block_tiles(m: int, n: int, k: int, out_dtype: str = "bfloat16") -> tuple[int, int]:
+    """(tile_m, tile_n) for a block-scaled GEMM: the performance model's fastest one-tile-per-block
+    configuration among the tiles this kernel takes (tile_m 64 or 128, tile_n in BLOCK_TILE_NS).
+
+    The model times the per-tensor FP8 kernel; the promotion costs every tile alike per k block,
+    so what it ranks here is the grid: at few rows a 128 x 128 tile leaves most SMs idle (n / 128
+    blocks streaming B), and 64 x 32 tiles give four times the blocks (the 2026-12-02 random-shape
+    run measured 0.40-0.64x torch._scaled_mm at m <= 12 with 128 x 128). Persistent blocks are
+    left to the caller: unmeasured with this mainloop."""
+    from . import model
+
+    problem = model.Problem(m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype)
+    for _, config in model.ranked(problem):
+        if (config["tile_m"] in (64, 128) and config["tile_n"] in BLOCK_TILE_NS and not config.get("persistent")
+                and not config.get("swap_ab") and (config.get("split_k") or 1) == 1):
+            return config["tile_m"], config["tile_n"]
+    return 128, 128
+
+
+def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m: int | None = None,
+                               tile_n: int | None = None, stages: int | None = None, group_m: int = 8,
                                persistent: bool | str = False, epilogue: Epilogue | None = None,
                                epilogue_inputs: Sequence[Any] = (), transpose_b: bool = True, dtype: str = FP8,
                                **options) -> mgpu_lab.Kernel:
     """C (m, n) = epilogue(block-scaled A (m, k) @ B (n, k).T); call it as
     `kernel(a, b, scale_a, scale_b, *epilogue_arrays)`, a and b e4m3 (uint8 bytes on the
-    device), the scales float32 of `scale_shapes(m, n, k)`."""
+    device), the scales float32 of `scale_shapes(m, n, k)`. tile_m and tile_n default to
+    `block_tiles(m, n, k)` (the model's pick), either given alone to 128."""
     m, n, k = check_problem(m, n, k, transpose_b, where="fp8 block-scaled gemm")
+    if tile_m is None and tile_n is None:
+        tile_m, tile_n = block_tiles(m, n, k, out_dtype)
+    tile_m = 128 if tile_m is None else tile_m
+    tile_n = 128 if tile_n is None else tile_n
     if transpose_b is not True:
         raise ValueError("fp8 block-scaled gemm: B must be (n, k) (transpose_b=True): FP8 wgmma reads K-major "
                          "operands only")
