@@ -332,3 +332,39 @@ def _saved_trace(tmp_path):
     blk = Block(sm=0, block_id=0, timer_start=T0, timer_end=T0 + 1000, clock_start=0, clock_end=1000,
                 units=[[(begin(0), 100), (end(0), 900)]])
     return decode_buffer(write_buffer(spec, [blk]), spec, kernel_name="k").save(tmp_path / "t.npz")
+
+
+def _bad_gemm():
+    from mgpu_lab.kernels.gemm import make_gemm
+
+    return make_gemm(0, 256, 256)
+
+
+def _bad_fp8():
+    from mgpu_lab.kernels.gemm.fp8 import make_fp8_gemm
+
+    return make_fp8_gemm(256, 256, 256, dtype="bfloat16")
+
+
+def _bad_fp8_block():
+    from mgpu_lab.kernels.gemm.fp8_block import make_fp8_block_scaled_gemm
+
+    return make_fp8_block_scaled_gemm(256, 256, 256, tile_n=256)
+
+
+def _bad_attention():
+    from mgpu_lab.kernels.attention import make_attention
+
+    return make_attention(1, 2, 512, 512, 100)
+
+
+@pytest.mark.parametrize("make, message", [(_bad_gemm, "gemm: m must be a positive int, got 0"),
+                                           (_bad_fp8, "dtype must be 'float8_e4m3fn', got 'bfloat16'"),
+                                           (_bad_fp8_block, r"tile_n must be one of \(32, 64, 128\)"),
+                                           (_bad_attention, r"attention: head_dim must be one of \(64, 128, 256\)")])
+def test_library_kernel_makers_show_only_the_callers_frames(make, message):
+    with pytest.raises(ValueError, match=message) as e:
+        make()
+    frames = _frames(e.value)
+    assert frames and all(not is_library_file(f) for f in frames), frames
+    assert frames[-1] == THIS_FILE  # the line in the caller's own function that called the maker

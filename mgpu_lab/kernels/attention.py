@@ -72,6 +72,7 @@ from mgpu_lab.arguments import alternatives, choice, count, fail, flag, number, 
 from mgpu_lab.builder.profiling import check_buffer_mode
 from mgpu_lab.dsl import FragmentedArray, WGMMAAccumulator
 from mgpu_lab.kernels.gemm.configs import SMS
+from mgpu_lab.user_errors import user_facing
 
 TILE_Q = 128  # query rows per block: 64 per consumer warpgroup
 CHUNK = 64  # head_dim columns per TMA box / K-major wgmma operand (one 128-byte swizzle span of 16-bit)
@@ -267,6 +268,7 @@ def _check(scale: float, dtype: str, head_dim: int, block_kv: int, stages: int, 
                          f"than the {SMEM_LIMIT} a Hopper block can have; use fewer stages")
 
 
+@user_facing  # an argument error shows the caller's line, not the library's frames
 def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, *, causal: bool = False,
                    kv_heads: int | None = None, scale: float | None = None, dtype: str = "bfloat16",
                    block_kv: int | None = None, stages: int | None = None, pingpong: bool | None = None,

@@ -17,6 +17,7 @@ from typing import Any
 import mgpu_lab
 from mgpu_lab import dsl
 from mgpu_lab.arguments import choice
+from mgpu_lab.user_errors import user_facing
 
 from .kernel import build_gemm_kernel, check_problem, resolve_tiling
 from .padding import aligned_shape, padded_gemm
@@ -25,6 +26,7 @@ from .pieces import Epilogue, EpilogueTile
 FP8 = "float8_e4m3fn"
 
 
+@user_facing  # an argument error shows the caller's line, not the library's frames
 def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m: int | None = None,
                   tile_n: int | None = None, stages: int | None = None, group_m: int | None = None,
                   persistent: bool | str | None = None, cluster_m: int | None = None, split_k: int | None = None,

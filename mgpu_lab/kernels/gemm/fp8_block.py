@@ -19,6 +19,7 @@ import mgpu_lab
 from mgpu_lab import dsl
 from mgpu_lab.arguments import choice
 from mgpu_lab.dsl import ir, memref, vector
+from mgpu_lab.user_errors import user_facing
 
 from .kernel import build_gemm_kernel, check_problem, resolve_tiling
 from .padding import aligned_shape, padded_gemm
@@ -98,6 +99,7 @@ def block_tiles(m: int, n: int, k: int, out_dtype: str = "bfloat16") -> tuple[in
     return 128, 128
 
 
+@user_facing  # an argument error shows the caller's line, not the library's frames
 def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m: int | None = None,
                                tile_n: int | None = None, stages: int | None = None, group_m: int = 8,
                                persistent: bool | str = False, epilogue: Epilogue | None = None,

@@ -57,6 +57,7 @@ from mgpu_lab.arguments import alternatives, choice, count, flag, size
 from mgpu_lab.builder.profiling import check_buffer_mode
 from mgpu_lab.profiler.format import words_per_block
 from mgpu_lab.runtime.kernel import Kernel
+from mgpu_lab.user_errors import user_facing
 
 from .configs import auto_settings, gemm_config, heuristic_config
 from .padding import aligned_shape, padded_gemm
@@ -187,6 +188,7 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
                          f"bytes of smem, more than the {SMEM_LIMIT} a Hopper block can have; use fewer stages")
 
 
+@user_facing  # an argument error shows the caller's line, not the library's frames
 def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
               out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
               stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
