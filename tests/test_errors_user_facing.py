@@ -358,6 +358,48 @@ def _bad_attention():
     return make_attention(1, 2, 512, 512, 100)
 
 
+def _bad_gemm_definition():
+    from mgpu_lab.kernels.gemm import gemm_definition
+
+    return gemm_definition(256, -1, 256)
+
+
+def _bad_attention_definition():
+    from mgpu_lab.kernels.attention import attention_definition
+
+    return attention_definition(1, 2, 512, 512, 128, profile_tiles=0)
+
+
+def _bad_fused():
+    from mgpu_lab.kernels.gemm.epilogues import fused
+
+    return fused(256, 256, activation="tanh")
+
+
+def _bad_view():
+    from mgpu_lab.widgets import show
+
+    return show(build(), "registers")
+
+
+def _bad_export_path():
+    return build().export(3)
+
+
+@pytest.mark.parametrize("make, message", [
+    (_bad_gemm_definition, "gemm: n must be a positive int, got -1"),
+    (_bad_attention_definition, "attention: profile_tiles must be an int >= 1"),
+    (_bad_fused, r"fused: activation must be one of \('relu', 'gelu', 'silu'\) or None, got 'tanh'"),
+    (_bad_view, r"what: expected one of \['all', 'sass', 'smem', 'ir'\], got 'registers'"),
+    (_bad_export_path, r"path: expected a str or os.PathLike naming a .py file, got int 3")])
+def test_definitions_views_and_export_show_only_the_callers_frames(make, message):
+    with pytest.raises(ValueError, match=message) as e:
+        make()
+    frames = _frames(e.value)
+    assert frames and all(not is_library_file(f) for f in frames), frames
+    assert frames[-1] in (THIS_FILE, build.__code__.co_filename)
+
+
 @pytest.mark.parametrize("make, message", [(_bad_gemm, "gemm: m must be a positive int, got 0"),
                                            (_bad_fp8, "dtype must be 'float8_e4m3fn', got 'bfloat16'"),
                                            (_bad_fp8_block, r"tile_n must be one of \(32, 64, 128\)"),

@@ -303,6 +303,7 @@ def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: in
     return mgpu_lab.kernel(**definition, **options)
 
 
+@user_facing
 def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, *, causal: bool = False,
                          kv_heads: int | None = None, scale: float | None = None, dtype: str = "bfloat16",
                          block_kv: int | None = None, stages: int | None = None, pingpong: bool | None = None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import inspect
+import os
 import pprint
 import re
 import zlib
@@ -223,6 +224,8 @@ def export(kernel: Any, path: str | Path, overwrite: bool = False) -> Path:
     An existing file is replaced only with overwrite=True. The module is written to a
     temporary file beside `path` and renamed over it, so a failure leaves nothing behind."""
     program = _program_of(kernel)
+    if not isinstance(path, (str, os.PathLike)):
+        raise ExportError(f"path: expected a str or os.PathLike naming a .py file, got {type(path).__name__} {path!r}")
     path = Path(path)
     if path.suffix != ".py":
         raise ExportError(f"path: expected a .py file name, got {str(path)!r}")

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..compiler.compiled_kernel import CompiledKernel
 from ..errors import LaunchArgumentError
-from ..user_errors import trim_for_user
+from ..user_errors import trim_for_user, user_facing
 from .program import Program
 
 
@@ -286,6 +286,7 @@ class Kernel:
         profiles its main kernel); `last_traces` has every launch's. None if not profiled."""
         return next((trace for trace in self.last_traces if trace is not None), None)
 
+    @user_facing
     def export(self, path: str, overwrite: bool = False) -> Any:
         """Write a standalone Python module running the whole program (every launch, its scratch
         buffers, pads and crops) with numpy, CuPy and cuda-bindings only (`mgpu_lab.export`).

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..user_errors import user_facing
+
 if TYPE_CHECKING:
     from mgpu_lab.widgets.ir_view import IrView
     from mgpu_lab.widgets.sass_view import SassView
@@ -47,6 +49,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+@user_facing
 def show(obj: Any, what: str = "all", **kwargs: Any) -> Any:
     """The viewer for a `Trace` (a Timeline), a `Kernel` or a `CompiledKernel`.
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from mgpu_lab import dsl
+from mgpu_lab.user_errors import user_facing
 
 from .pieces import EpilogueTile
 
@@ -74,6 +75,7 @@ class FusedEpilogue:
         return self.fn(acc, tile, *refs)
 
 
+@user_facing
 def fused(m: int, n: int, *, bias: str | None = None, activation: str | None = None, residual: str | None = None,
           scale: bool = False) -> FusedEpilogue:
     """bias / residual: the dtype of a (n,) bias / (m, n) residual array (None: none); activation:

@@ -348,6 +348,7 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
     return dataclasses.replace(t, split_k=even_split_k(t.k_tiles, t.split_k))  # no empty K slice
 
 
+@user_facing
 def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                     out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
                     stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
