@@ -387,26 +387,18 @@ def _bad_export_path():
 
 
 @pytest.mark.parametrize("make, message", [
+    (_bad_gemm, "gemm: m must be a positive int, got 0"),
+    (_bad_fp8, "dtype must be 'float8_e4m3fn', got 'bfloat16'"),
+    (_bad_fp8_block, r"tile_n must be one of \(32, 64, 128\)"),
+    (_bad_attention, r"attention: head_dim must be one of \(64, 128, 256\)"),
     (_bad_gemm_definition, "gemm: n must be a positive int, got -1"),
     (_bad_attention_definition, "attention: profile_tiles must be an int >= 1"),
     (_bad_fused, r"fused: activation must be one of \('relu', 'gelu', 'silu'\) or None, got 'tanh'"),
     (_bad_view, r"what: expected one of \['all', 'sass', 'smem', 'ir'\], got 'registers'"),
     (_bad_export_path, r"path: expected a str or os.PathLike naming a .py file, got int 3")])
-def test_definitions_views_and_export_show_only_the_callers_frames(make, message):
+def test_library_entry_points_show_only_the_callers_frames(make, message):
     with pytest.raises(ValueError, match=message) as e:
         make()
     frames = _frames(e.value)
     assert frames and all(not is_library_file(f) for f in frames), frames
-    assert frames[-1] in (THIS_FILE, build.__code__.co_filename)
-
-
-@pytest.mark.parametrize("make, message", [(_bad_gemm, "gemm: m must be a positive int, got 0"),
-                                           (_bad_fp8, "dtype must be 'float8_e4m3fn', got 'bfloat16'"),
-                                           (_bad_fp8_block, r"tile_n must be one of \(32, 64, 128\)"),
-                                           (_bad_attention, r"attention: head_dim must be one of \(64, 128, 256\)")])
-def test_library_kernel_makers_show_only_the_callers_frames(make, message):
-    with pytest.raises(ValueError, match=message) as e:
-        make()
-    frames = _frames(e.value)
-    assert frames and all(not is_library_file(f) for f in frames), frames
-    assert frames[-1] == THIS_FILE  # the line in the caller's own function that called the maker
+    assert frames[-1] == THIS_FILE  # the line in the caller's own function that made the call
