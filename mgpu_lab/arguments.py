@@ -50,7 +50,7 @@ def fail(name: str, expected: str, value: Any, *, where: str = "", typed: bool =
     return ArgumentError(f"{prefix}{name} must be {expected}, got {given(value, typed=typed)}")
 
 
-def _as_int(value: Any) -> int | None:
+def as_int(value: Any) -> int | None:
     """`value` as an int when it is an integer and not a bool (a NumPy integer counts), else None."""
     if isinstance(value, bool):
         return None
@@ -64,7 +64,7 @@ def count(name: str, value: Any, *, minimum: int = 0, maximum: int | None = None
           where: str = "") -> int:
     """An int (not a bool) in [minimum, maximum]; `expected` words the range in the message
     (default: 'an int >= minimum' or 'an int in [minimum, maximum]')."""
-    number = _as_int(value)
+    number = as_int(value)
     if expected is None:
         expected = f"an int >= {minimum}" if maximum is None else f"an int in [{minimum}, {maximum}]"
     if number is None:
@@ -76,7 +76,7 @@ def count(name: str, value: Any, *, minimum: int = 0, maximum: int | None = None
 
 def size(name: str, value: Any, *, where: str = "") -> int:
     """A positive int (not a bool: `k=True` is no size)."""
-    number = _as_int(value)
+    number = as_int(value)
     if number is None or number <= 0:
         raise fail(name, "a positive int", value, where=where, typed=number is None)
     return number
@@ -87,7 +87,7 @@ def shape(name: str, value: Any, length: int, *, where: str = "") -> tuple[int, 
     expected = f"a tuple of {length} positive ints"
     if not isinstance(value, (tuple, list)) or len(value) != length:
         raise fail(name, expected, value, where=where, typed=True)
-    ints = [_as_int(v) for v in value]
+    ints = [as_int(v) for v in value]
     if any(n is None or n <= 0 for n in ints):
         raise fail(name, expected, value, where=where)
     return tuple(ints)  # type: ignore[arg-type]
@@ -141,4 +141,4 @@ def _equal(value: Any, option: Any) -> bool:
         return False
 
 
-__all__ = ["ArgumentError", "alternatives", "choice", "count", "fail", "flag", "given", "number", "shape", "size"]
+__all__ = ["ArgumentError", "alternatives", "as_int", "choice", "count", "fail", "flag", "given", "number", "shape", "size"]

@@ -402,3 +402,10 @@ def test_library_entry_points_show_only_the_callers_frames(make, message):
     frames = _frames(e.value)
     assert frames and all(not is_library_file(f) for f in frames), frames
     assert frames[-1] == THIS_FILE  # the line in the caller's own function that made the call
+
+
+@pytest.mark.parametrize("shape", [(2.5, 4), "abc", (True, 2), None])
+def test_shape_dtype_names_a_shape_that_is_not_ints(shape):
+    with pytest.raises(TypeError, match=r"ShapeDtype shape: expected an int or a tuple of ints, got ") as e:
+        mgpu_lab.ShapeDtype(shape, "float32")
+    assert all(not is_library_file(f) for f in _frames(e.value))

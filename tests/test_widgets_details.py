@@ -169,3 +169,35 @@ def test_an_instruction_on_the_profiler_header_moves_the_view_there_and_says_so(
     assert view.buffer == profiler
     assert view.conflict_summary.startswith(view._instructions[header].text.rstrip(" ;") + ": writes profiler")
     assert "no bank analysis" in view.conflict_summary and "touches no element" not in view.conflict_summary
+
+
+def test_views_take_a_kernel_of_one_launch_and_name_what_they_refuse() -> None:
+    from mgpu_lab.widgets import IrView, SassView, SmemView, Timeline
+    from test_profiler_global_buffer import _regions
+
+    kernel = mgpu_lab.kernel(_regions, grid=4, block=256, in_shapes=mgpu_lab.ShapeDtype((1024,), "float32"),
+                             out_shapes=mgpu_lab.ShapeDtype((1024,), "float32"), target="sm_90a", use_cache=False)
+    for view in (IrView, SassView, SmemView):
+        assert view(kernel).to_html() == view(kernel.compiled).to_html()  # the Kernel stands for its one launch
+        with pytest.raises(TypeError, match=rf"{view.__name__}: kernel: expected a Kernel or a CompiledKernel, "
+                                            r"got Trace"):
+            view(synthetic_trace())
+    with pytest.raises(TypeError, match=r"Timeline: trace: expected a Trace, got Kernel \(a kernel's trace is "
+                                        r"kernel.last_trace, after a call with profile=True\)") as e:
+        Timeline(kernel)
+    from mgpu_lab.user_errors import is_library_file
+    import traceback
+
+    assert not any(is_library_file(f.filename) for f in traceback.extract_tb(e.value.__traceback__))
+
+
+def test_views_of_a_program_of_several_launches_say_which_to_pick() -> None:
+    from mgpu_lab.kernels.gemm import make_gemm
+    from mgpu_lab.widgets import SassView
+
+    split = make_gemm(512, 512, 16384, split_k=16, split_k_reduce="workspace", target="sm_90a")
+    assert len(split.launches) == 2
+    with pytest.raises(TypeError, match=r"SassView: kernel: expected one launch, got a Kernel of 2 launches "
+                                        r"\(.+\); pass kernel.launches\[i\], or show\(kernel, \.\.\.\)"):
+        SassView(split)
+    assert "HGMMA" in SassView(split.launches[0]).to_html()

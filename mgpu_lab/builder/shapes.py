@@ -8,6 +8,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from ..arguments import as_int, given
 from ..user_errors import user_facing
 from .dtypes import dtype_name
 
@@ -28,7 +29,10 @@ class ShapeDtype:
 
     @user_facing
     def __init__(self, shape: Any, dtype: Any, name: str = ""):
-        shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        dims = shape if isinstance(shape, (tuple, list)) else (shape,)
+        if not all(as_int(d) is not None for d in dims):
+            raise TypeError(f"ShapeDtype shape: expected an int or a tuple of ints, got {given(shape, typed=True)}")
+        shape = tuple(as_int(d) for d in dims)
         if any(d <= 0 for d in shape):
             raise ValueError(f"shape: expected positive dimensions, got {shape}")
         if not isinstance(name, str):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..runtime.kernel import Kernel
+from ..user_errors import user_facing
 
 
 @dataclass
@@ -160,6 +161,7 @@ def expand_space(space: dict[str, Sequence[Any]]) -> list[dict[str, Any]]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*(space[k] for k in keys))]
 
 
+@user_facing
 def compile_candidates(make_kernel: Callable[..., Any], space: dict[str, Sequence[Any]],
                        executor: concurrent.futures.Executor | None = None,
                        build_timeout_s: float = 300.0) -> list[Candidate]:

@@ -15,10 +15,12 @@ from typing import Any
 import anywidget
 import traitlets
 
+from mgpu_lab.user_errors import user_facing
 from mgpu_lab.widgets.esm import view_module
 from mgpu_lab.widgets.fallback import StaticFallback
 from mgpu_lab.widgets.ir_diff import PassTexts, diff_text
 from mgpu_lab.widgets.static_ir import ir_figure, ir_html
+from mgpu_lab.widgets.view_inputs import compiled_for_view
 
 HERE = Path(__file__).parent
 MODES = ("module", "diff")
@@ -46,7 +48,9 @@ class IrView(StaticFallback, anywidget.AnyWidget):
     content = traitlets.List().tag(sync=True)
     height = traitlets.Int(460).tag(sync=True)
 
+    @user_facing
     def __init__(self, kernel: Any, mode: str | None = None, **kwargs: Any) -> None:
+        kernel = compiled_for_view(kernel, "IrView")
         self.pass_texts = PassTexts(kernel.passes)
         self.stats = self.pass_texts.stats()
         first = self.pass_texts.first_change()

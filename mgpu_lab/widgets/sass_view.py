@@ -18,11 +18,13 @@ from typing import Any
 import anywidget
 import traitlets
 
+from mgpu_lab.user_errors import user_facing
 from mgpu_lab.widgets.esm import view_module
 from mgpu_lab.widgets.fallback import StaticFallback
 from mgpu_lab.widgets.sass_listing import SassListing, build_listing
 from mgpu_lab.widgets.sass_parse import KEY_CLASSES
 from mgpu_lab.widgets.static_sass import sass_figure, sass_html
+from mgpu_lab.widgets.view_inputs import compiled_for_view
 
 HERE = Path(__file__).parent
 
@@ -73,7 +75,9 @@ class SassView(StaticFallback, anywidget.AnyWidget):
     selected_ptx = traitlets.Int(-1).tag(sync=True)
     search = traitlets.Unicode("").tag(sync=True)
 
+    @user_facing
     def __init__(self, kernel: Any, height: int = 460, **kwargs: Any) -> None:
+        kernel = compiled_for_view(kernel, "SassView")
         self.listing: SassListing = build_listing(kernel)
         lst = self.listing
         notes = []

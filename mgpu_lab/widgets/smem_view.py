@@ -21,6 +21,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from mgpu_lab.user_errors import user_facing
 from mgpu_lab.widgets.bank_grid import (
     BankGrid,
     bank_grid,
@@ -34,6 +35,7 @@ from mgpu_lab.widgets.smem_instructions import DERIVED, UNKNOWN, SmemInstruction
 from mgpu_lab.widgets.smem_patterns import hypothetical_patterns, hypothetical_widths, kernel_accesses
 from mgpu_lab.widgets.smem_map import UNNAMED_NOTE, address_map, total_bytes
 from mgpu_lab.widgets.static_smem import smem_figure, smem_html
+from mgpu_lab.widgets.view_inputs import compiled_for_view
 
 HERE = Path(__file__).parent
 
@@ -73,7 +75,9 @@ class SmemView(StaticFallback, anywidget.AnyWidget):
     unnamed_note = traitlets.Unicode("").tag(sync=True)  # set when some buffer has no name
     instruction = traitlets.Int(-1).tag(sync=True)
 
+    @user_facing
     def __init__(self, kernel: Any, buffer: str | int | None = None, pattern: str = "column", **kwargs: Any) -> None:
+        kernel = compiled_for_view(kernel, "SmemView")
         self.entries = address_map(kernel.smem_layout)
         self._bank_grid: BankGrid | None = None
         self._instructions = smem_instructions(kernel.sass or "", getattr(kernel, "block", None), getattr(kernel, "grid", None))

@@ -22,6 +22,7 @@ import anywidget
 import numpy as np
 import traitlets
 
+from mgpu_lab.user_errors import user_facing
 from mgpu_lab.widgets.esm import view_module
 from mgpu_lab.widgets.fallback import StaticFallback
 from mgpu_lab.widgets.palette import categorical
@@ -34,6 +35,7 @@ from mgpu_lab.widgets.static_timeline import (
 )
 from mgpu_lab.widgets.timeline_layout import layout_trace, unit_abbreviation
 from mgpu_lab.widgets.timeline_stats import event_span_ns
+from mgpu_lab.widgets.view_inputs import trace_for_view
 
 HERE = Path(__file__).parent
 
@@ -88,7 +90,9 @@ class Timeline(StaticFallback, anywidget.AnyWidget):
     _block_end = traitlets.Bytes(b"").tag(sync=True)
     _block_id = traitlets.Bytes(b"").tag(sync=True)
 
+    @user_facing
     def __init__(self, trace: Any, title: str | None = None, height: int = 420, **kwargs: Any) -> None:
+        trace = trace_for_view(trace, "Timeline")
         self.trace = trace
         self.lanes = layout_trace(trace)
         lay = self.lanes

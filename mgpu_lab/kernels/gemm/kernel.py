@@ -302,6 +302,7 @@ def room_for_profiler(t: GemmTiling, capacity: int, unit: str = "warpgroup") -> 
     return t
 
 
+@user_facing
 def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                    out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
                    stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
