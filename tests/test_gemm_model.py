@@ -224,3 +224,24 @@ def test_options_on_drawn_shapes_time_every_family_and_read_back_as_samples(tmp_
     assert len(samples) == sum(len(c) for _, _, c in cases)
     layouts = {(s.problem.m, s.problem.n, s.problem.k): s.problem.transpose_b for s in samples}
     assert layouts == {(p.m, p.n, p.k): p.transpose_b for _, p, _ in cases}
+
+
+def test_nvidia_heuristics_estimate_our_configurations_or_say_they_cannot():
+    # benchmarks/compare_gemm_models.py scores NVIDIA's model on our timed records: a configuration
+    # it models gets a positive time that grows with the problem; one it does not (a 136-wide tile)
+    # is infinite, never picked, rather than a zero that would always win.
+    pytest.importorskip("nvMatmulHeuristics")
+    from compare_gemm_models import Heuristics, ranking
+    from fit_gemm_model import Sample
+
+    h = Heuristics()
+    tiles = {"tile_m": 128, "tile_n": 256, "persistent": False}
+    small, big = (h.estimate_us(model.Problem(s, s, s, transpose_b=True), tiles) for s in (2048, 8192))
+    assert 0 < small < big < float("inf") and 20 < big / small < 80  # 64x the flops; a small problem wastes more
+    assert h.estimate_us(model.Problem(129, 4096, 4104, transpose_b=True),
+                         {"tile_m": 256, "tile_n": 136, "split_k": 3}) == float("inf")
+    p = model.Problem(4096, 4096, 4096, transpose_b=True)
+    group = [Sample(p, {"tile_m": 128, "tile_n": 136}, 150.0, "g"), Sample(p, tiles, 160.0, "g"),
+             Sample(p, {"tile_m": 64, "tile_n": 64}, 300.0, "g")]
+    rank = ranking(group, h.estimate_us)  # the 136-wide tile it cannot model is not its pick
+    assert rank["groups"] == 1 and rank["pick_over_best_geomean"] == pytest.approx(160.0 / 150.0)
