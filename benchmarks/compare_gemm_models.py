@@ -39,7 +39,7 @@ import numpy as np
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from common import write_record  # noqa: E402
-from fit_gemm_model import Sample, option_samples, random_samples, table_samples  # noqa: E402
+from fit_gemm_model import Sample, option_samples, random_samples, rank_picks, table_samples  # noqa: E402
 
 from mgpu_lab.kernels.gemm import model  # noqa: E402
 
@@ -88,28 +88,6 @@ class Heuristics:
         return seconds * 1e6 if seconds > 0 else math.inf  # 0: a configuration it does not model
 
 
-def ranking(samples: list[Sample], estimate, tolerance: float = 0.03) -> dict:
-    groups: dict[str, list[Sample]] = {}
-    for s in samples:
-        groups.setdefault(s.group, []).append(s)
-    hits, losses, rows = 0, [], []
-    for name, group in groups.items():
-        if len(group) < 3:
-            continue
-        best = min(s.us for s in group)
-        pick = min(group, key=lambda s: estimate(s.problem, s.config))  # ties: the first alternative
-        if not math.isfinite(estimate(pick.problem, pick.config)):
-            continue  # it models none of the group's alternatives
-        hits += pick.us <= best * (1 + tolerance)
-        losses.append(pick.us / best)
-        rows.append((name, len(group), pick.us / best))
-    n = len(losses)
-    if not n:
-        raise SystemExit("the model estimates none of the timed alternatives")
-    return {"groups": n, "within_3pct": hits, "pick_over_best_geomean": math.exp(sum(map(math.log, losses)) / n),
-            "pick_over_best_max": max(losses), "rows": rows}
-
-
 def accuracy(samples: list[Sample], estimate) -> dict:
     estimates = [estimate(s.problem, s.config) for s in samples]
     r = np.array([math.log(s.us / e) for s, e in zip(samples, estimates) if math.isfinite(e)])
@@ -134,7 +112,9 @@ def main() -> None:
     print(f"{len(options)} timed alternatives in options groups; {len(drawn)} drawn-shape picks; {len(table)} table winners")
     figures: dict = {}
     for (name, estimate), key in zip(models.items(), ("ours", "nvmmh")):
-        rank = ranking(options, estimate)
+        rank = rank_picks(options, estimate)
+        if not rank["groups"]:
+            raise SystemExit(f"{name} estimates none of the timed alternatives")
         figures.update({f"{key}_options_within_3pct": rank["within_3pct"], f"{key}_options_groups": rank["groups"],
                         f"{key}_options_pick_over_best_geomean": rank["pick_over_best_geomean"]})
         for label, samples in (("options", options), ("drawn", drawn), ("table", table)):

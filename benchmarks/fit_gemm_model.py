@@ -170,6 +170,13 @@ def residuals(samples: list[Sample], c: model.Constants) -> np.ndarray:
 def ranking(samples: list[Sample], c: model.Constants, tolerance: float = 0.03) -> dict:
     """Per group of 3+ alternatives timed together: is the model's pick within `tolerance` of
     the best, and its measured time over the best."""
+    return rank_picks(samples, lambda p, config: model.estimate_us(p, config, c), tolerance)
+
+
+def rank_picks(samples: list[Sample], estimate, tolerance: float = 0.03) -> dict:
+    """`ranking` for any `estimate(problem, config) -> us`: its fastest alternative of each group
+    is its pick (ties: the group's first); an infinite estimate (a configuration the estimator
+    cannot describe) is never picked, and a group it describes none of is left out."""
     groups: dict[str, list[Sample]] = {}
     for s in samples:
         groups.setdefault(s.group, []).append(s)
@@ -178,12 +185,15 @@ def ranking(samples: list[Sample], c: model.Constants, tolerance: float = 0.03) 
         if len(group) < 3:
             continue
         best = min(s.us for s in group)
-        pick = min(group, key=lambda s: model.estimate_us(s.problem, s.config, c))
+        times = [estimate(s.problem, s.config) for s in group]
+        if not any(math.isfinite(t) for t in times):
+            continue
+        pick = group[times.index(min(times))]
         hits += pick.us <= best * (1 + tolerance)
         losses.append(pick.us / best)
         rows.append((name, len(group), pick.us / best))
     n = len(losses)
-    return {"groups": n, "top_pick_within_3pct": hits / n if n else float("nan"),
+    return {"groups": n, "top_pick_within_3pct": hits / n if n else float("nan"), "within_3pct": hits,
             "pick_over_best_geomean": math.exp(sum(map(math.log, losses)) / n) if n else float("nan"),
             "pick_over_best_max": max(losses) if losses else float("nan"), "rows": rows}
 

@@ -231,7 +231,8 @@ def test_nvidia_heuristics_estimate_our_configurations_or_say_they_cannot():
     # it models gets a positive time that grows with the problem; one it does not (a 136-wide tile)
     # is infinite, never picked, rather than a zero that would always win.
     pytest.importorskip("nvMatmulHeuristics")
-    from compare_gemm_models import Heuristics, ranking
+    from compare_gemm_models import Heuristics
+    from fit_gemm_model import rank_picks as ranking
     from fit_gemm_model import Sample
 
     h = Heuristics()
