@@ -99,3 +99,26 @@ def test_the_portable_dtype_table_matches_the_compilers():
     assert portable.ML_DTYPES == dtype_names.ML_DTYPES
     for name in ("float32", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8", "uint16"):
         assert portable.dtype_from_name(name) == dtype_names.dtype_from_name(name)
+
+
+def test_compiler_sizes_ml_dtypes_without_importing_them():
+    # The compiler only needs their sizes; importing ml_dtypes took half a second of a process's
+    # first kernel build. The table must agree with ml_dtypes itself.
+    import subprocess
+    import sys
+
+    import ml_dtypes
+    import numpy as np
+
+    from mgpu_lab.compiler.dtype_names import ML_DTYPES, ML_ITEMSIZE
+    from mgpu_lab.compiler.kernel_spec import dtype_itemsize
+
+    assert set(ML_ITEMSIZE) == set(ML_DTYPES)
+    for name in ML_DTYPES:
+        assert dtype_itemsize(name) == np.dtype(getattr(ml_dtypes, name)).itemsize
+    code = ("import sys; from mgpu_lab.kernels.gemm import make_gemm; "
+            "make_gemm(64, 256, 256, transpose_b=True, use_cache=False, target='sm_90a'); "
+            "print('ml_dtypes' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "False"

@@ -7,12 +7,13 @@ No MLIR here: the runtime, exporter and widgets read these through `CompiledKern
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass
 
 import numpy as np
 
-from .dtype_names import dtype_from_name
+from .dtype_names import ML_ITEMSIZE, dtype_from_name
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,10 @@ class KernelSpec:
         )
 
 
+@functools.lru_cache(maxsize=64)
 def dtype_itemsize(dtype: str) -> int:
-    """Bytes per element of a dtype name, including the ML types numpy lacks."""
+    """Bytes per element of a dtype name, including the ML types numpy lacks (from a table: no
+    ml_dtypes import)."""
+    if dtype in ML_ITEMSIZE:
+        return ML_ITEMSIZE[dtype]
     return dtype_from_name(dtype).itemsize
