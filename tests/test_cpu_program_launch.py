@@ -125,3 +125,20 @@ def test_without_a_gpu_a_wrong_argument_is_named_before_the_missing_gpu():
         kernel(np.zeros(N, np.float32), np.zeros(3, np.float32))
     with pytest.raises(LaunchArgumentError, match="input 0 of vector_add: expected dtype float32, got float64"):
         kernel(np.zeros(N), np.zeros(N, np.float32))
+
+
+@pytest.mark.parametrize("fields, message", [
+    ((3, (), (), ()), r"Program name: expected a str, got int 3"),
+    (("p", 1, (), ()), r"Program inputs: expected a tuple of ArraySpec, got int 1"),
+    (("p", (), ("not a spec",), ()), r"Program outputs: expected a tuple of ArraySpec, got tuple \('not a spec',\)"),
+    (("p", (), (), ("launch",)), r"Program steps: expected a tuple of Launch and Copy steps, got tuple"),
+])
+def test_a_program_names_a_field_of_the_wrong_kind(fields, message):
+    with pytest.raises(LaunchArgumentError, match=message):
+        Program(*fields)
+
+
+def test_a_program_names_scratch_of_the_wrong_kind(two_adds):
+    program = two_adds.program
+    with pytest.raises(LaunchArgumentError, match=r"Program scratch: expected a tuple of Scratch, got tuple"):
+        Program(program.name, program.inputs, program.outputs, program.steps, scratch=((4,), "float32"))

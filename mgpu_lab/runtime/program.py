@@ -161,6 +161,7 @@ def check_program(program: Program) -> None:
     """Refuse a program whose steps do not fit together: every Ref in range, every launch's
     arrays of the shapes and dtypes its kernel declares, copies between arrays of one dtype and
     rank, every user output written by some step."""
+    _check_fields(program)
     counts = {"input": len(program.inputs), "output": len(program.outputs), "scratch": len(program.scratch)}
     if not program.steps:
         raise LaunchArgumentError(f"program {program.name!r}: expected at least one step, got none")
@@ -193,6 +194,22 @@ def check_program(program: Program) -> None:
     missing = [i for i in range(len(program.outputs)) if Ref("output", i) not in written]
     if missing:
         raise LaunchArgumentError(f"program {program.name!r}: no step writes output(s) {missing}")
+
+
+def _check_fields(program: Program) -> None:
+    """Each field of the kind it must be, so a wrong one is named here, not failed on later."""
+    def refuse(field_name: str, expected: str, value: Any) -> LaunchArgumentError:
+        return LaunchArgumentError(f"Program {field_name}: expected {expected}, got {type(value).__name__} {value!r:.80}")
+
+    if not isinstance(program.name, str):
+        raise refuse("name", "a str", program.name)
+    for field_name, kind, expected in (("inputs", ArraySpec, "a tuple of ArraySpec"),
+                                       ("outputs", ArraySpec, "a tuple of ArraySpec"),
+                                       ("steps", (Launch, Copy), "a tuple of Launch and Copy steps"),
+                                       ("scratch", Scratch, "a tuple of Scratch")):
+        value = getattr(program, field_name)
+        if not isinstance(value, (tuple, list)) or not all(isinstance(v, kind) for v in value):
+            raise refuse(field_name, expected, value)
 
 
 def padded(program: Program, user_inputs: tuple[ArraySpec, ...], user_outputs: tuple[ArraySpec, ...],
