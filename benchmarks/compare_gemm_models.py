@@ -117,15 +117,13 @@ def main() -> None:
             raise SystemExit(f"{name} estimates none of the timed alternatives")
         figures.update({f"{key}_options_within_3pct": rank["within_3pct"], f"{key}_options_groups": rank["groups"],
                         f"{key}_options_pick_over_best_geomean": rank["pick_over_best_geomean"]})
-        for label, samples in (("options", options), ("drawn", drawn), ("table", table)):
-            acc = accuracy(samples, estimate)
-            figures[f"{key}_{label}_rms_log_error"] = acc["rms_log_error"]
-            figures[f"{key}_{label}_unmodelled"] = acc["unmodelled"]
         print(f"{name}:")
         print(f"  ranking: pick within 3% of the best in {rank['within_3pct']} of {rank['groups']} groups; "
               f"pick / best {rank['pick_over_best_geomean']:.3f} geomean, {rank['pick_over_best_max']:.3f} worst")
         for label, samples in (("options", options), ("drawn shapes", drawn), ("table", table)):
             acc = accuracy(samples, estimate)
+            figures[f"{key}_{label.split()[0]}_rms_log_error"] = acc["rms_log_error"]
+            figures[f"{key}_{label.split()[0]}_unmodelled"] = acc["unmodelled"]
             print(f"  accuracy on {label}: rms log error {acc['rms_log_error']:.3f} "
                   f"(median |error| {100 * acc['median_abs_error']:.1f}%, {acc['samples']} samples, one scale fitted"
                   f"{'; ' + str(acc['unmodelled']) + ' configurations it does not model' if acc['unmodelled'] else ''})")

@@ -178,15 +178,13 @@ def with_derived(record: dict) -> dict:
               and isinstance(v, (int, float))]
     if record.get("benchmark") == "attention" and len(ratios) >= ATTENTION_SWEEP:
         record["figures"] = {**figures, "attention_fwd_bf16_sweep_min_vs_cudnn": min(ratios)}
-    if record.get("benchmark") == "gemm_random":  # the seed's totals under seed-free keys
-        seed = (record.get("notes") or {}).get("seed")
-        record["figures"] = {**figures, **{k.replace(f"gemm_random_seed{seed}_", "gemm_random_"): v
-                                           for k, v in figures.items() if k.startswith(f"gemm_random_seed{seed}_")}}
-    if record.get("benchmark") == "build_time":  # the seed's totals (median, p90, max) under seed-free keys
-        seed = figures.get("seed")
-        record["figures"] = {**figures, **{f"build_time_{stat}_s": figures[f"build_time_seed{seed}_{stat}_s"]
-                                           for stat in ("median", "p90", "max")
-                                           if f"build_time_seed{seed}_{stat}_s" in figures}}
+    # One seed's figures of a drawn-shape benchmark, also under seed-free keys (the rows read those).
+    seed = {"gemm_random": (record.get("notes") or {}).get("seed"), "build_time": figures.get("seed")}
+    name = record.get("benchmark")
+    if name in seed:
+        prefix = f"{name}_seed{seed[name]}_"
+        record["figures"] = {**figures, **{f"{name}_{k[len(prefix):]}": v for k, v in figures.items()
+                                           if k.startswith(prefix)}}
     return record
 
 

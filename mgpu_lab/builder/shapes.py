@@ -29,10 +29,10 @@ class ShapeDtype:
 
     @user_facing
     def __init__(self, shape: Any, dtype: Any, name: str = ""):
-        dims = shape if isinstance(shape, (tuple, list)) else (shape,)
-        if not all(as_int(d) is not None for d in dims):
+        dims = tuple(as_int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        if None in dims:
             raise TypeError(f"ShapeDtype shape: expected an int or a tuple of ints, got {given(shape, typed=True)}")
-        shape = tuple(as_int(d) for d in dims)
+        shape = dims
         if any(d <= 0 for d in shape):
             raise ValueError(f"shape: expected positive dimensions, got {shape}")
         if not isinstance(name, str):

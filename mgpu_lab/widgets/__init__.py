@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..user_errors import user_facing
+from .view_inputs import is_compiled_kernel, is_kernel, is_trace
 
 if TYPE_CHECKING:
     from mgpu_lab.widgets.ir_view import IrView
@@ -58,18 +59,18 @@ def show(obj: Any, what: str = "all", **kwargs: Any) -> Any:
     the reduce) shows one tab per launch, each with that view. Extra keyword arguments go to the
     widget's constructor. Returns the widget; the notebook displays it as the cell's last value.
     """
-    if hasattr(obj, "start_ns") and hasattr(obj, "region_names"):
+    if is_trace(obj):
         return __getattr__("Timeline")(obj, **kwargs)
     if what != "all" and what not in KERNEL_VIEWS:
         raise ValueError(f"what: expected one of {['all', *KERNEL_VIEWS]}, got {what!r}")
-    launches = getattr(obj, "launches", None)
-    if launches is not None and hasattr(obj, "program"):  # a Kernel: its launches' CompiledKernels
+    if is_kernel(obj):  # its launches' CompiledKernels
+        launches = obj.launches
         if len(launches) == 1:
             return show(launches[0], what, **kwargs)
         from mgpu_lab.widgets.tabs import ViewerTabs
 
         return ViewerTabs({f"{i}: {ck.name}": show(ck, what, **kwargs) for i, ck in enumerate(launches)})
-    if not (hasattr(obj, "sass") and hasattr(obj, "smem_layout")):
+    if not is_compiled_kernel(obj):
         raise TypeError(f"obj: expected a Trace, a Kernel or a CompiledKernel, got {type(obj).__name__}")
     if what == "all":
         from mgpu_lab.widgets.tabs import ViewerTabs

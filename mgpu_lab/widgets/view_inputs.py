@@ -9,24 +9,39 @@ from __future__ import annotations
 from typing import Any
 
 
+def is_trace(obj: Any) -> bool:
+    """A Trace, or what reads like one (events with times and region names)."""
+    return hasattr(obj, "start_ns") and hasattr(obj, "region_names")
+
+
+def is_kernel(obj: Any) -> bool:
+    """A Kernel: a program whose launches are CompiledKernels."""
+    return getattr(obj, "launches", None) is not None and hasattr(obj, "program")
+
+
+def is_compiled_kernel(obj: Any) -> bool:
+    """A CompiledKernel, or what reads like one (SASS and a shared-memory layout)."""
+    return hasattr(obj, "sass") and hasattr(obj, "smem_layout")
+
+
 def compiled_for_view(obj: Any, view: str) -> Any:
     """The CompiledKernel behind `obj` (a CompiledKernel, or a Kernel of one launch)."""
-    launches = getattr(obj, "launches", None)
-    if launches is not None and hasattr(obj, "program"):  # a Kernel
+    if is_kernel(obj):
+        launches = obj.launches
         if len(launches) == 1:
             return launches[0]
         raise TypeError(f"{view}: kernel: expected one launch, got a Kernel of {len(launches)} launches "
                         f"({', '.join(ck.name for ck in launches)}); pass kernel.launches[i], or "
                         f"show(kernel, ...) for one tab per launch")
-    if hasattr(obj, "sass") and hasattr(obj, "smem_layout"):  # what show() accepts as a kernel
+    if is_compiled_kernel(obj):
         return obj
     raise TypeError(f"{view}: kernel: expected a Kernel or a CompiledKernel, got {type(obj).__name__}")
 
 
 def trace_for_view(obj: Any, view: str) -> Any:
     """`obj` if it is a Trace (what `kernel.last_trace` and `Trace.load` return)."""
-    if hasattr(obj, "start_ns") and hasattr(obj, "region_names"):
+    if is_trace(obj):
         return obj
     hint = " (a kernel's trace is kernel.last_trace, after a call with profile=True)" \
-        if hasattr(obj, "launches") or hasattr(obj, "sass") else ""
+        if is_kernel(obj) or is_compiled_kernel(obj) else ""
     raise TypeError(f"{view}: trace: expected a Trace, got {type(obj).__name__}{hint}")
