@@ -107,6 +107,15 @@ class FakeNdarray:
     def size(self) -> int:
         return int(np.prod(self.shape))
 
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
 
 def _c_strides(shape: tuple, itemsize: int) -> tuple:
     strides, step = [], itemsize

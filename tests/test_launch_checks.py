@@ -110,7 +110,13 @@ class _Array:
 
     def __init__(self, ptr, shape=(16,), dtype="float32", contiguous=True, device_id=0):
         self.shape, self.dtype, self._c_contiguous = shape, np.dtype(dtype), contiguous
+        self.ndim, self.size = len(shape), int(np.prod(shape))
         self.data = _Memory(ptr, device_id)
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
 
 
 def test_the_exact_match_check_accepts_only_the_exact_signature():
@@ -119,7 +125,8 @@ def test_the_exact_match_check_accepts_only_the_exact_signature():
     f32 = np.dtype("float32")
     check = exact_match_checker(_Array, [((16,), f32), ((16,), f32), ((16,), f32)], [64, 64, 64], [(2, 0), (2, 1)])
     assert check((_Array(0x1000), _Array(0x2000), _Array(0x3000)), 0) == [0x1000, 0x2000, 0x3000]
-    for bad in (_Array(0x3000, shape=(8,)), _Array(0x3000, dtype="float64"), _Array(0x3000, contiguous=False),
+    for bad in (_Array(0x3000, shape=(8,)), _Array(0x3000, shape=(4, 4)), _Array(0x3000, shape=()),
+                _Array(0x3000, shape=(16, 1, 1)), _Array(0x3000, dtype="float64"), _Array(0x3000, contiguous=False),
                 _Array(0x3008), _Array(0x3000, device_id=1), _Array(0x1020), "not an array"):
         assert check((_Array(0x1000), _Array(0x2000), bad), 0) is None, vars(bad) if hasattr(bad, "data") else bad
     assert check((_Array(0x1000), _Array(0x2000)), 0) is None
@@ -128,6 +135,20 @@ def test_the_exact_match_check_accepts_only_the_exact_signature():
     assert exact_match_checker(_Array, [])((), 0) == []
     one = exact_match_checker(_Array, [((16,), f32)])
     assert one((_Array(0x1000),), 0) == [0x1000]
+
+
+@pytest.mark.parametrize("spec", [(4, 8), (0, 8), (2, 3, 4), (), (1, 32)])
+def test_the_exact_match_check_tells_every_other_shape_apart(spec):
+    """1- and 2-D shapes are compared through ndim, len() and size (no tuple built per call):
+    every shape of another rank, another first dimension or another size is still refused."""
+    from mgpu_lab.runtime.portable import exact_match_checker
+
+    check = exact_match_checker(_Array, [(spec, np.dtype("float32"))])
+    assert check((_Array(0x1000, shape=spec),), 0) == [0x1000]
+    others = {(32,), (8, 4), (4, 6), (4, 8), (2, 16), (1, 32), (32, 1), (0, 8), (0, 6), (0,), (2, 3, 4), (4, 2, 3),
+              (4, 8, 1), (), (1,), (1, 1)} - {spec}
+    for shape in sorted(others):
+        assert check((_Array(0x1000, shape=shape),), 0) is None, (spec, shape)
 
 
 def test_may_alias_reaches_the_launcher_from_the_kernel_builder():
@@ -257,7 +278,7 @@ def test_generated_call_source_compiles_for_any_arity(n_in, n_out, inline):
     from mgpu_lab.runtime.portable import call_source
 
     count = n_in + n_out
-    source = call_source(n_in, n_out, [64] * count, [(n_in, 0)] if n_in and n_out else [],
+    source = call_source([(16,)] * count, n_in, [64] * count, [(n_in, 0)] if n_in and n_out else [],
                          (1, 1, 1, 128, 1, 1, 0) if inline else None)
     compile("\n".join(source), "<generated call>", "exec")
 
@@ -336,3 +357,24 @@ def test_a_kernel_call_becomes_one_generated_function_once_its_module_is_loaded(
     assert kernel._call == kernel._call_general and kernel(a, b, out=out) == "isolated"
     assert list(inspect.signature(kernel).parameters) == ["args", "out", "stream", "isolate", "timeout_s"]
     assert "program" in inspect.signature(type(kernel)).parameters  # the class keeps its constructor's
+
+
+def test_a_kernel_calls_what_it_installed_pickles_and_stays_itself_as_a_class_attribute():
+    """The call dispatches (in C) to the installed function; pickling carries the program and
+    the isolation choice; a Kernel kept on a class is not bound to the instance like a method."""
+    import pickle
+
+    from mgpu_lab.examples.vector_add import make_vector_add
+
+    kernel = make_vector_add(16, isolate=False)
+    seen = []
+    kernel._install_call(lambda *args, **kwargs: seen.append((args, kwargs)) or "spied")
+    assert kernel(1, 2, out=3) == "spied" and seen == [((1, 2), {"out": 3})]
+    copy = pickle.loads(pickle.dumps(kernel))
+    assert type(copy) is type(kernel) and copy.name == kernel.name and copy.isolate is False
+    assert copy.program.to_dict() == kernel.program.to_dict() and copy._call == copy._call_general
+
+    class Model:
+        gemm = kernel
+
+    assert Model().gemm is kernel and Model.gemm is kernel

@@ -6,7 +6,7 @@ takes it the same way: the call, `launch_unchecked`, the profiler's traces, isol
 
 from __future__ import annotations
 
-import operator
+import functools
 from typing import Any
 
 from ..compiler.compiled_kernel import CompiledKernel
@@ -45,7 +45,16 @@ class _CallSignature:
         return inspect.signature(kernel._call_general)
 
 
-class Kernel:
+def _not_loaded(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("a Kernel's call is installed by its __init__")
+
+
+def _rebuild(program: Program, isolate: bool | None) -> "Kernel":
+    """Unpickles a Kernel (`Kernel.__reduce__`)."""
+    return Kernel(program, isolate=isolate)
+
+
+class Kernel(functools.partial):
     """A compiled program you call like a function: `kernel(*inputs)` returns its output (or a
     tuple of them). Inputs may be CuPy arrays, torch tensors, JAX arrays or any CUDA array with
     DLPack / the CUDA array interface; outputs come back in the framework of the inputs (torch in,
@@ -55,6 +64,13 @@ class Kernel:
     `kernel.program` is what it runs (launches, scratch buffers, copies: plain data);
     `kernel.compiled` is its main kernel's CompiledKernel (PTX, SASS, resources, smem layout, IR
     passes) and `kernel.launches` every launch's."""
+
+    # A Kernel is a functools.partial over its own call function (see `_install_call`): the
+    # call then reaches that function through C (vectorcall on Python 3.12+), where a Python
+    # `__call__` costs a method lookup, an args tuple and a kwargs dict (~0.2 us per call).
+    def __new__(cls, program: Program | CompiledKernel, *, may_alias: Any = None,
+                isolate: bool | None = None) -> "Kernel":
+        return super().__new__(cls, _not_loaded)
 
     def __init__(self, program: Program | CompiledKernel, *, may_alias: Any = None, isolate: bool | None = None):
         if isinstance(program, CompiledKernel):
@@ -66,14 +82,20 @@ class Kernel:
         self._torch_fast = None
         self.isolate = isolate  # None: follow mgpu_lab.isolated() / set_isolation(); sets self._call
 
-    def __getstate__(self) -> dict:
+    def __reduce__(self) -> tuple:
         """Picklable (tuning moves Kernels between processes): the program and the isolation
         choice; the loaded modules stay behind and load again where it is called."""
-        return {"program": self.program, "isolate": self.isolate}
+        return _rebuild, (self.program, self._isolate)
 
-    def __setstate__(self, state: dict) -> None:
-        self.program, self._launcher, self._torch_fast = state["program"], None, None
-        self.isolate = state["isolate"]
+    def __get__(self, instance: Any, owner: type | None = None) -> "Kernel":
+        """A Kernel kept as a class attribute stays itself on an instance (Python 3.14 makes a
+        plain partial bind like a method)."""
+        return self
+
+    def _install_call(self, call: Any) -> None:
+        """Make `call` what `kernel(...)` runs (`_call_general`, or a generated front call)."""
+        functools.partial.__setstate__(self, (call, (), None, self.__dict__))
+        self._call = call
 
     @property
     def isolate(self) -> bool | None:
@@ -84,7 +106,7 @@ class Kernel:
     @isolate.setter
     def isolate(self, value: bool | None) -> None:
         self._isolate = value
-        self._call = self._call_general  # the fast call is derived again on the next call that may use it
+        self._install_call(self._call_general)  # the fast call is derived again on the next call that may use it
 
     # -- what it is ------------------------------------------------------------------------
     @property
@@ -146,9 +168,7 @@ class Kernel:
     # module is loaded, then one generated function doing the argument checks and the launch
     # (`PortableLauncher.front_call`) that hands anything else back to `_call_general`. A call
     # then costs one function call instead of a method call with `*args` plus a second one
-    # (~0.6 us of host time, a tenth of a launch); property and attrgetter add no Python frame.
-    __call__ = property(operator.attrgetter("_call"), doc="kernel(*inputs, out=None, stream=None, isolate=None, "
-                        "timeout_s=None): see `Kernel._call_general`.")
+    # (~0.6 us of host time, a tenth of a launch); the partial base adds no Python frame.
     __signature__ = _CallSignature()
 
     def _call_general(self, *args: Any, out: Any = None, stream: Any = None, isolate: bool | None = None,
@@ -173,7 +193,7 @@ class Kernel:
             if single is not None and not self._isolate and "call" in single.__dict__ \
                     and self._call == self._call_general:
                 # The module is loaded: from now on a call is the generated checks and launch.
-                self._call = single.front_call(self._general_from_front, self._settings, trim_for_user)
+                self._install_call(single.front_call(self._general_from_front, self._settings, trim_for_user))
             if out is None and args and type(args[0]).__module__.startswith(("jax", "jaxlib")):
                 return _to_jax(result)
             return result
