@@ -20,7 +20,7 @@ FILES[core]="tests --ignore=tests/browser"
 for g in isolation gemm attention torch; do
   for f in ${FILES[$g]}; do FILES[core]+=" --ignore=$f"; done
 done
-declare -A LIMIT=([core]=200 [isolation]=120 [gemm]=430 [attention]=240 [torch]=120)
+declare -A LIMIT=([core]=400 [isolation]=120 [gemm]=430 [attention]=240 [torch]=120)
 groups=("$@"); [ ${#groups[@]} -eq 0 ] && groups=(core isolation gemm attention torch)
 status=0
 summary=()

@@ -272,6 +272,28 @@ def test_a_failed_driver_launch_goes_to_recovery(fast_launcher):
     assert recovered == [(201, 666, argv)] * 2
 
 
+def test_with_one_gpu_the_generated_call_reads_no_device(monkeypatch):
+    """A process that sees one GPU has every array on device 0 and device 0 current: the
+    generated call then asks for neither; with several GPUs it checks each array's device."""
+    launcher = _launcher()
+    monkeypatch.setattr(launcher, "_one_device", lambda: True)
+    launcher._raw_get_device = lambda: pytest.fail("the current device was asked for")
+    launcher, launches, _ = _with_recorded_driver(monkeypatch, launcher)
+    a, b, out = _cupy_array(0x10000), _cupy_array(0x20000), _cupy_array(0x30000)
+    assert launcher(a, b, out=out) is out and launches[-1][0] == 0x1234
+    assert launcher(a, _cupy_array(0x20000, device_id=1), out=out) is out, "no other device to be on"
+    launcher.launch_unchecked(a, b, out)
+    assert len(launches) == 3 and all(launch[0] == 0x1234 for launch in launches)
+    with pytest.raises(PortableLaunchError, match=r"input 1 of k: expected shape \(16,\), got \(4, 4\)"):
+        launcher(a, _cupy_array(0x20000, shape=(4, 4)), out=out)
+
+    several = _launcher()
+    monkeypatch.setattr(several, "_one_device", lambda: False)
+    several, launches, _ = _with_recorded_driver(monkeypatch, several)
+    with pytest.raises(PortableLaunchError, match="input 1 of k: expected an array on the current device 0, got one on device 1"):
+        several(a, _cupy_array(0x20000, device_id=1), out=out)
+
+
 @pytest.mark.parametrize("n_in, n_out, inline",
                          [(0, 1, True), (2, 0, True), (1, 2, True), (2, 2, False), (0, 0, False)])
 def test_generated_call_source_compiles_for_any_arity(n_in, n_out, inline):

@@ -246,10 +246,11 @@ def _pairs_that_may_not_alias(n_in: int, n_out: int, may_alias: Any) -> list[tup
     return pairs
 
 
-def _array_checks(indexes: range, reject: str, shapes: list[tuple[int, ...]]) -> list[str]:
+def _array_checks(indexes: range, reject: str, shapes: list[tuple[int, ...]], devices: bool = True) -> list[str]:
     """Source lines accepting arrays x<i> (i in `indexes`) only if each is an `nd` of shape
-    s<i> (`shapes[i]`), dtype d<i>, C-contiguous, 16-byte aligned and on `device`; they bind
-    p<i>, its pointer, and run `reject` otherwise. One test per array, cheapest attributes first."""
+    s<i> (`shapes[i]`), dtype d<i>, C-contiguous, 16-byte aligned and (`devices`) on `device`;
+    they bind p<i>, its pointer, and run `reject` otherwise. One test per array, cheapest
+    attributes first."""
     lines = []
     for i in indexes:
         lines += [f"    if (type(x{i}) is not nd or not x{i}._c_contiguous",
@@ -258,9 +259,8 @@ def _array_checks(indexes: range, reject: str, shapes: list[tuple[int, ...]]) ->
                   f"    m{i} = x{i}.data",
                   f"    p{i} = m{i}.ptr"]
     if indexes:
-        lines += [f"    if ({' | '.join(f'p{i}' for i in indexes)}) & 15 or "
-                  + " or ".join(f"m{i}.device_id != device" for i in indexes) + ":",
-                  f"        {reject}"]
+        on_device = "".join(f" or m{i}.device_id != device" for i in indexes) if devices else ""
+        lines += [f"    if ({' | '.join(f'p{i}' for i in indexes)}) & 15{on_device}:", f"        {reject}"]
     return lines
 
 
@@ -325,7 +325,7 @@ def _tuple_source(names: Any) -> str:
 
 
 def call_source(shapes: list[tuple[int, ...]], n_in: int, nbytes: list[int], no_alias: list[tuple[int, int]],
-                inline_launch: tuple[int, ...] | None, front: bool = False) -> list[str]:
+                inline_launch: tuple[int, ...] | None, front: bool = False, one_device: bool = False) -> list[str]:
     """Source of `call(args, out=None, stream=None)` for one signature (`shapes`: the inputs'
     then the outputs', the first `n_in` inputs): the exact-match checks
     of `exact_match_checker`, outputs allocated when `out` is None, then the launch. With
@@ -339,7 +339,10 @@ def call_source(shapes: list[tuple[int, ...]], n_in: int, nbytes: list[int], no_
     process-wide isolation switch) to `slow(args, out, stream, isolate, timeout_s)`, and hands
     any error to `trim(error)` before re-raising it.
 
-    Free names: nd, s<i>, d<i>, l<i>, z<i>, get_device, handles (device -> CUfunction int), slow, empty,
+    `one_device`: the process sees one GPU (`only_device`, 0), so every array is on it and it is
+    current: the code reads neither the current device nor each array's.
+
+    Free names: nd, s<i>, d<i>, l<i>, z<i>, get_device or only_device, handles (device -> CUfunction int), slow, empty,
     and storage, current_stream, stream_pointer, launch, launch_error, recover (inline) or
     launch_general; settings and trim with `front`."""
     n_out = len(shapes) - n_in
@@ -351,13 +354,14 @@ def call_source(shapes: list[tuple[int, ...]], n_in: int, nbytes: list[int], no_
     else:
         slow = "return slow(args, out, stream)"
         lines = ["def call(args, out=None, stream=None):"]
-    lines += ["    device = get_device()",
+    lines += [f"    device = {'only_device' if one_device else 'get_device()'}",
               "    handle = handles.get(device)",
               f"    if handle is None or len(args) != {n_in}:",
               f"        {slow}"]
     if n_in:
         lines.append(f"    {', '.join(f'x{i}' for i in ins)}, = args")
-    lines += _array_checks(ins, slow, shapes)
+    devices = not one_device
+    lines += _array_checks(ins, slow, shapes, devices)
     if n_out == 0:
         lines += ["    if out is not None:", f"        {slow}"]
     else:
@@ -369,7 +373,7 @@ def call_source(shapes: list[tuple[int, ...]], n_in: int, nbytes: list[int], no_
         else:
             lines += [f"        if type(out) is not tuple or len(out) != {n_out}:", f"            {slow}",
                       f"        {', '.join(f'x{i}' for i in outs)}, = out"]
-        lines += ["    " + line for line in _array_checks(outs, slow, shapes) + _overlap_checks(no_alias, nbytes, slow)]
+        lines += ["    " + line for line in _array_checks(outs, slow, shapes, devices) + _overlap_checks(no_alias, nbytes, slow)]
     results = f"x{n_in}" if n_out == 1 else _tuple_source(f"x{i}" for i in outs)
     if inline_launch is None:
         arrays = _tuple_source(f"x{i}" for i in range(n_in + n_out))
@@ -612,17 +616,26 @@ class PortableLauncher(ArgumentChecker):
             return None
         return (*spec["grid"], *spec["block"], spec["dynamic_smem"])
 
+    def _one_device(self) -> bool:
+        """Whether this process sees exactly one GPU (then it is device 0 and always current)."""
+        runtime = self._cupy.cuda.runtime
+        try:
+            return runtime.getDeviceCount() == 1
+        except runtime.CUDARuntimeError:  # no driver: CPU tests drive the launcher with stand-ins
+            return False
+
     def _generated_names(self) -> dict[str, Any]:
         launch, launch_error = _driver_launch()
         names = _signature_values(self._ndarray, self._all_specs)
-        names.update(get_device=self._raw_get_device, handles=self._handles, slow=self._call_explaining,
+        names.update(get_device=self._raw_get_device, only_device=0, handles=self._handles, slow=self._call_explaining,
                      empty=self._cupy.empty, storage=self._storage, current_stream=self._current_stream,
                      stream_pointer=self.stream_pointer, launch=launch, launch_error=launch_error,
                      recover=self._recover, launch_general=self._launch)
         return names
 
     def _generated_call(self) -> Any:
-        lines = call_source(self._shapes, self.n_in, self._nbytes, self._no_alias, self._inline_launch())
+        lines = call_source(self._shapes, self.n_in, self._nbytes, self._no_alias, self._inline_launch(),
+                            one_device=self._one_device())
         return _compile(lines, self._generated_names(), "call")
 
     def front_call(self, general: Any, settings: Any, trim: Any) -> Any:
@@ -632,7 +645,7 @@ class PortableLauncher(ArgumentChecker):
         checks do not accept at once to `general(args, out, stream, isolate, timeout_s)`. Needs
         the module loaded (the generated `call` installed)."""
         lines = call_source(self._shapes, self.n_in, self._nbytes, self._no_alias, self._inline_launch(),
-                            front=True)
+                            front=True, one_device=self._one_device())
         names = self._generated_names()
         names.update(slow=general, settings=settings, trim=trim)
         return _compile(lines, names, "call")
@@ -643,7 +656,7 @@ class PortableLauncher(ArgumentChecker):
             return self._unchecked_general
         n = len(self._all_specs)
         lines = ["def unchecked(arrays, stream=None):",
-                 "    device = get_device()",
+                 f"    device = {'only_device' if self._one_device() else 'get_device()'}",
                  "    handle = handles.get(device)",
                  f"    if handle is None or len(arrays) != {n}:",
                  "        return launch_general(arrays, [a.data.ptr for a in arrays], device, stream)"]
