@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_lab.compiler.compiled_kernel import CompiledKernel
-from mgpu_lab.widgets.sass_view import SassView
+pytest.importorskip("anywidget", reason="the SASS view is an anywidget (pip install -e .)")
+
+from mgpu_lab.compiler.compiled_kernel import CompiledKernel  # noqa: E402
+from mgpu_lab.widgets.sass_view import SassView  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_hopper import make_wgmma_tile  # noqa: E402 - the CPU-compiled WGMMA kernel

@@ -69,7 +69,15 @@ def test_tune_vector_add_on_the_gpu(rng, tmp_path, monkeypatch):
     assert result.best is not None and not result.from_cache
     timed = [c for c in result.candidates if c.status == "timed"]
     assert len(timed) == 4 and all(c.rel_error == 0.0 for c in timed)
-    assert result.best.median_ms == min(c.median_ms for c in timed)
+    # The best is the fastest on re-timing among the first round's fastest (each re-timed), else
+    # the first round's fastest: the tuner's own figures, whatever their order on this run.
+    retimed = [c for c in timed if c.retimed_ms is not None]
+    if retimed:
+        assert result.best.retimed_ms == min(c.retimed_ms for c in retimed)
+        slowest_retimed = max(c.median_ms for c in retimed)
+        assert all(o.median_ms >= slowest_retimed for o in timed if o.retimed_ms is None)
+    else:
+        assert result.best.median_ms == min(c.median_ms for c in timed)
     assert "median_ms" in result.table()
     again = mgpu_lab.tune(make, {"block": [64, 128, 256, 512]}, args=sets, reference=lambda a, b: a + b)
     assert again.from_cache and again.best_config == result.best_config
