@@ -101,6 +101,23 @@ def test_every_pick_passes_the_kernels_checks(dtype):
                 assert not (epilogue and t.swap_ab)
 
 
+@pytest.mark.parametrize("transpose_b", [True, False])
+def test_one_given_tile_side_gets_a_partner_it_builds_with(transpose_b):
+    """make_gemm(..., tile_n=256) on a shape whose tuned or modelled pick is 256 x 128 used to pair
+    the given 256 with tile_m=256 and fail; now each side a user may give resolves to a checked
+    tiling with that side, on the notebook's shape and on drawn ones."""
+    from mgpu_lab.kernels.gemm.kernel import TILE_MS
+    from mgpu_lab.kernels.gemm.model import _tile_ns
+
+    rng = random.Random(3)
+    shapes = [(4096, 4096, 4096)] + [_random_shape(rng)[:3] for _ in range(12)]
+    for m, n, k in shapes:
+        for side, values in (("tile_m", TILE_MS), ("tile_n", _tile_ns(transpose_b))):
+            for value in values:
+                t = resolve_tiling(m, n, k, transpose_b=transpose_b, **{side: value})
+                assert getattr(t, side) == value and not t.swap_ab, (m, n, k, side, value)
+
+
 def test_the_model_is_cheap():
     """No compilation to decide: a new shape's ranking costs milliseconds of host time."""
     model_config(1000, 1000, 1000)  # imports

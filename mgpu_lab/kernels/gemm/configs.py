@@ -172,6 +172,31 @@ def model_ranking(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: s
     return tuple(picked) or (heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype),)
 
 
+def config_with_side(m: int, n: int, k: int, side: str, value: int, *, transpose_b: bool = False,
+                     dtype: str = "bfloat16", out_dtype: str = "bfloat16", epilogue: bool = False) -> dict[str, Any]:
+    """A configuration for a user who gave one tile side (`side` = "tile_m" or "tile_n"): the
+    model's fastest valid one with that side and C's own tiles (no swap), else the heuristic's
+    tile with the first partner that passes the kernel's checks. The overall pick (tuned or
+    modelled) may pair the side with one it cannot take: 256 x 256 keeps too many registers."""
+    def valid(config: dict[str, Any]) -> bool:
+        return _valid(m, n, k, config, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue)
+
+    if model_enabled() and dtype in model.ITEMSIZE:
+        problem = model.Problem(m, n, k, transpose_b=transpose_b, dtype=dtype, epilogue=epilogue,
+                                sms=device_sms(), out_dtype=out_dtype)
+        for us, config in model.ranked(problem):
+            if config.get(side) == value and not config.get("swap_ab") and valid(config):
+                return {**config, "source": "model", "model_us": round(us, 2)}
+    base = heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)
+    other = "tile_n" if side == "tile_m" else "tile_m"
+    for partner in dict.fromkeys((base[other], 128, 64, 256, 32)):
+        config = {**base, side: value, other: partner}
+        config = {key: v for key, v in config.items() if key != "split_k"} | _split(m, n, k, config, dtype)
+        if valid(config):
+            return config
+    return {**base, side: value}  # nothing passes: make_gemm's checks say why
+
+
 def model_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                  out_dtype: str = "bfloat16", epilogue: bool = False, sms: int | None = None) -> dict[str, Any]:
     """The model's fastest valid configuration of the problem (a copy: callers may edit it)."""

@@ -59,7 +59,7 @@ from mgpu_lab.profiler.format import words_per_block
 from mgpu_lab.runtime.kernel import Kernel
 from mgpu_lab.user_errors import user_facing
 
-from .configs import auto_settings, gemm_config, heuristic_config
+from .configs import auto_settings, config_with_side, gemm_config, heuristic_config
 from .padding import aligned_shape, padded_gemm
 from .split_k import MAX_CLUSTER_SPLIT, even_split_k, reduce_in_cluster, split_k_gemm
 from .stream_k import StreamKPlan, check_stream_k, consume, produce, signal_partials, stream_k_gemm, stream_k_inputs
@@ -220,8 +220,11 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     C.T (tile_m over n, tile_n over m) and C is written transposed straight from the registers.
     With no epilogue to hold registers, a swapped consumer may keep 128 x 160 f32 (tile_m=256,
     tile_n up to 160; other tilings 128 x 128).
-    Tile sizes (and split_k, swap_ab) left out come from `gemm_config` (tuned table, else a
-    heuristic; with an epilogue, a tuned entry that swaps gives way to the heuristic).
+    Tile sizes (and split_k, swap_ab) left out come from `gemm_config` (tuned table, else the
+    performance model; with an epilogue, a tuned entry that swaps gives way to the model). Given
+    one of tile_m and tile_n, the other and the rest come from the model's fastest configuration
+    with that side, so any side the kernel takes builds (tile_n=256 is not paired with a
+    tile_m=256 it cannot keep in registers).
     tune: None (default: no timing at call time) or "auto": time the model's top few
     configurations once on this GPU and use (and cache, per device model and toolchain) the
     fastest; RuntimeError without a GPU."""
@@ -315,7 +318,14 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
     swapped, B the wgmma A operand). unswapped=True (an epilogue, which needs C's own tiles):
     a configuration that swaps gives way to the heuristic's, and swap_ab=True is refused."""
     m, n, k = check_problem(m, n, k, transpose_b)
-    picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype) if tile_m is None or tile_n is None else {}
+    if tile_m is None and tile_n is None:
+        picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype)
+    elif tile_m is None or tile_n is None:  # one side given: a partner it builds with
+        side, value = ("tile_m", tile_m) if tile_n is None else ("tile_n", tile_n)
+        picked = config_with_side(m, n, k, side, value, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+                                  epilogue=unswapped)
+    else:
+        picked = {}
     if unswapped and swap_ab is True:
         raise ValueError(SWAP_AB_EPILOGUE)
     if unswapped and picked.get("swap_ab"):
