@@ -3,7 +3,9 @@
 For each figure the table shows the median over the selected runs, and the range (min-max)
 and the number of runs beside it, with the record files it came from. The selection per
 benchmark: every run at the given commit (default: the commit of that benchmark's newest
-run), or, with --last N, the newest N runs whatever their commit.
+run), or, with --last N, the newest N runs whatever their commit. Benchmarks measured over
+several runs (NEWEST_RUNS: drawn-shape seeds, the profiler's kernels) read, row by row, the
+newest runs that measured the row's figure.
 
     python benchmarks/make_table.py                 # prints the markdown table
     python benchmarks/make_table.py --last 5        # the newest 5 runs of each benchmark
@@ -118,12 +120,11 @@ ROWS = [  # (record, label, our figure, peer figure, ratio key, unit, goal)
     ("gemm_fp8_random", "FP8 e4m3 GEMM, 128x128 block scales, 32 shapes drawn at run time (seed 7), geomean",
      None, None, "gemm_fp8_block_random_seed7_geomean_vs_scaled_mm",
      "kernel-only speedup vs torch._scaled_mm (block scales)", ">= 1.00"),
-    ("build_time", "GEMM cold build, 24 shapes drawn per seed (seeds 7-9), slowest", None, None, "build_time_max_s",
-     "s of host time (make_gemm, no cache; the record's CPU)", "< 1 (H200 host)"),
-    ("build_time", "GEMM cold build, drawn shapes, 90th percentile", None, None, "build_time_p90_s",
-     "s of host time", "< 1"),
-    ("build_time", "GEMM cold build, drawn shapes, median", None, None, "build_time_median_s",
-     "s of host time", "< 1"),
+    *(("build_time", f"GEMM cold build, 24 shapes drawn per seed, {what} ({where})", None, None,
+       f"build_time_{host}_{figure}_s", "s of host time (make_gemm, no cache)", "< 1" if goal else "- (goal: H200 host)")
+      for host, where, goal in (("h200_host", "the H200 machine's host", True),
+                                ("no_gpu_host", "the 2-core CPU machine", False))
+      for what, figure in (("slowest", "max"), ("90th percentile", "p90"), ("median", "median"))),
     ("hf_model", "Llama-style HF model (8 layers, 2048/5632), prefill 4x512", "hf_llama_prefill_4x512_ours_ms",
      "hf_llama_prefill_4x512_torch_ms", "hf_llama_prefill_4x512_vs_torch",
      "ms, every nn.Linear on our GEMM vs torch (speedup: torch / ours)", ">= 1.0"),
@@ -157,13 +158,18 @@ ROWS = [  # (record, label, our figure, peer figure, ratio key, unit, goal)
      "s (4096^3 GEMM, every pass kept, profiled; CPU)", "<= 0.5"),
     ("viewers", "IR viewer outputs (static + widget bundle)", None, None, "viewer_output_bytes_ir",
      "bytes (from 8 MB of pass-by-pass IR)", "<= 1e6"),
-    *(("profiler", f"profiled / plain, {label}", None, None, f"{label}_profiled_vs_plain",
+    *(("profiler", f"profiled / plain, {label}", None, None, f"{key}_profiled_vs_plain",
        "ms, same kernel with and without regions", "<= 1.03")
-      for label in ("gemm_4096_nt", "gemm_4096_nn", "gemm_8192_nt", "gemm_8192_nn", "attention_d128_s8192_b2")),
+      for label, key in (("gemm_4096_nt", "gemm_4096_nt"), ("gemm_4096_nn", "gemm_4096_nn"),
+                         ("gemm_8192_nt", "gemm_8192_nt"), ("gemm_8192_nn", "gemm_8192_nn"),
+                         ("attention_d128_s8192_b2, a window of K/V tiles (profile_tiles, default 8)",
+                          "attention_d128_s8192_b2_window"),
+                         ("attention_d128_s8192_b2, every K/V tile", "attention_d128_s8192_b2_every_tile"))),
 ]
-# Benchmarks whose table rows read the newest N runs, whatever their commit: one figure is
-# measured over several runs (the random GEMM's three seeds; the profiler's five kernels).
-NEWEST_RUNS = {"gemm_random": 3, "profiler": 5, "build_time": 3}
+# Benchmarks whose table rows read, row by row, the newest N runs that measured the row's figure,
+# whatever their commit: one figure is measured over several runs (the random GEMM's and the build
+# time's three seeds; the profiler's kernels, one run each).
+NEWEST_RUNS = {"gemm_random": 3, "profiler": 3, "build_time": 3}
 COMPILE_EXAMPLES = ("vector_add", "block_sum", "tiled_copy")
 
 
@@ -181,19 +187,33 @@ def with_derived(record: dict) -> dict:
     # One seed's figures of a drawn-shape benchmark, also under seed-free keys (the rows read those).
     seed = {"gemm_random": (record.get("notes") or {}).get("seed"), "build_time": figures.get("seed")}
     name = record.get("benchmark")
+    notes = record.get("notes") or {}
+    if name == "profiler" and str(notes.get("kernel", "")).startswith("attention"):
+        # Records before profile_tiles existed, and profile_tiles="all", profiled every K/V tile.
+        how = "window" if "profile_tiles" in notes and notes["profile_tiles"] != "all" else "every_tile"
+        ratio = figures.get(f"{notes['kernel']}_profiled_vs_plain")
+        record["figures"] = figures = {**figures, f"{notes['kernel']}_{how}_profiled_vs_plain": ratio}
     if name in seed:
         prefix = f"{name}_seed{seed[name]}_"
         record["figures"] = {**figures, **{f"{name}_{k[len(prefix):]}": v for k, v in figures.items()
                                            if k.startswith(prefix)}}
+    if name == "build_time":  # the target is the H200 machine's host; the CPU machine's runs beside it
+        host = "h200_host" if "H200" in str(record.get("device")) else "no_gpu_host"
+        ours = {f"build_time_{host}_{k[len('build_time_'):]}": v for k, v in record["figures"].items()
+                if k.startswith("build_time_")}
+        record["figures"] = {**record["figures"], **ours}
     return record
 
 
-def select_runs(name: str, results: Path, last: int | None, commit: str | None) -> list[dict]:
-    """The runs of benchmark `name` the table summarizes (see the module docstring)."""
+def select_runs(name: str, results: Path, last: int | None, commit: str | None, key: str | None = None) -> list[dict]:
+    """The runs of benchmark `name` the table summarizes (see the module docstring); for a
+    NEWEST_RUNS benchmark, the newest of those that measured figure `key`."""
     records = [with_derived(r) for r in load_records(name, results)]
     if not records:
         return []
-    last = last or (None if commit else NEWEST_RUNS.get(name))
+    if not (last or commit) and name in NEWEST_RUNS:
+        have = [r for r in records if key is None or isinstance(r["figures"].get(key), (int, float))]
+        return have[-NEWEST_RUNS[name]:]
     if last:
         return records[-last:]
     wanted = commit or records[-1]["commit"]
@@ -241,7 +261,10 @@ def render(results: Path = RESULTS, last: int | None = None, commit: str | None 
              "commit: records |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     cache: dict[str, list[dict]] = {}
     for record_name, label, ours, peer, ratio, unit, goal in ROWS:
-        runs = cache.setdefault(record_name, select_runs(record_name, results, last, commit))
+        if record_name in NEWEST_RUNS:
+            runs = select_runs(record_name, results, last, commit, ratio)
+        else:
+            runs = cache.setdefault(record_name, select_runs(record_name, results, last, commit))
         runs = [r for r in runs if ratio in r["figures"] and r["figures"][ratio] is not None]
         if not runs:
             continue

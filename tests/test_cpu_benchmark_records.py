@@ -113,6 +113,46 @@ def test_make_table_derives_the_attention_sweep_minimum_from_full_runs_only(tmp_
     assert "**0.940 (0.930-0.950, 2 runs)**" in row and "0.700" not in row
 
 
+def test_make_table_reads_each_profiler_row_from_the_runs_that_measured_it(tmp_path):
+    """Newer attention runs do not push the GEMM rows out of the table, and a windowed attention
+    run is reported apart from every-tile runs (old records, or profile_tiles='all')."""
+    import make_table
+
+    def record(when, kernel, ratio, **notes):
+        (tmp_path / f"profiler_{when}_dddddddd.json").write_text(json.dumps({
+            "benchmark": "profiler", "date": when[:10], "time_utc": when, "commit": "d" * 40,
+            "notes": {"kernel": kernel, **notes}, "figures": {f"{kernel}_profiled_vs_plain": ratio}}))
+
+    record("2026-12-01T010000Z", "gemm_4096_nt", 1.019)
+    record("2026-12-01T020000Z", "attention_d128_s8192_b2", 1.26)  # before profile_tiles: every tile
+    for hour, ratio in ((3, 1.17), (4, 1.15), (5, 1.16), (6, 1.18)):
+        record(f"2026-12-01T0{hour}0000Z", "attention_d128_s8192_b2", ratio, profile_tiles=None)
+    record("2026-12-01T070000Z", "attention_d128_s8192_b2", 1.22, profile_tiles="all")
+    lines = make_table.render(tmp_path).splitlines()
+    [gemm] = [line for line in lines if "gemm_4096_nt" in line]
+    [window] = [line for line in lines if "a window of K/V tiles" in line]
+    [every] = [line for line in lines if "every K/V tile" in line]
+    assert "**1.019 (1 run)**" in gemm
+    assert "**1.160 (1.150-1.180, 3 runs)**" in window  # the newest three windowed runs
+    assert "**1.240 (1.220-1.260, 2 runs)**" in every
+
+
+def test_make_table_reports_build_times_per_host(tmp_path):
+    import make_table
+
+    def record(when, device, slowest):
+        (tmp_path / f"build_time_{when}_eeeeeeee.json").write_text(json.dumps({
+            "benchmark": "build_time", "date": when[:10], "time_utc": when, "commit": "e" * 40, "device": device,
+            "figures": {"seed": 7, "build_time_seed7_max_s": slowest}}))
+
+    record("2026-12-01T010000Z", "unavailable", 1.2)
+    record("2026-12-01T020000Z", "NVIDIA H200", 2.0)
+    lines = make_table.render(tmp_path).splitlines()
+    [h200] = [line for line in lines if "slowest (the H200 machine's host)" in line]
+    [cpu] = [line for line in lines if "slowest (the 2-core CPU machine)" in line]
+    assert "**2.000 (1 run)**" in h200 and "**1.200 (1 run)**" in cpu
+
+
 def test_make_table_rewrites_only_between_the_markers(tmp_path):
     import make_table
 
