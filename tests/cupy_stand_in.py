@@ -184,7 +184,8 @@ def fake_cupy(launch_kernel=_unrecorded_launch) -> types.ModuleType:
     cupy.empty = _empty
     cupy.zeros = _empty  # (no memory behind the stand-ins: zero-filling is a no-op)
     cupy.from_dlpack = _from_dlpack
-    runtime = types.SimpleNamespace(getDevice=lambda: _state.device, free=lambda ptr: None)
+    runtime = types.SimpleNamespace(getDevice=lambda: _state.device, getDeviceCount=lambda: 2,  # devices 0 and 1
+                                      free=lambda ptr: None)
     driver = types.SimpleNamespace(launchKernel=launch_kernel, CUDADriverError=CUDADriverError)
     stream = types.SimpleNamespace(ptr=0, synchronize=lambda: None)
     cupy.cuda = types.SimpleNamespace(runtime=runtime, driver=driver, get_current_stream=lambda device_id=-1: stream,
