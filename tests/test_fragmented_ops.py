@@ -443,3 +443,17 @@ def test_reading_a_peer_block_needs_32_bit_elements():
                                                r"4 per access \(register width x pack\); got 2 x 1 x bf16") as info:
         _build(kernel, (mgpu_lab.ShapeDtype((8, 128, 2), "bfloat16"),))
     assert "test_fragmented_ops.py" in str(info.value)  # points at the user's line
+
+
+def test_elements_of_a_splat_or_a_built_register_are_its_operands_not_new_extracts():
+    """A 128 x 256 accumulator's zeros were 256 `vector.extract`s of one splat per consumer, a
+    fifth of a stream-K GEMM's IR before the passes folded them away. The traced IR now reads
+    no element of a `vector.broadcast` or `vector.from_elements` through an extract."""
+    from mgpu_lab.kernels.gemm import make_gemm
+
+    kernel = make_gemm(256, 512, 256, transpose_b=True, tile_m=128, tile_n=256, target="sm_90a",
+                       use_cache=False, keep_passes=True)
+    traced = dict(kernel.compiled.passes)["input"]
+    built = set(re.findall(r"(%[\w.]+) = vector\.(?:broadcast|from_elements) ", traced))
+    extracted = re.findall(r"vector\.extract (%[\w.]+)\[", traced)
+    assert built and not built & set(extracted), sorted(built & set(extracted))[:5]

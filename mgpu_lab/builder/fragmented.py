@@ -85,7 +85,18 @@ def _vtype(n: int, elem: ir.Type) -> ir.VectorType:
 
 
 def elements(reg: ir.Value) -> list[ir.Value]:
+    """The scalars of a 1-D vector register. One built by `vector.from_elements` or broadcast
+    from a scalar gives its own operands back instead of new `vector.extract`s: what the
+    canonicalizer would fold them to, minus the ops (a 128 x 256 accumulator's zeros alone made
+    256 extracts of one splat per consumer, a fifth of a stream-K GEMM's IR)."""
     n = ir.VectorType(reg.type).shape[0]
+    owner = reg.owner
+    op = getattr(owner, "operation", owner)
+    name = getattr(op, "name", None)  # a block argument's owner is a Block
+    if name == "vector.from_elements":
+        return list(op.operands)
+    if name == "vector.broadcast" and not isinstance(op.operands[0].type, ir.VectorType):
+        return [op.operands[0]] * n
     return [vector.extract(reg, [], [i]) for i in range(n)]
 
 

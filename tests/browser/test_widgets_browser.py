@@ -235,10 +235,13 @@ def test_timeline_groups_collapse_and_search_finds_regions(page: Any) -> None:
     page.mouse.click(box["x"] + 10, box["y"] + AXIS_H + 4)  # SM 0's header: collapse it
     page.wait_for_function("([el, n]) => Number(el.dataset.tracks) < n", arg=[timeline.element_handle(), tracks],
                            timeout=STEP_TIMEOUT_MS)
+    # The buttons redraw on the next frame: wait for the track count (a loaded machine lags).
     timeline.locator(".mgl-tl-collapse").click()
-    assert int(timeline.get_attribute("data-tracks")) == 8  # one squashed track per SM
+    page.wait_for_function("el => Number(el.dataset.tracks) === 8", arg=timeline.element_handle(),
+                           timeout=STEP_TIMEOUT_MS)  # one squashed track per SM
     timeline.locator(".mgl-tl-expand").click()
-    assert int(timeline.get_attribute("data-tracks")) == tracks
+    page.wait_for_function("([el, n]) => Number(el.dataset.tracks) === n", arg=[timeline.element_handle(), tracks],
+                           timeout=STEP_TIMEOUT_MS)
 
     search = timeline.locator(".mgl-tl-search")
     search.fill("epilo")
