@@ -205,10 +205,11 @@ def with_derived(record: dict) -> dict:
     return record
 
 
-def select_runs(name: str, results: Path, last: int | None, commit: str | None, key: str | None = None) -> list[dict]:
-    """The runs of benchmark `name` the table summarizes (see the module docstring); for a
-    NEWEST_RUNS benchmark, the newest of those that measured figure `key`."""
-    records = [with_derived(r) for r in load_records(name, results)]
+def select_runs(name: str, records: list[dict], last: int | None, commit: str | None,
+                key: str | None = None) -> list[dict]:
+    """Of benchmark `name`'s `records` (oldest first, `with_derived`), the runs the table
+    summarizes (see the module docstring); for a NEWEST_RUNS benchmark, the newest of those that
+    measured figure `key`."""
     if not records:
         return []
     if not (last or commit) and name in NEWEST_RUNS:
@@ -259,19 +260,23 @@ def render(results: Path = RESULTS, last: int | None = None, commit: str | None 
     """The markdown table (one row per figure) over the selected runs of each benchmark."""
     lines = ["| benchmark | ratio: median (range, runs) | ours | peer | unit | goal | SM clock, power | "
              "commit: records |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    cache: dict[str, list[dict]] = {}
+    loaded: dict[str, list[dict]] = {}
+
+    def records_of(name: str) -> list[dict]:  # each benchmark's records read once per table
+        if name not in loaded:
+            loaded[name] = [with_derived(r) for r in load_records(name, results)]
+        return loaded[name]
+
     for record_name, label, ours, peer, ratio, unit, goal in ROWS:
-        if record_name in NEWEST_RUNS:
-            runs = select_runs(record_name, results, last, commit, ratio)
-        else:
-            runs = cache.setdefault(record_name, select_runs(record_name, results, last, commit))
+        runs = select_runs(record_name, records_of(record_name), last, commit,
+                           ratio if record_name in NEWEST_RUNS else None)
         runs = [r for r in runs if ratio in r["figures"] and r["figures"][ratio] is not None]
         if not runs:
             continue
         _, ratio_text = spread(runs, ratio)
         lines.append(f"| {label} | **{ratio_text}** | {spread(runs, ours)[1]} | {spread(runs, peer)[1]} | {unit} | "
                      f"{goal} | {clocks(runs)} | {provenance(runs)} |")
-    runs = cache.setdefault("foundation", select_runs("foundation", results, last, commit))
+    runs = select_runs("foundation", records_of("foundation"), last, commit)
     for name in COMPILE_EXAMPLES:
         have = [r for r in runs if f"compile_cold_s_{name}" in r["figures"]]
         if not have:

@@ -80,7 +80,7 @@ class Kernel(functools.partial):
         self.program = program
         self._launcher = None
         self._torch_fast = None
-        self.isolate = isolate  # None: follow mgpu_lab.isolated() / set_isolation(); sets self._call
+        self.isolate = isolate  # None: follow mgpu_lab.isolated() / set_isolation(); installs the call
 
     def __reduce__(self) -> tuple:
         """Picklable (tuning moves Kernels between processes): the program and the isolation
@@ -95,7 +95,11 @@ class Kernel(functools.partial):
     def _install_call(self, call: Any) -> None:
         """Make `call` what `kernel(...)` runs (`_call_general`, or a generated front call)."""
         functools.partial.__setstate__(self, (call, (), None, self.__dict__))
-        self._call = call
+
+    @property
+    def _call(self) -> Any:
+        """What `kernel(...)` runs now: the partial's function."""
+        return self.func
 
     @property
     def isolate(self) -> bool | None:

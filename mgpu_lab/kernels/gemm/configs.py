@@ -19,8 +19,10 @@ current GPU and caches the winner per device model and toolchain (mgpu_lab.tune'
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +154,21 @@ def _valid(m: int, n: int, k: int, config: dict[str, Any], *, transpose_b: bool,
     return True
 
 
+def _valid_ranked(m: int, n: int, k: int, *, transpose_b: bool, dtype: str, out_dtype: str, epilogue: bool,
+                  sms: int | None = None, keep: Callable[[dict[str, Any]], bool] = lambda config: True
+                  ) -> Iterator[dict[str, Any]]:
+    """The model's configurations that `keep` takes and resolve_tiling's checks pass, fastest
+    first, each with source 'model' and the model's estimate (`model_us`)."""
+    if dtype not in model.ITEMSIZE:
+        return
+    problem = model.Problem(m, n, k, transpose_b=transpose_b, dtype=dtype, epilogue=epilogue,
+                            sms=sms or device_sms(), out_dtype=out_dtype)
+    for us, config in model.ranked(problem):
+        if keep(config) and _valid(m, n, k, config, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+                                   epilogue=epilogue):
+            yield {**config, "source": "model", "model_us": round(us, 2)}
+
+
 @functools.lru_cache(maxsize=4096)
 def model_ranking(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                   out_dtype: str = "bfloat16", epilogue: bool = False, sms: int | None = None,
@@ -159,17 +176,9 @@ def model_ranking(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: s
     """The model's `count` fastest configurations that pass resolve_tiling's checks, fastest
     first, each with source 'model' and the model's estimate (`model_us`); the heuristic's
     configuration (source 'heuristic') when none passes. Cached: a few ms the first time."""
-    problem = model.Problem(m, n, k, transpose_b=transpose_b, dtype=dtype, epilogue=epilogue,
-                            sms=sms or device_sms(), out_dtype=out_dtype)
-    picked: list[dict[str, Any]] = []
-    if dtype in model.ITEMSIZE:
-        for us, config in model.ranked(problem):
-            if _valid(m, n, k, config, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
-                      epilogue=epilogue):
-                picked.append({**config, "source": "model", "model_us": round(us, 2)})
-                if len(picked) == count:
-                    break
-    return tuple(picked) or (heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype),)
+    picked = tuple(itertools.islice(_valid_ranked(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+                                                  epilogue=epilogue, sms=sms), count))
+    return picked or (heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype),)
 
 
 def config_with_side(m: int, n: int, k: int, side: str, value: int, *, transpose_b: bool = False,
@@ -178,21 +187,19 @@ def config_with_side(m: int, n: int, k: int, side: str, value: int, *, transpose
     model's fastest valid one with that side and C's own tiles (no swap), else the heuristic's
     tile with the first partner that passes the kernel's checks. The overall pick (tuned or
     modelled) may pair the side with one it cannot take: 256 x 256 keeps too many registers."""
-    def valid(config: dict[str, Any]) -> bool:
-        return _valid(m, n, k, config, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue)
-
-    if model_enabled() and dtype in model.ITEMSIZE:
-        problem = model.Problem(m, n, k, transpose_b=transpose_b, dtype=dtype, epilogue=epilogue,
-                                sms=device_sms(), out_dtype=out_dtype)
-        for us, config in model.ranked(problem):
-            if config.get(side) == value and not config.get("swap_ab") and valid(config):
-                return {**config, "source": "model", "model_us": round(us, 2)}
+    settings = dict(transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue)
+    if model_enabled():
+        with_side = next(_valid_ranked(m, n, k, **settings,
+                                       keep=lambda config: config.get(side) == value and not config.get("swap_ab")),
+                         None)
+        if with_side is not None:
+            return with_side
     base = heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)
     other = "tile_n" if side == "tile_m" else "tile_m"
     for partner in dict.fromkeys((base[other], 128, 64, 256, 32)):
         config = {**base, side: value, other: partner}
         config = {key: v for key, v in config.items() if key != "split_k"} | _split(m, n, k, config, dtype)
-        if valid(config):
+        if _valid(m, n, k, config, **settings):
             return config
     return {**base, side: value}  # nothing passes: make_gemm's checks say why
 
