@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import time
 
 import numpy as np
 from common import GpuSampler, interleaved_runs, table, write_record
@@ -248,7 +249,10 @@ def main() -> None:
     parser.add_argument("--random", type=int, metavar="N", help="N bf16 shapes drawn from --seed instead of CASES")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--top", type=int, default=4, help="with --random: the model's K best, then one per family")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="start no new problem after this many seconds (the record keeps those done)")
     args = parser.parse_args()
+    start = time.perf_counter()
     if args.random is not None:
         os.environ["MGPU_LAB_GEMM_TABLE"] = "0"  # the default is the model's pick
         cases = list(random_cases(args.random, args.seed, args.top))
@@ -258,12 +262,16 @@ def main() -> None:
     rows = [("problem", "config", "TF/s", "vs peer", "vs default")]
     with GpuSampler() as gpu:
         for dtype, problem, candidates in cases:
+            if args.budget_s is not None and time.perf_counter() - start > args.budget_s:
+                print(f"--budget-s {args.budget_s:g}: {problem.key} and later problems not run", flush=True)
+                break
             figures[f"gemm_options_{dtype}_{problem.key}_transpose_b"] = problem.transpose_b
             rows += measure(dtype, problem, candidates, args.rounds, figures)
             print(table(rows[-len(candidates) - 1:]), flush=True)
             torch.cuda.empty_cache()
     notes = {"rounds": args.rounds, "only": args.only, "configs": args.configs, "random": args.random,
-             "seed": args.seed if args.random is not None else None, "top": args.top}
+             "seed": args.seed if args.random is not None else None, "top": args.top,
+             "wall_s": round(time.perf_counter() - start, 1)}
     print(f"record: {write_record('gemm_options', figures, notes, sampler=gpu)}")
     print(table(rows))
 
