@@ -137,7 +137,8 @@ def _problem(dtype: str, key: str) -> Problem:
     raise SystemExit(f"--only: {dtype} {key} is not a sweep problem (gemm_sweep.py)")
 
 
-def measure(dtype: str, p: Problem, candidates: list[dict], rounds: int, figures: dict) -> list[tuple]:
+def measure(dtype: str, p: Problem, candidates: list[dict], rounds: int, figures: dict,
+            default_config: dict | None = None) -> list[tuple]:
     import cupy
     import torch
 
@@ -184,6 +185,8 @@ def measure(dtype: str, p: Problem, candidates: list[dict], rounds: int, figures
             figures[f"{tag}_{name}_error"] = f"relative error {err:.3g}: not timed"
             print(f"WRONG {tag} {name}: relative error {err:.3g}", flush=True)
             continue
+        if not options and default_config is not None:
+            figures[f"{tag}_default_config"] = default_config  # the model's pick: fit_gemm_model ranks it too
         launch = getattr(kern, "launch_unchecked", None)
         runs[name] = (lambda kern, launch: lambda i: launch(*views[i % n], *scales, out_view) if launch
                       else kern(*views[i % n], *scales, out=out_view))(kern, launch)
@@ -223,6 +226,14 @@ def model_alternatives(p: Problem, top: int) -> list[dict]:
             seen.add(family(config))
             picks.append(config)
     return picks
+
+
+def model_pick(p: Problem) -> dict:
+    """The configuration make_gemm's default takes for `p` with the table off (the model's first valid pick)."""
+    from mgpu_lab.kernels.gemm.configs import gemm_config
+
+    config = gemm_config(p.m, p.n, p.k, transpose_b=p.transpose_b, table=False)
+    return {key: value for key, value in config.items() if key not in ("source", "model_us")}
 
 
 def random_cases(count: int, seed: int, top: int):
@@ -266,7 +277,8 @@ def main() -> None:
                 print(f"--budget-s {args.budget_s:g}: {problem.key} and later problems not run", flush=True)
                 break
             figures[f"gemm_options_{dtype}_{problem.key}_transpose_b"] = problem.transpose_b
-            rows += measure(dtype, problem, candidates, args.rounds, figures)
+            default = model_pick(problem) if args.random is not None else None
+            rows += measure(dtype, problem, candidates, args.rounds, figures, default)
             print(table(rows[-len(candidates) - 1:]), flush=True)
             torch.cuda.empty_cache()
     notes = {"rounds": args.rounds, "only": args.only, "configs": args.configs, "random": args.random,
