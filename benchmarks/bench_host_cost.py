@@ -13,8 +13,11 @@ with a host timer), for a decode linear layer (16 x 6144 x 4096, weights (n, k))
 Host microseconds per call are medians over rounds of a block of `--calls` calls (short enough
 that the GPU queue never fills, so the host is what is timed); ratios are ours / peer (lower is
 better; the targets are <= 1.2x for the torch paths and <= 1.0x against RawKernel). The CuPy
-pairs, a few microseconds a call, take 4x the rounds of 5x the calls, because single blocks there
-vary by 10-15% between rounds on the device's host. SM clock and power are sampled throughout.
+pairs, a few microseconds a call, run after one discarded block of each side, in 16x the rounds
+(single blocks there vary by 10-15% between rounds on the device's host). Their earlier method,
+blocks of 5x the calls with no warm-up, read 0.975-1.053x in six runs: the first pair timed ran
+in a slower regime (both sides ~1.5x slower) than the pairs after it. SM clock and power are
+sampled throughout.
 
 Run on a GPU machine:  python benchmarks/bench_host_cost.py [--rounds 8]
 Writes benchmarks/results/host_cost_<date>.json (or $OUT/) and prints a table last.
