@@ -125,17 +125,21 @@ def main() -> None:
         # GPU never paces the host; many rounds, after one discarded, for a stable median. (Blocks of
         # 1000 after no warm-up read 5-8 us a call for both sides, the ratio 0.97-1.05 run to run.)
         cupy_rounds, cupy_timer = opts.rounds * 16, host_timer(opts.calls, cupy_sync)
-        for fn in (lambda i: vadd(x, y, out=out), lambda i: raw(grid, (256,), (x, y, out_raw, n4))):
+
+        def checked_call(i):
+            return vadd(x, y, out=out)
+
+        def raw_launch(i):
+            return raw(grid, (256,), (x, y, out_raw, n4))
+
+        for fn in (checked_call, raw_launch):
             cupy_timer(fn)
-        checked = pair({"ours": lambda i: vadd(x, y, out=out), "peer": lambda i: raw(grid, (256,), (x, y, out_raw, n4))},
-                       cupy_rounds, cupy_timer)
+        checked = pair({"ours": checked_call, "peer": raw_launch}, cupy_rounds, cupy_timer)
         # Diagnostics (no target): the launcher's generated call alone, without Kernel.__call__,
         # and launch_unchecked (no checks at all), against the same RawKernel launch.
         generated = vadd.launcher.single.call
-        parts = pair({"ours": lambda i: generated((x, y), out, None), "peer": lambda i: raw(grid, (256,), (x, y, out_raw, n4))},
-                     cupy_rounds, cupy_timer)
-        bare = pair({"ours": lambda i: vadd.launch_unchecked(x, y, out), "peer": lambda i: raw(grid, (256,), (x, y, out_raw, n4))},
-                    cupy_rounds, cupy_timer)
+        parts = pair({"ours": lambda i: generated((x, y), out, None), "peer": raw_launch}, cupy_rounds, cupy_timer)
+        bare = pair({"ours": lambda i: vadd.launch_unchecked(x, y, out), "peer": raw_launch}, cupy_rounds, cupy_timer)
         figures["host_us_cupy_generated_call"] = parts["ours"]
         figures["host_us_cupy_launch_unchecked"] = bare["ours"]
         rows.append(("generated call only", f"vadd {N}", f"{parts['ours']:.2f}", f"{parts['peer']:.2f}",

@@ -184,8 +184,6 @@ def with_derived(record: dict) -> dict:
               and isinstance(v, (int, float))]
     if record.get("benchmark") == "attention" and len(ratios) >= ATTENTION_SWEEP:
         record["figures"] = {**figures, "attention_fwd_bf16_sweep_min_vs_cudnn": min(ratios)}
-    # One seed's figures of a drawn-shape benchmark, also under seed-free keys (the rows read those).
-    seed = {"gemm_random": (record.get("notes") or {}).get("seed"), "build_time": figures.get("seed")}
     name = record.get("benchmark")
     notes = record.get("notes") or {}
     if name == "profiler" and str(notes.get("kernel", "")).startswith("attention"):
@@ -193,13 +191,14 @@ def with_derived(record: dict) -> dict:
         how = "window" if "profile_tiles" in notes and notes["profile_tiles"] != "all" else "every_tile"
         ratio = figures.get(f"{notes['kernel']}_profiled_vs_plain")
         record["figures"] = figures = {**figures, f"{notes['kernel']}_{how}_profiled_vs_plain": ratio}
-    if name in seed:
-        prefix = f"{name}_seed{seed[name]}_"
-        record["figures"] = {**figures, **{f"{name}_{k[len(prefix):]}": v for k, v in figures.items()
-                                           if k.startswith(prefix)}}
-    if name == "gemm_fp8_random":  # gemm_fp8_<mode>_random_seed<S>_...
-        prefix = f"gemm_fp8_{notes.get('mode', 'tensor')}_random_seed{notes.get('seed')}_"
-        record["figures"] = {**figures, **{prefix.split("seed")[0] + k[len(prefix):]: v for k, v in figures.items()
+    # One seed's figures of a drawn-shape benchmark, also under seed-free keys (the rows read
+    # those): <stem>_seed<S>_<figure> -> <stem>_<figure>.
+    seeded = {"gemm_random": ("gemm_random", notes.get("seed")), "build_time": ("build_time", figures.get("seed")),
+              "gemm_fp8_random": (f"gemm_fp8_{notes.get('mode', 'tensor')}_random", notes.get("seed"))}
+    if name in seeded:
+        stem, seed = seeded[name]
+        prefix = f"{stem}_seed{seed}_"
+        record["figures"] = {**figures, **{f"{stem}_{k[len(prefix):]}": v for k, v in figures.items()
                                            if k.startswith(prefix)}}
     if name == "build_time":  # the target is the H200 machine's host; the CPU machine's runs beside it
         host = "h200_host" if "H200" in str(record.get("device")) else "no_gpu_host"

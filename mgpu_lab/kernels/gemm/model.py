@@ -221,7 +221,7 @@ def ring_stages(tile_m: int, tile_n: int, dtype: str, persistent: bool | str, cl
     return max(fits) if fits else 2
 
 
-def _cluster_capacity(split: int, sms: int, fill: float = 0.9) -> int:
+def _cluster_capacity(split: int, sms: int, fill: float) -> int:
     """Blocks of (1, split) clusters resident at once: an H200 holds 66 clusters of 2, 39 of 3,
     30 of 4 (cuOccupancyMaxActiveClusters; clusters do not straddle GPCs, so larger ones leave
     SMs of a GPC idle: `fill`, fitted)."""
