@@ -63,15 +63,16 @@ def both():
 def test_global_events_are_64_bit_global_stores_not_shared(both):
     smem, glob = both
     assert glob.profiler.buffer == "global" and smem.profiler.buffer == "smem"
-    # the records' own stores (inline PTX, addressed by their `slot` register)
-    shared, global_ = re.compile(r"st\.shared\.v2\.b32\s+\[slot"), re.compile(r"st\.global\.v2\.b32\s+\[slot")
-    assert len(global_.findall(glob.ptx)) == RECORDS and not shared.findall(glob.ptx)
-    assert len(shared.findall(smem.ptx)) == RECORDS and not global_.findall(smem.ptx)
-    s_ops, g_ops = opcodes(smem.sass), opcodes(glob.sass)
-    # one STG.E.64 per record; the header copy is 32-bit words (as the smem mode's row copy)
-    assert count(g_ops, r"STG\.E\.64") == RECORDS and count(s_ops, r"STG\.E\.64") == 0
-    # the smem mode's event stores are the only STS.64 the global mode lacks
-    assert count(s_ops, r"STS\.64") - count(g_ops, r"STS\.64") == RECORDS
+    # the records' own stores (inline PTX: the tag immediate and the clock register)
+    def records(space, ptx):
+        return re.findall(rf"st\.{space}\.v2\.b32\s+\[[^\]]+\],\s*\{{0x[0-9a-f]+, clock\}}", ptx)
+    assert len(records("global", glob.ptx)) == RECORDS and not records("shared", glob.ptx)
+    assert len(records("shared", smem.ptx)) == RECORDS and not records("global", smem.ptx)
+    # in SASS each record is one predicated 8-byte store (the header's stores are not predicated)
+    def predicated(op, sass):
+        return len(re.findall(rf"@!?P\d+\s+{op}\b", sass))
+    assert predicated(r"STG\.E\.64", glob.sass) == RECORDS and predicated(r"STS\.64", glob.sass) == 0
+    assert predicated(r"STS\.64", smem.sass) == RECORDS and predicated(r"STG\.E\.64", smem.sass) == 0
 
 
 def test_global_records_add_no_branches(both):
@@ -319,7 +320,7 @@ def test_unprofiled_code_has_no_region_records():
         k = mgpu_lab.kernel(_half_unprofiled, grid=N // 256, block=256, in_shapes=SD, out_shapes=SD, profile=True,
                             profile_buffer="global", target="sm_90a", use_cache=False).compiled
     assert k.profiler.region_names == ("load", "store")
-    assert count(opcodes(k.sass), r"STG\.E\.64") == 4
+    assert len(re.findall(r"@!?P\d+\s+STG\.E\.64\b", k.sass)) == 4  # the records: predicated
     # without profile=True, ctx.profiling is False and unprofiled() changes nothing
     seen = []
 

@@ -38,6 +38,7 @@ class LaunchContext:
         self.cluster = cluster
         self.profiler = profiler
         self._unprofiled = 0  # depth of `unprofiled()` blocks around the op being traced
+        self._record_when = None  # the i1 of the innermost `profile_when()`, or None
         self.tma_descriptors: list[Any] = []  # filled by async_copy (Hopper DSL)
         self.tma_params: list[ir.Value] = []
         # (smem offset, shape) of a planned buffer -> the swizzle TMA copies use on it (smem viewer)
@@ -60,16 +61,31 @@ class LaunchContext:
         if self.profiler is None or self._unprofiled:
             yield
             return
-        self.profiler.begin(name)
+        self.profiler.begin(name, self._record_when)
         try:
             yield
         finally:
-            self.profiler.end(name)
+            self.profiler.end(name, self._record_when)
 
     @property
     def profiling(self) -> bool:
         """Whether this trace records named regions (the kernel is built with `profile=True`)."""
         return self.profiler is not None
+
+    @contextlib.contextmanager
+    def profile_when(self, condition: Any) -> Iterator[None]:
+        """Record the enclosed `named_region`s only where `condition` (a boolean value) holds:
+        the records stay in the instruction stream, predicated, with no branch (so a sampled
+        hot loop keeps one copy of its code). Nested conditions combine with and."""
+        if self.profiler is None or self._unprofiled:
+            yield
+            return
+        outer = self._record_when
+        self._record_when = condition if outer is None else (outer & condition)
+        try:
+            yield
+        finally:
+            self._record_when = outer
 
     @contextlib.contextmanager
     def unprofiled(self) -> Iterator[None]:

@@ -3,16 +3,19 @@
 It lives in `builder/` because it emits MLIR; `profiler/` holds the host side only (the buffer
 layout in `profiler/format.py`, decoding, exports). One leader thread per unit (warpgroup or
 warp) appends (tag, %clock) events to its unit's bounded array, counting them in a register;
-events past the capacity are counted but never written, so a full buffer cannot overwrite barriers or data. Where the
-events go is the `buffer` mode:
+events past the capacity are counted but never written, so a full buffer cannot overwrite
+barriers or data. Thread 0 writes the block header (start stamps) straight to the block's row
+in global memory at entry; at exit each unit ends on its own, with no block barrier: its leader
+writes the unit's count, and the last unit to finish stamps the block's end. Where the events
+go is the `buffer` mode:
 
-- "smem": the block keeps its whole row of the profiler buffer (see `profiler/format.py`) in
-  shared memory while it runs and copies it to global memory at the end with all threads
-  (coalesced). Cheapest per event, but the row (8 bytes per event per unit) competes with the
-  kernel's own buffers.
-- "global": only the block header and the per-unit counters stay in shared memory (a few words
-  per unit); events go straight to the block's row in global memory (the same row layout, so
-  decoding is unchanged) and the end copies the header and counters. Any kernel has room for it.
+- "smem": each unit's events stay in its part of a shared-memory copy of the row (see
+  `profiler/format.py`) while it runs; at its end the leader's warp copies the events it kept
+  to global memory. Cheapest per event, but the row (8 bytes per event per unit) competes with
+  the kernel's own buffers.
+- "global": events go straight to the block's row in global memory (the same row layout, so
+  decoding is unchanged); shared memory holds only the header area (the finish counter). Any
+  kernel has room for it.
 
 `choose_buffer` resolves "auto". With profiling off, `named_region` emits nothing at all.
 """
@@ -24,13 +27,17 @@ from ..compiler.compiled_kernel import ProfilerSpec, SmemBuffer
 from ..profiler import format as fmt
 from ..profiler.trace import MAX_REGIONS
 from .control import for_range, when
-from .ptx import i64, inline_ptx, smem_address
+from .ptx import global_address, i64, inline_ptx, smem_address
 from .threads import WARP_SIZE, WARPGROUP_SIZE, linear_thread_idx
 from .values import c, i32_type
 
 _UNIT_THREADS = {"warpgroup": WARPGROUP_SIZE, "warp": WARP_SIZE}
 BUFFER_MODES = ("smem", "global", "auto")
 _SMEM_ALIGN = 16  # the smem area starts 16-byte aligned: v2 (8-byte) event stores stay whole
+# The smem area's copy of the block header is never copied out: its reserved word 10 counts
+# the units that have finished (the last one stamps the block's end).
+_FINISHED_WORD = 10
+
 
 
 def check_buffer_mode(buffer: object) -> str:
@@ -93,6 +100,7 @@ class DeviceProfiler:
         self._smem = None
         self._buffer = None
         self._count = None  # this thread's event count: a private i32 that LLVM keeps in a register
+        self._first_event = None  # address of this thread's unit's first event slot (set in start)
 
     # -- sizes and records ---------------------------------------------------------------
     def buffer_type(self, grid: tuple[int, int, int]) -> ir.MemRefType:
@@ -112,15 +120,19 @@ class DeviceProfiler:
         memref.store(value, self._smem, [c(index) if isinstance(index, int) else index])
 
     def _stamp(self, timer_word: int, clock_word: int) -> None:
-        # Read the two clocks back to back: the host pairs them to convert cycles to ns.
+        """Write %globaltimer and %clock, read back to back (the host pairs them to convert
+        cycles to ns), to the given words of the block's header in global memory."""
         timer = nvvm.read_ptx_sreg_globaltimer(ir.IntegerType.get_signless(64))
         clock = nvvm.read_ptx_sreg_clock(i32_type())
-        self._store(arith.trunci(i32_type(), timer), timer_word)
-        self._store(arith.trunci(i32_type(), timer.unsigned >> 32), timer_word + 1)
-        self._store(clock, clock_word)
+        row = self._row_word()
+        memref.store(arith.trunci(i32_type(), timer), self._buffer, [row + timer_word])
+        memref.store(arith.trunci(i32_type(), timer.unsigned >> 32), self._buffer, [row + timer_word + 1])
+        memref.store(clock, self._buffer, [row + clock_word])
 
     def start(self, buffer: ir.Value, grid: tuple[int, int, int]) -> None:
-        """Kernel entry: header, zeroed counters, then a block barrier."""
+        """Kernel entry: thread 0 writes the block header (start stamps included) straight to the
+        block's row in global memory and zeroes the finish counter; then one block barrier, so no
+        unit can finish before the counter is zero."""
         self._buffer = buffer
         self._grid = grid
         workgroup = ir.Attribute.parse("#gpu.address_space<workgroup>")
@@ -137,19 +149,23 @@ class DeviceProfiler:
         self._count = memref.alloca(ir.MemRefType.get([1], i32_type()), [], [])
         memref.store(c(0, i32_type()), self._count, [c(0)])
         tid = linear_thread_idx()
+        row = self._row_word()
         with when(tid == 0):
-            self._store(c(fmt.MAGIC, i32_type()), 0)
-            self._store(nvvm.read_ptx_sreg_smid(i32_type()), 1)
-            self._store(arith.index_cast(i32_type(), self._block_linear_id(grid)), 2)
-            self._store(c(self.units, i32_type()), 3)
-            for w in range(10, fmt.BLOCK_HEADER_WORDS):
-                self._store(c(0, i32_type()), w)
-        with when(tid < self.units):
-            base_word = fmt.BLOCK_HEADER_WORDS + tid * self.unit_stride
-            self._store(c(0, i32_type()), base_word)
-            self._store(c(0, i32_type()), base_word + 1)
-        with when(tid == 0):
+            for word, value in ((0, c(fmt.MAGIC, i32_type())), (1, nvvm.read_ptx_sreg_smid(i32_type())),
+                                (2, arith.index_cast(i32_type(), self._block_linear_id(grid))),
+                                (3, c(self.units, i32_type()))):
+                memref.store(value, self._buffer, [row + word])
+            for word in range(10, fmt.BLOCK_HEADER_WORDS):
+                memref.store(c(0, i32_type()), self._buffer, [row + word])
+            self._store(c(0, i32_type()), _FINISHED_WORD)
             self._stamp(4, 8)
+        unit = tid // self.threads_per_unit
+        if self.buffer == "global":
+            first = row + fmt.BLOCK_HEADER_WORDS + unit * fmt.unit_words(self.capacity) + fmt.UNIT_HEADER_WORDS
+            self._first_event = global_address(self._buffer) + arith.index_cast(i64(), first * 4)
+        else:
+            first = (fmt.BLOCK_HEADER_WORDS + unit * self.unit_stride + fmt.UNIT_HEADER_WORDS) * 4
+            self._first_event = smem_address(self._smem) + arith.index_cast(i32_type(), first)
         gpu.barrier()
 
     @staticmethod
@@ -157,7 +173,7 @@ class DeviceProfiler:
         x, y, z = (gpu.block_id(d) for d in (gpu.Dimension.x, gpu.Dimension.y, gpu.Dimension.z))
         return x + grid[0] * (y + grid[1] * z)
 
-    def _record(self, name: str, begin: bool) -> None:
+    def _record(self, name: str, begin: bool, when: ir.Value | None = None) -> None:
         if name not in self.region_names:
             if len(self.region_names) >= MAX_REGIONS:  # the decoder refuses ids past it (a corrupt tag)
                 raise ValueError(f"named_region: expected at most {MAX_REGIONS} distinct region names per kernel, "
@@ -165,17 +181,31 @@ class DeviceProfiler:
             self.region_names.append(name)
         tag = self.region_names.index(name) | (fmt.BEGIN_BIT if begin else 0)
         tid = linear_thread_idx()
-        unit = tid // self.threads_per_unit
         lane = arith.index_cast(i32_type(), tid % self.threads_per_unit)
         count = memref.load(self._count, [c(0)])
+        # The slot's address is computed outside the asm, from the count: consecutive records'
+        # counts differ by constants, so LLVM folds their addresses to one base plus offsets.
+        sampled = c(1, i32_type()) if when is None else arith.extui(i32_type(), when)
         if self.buffer == "global":
-            self._record_global(tag, lane, count, unit)
+            self._record_global(tag, lane, count, self._event_address(count), sampled)
         else:
-            first_event = (fmt.BLOCK_HEADER_WORDS + unit * self.unit_stride + fmt.UNIT_HEADER_WORDS) * 4
-            self._record_smem(tag, lane, count, smem_address(self._smem) + arith.index_cast(i32_type(), first_event))
-        memref.store(arith.addi(count, c(1, i32_type())), self._count, [c(0)])
+            self._record_smem(tag, lane, count, self._event_address(count), sampled)
+        if when is not None:  # a record not taken does not count
+            memref.store(arith.addi(count, sampled, overflow_flags=ir.Attribute.parse("#arith.overflow<nuw>")),
+                         self._count, [c(0)])
+            return
+        # nuw (a count never wraps): lets LLVM split zext(count + k) and fold the slot addresses.
+        memref.store(arith.addi(count, c(1, i32_type()), overflow_flags=ir.Attribute.parse("#arith.overflow<nuw>")), self._count, [c(0)])
 
-    def _record_smem(self, tag: int, lane: ir.Value, count: ir.Value, first_event: ir.Value) -> None:
+    def _event_address(self, count: ir.Value) -> ir.Value:
+        """The address of this thread's unit's event slot `count`: 64-bit global in global mode,
+        32-bit shared in smem mode."""
+        if self.buffer == "global":
+            return self._first_event + arith.muli(arith.extui(i64(), count), c(fmt.EVENT_WORDS * 4, i64()))
+        return self._first_event + count * fmt.EVENT_WORDS * 4
+
+    def _record_smem(self, tag: int, lane: ir.Value, count: ir.Value, slot: ir.Value,
+                      sampled: ir.Value) -> None:
         """The unit's leader stores (tag, %clock) at its slot `count` of the unit's events in shared
         memory, in one straight-line block of predicated PTX. An `if leader` in the IR would put a
         branch on the thread index between the region's neighbours: LLVM then threads consecutive
@@ -183,91 +213,87 @@ class DeviceProfiler:
         leader copy and a non-leader copy of its mbarrier wait, joining just before the wgmmas),
         and ptxas serializes every wgmma of a kernel whose wgmma sequence it cannot prove
         convergent (C7518: WG.DP in divergent path). Predicates never leave the block. Events are
-        8-byte aligned (16-byte aligned row, even header and unit sizes): one v2 store."""
-        inline_ptx(
-            "{\n"
-            ".reg .pred room;\n"
-            ".reg .b32 clock, slot;\n"
-            "mov.u32 clock, %clock;\n"
-            "setp.eq.u32 room, $0, 0;\n"
-            f"setp.lt.and.u32 room, $1, {self.capacity}, room;\n"
-            f"mad.lo.u32 slot, $1, {fmt.EVENT_WORDS * 4}, $2;\n"
-            f"@room st.shared.v2.b32 [slot], {{{tag:#x}, clock}};\n"
-            "}",
-            [lane, count, first_event], ["r", "r", "r"])
-
-    def _record_global(self, tag: int, lane: ir.Value, count: ir.Value, unit: ir.Value) -> None:
-        """The global-mode record: the event goes to the unit's slot `count` of the block's row in
-        global memory. The same single predicated block as `_record_smem`; the slot address is
-        computed in the block from the unit's first event address, a plain 64-bit value LLVM may
-        hoist."""
-        event_word = self._row_word() + fmt.BLOCK_HEADER_WORDS + unit * fmt.unit_words(self.capacity) \
-            + fmt.UNIT_HEADER_WORDS
-        events = arith.index_cast(i64(), memref.extract_aligned_pointer_as_index(self._buffer) + event_word * 4)
-        # Rows are 16-byte aligned (the launcher's arrays) and row, header and unit sizes even
-        # in words: every event is 8-byte aligned, one v2 store.
+        8-byte aligned (16-byte aligned row, even header and unit sizes): one v2 store. No memory
+        clobber: nothing else reads the buffer, and the kernel's own loads and stores stay free
+        to move past the record."""
         inline_ptx(
             "{\n"
             ".reg .pred room;\n"
             ".reg .b32 clock;\n"
-            ".reg .b64 events, slot;\n"
-            "mov.u32 clock, %clock;\n"
             "setp.eq.u32 room, $0, 0;\n"
             f"setp.lt.and.u32 room, $1, {self.capacity}, room;\n"
-            "cvta.to.global.u64 events, $2;\n"
-            f"mad.wide.u32 slot, $1, {fmt.EVENT_WORDS * 4}, events;\n"
-            f"@room st.global.v2.b32 [slot], {{{tag:#x}, clock}};\n"
+            "setp.ne.and.u32 room, $3, 0, room;\n"
+            "mov.u32 clock, %clock;\n"
+            f"@room st.shared.v2.b32 [$2], {{{tag:#x}, clock}};\n"
             "}",
-            [lane, count, events], ["r", "r", "l"])
+            [lane, count, slot, sampled], ["r", "r", "r", "r"], memory=False)
+
+    def _record_global(self, tag: int, lane: ir.Value, count: ir.Value, slot: ir.Value,
+                      sampled: ir.Value) -> None:
+        """The global-mode record: the event goes to the unit's slot `count` of the block's row in
+        global memory, in the same single predicated block as `_record_smem`. Rows are 16-byte
+        aligned (the launcher's arrays) and row, header and unit sizes even in words: every event
+        is 8-byte aligned, one v2 store."""
+        inline_ptx(
+            "{\n"
+            ".reg .pred room;\n"
+            ".reg .b32 clock;\n"
+            "setp.eq.u32 room, $0, 0;\n"
+            f"setp.lt.and.u32 room, $1, {self.capacity}, room;\n"
+            "setp.ne.and.u32 room, $3, 0, room;\n"
+            "mov.u32 clock, %clock;\n"
+            f"@room st.global.v2.b32 [$2], {{{tag:#x}, clock}};\n"
+            "}",
+            [lane, count, slot, sampled], ["r", "r", "l", "r"], memory=False)
 
     def _row_word(self) -> ir.Value:
         """Index of the block's first word in the global profiler buffer."""
         return self._block_linear_id(self._grid) * self.words
 
-    def begin(self, name: str) -> None:
+    def begin(self, name: str, when: ir.Value | None = None) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"named_region: expected a non-empty region name, got {name!r}")
-        self._record(name, True)
+        self._record(name, True, when)
 
-    def end(self, name: str) -> None:
-        self._record(name, False)
+    def end(self, name: str, when: ir.Value | None = None) -> None:
+        self._record(name, False, when)
 
     def finish(self) -> None:
-        """Kernel exit: stamp the end, then every thread copies part of the smem area to the
-        block's row in global memory (the whole row, or in global mode the headers only: the
-        events are there already)."""
+        """Kernel exit, with no block barrier: each unit ends on its own. Its leader writes the
+        unit's count to the unit header in global memory (in smem mode its warp first copies the
+        events it kept to the row) and counts itself finished; the last unit to finish stamps
+        the block's end. A block barrier here held every warp of the block, including the
+        producer warps that have long finished, to the slowest one, and cost attention 4%."""
         tid = linear_thread_idx()
-        # Each unit's leader writes its count (events tried, recorded or not) to the unit header.
-        count_address = smem_address(self._smem) + arith.index_cast(
-            i32_type(), (fmt.BLOCK_HEADER_WORDS + tid // self.threads_per_unit * self.unit_stride) * 4)
-        inline_ptx(
-            "{\n"
-            ".reg .pred leader;\n"
-            "setp.eq.u32 leader, $0, 0;\n"
-            "@leader st.shared.b32 [$1], $2;\n"
-            "}",
-            [arith.index_cast(i32_type(), tid % self.threads_per_unit), count_address,
-             memref.load(self._count, [c(0)])], ["r", "r", "r"])
-        gpu.barrier()
-        with when(tid == 0):
-            self._stamp(6, 9)
-        gpu.barrier()
+        lane_in_unit = arith.index_cast(i32_type(), tid % self.threads_per_unit)
+        count = memref.load(self._count, [c(0)])
         row = self._row_word()
+        unit = tid // self.threads_per_unit
+        unit_base = row + fmt.BLOCK_HEADER_WORDS + unit * fmt.unit_words(self.capacity)
         if self.buffer == "smem":
-            @for_range(tid, c(self.words), c(self.threads))
+            self._copy_events(lane_in_unit, count, unit, unit_base)
+        with when(lane_in_unit == c(0, i32_type())):
+            memref.store(count, self._buffer, [unit_base])
+            memref.store(c(0, i32_type()), self._buffer, [unit_base + 1])
+            finished = inline_ptx("atom.shared.add.u32 $0, [$1], 1;",
+                                  [smem_address(self._smem) + c(_FINISHED_WORD * 4, i32_type())],
+                                  ["=r", "r"], [i32_type()])
+            with when(finished == c(self.units - 1, i32_type())):
+                self._stamp(6, 9)
+
+    def _copy_events(self, lane_in_unit: ir.Value, count: ir.Value, unit: ir.Value, unit_base: ir.Value) -> None:
+        """smem mode: the leader's warp copies the events the leader kept (its count, read from
+        lane 0, capped at the capacity) from the unit's smem area to its row in global memory."""
+        with when(lane_in_unit < c(WARP_SIZE, i32_type())):
+            # Every lane of the leader's warp is here (the branch is warp-uniform): the shuffle
+            # also orders lane 0's event stores before the other lanes' loads.
+            kept = inline_ptx("shfl.sync.idx.b32 $0, $1, 0, 0x1f, 0xffffffff;", [count], ["=r", "r"],
+                              [i32_type()])
+            words = arith.index_cast(ir.IndexType.get(), arith.minui(kept, c(self.capacity, i32_type()))) \
+                * fmt.EVENT_WORDS
+            smem_events = fmt.BLOCK_HEADER_WORDS + unit * self.unit_stride + fmt.UNIT_HEADER_WORDS
+            events = unit_base + fmt.UNIT_HEADER_WORDS
+
+            @for_range(arith.index_cast(ir.IndexType.get(), lane_in_unit), words, c(WARP_SIZE))
             def _copy(w):
-                memref.store(memref.load(self._smem, [w]), self._buffer, [row + w])
-            return
-
-        @for_range(tid, c(fmt.BLOCK_HEADER_WORDS), c(self.threads))
-        def _copy_header(w):
-            memref.store(memref.load(self._smem, [w]), self._buffer, [row + w])
-
-        unit_headers = self.units * fmt.UNIT_HEADER_WORDS
-
-        @for_range(tid, c(unit_headers), c(self.threads))
-        def _copy_units(w):
-            unit, word = w // fmt.UNIT_HEADER_WORDS, w % fmt.UNIT_HEADER_WORDS
-            target = row + fmt.BLOCK_HEADER_WORDS + unit * fmt.unit_words(self.capacity) + word
-            memref.store(memref.load(self._smem, [fmt.BLOCK_HEADER_WORDS + w]), self._buffer, [target])
-
+                memref.store(memref.load(self._smem, [smem_events + w]), self._buffer, [events + w])

@@ -1,14 +1,16 @@
 """The profiler buffer format, shared by the device side (writer) and the host side (decoder).
 
 The runtime allocates a uint32 buffer of shape (num_blocks, words_per_block). Each block
-writes its own row at the end of the kernel, copied from shared memory:
+writes its own row: thread 0 the header at block start, each unit's leader its unit header
+(and, with events kept in shared memory, its warp the events) when the unit ends, and the last
+unit to end the end stamps:
 
     word 0      MAGIC
     word 1      SM id (%smid)
     word 2      linear block id: x + grid_x * (y + grid_y * z)
     word 3      units per block (warpgroups or warps that record)
     words 4,5   %globaltimer at block start, ns (lo, hi)
-    words 6,7   %globaltimer at block end, ns (lo, hi)
+    words 6,7   %globaltimer at block end (when its last unit ended), ns (lo, hi)
     word 8      %clock at block start (the same instant as words 4,5, cycles, wraps at 2**32)
     word 9      %clock at block end (the same instant as words 6,7)
     words 10-15 reserved (0)
