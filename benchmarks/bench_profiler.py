@@ -11,9 +11,11 @@ Trace file next to the record (`mgpu-lab trace convert` turns it into Perfetto o
 Run on a GPU machine:
     python benchmarks/bench_profiler.py [--size 8192] [--no-transpose-b] [--buffer auto|smem|global]
     python benchmarks/bench_profiler.py --kernel attention [--seq 8192] [--head-dim 128] [--profile-tiles N|all]
+                                        [--profile-blocks N]
 
-Attention's consumers record their per-tile regions on a window of `profile_tiles` K/V tiles per
-work item (make_attention's default); `--profile-tiles all` records every tile.
+Attention's one-block-per-item kernel records every tile in every 16th block by default
+(make_attention's profile_blocks); `--profile-blocks 1 --profile-tiles 8` records a window of 8
+K/V tiles in every block, `--profile-blocks 1 --profile-tiles all` every tile of every block.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ def _attention(args, torch, gen):
     plain = make_attention(batch, heads, seq, seq, d)
     tiles = {} if args.profile_tiles is None else {"profile_tiles": None if args.profile_tiles == "all"
                                                    else int(args.profile_tiles)}
+    if args.profile_blocks is not None:
+        tiles["profile_blocks"] = args.profile_blocks
     profiled = make_attention(batch, heads, seq, seq, d, profile=True, profile_buffer=args.buffer, **tiles)
 
     def run(kernel):
@@ -83,7 +87,9 @@ def main() -> None:
     parser.add_argument("--buffer", choices=("smem", "global", "auto"), default="auto",
                         help="where the profiled build keeps its events (profile_buffer)")
     parser.add_argument("--profile-tiles", help="attention: K/V tiles recorded per work item, or 'all' "
-                                                "(default: make_attention's PROFILE_TILES)")
+                                                "(default: make_attention's 'auto')")
+    parser.add_argument("--profile-blocks", type=int, help="attention: record regions in every n-th block "
+                                                           "(default: make_attention's PROFILE_BLOCKS)")
     args = parser.parse_args()
     import torch
 
@@ -111,6 +117,7 @@ def main() -> None:
     figures["trace_summary"] = summary.splitlines()
     notes = {"order": "A B B A ... (A = profiled, B = plain)", "kernel": label, "profile_buffer": args.buffer,
              "profile_tiles": args.profile_tiles if args.kernel == "attention" else None,
+             "profile_blocks": args.profile_blocks if args.kernel == "attention" else None,
              "profiled_config": {k: str(v) for k, v in profiled.config.items()}}
     path = write_record("profiler", figures, notes=notes, sampler=gpu)
     # The first 8 blocks as a Trace file; `mgpu-lab trace convert` makes Perfetto/Chrome files of it.

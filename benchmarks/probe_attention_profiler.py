@@ -30,13 +30,15 @@ NOREC = {"_record": lambda self, name, begin, when=None: None}
 VARIANTS = {
     # name: (MGPU_PROBE_WINDOW, profile kwargs or None for plain, patches)
     "plain": ("mid", None, {}),
-    "all": ("mid", {"profile_tiles": None}, {}),
-    "all_norec": ("mid", {"profile_tiles": None}, NOREC),
-    "win_mid": ("mid", {}, {}),
-    "win_mid_norec": ("mid", {}, NOREC),
-    "win_start": ("start", {}, {}),
-    "win_end": ("end", {}, {}),
-    "win_pred": ("pred", {}, {}),
+    "default": ("mid", {}, {}),  # every 16th block records every tile
+    "blocks32": ("mid", {"profile_blocks": 32}, {}),
+    "blocks16_norec": ("mid", {}, NOREC),
+    "all": ("mid", {"profile_tiles": None, "profile_blocks": 1}, {}),
+    "all_norec": ("mid", {"profile_tiles": None, "profile_blocks": 1}, NOREC),
+    "win_mid": ("mid", {"profile_tiles": 8, "profile_blocks": 1}, {}),
+    "win_mid_norec": ("mid", {"profile_tiles": 8, "profile_blocks": 1}, NOREC),
+    "win_end": ("end", {"profile_tiles": 8, "profile_blocks": 1}, {}),
+    "win_pred": ("pred", {"profile_tiles": 8, "profile_blocks": 1}, {}),
 }
 
 

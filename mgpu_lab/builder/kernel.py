@@ -22,6 +22,7 @@ from ..errors import KernelBuildError, ResourceLimitError
 from ..runtime.kernel import Kernel
 from ..user_errors import user_facing
 from .dtypes import mlir_type
+from .control import if_else
 from .launch_context import LaunchContext
 from .locations import describe_frame, innermost_user_frame, user_locations
 from .shapes import ShapeDtype, as_shape_dtype
@@ -80,7 +81,7 @@ def _shape_tuple(shapes: Any, what: str) -> tuple[ShapeDtype, ...]:
 def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any = (),
            out_shapes: Any = (), smem: Any = None, cluster: Any = (1, 1, 1), name: str | None = None,
            profile: bool = False, profile_unit: str = "warpgroup", profile_capacity: int = 256,
-           profile_buffer: str = "auto", may_alias: Any = None, isolate: bool | None = None,
+           profile_buffer: str = "auto", profile_blocks: int | None = None, may_alias: Any = None, isolate: bool | None = None,
            options: CompileOptions | None = None, **option_overrides: Any) -> Kernel:
     """Trace `body(ctx, *in_refs, *out_refs, smem_refs)` into a Hopper kernel and compile it.
 
@@ -92,6 +93,9 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
     buffer in shared memory beside the kernel's, copied out at the end), "global" (straight to
     global memory; only a few header words in shared memory) or "auto" (smem when the row fits
     within the target's shared memory, else global with a `ProfilerNote` warning).
+    profile_blocks: record the regions in every n-th block only (by linear block id); the other
+    blocks run the kernel's code with no records (the body is traced twice, once per kind of
+    block) and only stamp their start and end. None: every block records.
     may_alias: outputs allowed to overlap inputs in memory (True, or {output index: input
     index}); other overlaps of out= arrays are refused. isolate: run every launch of this
     kernel in the isolated GPU worker (None follows `mgpu_lab.isolated()`).
@@ -116,7 +120,7 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
     profiler = None
     if profile:
         profiler = _make_profiler(block3, profile_unit, profile_capacity, profile_buffer, plan.total_bytes,
-                                  options)
+                                  options, 1 if profile_blocks is None else profile_blocks)
     elif profile_buffer != "auto":  # a typo is caught even where it has no effect
         from .profiling import check_buffer_mode
 
@@ -151,7 +155,10 @@ def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any =
             if profiler:
                 profiler.start(entry.arguments[len(arg_types) - 1], grid3)
             with ctx.active():
-                _trace(body, ctx, refs, smem_refs, name)
+                if profiler and profiler.block_stride > 1:
+                    _trace_sampled(body, ctx, refs, smem_refs, name)
+                else:
+                    _trace(body, ctx, refs, smem_refs, name)
             if profiler:
                 profiler.finish()
             gpu.return_([])
@@ -253,6 +260,17 @@ def _trace(body: Callable[..., None], ctx: LaunchContext, refs: Sequence[ir.Valu
             f"tracing kernel {name!r} failed at\n  {where}\n{type(reason).__name__}: {reason}") from reason
 
 
+def _trace_sampled(body: Callable[..., None], ctx: LaunchContext, refs: Sequence[ir.Value], smem_refs: Any,
+                   name: str) -> None:
+    """The body traced twice behind a branch on the block id (uniform over the block, so no
+    warp diverges): the sampled blocks' copy records regions, the others' is the plain code."""
+    def unrecorded() -> None:
+        with ctx.without_profiler():
+            _trace(body, ctx, refs, smem_refs, name)
+
+    if_else(ctx.profiler.block_sampled(), lambda: _trace(body, ctx, refs, smem_refs, name), unrecorded)
+
+
 _NOT_A_VALUE = re.compile(r'^Operand (\d+) of operation "([\w.]+)" must be a Value')
 
 
@@ -340,7 +358,7 @@ def _append_tma_params(func: Any, entry: ir.Block, ctx: LaunchContext) -> int:
 
 
 def _make_profiler(block: tuple[int, int, int], unit: str, capacity: int, buffer: str, kernel_smem: int,
-                   options: CompileOptions) -> Any:
+                   options: CompileOptions, block_stride: int = 1) -> Any:
     """The DeviceProfiler, with "auto" resolved against the smem the target (and the GPU, when
     there is one) allows a block; a kernel author is told when the events go to global memory."""
     from ..compiler.target import default_target, target_info
@@ -350,7 +368,8 @@ def _make_profiler(block: tuple[int, int, int], unit: str, capacity: int, buffer
     from .profiling import DeviceProfiler, check_buffer_mode, choose_buffer, smem_area_bytes
 
     check_buffer_mode(buffer)
-    probe = DeviceProfiler(block, unit=unit, capacity=capacity, smem_offset=kernel_smem)  # checks unit, capacity
+    # checks unit, capacity, block_stride
+    probe = DeviceProfiler(block, unit=unit, capacity=capacity, smem_offset=kernel_smem, block_stride=block_stride)
     limits = [target_info(options.target or default_target()).max_smem_per_block, max_dynamic_smem_bytes()]
     limit = min(v for v in limits if v is not None)
     chosen = choose_buffer(buffer, units=probe.units, capacity=capacity, kernel_smem=kernel_smem, limit=limit)
@@ -361,7 +380,8 @@ def _make_profiler(block: tuple[int, int, int], unit: str, capacity: int, buffer
                      f"events go to global memory (profile_buffer='global'); pass profile_buffer='smem' to keep them "
                      f"in shared memory with a smaller profile_capacity", ProfilerNote)
     return probe if chosen == "smem" else DeviceProfiler(block, unit=unit, capacity=capacity,
-                                                          smem_offset=kernel_smem, buffer=chosen)
+                                                          smem_offset=kernel_smem, buffer=chosen,
+                                                          block_stride=block_stride)
 
 
 def _check_smem_against_device(total: int, plan: Any, profiler: Any) -> None:

@@ -73,6 +73,16 @@ class LaunchContext:
         return self.profiler is not None
 
     @contextlib.contextmanager
+    def without_profiler(self) -> Iterator[None]:
+        """Trace the enclosed code as if the kernel were not profiled (`profiling` is False):
+        the code a block that records no regions runs, the same as the plain kernel's."""
+        profiler, self.profiler = self.profiler, None
+        try:
+            yield
+        finally:
+            self.profiler = profiler
+
+    @contextlib.contextmanager
     def profile_when(self, condition: Any) -> Iterator[None]:
         """Record the enclosed `named_region`s only where `condition` (a boolean value) holds:
         the records stay in the instruction stream, predicated, with no branch (so a sampled

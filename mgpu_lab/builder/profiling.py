@@ -69,7 +69,7 @@ class DeviceProfiler:
     """Emits the recording code while a kernel body is traced."""
 
     def __init__(self, block: tuple[int, int, int], *, unit: str, capacity: int, smem_offset: int,
-                 buffer: str = "smem"):
+                 buffer: str = "smem", block_stride: int = 1):
         if check_buffer_mode(buffer) == "auto":
             raise ValueError("profile_buffer: DeviceProfiler needs 'smem' or 'global' (resolve 'auto' with "
                              "choose_buffer first), got 'auto'")
@@ -77,6 +77,9 @@ class DeviceProfiler:
             raise ValueError(f"profile_unit: expected 'warpgroup' or 'warp', got {unit!r}")
         if not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"profile_capacity: expected a positive int (events per {unit}), got {capacity!r}")
+        if isinstance(block_stride, bool) or not isinstance(block_stride, int) or block_stride < 1:
+            raise ValueError(f"profile_blocks: expected a positive int (record regions in every n-th block) or None, "
+                             f"got {block_stride!r}")
         threads = block[0] * block[1] * block[2]
         per_unit = _UNIT_THREADS[unit]
         if threads % per_unit:
@@ -88,6 +91,7 @@ class DeviceProfiler:
         self.units = threads // per_unit
         self.capacity = capacity
         self.buffer = buffer
+        self.block_stride = block_stride
         self.words = fmt.words_per_block(self.units, capacity)  # of the global row
         self.smem_offset = (smem_offset + _SMEM_ALIGN - 1) // _SMEM_ALIGN * _SMEM_ALIGN
         self.smem_bytes = smem_area_bytes(self.units, capacity, buffer, smem_offset)
@@ -113,7 +117,7 @@ class DeviceProfiler:
     def spec(self, grid: tuple[int, int, int]) -> ProfilerSpec:
         return ProfilerSpec(region_names=tuple(self.region_names), unit=self.unit, units_per_block=self.units,
                             capacity=self.capacity, words_per_block=self.words, smem_offset=self.smem_offset,
-                            buffer=self.buffer)
+                            buffer=self.buffer, block_stride=self.block_stride)
 
     # -- emitted code --------------------------------------------------------------------
     def _store(self, value: ir.Value, index: ir.Value | int) -> None:
@@ -167,6 +171,13 @@ class DeviceProfiler:
             first = (fmt.BLOCK_HEADER_WORDS + unit * self.unit_stride + fmt.UNIT_HEADER_WORDS) * 4
             self._first_event = smem_address(self._smem) + arith.index_cast(i32_type(), first)
         gpu.barrier()
+
+    def block_sampled(self) -> ir.Value:
+        """Whether this block records its regions (an i1, uniform over the block): its linear id
+        is a multiple of `block_stride`."""
+        block = arith.index_cast(i32_type(), self._block_linear_id(self._grid))
+        return arith.cmpi(arith.CmpIPredicate.eq, arith.remui(block, c(self.block_stride, i32_type())),
+                          c(0, i32_type()))
 
     @staticmethod
     def _block_linear_id(grid: tuple[int, int, int]) -> ir.Value:

@@ -91,6 +91,9 @@ class ProfilerSpec:
     # copied out at the end) or "global" (straight to the row; only headers in smem). The
     # buffer the host reads has the same layout either way.
     buffer: str = "smem"
+    # Regions are recorded in the blocks whose linear id is a multiple of it; the other blocks
+    # run the kernel's code without records and only stamp their start and end.
+    block_stride: int = 1
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,9 @@ _EXP2_FMA_FRACTION = {64: 0.1875, 128: 0.0, 256: 0.0}
 # K/V tiles a profiled consumer records per work item (make_attention's profile_tiles): every tile's
 # 8 events in the issue-bound loop cost 1.26x at d 128, seq 8192 (profiler_2026-12-02T1846*).
 PROFILE_TILES = 8
+# Blocks that record regions when profiled (every n-th, `mgpu_lab.kernel`'s profile_blocks) in the
+# one-block-per-item kernel: they record every tile, the others run the plain code.
+PROFILE_BLOCKS = 16
 L2_KV_BYTES = 32 * 1024 * 1024  # causal persistent order: K/V of the heads in one section fit in L2
 
 
@@ -273,7 +276,7 @@ def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: in
                    kv_heads: int | None = None, scale: float | None = None, dtype: str = "bfloat16",
                    block_kv: int | None = None, stages: int | None = None, pingpong: bool | None = None,
                    persistent: bool | None = None, exp2_fma_fraction: float | None = None,
-                   profile_tiles: int | None = PROFILE_TILES, **options) -> mgpu_lab.Kernel:
+                   profile_tiles: int | None | str = "auto", **options) -> mgpu_lab.Kernel:
     """Flash attention forward: `kernel(q, k, v)` returns (out, lse); shapes in the module doc.
 
     scale defaults to 1 / sqrt(head_dim); kv_heads to heads. block_kv and stages (K/V ring slots)
@@ -289,8 +292,10 @@ def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: in
     softmax, rescale O, PV GEMM, wait turn) on this many unmasked K/V tiles in the middle of each
     work item's loop, plus the first tile, the masked ones and the epilogue; the other tiles run
     with no region records (`ctx.unprofiled()`), so the timeline shows a sample of the steady
-    state with gaps around it. None records every tile: 8 events a tile in an issue-bound loop,
-    which cost 1.26x at d 128, seq 8192 on the H200."""
+    state with gaps around it. None records every tile. "auto" (the default): None where a block
+    runs one work item, and there only every PROFILE_BLOCKS-th block records (`profile_blocks`,
+    which the caller may set); PROFILE_TILES in the persistent kernel, whose every block records.
+    Every tile of every block cost 1.26x at d 128, seq 8192 on the H200."""
     definition = attention_definition(batch, heads, seq_q, seq_kv, head_dim, causal=causal, kv_heads=kv_heads,
                                       scale=scale, dtype=dtype, block_kv=block_kv, stages=stages,
                                       pingpong=pingpong, persistent=persistent,
@@ -298,8 +303,10 @@ def make_attention(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: in
                                       profile_buffer=options.get("profile_buffer", "auto"),
                                       profile_tiles=profile_tiles)
     capacity = definition.pop("profile_capacity")
+    blocks = definition.pop("profile_blocks")
     if options.get("profile"):
         options.setdefault("profile_capacity", capacity)
+        options.setdefault("profile_blocks", blocks)
     return mgpu_lab.kernel(**definition, **options)
 
 
@@ -308,17 +315,18 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
                          kv_heads: int | None = None, scale: float | None = None, dtype: str = "bfloat16",
                          block_kv: int | None = None, stages: int | None = None, pingpong: bool | None = None,
                          persistent: bool | None = None, exp2_fma_fraction: float | None = None,
-                         profile_buffer: str = "auto", profile_tiles: int | None = PROFILE_TILES) -> dict:
+                         profile_buffer: str = "auto", profile_tiles: int | None | str = "auto") -> dict:
     """The attention kernel as `mgpu_lab.kernel` arguments (body, grid, block, shapes, smem,
-    name) plus the profile_capacity its named regions need. profile_buffer: the one the kernel
+    name) plus the profile_capacity its named regions need and the profile_blocks it records in. profile_buffer: the one the kernel
     will be profiled with; "global" and "auto" hold every event ("auto" keeps them in shared
     memory where they fit beside the kernel's buffers, else in global memory, which the GEMM's
     and attention's runs on the H200 measured at the same cost); "smem" cuts the capacity to what
     fits (later events are counted but dropped). profile_tiles: `make_attention`'s."""
     check_buffer_mode(profile_buffer)
-    if profile_tiles is not None:
+    if profile_tiles is not None and profile_tiles != "auto":
         profile_tiles = count("profile_tiles", profile_tiles, minimum=1,
-                              expected="an int >= 1 (K/V tiles a consumer records per work item) or None (every tile)",
+                              expected="an int >= 1 (K/V tiles a consumer records per work item), None (every tile) "
+                                       "or 'auto'",
                               where="attention")
     batch, heads, seq_q, seq_kv, head_dim, kv_heads = check_problem(batch, heads, seq_q, seq_kv, head_dim,
                                                                     heads if kv_heads is None else kv_heads)
@@ -332,6 +340,8 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
     _check(scale, dtype, head_dim, block_kv, stages, persistent, exp2_fma_fraction, pingpong)
     if persistent is None:
         persistent = default_persistent(batch, heads, seq_q, seq_kv, head_dim, causal, block_kv, kv_heads)
+    if profile_tiles == "auto":  # a persistent block is every block: it samples tiles instead
+        profile_tiles = PROFILE_TILES if persistent else None
     if default_tiles and not persistent and head_dim in _WIDE_BLOCK_KV:
         block_kv = _WIDE_BLOCK_KV[head_dim]
         stages = default_stages(head_dim, block_kv) if default_ring else stages
@@ -747,7 +757,7 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
     grid = (blocks, 1, 1) if persistent else (q_blocks, heads, batch)
     return dict(body=attention, grid=grid, block=(CONSUMERS + 1) * WARPGROUP,
                 in_shapes=(q_sd, kv_sd, kv_sd), out_shapes=(q_sd, lse_sd), smem=smem, name=name,
-                profile_capacity=capacity)
+                profile_capacity=capacity, profile_blocks=1 if persistent else PROFILE_BLOCKS)
 
 
 def _opaque_i32(value: dsl.IntValue) -> dsl.IntValue:
@@ -782,6 +792,6 @@ def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: 
     return out, (m + np.log(total))[..., 0]
 
 
-__all__ = ["DTYPES", "HEAD_DIMS", "PROFILE_TILES", "SMEM_LIMIT", "TILE_Q", "attention_definition", "attention_smem_bytes",
+__all__ = ["DTYPES", "HEAD_DIMS", "PROFILE_BLOCKS", "PROFILE_TILES", "SMEM_LIMIT", "TILE_Q", "attention_definition", "attention_smem_bytes",
            "default_persistent", "default_pingpong", "default_stages", "has_out_buffer", "kv_section", "make_attention",
            "persistent_stages", "reference_attention", "visible_tiles", "work_item"]
