@@ -62,8 +62,8 @@ def test_mosaic_gemm_cell_shows_sass_smem_ir_and_timeline(jupyter_url: str, brow
                                arg=smem.locator(".mgl-smem-report").element_handle(), timeout=RENDER_TIMEOUT_MS)
         smem.locator("select.mgl-smem-buffer").select_option(index=0)
         # The kernel's own instructions, from their lane addresses: an epilogue STS into the
-        # staging buffer gets its wavefronts, and the profiler header's STS.128 moves the view to
-        # the profiler's area instead of reporting on a buffer it does not touch.
+        # staging buffer gets its wavefronts, and the profiler's own STS moves the view to the
+        # profiler's area instead of reporting on a buffer it does not touch.
         instruction = smem.locator("select.mgl-smem-instruction")
         options = instruction.locator("option").all_inner_texts()
         epilogue_sts = next(t for t in options if re.match(r"STS \[R\d+\+0x3[0-7]", t))
@@ -71,9 +71,10 @@ def test_mosaic_gemm_cell_shows_sass_smem_ir_and_timeline(jupyter_url: str, brow
         page.wait_for_function("el => el.textContent.includes(\"from the kernel's own addresses\")"
                                " && el.textContent.includes('wavefront')",
                                arg=smem.locator(".mgl-smem-report").element_handle(), timeout=RENDER_TIMEOUT_MS)
-        sts128 = next(t for t in options if t.startswith("STS.128"))
-        instruction.select_option(label=sts128)
-        page.wait_for_function("el => el.textContent.startsWith('STS.128') && el.textContent.includes('writes profiler')",
+        # thread 0 zeroes the profiler's finish counter, past the kernel's buffers (0x38040 on)
+        profiler_sts = next(t for t in options if re.match(r"STS \[UR\d+\+0x380[4-9a-f][0-9a-f]\]", t))
+        instruction.select_option(label=profiler_sts)
+        page.wait_for_function("el => el.textContent.startsWith('STS') && el.textContent.includes('writes profiler')",
                                arg=smem.locator(".mgl-smem-report").element_handle(), timeout=RENDER_TIMEOUT_MS)
         for name, locator in (("sass", sass), ("smem", smem), ("ir", page.locator(".mgl-ir").first),
                               ("timeline", page.locator(".mgl-tl").first)):
