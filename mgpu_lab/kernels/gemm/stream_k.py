@@ -189,6 +189,15 @@ class _Unit:
         ks = self.plan.k_steps
         return (self.s0 % ks != 0) & (self.s1 >= (self.s0 // ks + 1) * ks)
 
+    @property
+    def contributor_count(self) -> Any:
+        """How many units wrote a partial of this unit's first tile (an i32): unit - 1, unit - 2,
+        ... up to it, a prefix, since the units' starts fall with d."""
+        count = dsl.c(0, "int32")
+        for d in range(1, self.plan.max_contributors + 1):
+            count = count + dsl.cast(self.contributes(d), "int32", unsigned=True)
+        return count
+
     def contributes(self, d: int) -> Any:
         """Unit unit - d wrote a partial of this unit's first tile (d = 1, 2, ...): its range ends
         inside the tile."""
@@ -201,8 +210,9 @@ class _Unit:
         return dsl.as_index(self.s1 - self.s0 + self.base)
 
 
-def partial_offset(t: GemmTiling, d: int, chunk: int) -> int:
-    """Iterations from an owner's first partial chunk to chunk `chunk` of unit - d's partial."""
+def partial_offset(t: GemmTiling, d: Any, chunk: int) -> Any:
+    """Iterations from an owner's first partial chunk to chunk `chunk` of unit - d's partial (d an
+    int, or an i32 value in a kernel)."""
     return (d - 1) * t.partial_chunks + chunk
 
 
@@ -223,18 +233,19 @@ def produce(ctx: Any, t: GemmTiling, plan: StreamKPlan, a: Any, b: Any, ring: tu
         rank=rank))
     with dsl.when(me.owns_split_tile):
         after = me.partials_first_iteration
-        for d in range(1, plan.max_contributors + 1):
-            with dsl.when(me.contributes(d)):
-                source = (unit - d) * t.cluster_m + (0 if rank is None else rank)
-                with ctx.named_region("flag"):
-                    dsl.wait_signal(flags, source)
-                for chunk in range(t.partial_chunks):
-                    it = after + partial_offset(t, d, chunk)
-                    with ctx.named_region("load"):
-                        empty.wait_for_iteration(it, flip=True)
-                        bar, _ = full.for_iteration(it)
-                        dsl.async_bulk_load(src_ref=dsl.memref_slice(workspace, (source, chunk)),
-                                            dst_ref=dsl.memref_slice(chunks, it % t.stages), barrier=bar, arrive=True)
+
+        @dsl.for_range(0, me.contributor_count, dtype="int32")
+        def _(d0):  # unit - (d0 + 1)'s partial: one copy of the code, however many may contribute
+            source = (unit - dsl.as_index(d0 + 1)) * t.cluster_m + (0 if rank is None else rank)
+            with ctx.named_region("flag"):
+                dsl.wait_signal(flags, source)
+            for chunk in range(t.partial_chunks):
+                it = after + dsl.as_index(partial_offset(t, d0 + 1, chunk))
+                with ctx.named_region("load"):
+                    empty.wait_for_iteration(it, flip=True)
+                    bar, _ = full.for_iteration(it)
+                    dsl.async_bulk_load(src_ref=dsl.memref_slice(workspace, (source, chunk)),
+                                        dst_ref=dsl.memref_slice(chunks, it % t.stages), barrier=bar, arrive=True)
 
 
 def signal_partials(t: GemmTiling, plan: StreamKPlan, flags: Any, unit: Any, block: Any) -> None:
@@ -266,8 +277,9 @@ def consume(ctx: Any, t: GemmTiling, plan: StreamKPlan, ring: tuple, chunks: Any
     if not plan.sk_steps:
         return
     me = _Unit.of(plan, unit)
-    # decided before the segment loop: predicates, not integers kept live through the mainloops
-    contributors = [me.contributes(d) for d in range(1, plan.max_contributors + 1)]
+    # decided before the segment loop: one count kept live through the mainloops, not the unit
+    # id and the division that derive it
+    contributors = me.contributor_count
     after = me.partials_first_iteration
 
     def segment(i, item, k_first, steps, first):
@@ -292,29 +304,30 @@ def _park(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, workspace: Any, blo
         dsl.named_barrier(SIGNAL_BARRIER + wg, WARPGROUP + 32, arrive=True)
 
 
-def _add_partials(ctx: Any, t: GemmTiling, contributors: list, after: Any, acc: dsl.FragmentedArray, chunks: Any,
+def _add_partials(ctx: Any, t: GemmTiling, contributors: Any, after: Any, acc: dsl.FragmentedArray, chunks: Any,
                   full: Any, empty: Any, wg: Any, peer: Any) -> dsl.FragmentedArray:
-    """The accumulator plus the partials of unit - 1, unit - 2, ... (where `contributors[d - 1]`
-    holds), in that order, read from the ring from pipeline iteration `after` on."""
+    """The accumulator plus the partials of unit - 1, unit - 2, ... (`contributors` of them, an
+    i32), in that order, read from the ring from pipeline iteration `after` on. A loop over the
+    contributors, not a copy of the sum per possible one: each copy loads and adds the whole tile
+    (4 x 32 values a thread at 128 x 256), and five copies made the kernel's build 1.5x longer."""
     width = t.partial_width
     layout = dsl.WGMMAFragLayout(width, t.consumer_rows)
     pieces = [acc.columns(chunk * width, width) for chunk in range(t.partial_chunks)]
 
-    def add(d: int, pieces: list) -> list:
-        out = []
-        for chunk, piece in enumerate(pieces):
-            it = after + partial_offset(t, d, chunk)
-            with ctx.named_region("wait_data"):
-                full.wait_for_iteration(it)
-            part = dsl.FragmentedArray.load_by_thread(dsl.memref_slice(chunks, (it % t.stages, wg)), layout, pack=2)
-            release_slot(empty, it, peer)
-            # summed before the next chunk's loads: deferred, every chunk would be live at once (spills)
-            out.append(dsl.optimization_barrier(piece + part)[0])
-        return out
-
     with ctx.named_region("sum"):
-        for d, contributes in enumerate(contributors, start=1):
-            pieces = dsl.if_else(contributes, lambda d=d, pieces=pieces: add(d, pieces), lambda pieces=pieces: pieces)
+        @dsl.for_range(0, contributors, dtype="int32", carry=pieces)
+        def pieces(d0, pieces):
+            out = []
+            for chunk, piece in enumerate(pieces):  # of unit - (d0 + 1)'s partial
+                it = after + dsl.as_index(partial_offset(t, d0 + 1, chunk))
+                with ctx.named_region("wait_data"):
+                    full.wait_for_iteration(it)
+                part = dsl.FragmentedArray.load_by_thread(dsl.memref_slice(chunks, (it % t.stages, wg)), layout,
+                                                          pack=2)
+                release_slot(empty, it, peer)
+                # summed before the next chunk's loads: deferred, every chunk would be live at once (spills)
+                out.append(dsl.optimization_barrier(piece + part)[0])
+            return out
     return dsl.FragmentedArray.from_columns(pieces)
 
 
