@@ -164,18 +164,23 @@ class _Unit:
     def base(self) -> int:
         return self.plan.dp_rounds * self.plan.k_steps
 
-    def for_segments(self, body: Callable[..., None]) -> None:
-        """body(i, split item, first k-step in it, k-steps, first pipeline iteration) per segment,
-        in the order run (index values but i)."""
-        ks = self.plan.k_steps
+    def for_jobs(self, body: Callable[..., None]) -> None:
+        """body(item, first k-step in it, k-steps, first pipeline iteration) for each of the unit's
+        jobs in the order run: its `dp_rounds` whole tiles, then its split segments, last tile
+        first (index values). One loop for both, so the mainloop, the epilogue and the producer's
+        loads are traced once: two copies made the largest stream-K builds a third longer."""
+        plan, ks, rounds = self.plan, self.plan.k_steps, self.plan.dp_rounds
         last_item = (self.s1 - 1) // ks
 
-        @dsl.for_range(0, last_item - self.s0 // ks + 1, dtype="int32")
-        def _(i):
-            item = last_item - i
+        @dsl.for_range(0, last_item - self.s0 // ks + 1 + rounds, dtype="int32")
+        def _(j):
+            whole = j < rounds
+            item = last_item - (j - rounds)  # a split item (past the last one for a whole tile: not used)
             lo = dsl.max(self.s0, item * ks)
             hi = dsl.min(self.s1, item * ks + ks)
-            body(i, *(dsl.as_index(x) for x in (item, lo - item * ks, hi - lo, self.s1 - hi + self.base)))
+            split = (plan.dp_items + item, lo - item * ks, hi - lo, self.s1 - hi + self.base)
+            tile = (self.unit + j * plan.units, 0, ks, j * ks)
+            body(*(dsl.as_index(dsl.select(whole, w, p)) for w, p in zip(tile, split)))
 
     @property
     def writes_partial(self) -> Any:
@@ -220,17 +225,15 @@ def produce(ctx: Any, t: GemmTiling, plan: StreamKPlan, a: Any, b: Any, ring: tu
             empty: Any, workspace: Any, flags: Any, unit: Any, rank: Any, origin: Callable[[Any], tuple]) -> None:
     """(The producer's TMA thread.) The unit's whole tiles, its split segments, then, if it owns a
     split tile, each contributor's partial into the ring once its flag is up."""
-    @dsl.for_range(unit, plan.dp_items, plan.units)
-    def _(item):
-        load_tile(ctx, t, a, b, ring, full, empty, *origin(item), (item - unit) // plan.units * plan.k_steps,
-                  rank=rank)
-
     if not plan.sk_steps:  # the tiles fill the rounds exactly
+        @dsl.for_range(unit, plan.dp_items, plan.units)
+        def _(item):
+            load_tile(ctx, t, a, b, ring, full, empty, *origin(item), (item - unit) // plan.units * plan.k_steps,
+                      rank=rank)
         return
     me = _Unit.of(plan, unit)
-    me.for_segments(lambda i, item, k_first, steps, first: load_tile(
-        ctx, t, a, b, ring, full, empty, *origin(plan.dp_items + item), first, k_first=k_first, steps=steps,
-        rank=rank))
+    me.for_jobs(lambda item, k_first, steps, first: load_tile(
+        ctx, t, a, b, ring, full, empty, *origin(item), first, k_first=k_first, steps=steps, rank=rank))
     with dsl.when(me.owns_split_tile):
         after = me.partials_first_iteration
 
@@ -264,17 +267,17 @@ def signal_partials(t: GemmTiling, plan: StreamKPlan, flags: Any, unit: Any, blo
 def consume(ctx: Any, t: GemmTiling, plan: StreamKPlan, ring: tuple, chunks: Any, full: Any, empty: Any,
             workspace: Any, wg: Any, unit: Any, block: Any, peer: Any, origin: Callable[[Any], tuple],
             finish: Callable[[dsl.FragmentedArray, Any, Any], None]) -> None:
-    """(A consumer warpgroup.) The unit's whole tiles, then its split segments: a segment that
+    """(A consumer warpgroup.) The unit's whole tiles, then its split segments (one loop over
+    both, `_Unit.for_jobs`): a job that
     ends its tile is finished here (`finish(acc, row0, col0)`: epilogue and store), after the
     contributors' partials are added if it started inside the tile; one that does not parks its
     partial for the owner."""
-    @dsl.for_range(unit, plan.dp_items, plan.units)
-    def _(item):
-        acc = multiply(ctx, t, ring, full, empty, wg, (item - unit) // plan.units * plan.k_steps,
-                       release_last=True, peer=peer)
-        finish(acc, *origin(item))
-
     if not plan.sk_steps:
+        @dsl.for_range(unit, plan.dp_items, plan.units)
+        def _(item):
+            acc = multiply(ctx, t, ring, full, empty, wg, (item - unit) // plan.units * plan.k_steps,
+                           release_last=True, peer=peer)
+            finish(acc, *origin(item))
         return
     me = _Unit.of(plan, unit)
     # decided before the segment loop: one count kept live through the mainloops, not the unit
@@ -282,17 +285,17 @@ def consume(ctx: Any, t: GemmTiling, plan: StreamKPlan, ring: tuple, chunks: Any
     contributors = me.contributor_count
     after = me.partials_first_iteration
 
-    def segment(i, item, k_first, steps, first):
+    def job(item, k_first, steps, first):  # a whole tile ends its tile and owns no partials
         acc = multiply(ctx, t, ring, full, empty, wg, first, release_last=True, steps=steps, peer=peer)
         ends_tile = k_first + steps == plan.k_steps
         owner = ends_tile & (k_first != 0)
         acc = dsl.if_else(owner, lambda: _add_partials(ctx, t, contributors, after, acc, chunks, full, empty, wg,
                                                        peer), lambda: acc)
-        row0, col0 = origin(plan.dp_items + item)
+        row0, col0 = origin(item)
         dsl.if_else(ends_tile, lambda: finish(acc, row0, col0),
                     lambda: _park(ctx, t, acc, workspace, block, wg))
 
-    me.for_segments(segment)
+    me.for_jobs(job)
 
 
 def _park(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, workspace: Any, block: Any, wg: Any) -> None:
