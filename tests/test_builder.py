@@ -116,6 +116,29 @@ def test_for_range_int32_counter_compiles_to_32_bit_ptx():
     assert "setp.lt.s32" in k.compiled.ptx  # the loop test compares 32-bit counters (signed: scf.for)
 
 
+def test_for_range_rolled_keeps_a_short_static_loop():
+    """rolled=True: a 4-iteration loop LLVM would unroll in full stays one loop in PTX (with the
+    nounroll pragma) and SASS; unroll and rolled together are refused."""
+    sd = mgpu_lab.ShapeDtype((128,), "float32")
+
+    def body(rolled):
+        def trace(ctx, a, out, smem):
+            tid = dsl.thread_idx()
+            total = dsl.for_range(0, 4, carry=c(0.0, "float32"), rolled=rolled)(
+                lambda i, acc: arith.addf(acc, memref.load(a, [arith.remui(arith.addi(tid, i), c(128))])))
+            memref.store(total, out, [tid])
+        return trace
+
+    plain = mgpu_lab.kernel(body(False), grid=1, block=128, in_shapes=sd, out_shapes=sd, target="sm_90a",
+                            use_cache=False).compiled
+    rolled = mgpu_lab.kernel(body(True), grid=1, block=128, in_shapes=sd, out_shapes=sd, target="sm_90a",
+                             use_cache=False).compiled
+    assert '.pragma "nounroll"' in rolled.ptx and '.pragma "nounroll"' not in plain.ptx
+    assert plain.ptx.count("ld.global") == 4 and rolled.ptx.count("ld.global") == 1
+    with pytest.raises(ValueError, match="for_range: unroll=True traces the body once per iteration; rolled=True"):
+        dsl.for_range(0, 4, unroll=True, rolled=True)
+
+
 @pytest.mark.gpu
 def test_for_range_int32_counter_computes():
     import cupy

@@ -112,9 +112,10 @@ def test_stream_k_gemm_compiles(kwargs, chunks, spill):
     assert [tuple(i.shape) for i in k.compiled.inputs[2:]] == [s.shape for s in stream_k_inputs(t)]
     assert len(k.inputs) == 2
     sass = k.compiled.sass
-    # each consumer parks its partial with 16-byte stores; the owner bulk-copies a chunk per slot
+    # each consumer parks its partial with 16-byte stores; the owner bulk-copies a chunk per slot,
+    # in a loop over the contributors (one copy of the code however many there may be)
     assert ops.count("STG.E.128") == t.partial_chunks * t.partial_groups
-    assert ops.count("UBLKCP.S.G") == chunks * StreamKPlan.of(t).max_contributors
+    assert StreamKPlan.of(t).max_contributors >= 2 and ops.count("UBLKCP.S.G") == chunks
     assert re.search(r"LDG\.E\.STRONG\.GPU", sass), "no acquire load of a flag"
     assert "MEMBAR.ALL.GPU" in sass, "no release fence before a flag"
     # the consumers arrive (bar.arrive: no wait) where the signaller warp syncs

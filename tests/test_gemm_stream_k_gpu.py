@@ -24,6 +24,8 @@ pytestmark = pytest.mark.gpu
     (2048, 2048, 8192, {"tile_m": 256, "tile_n": 128}),  # 128 tiles on 132 blocks: every tile split
     (1000, 3000, 640, {"tile_m": 128, "tile_n": 128}),  # short K: tiles cut into three
     (3000, 3000, 1000, {"tile_m": 64, "tile_n": 256}),  # one consumer
+    (1024, 1024, 8192, {"tile_m": 128, "tile_n": 256}),  # 32 tiles on 132 units: owners sum up to 4 partials
+    (512, 1024, 8192, {"tile_m": 128, "tile_n": 256}),  # 16 tiles: up to 8 (MAX_CONTRIBUTORS)
 ])
 @pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
 def test_stream_k_gemm(m, n, k, tiles, transpose_b, rng):

@@ -53,7 +53,8 @@ def flatten_values(tree: Any) -> tuple[list[ir.Value], Callable[[Sequence[ir.Val
 
 
 def for_range(start: int | ir.Value, stop: int | ir.Value, step: int | ir.Value = 1, *,
-              carry: Any = None, unroll: bool = False, dtype: str | None = None) -> Callable[[Callable[..., Any]], Any]:
+              carry: Any = None, unroll: bool = False, dtype: str | None = None,
+              rolled: bool = False) -> Callable[[Callable[..., Any]], Any]:
     """Decorator: run the function as the body of a dynamic loop; returns the final carry.
 
         @for_range(0, k_steps, carry=acc)
@@ -66,7 +67,13 @@ def for_range(start: int | ir.Value, stop: int | ir.Value, step: int | ir.Value 
     (64-bit on the GPU). The bounds are cast to it (index values unsigned, ints as constants). A
     32-bit counter takes one register instead of two: what a kernel at the register limit needs
     for an outer loop whose counter lives through an inner one.
+    rolled: keep the loop a loop: neither LLVM nor ptxas unrolls it (`.pragma "nounroll"`). For a
+    short loop of few iterations known at build time whose body is big (a GEMM's k-loop of
+    wgmmas), which LLVM would otherwise unroll in full and ptxas then take twice as long on.
     """
+    if unroll and rolled:
+        raise ValueError("for_range: unroll=True traces the body once per iteration; rolled=True keeps one loop: "
+                         "give at most one of them")
 
     def wrap(body: Callable[..., Any]) -> Any:
         if unroll:
@@ -78,6 +85,9 @@ def for_range(start: int | ir.Value, stop: int | ir.Value, step: int | ir.Value 
             return value
         values, rebuild = flatten_values(carry)
         loop = scf.ForOp(*_bounds(start, stop, step, dtype), values)
+        if rolled:  # convert-scf-to-cf carries it to the latch; NVPTX emits the pragma
+            loop.operation.attributes["loop_annotation"] = ir.Attribute.parse(
+                "#llvm.loop_annotation<unroll = <disable = true>>")
         with ir.InsertionPoint(loop.body):
             iter_args = list(loop.inner_iter_args)
             if carry is None:

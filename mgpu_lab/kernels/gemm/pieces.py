@@ -348,6 +348,9 @@ def release_slot(empty: Any, it: ir.Value, peer: ir.Value | None = None, conditi
             slot.arrive(cta=peer)
 
 
+_FULL_UNROLL_STEPS = 8  # static k-loops LLVM unrolls in full (it did at 3 and 6 steps; at 10 it peels one)
+
+
 def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir.Value,
              first: ir.Value | int = 0, release_last: bool = False,
              steps: ir.Value | int | None = None, peer: ir.Value | None = None) -> dsl.FragmentedArray:
@@ -375,7 +378,10 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
 
     steps = t.k_steps if steps is None else steps
 
-    @dsl.for_range(0, steps, carry=tuple(zeros.values) * parts)
+    # rolled where LLVM would unroll in full: a few k-steps known at build time (24 wgmmas for
+    # K = 352) doubled ptxas's time on the kernel. Other loops keep LLVM's first-step peeling.
+    @dsl.for_range(0, steps, carry=tuple(zeros.values) * parts,
+                   rolled=isinstance(steps, int) and steps <= _FULL_UNROLL_STEPS)
     def accs(kt, values):
         accs = split(values)
         it = kt + first

@@ -164,18 +164,23 @@ class _Unit:
     def base(self) -> int:
         return self.plan.dp_rounds * self.plan.k_steps
 
-    def for_segments(self, body: Callable[..., None]) -> None:
-        """body(i, split item, first k-step in it, k-steps, first pipeline iteration) per segment,
-        in the order run (index values but i)."""
-        ks = self.plan.k_steps
+    def for_jobs(self, body: Callable[..., None]) -> None:
+        """body(item, first k-step in it, k-steps, first pipeline iteration) for each of the unit's
+        jobs in the order run: its `dp_rounds` whole tiles, then its split segments, last tile
+        first (index values). One loop for both, so the mainloop, the epilogue and the producer's
+        loads are traced once: two copies made the largest stream-K builds a third longer."""
+        plan, ks, rounds = self.plan, self.plan.k_steps, self.plan.dp_rounds
         last_item = (self.s1 - 1) // ks
 
-        @dsl.for_range(0, last_item - self.s0 // ks + 1, dtype="int32")
-        def _(i):
-            item = last_item - i
+        @dsl.for_range(0, last_item - self.s0 // ks + 1 + rounds, dtype="int32")
+        def _(j):
+            whole = j < rounds
+            item = last_item - (j - rounds)  # a split item (past the last one for a whole tile: not used)
             lo = dsl.max(self.s0, item * ks)
             hi = dsl.min(self.s1, item * ks + ks)
-            body(i, *(dsl.as_index(x) for x in (item, lo - item * ks, hi - lo, self.s1 - hi + self.base)))
+            split = (plan.dp_items + item, lo - item * ks, hi - lo, self.s1 - hi + self.base)
+            tile = (self.unit + j * plan.units, 0, ks, j * ks)
+            body(*(dsl.as_index(dsl.select(whole, w, p)) for w, p in zip(tile, split)))
 
     @property
     def writes_partial(self) -> Any:
@@ -189,6 +194,15 @@ class _Unit:
         ks = self.plan.k_steps
         return (self.s0 % ks != 0) & (self.s1 >= (self.s0 // ks + 1) * ks)
 
+    @property
+    def contributor_count(self) -> Any:
+        """How many units wrote a partial of this unit's first tile (an i32): unit - 1, unit - 2,
+        ... up to it, a prefix, since the units' starts fall with d."""
+        count = dsl.c(0, "int32")
+        for d in range(1, self.plan.max_contributors + 1):
+            count = count + dsl.cast(self.contributes(d), "int32", unsigned=True)
+        return count
+
     def contributes(self, d: int) -> Any:
         """Unit unit - d wrote a partial of this unit's first tile (d = 1, 2, ...): its range ends
         inside the tile."""
@@ -201,8 +215,9 @@ class _Unit:
         return dsl.as_index(self.s1 - self.s0 + self.base)
 
 
-def partial_offset(t: GemmTiling, d: int, chunk: int) -> int:
-    """Iterations from an owner's first partial chunk to chunk `chunk` of unit - d's partial."""
+def partial_offset(t: GemmTiling, d: Any, chunk: int) -> Any:
+    """Iterations from an owner's first partial chunk to chunk `chunk` of unit - d's partial (d an
+    int, or an i32 value in a kernel)."""
     return (d - 1) * t.partial_chunks + chunk
 
 
@@ -210,31 +225,30 @@ def produce(ctx: Any, t: GemmTiling, plan: StreamKPlan, a: Any, b: Any, ring: tu
             empty: Any, workspace: Any, flags: Any, unit: Any, rank: Any, origin: Callable[[Any], tuple]) -> None:
     """(The producer's TMA thread.) The unit's whole tiles, its split segments, then, if it owns a
     split tile, each contributor's partial into the ring once its flag is up."""
-    @dsl.for_range(unit, plan.dp_items, plan.units)
-    def _(item):
-        load_tile(ctx, t, a, b, ring, full, empty, *origin(item), (item - unit) // plan.units * plan.k_steps,
-                  rank=rank)
-
     if not plan.sk_steps:  # the tiles fill the rounds exactly
+        @dsl.for_range(unit, plan.dp_items, plan.units)
+        def _(item):
+            load_tile(ctx, t, a, b, ring, full, empty, *origin(item), (item - unit) // plan.units * plan.k_steps,
+                      rank=rank)
         return
     me = _Unit.of(plan, unit)
-    me.for_segments(lambda i, item, k_first, steps, first: load_tile(
-        ctx, t, a, b, ring, full, empty, *origin(plan.dp_items + item), first, k_first=k_first, steps=steps,
-        rank=rank))
+    me.for_jobs(lambda item, k_first, steps, first: load_tile(
+        ctx, t, a, b, ring, full, empty, *origin(item), first, k_first=k_first, steps=steps, rank=rank))
     with dsl.when(me.owns_split_tile):
         after = me.partials_first_iteration
-        for d in range(1, plan.max_contributors + 1):
-            with dsl.when(me.contributes(d)):
-                source = (unit - d) * t.cluster_m + (0 if rank is None else rank)
-                with ctx.named_region("flag"):
-                    dsl.wait_signal(flags, source)
-                for chunk in range(t.partial_chunks):
-                    it = after + partial_offset(t, d, chunk)
-                    with ctx.named_region("load"):
-                        empty.wait_for_iteration(it, flip=True)
-                        bar, _ = full.for_iteration(it)
-                        dsl.async_bulk_load(src_ref=dsl.memref_slice(workspace, (source, chunk)),
-                                            dst_ref=dsl.memref_slice(chunks, it % t.stages), barrier=bar, arrive=True)
+
+        @dsl.for_range(0, me.contributor_count, dtype="int32")
+        def _(d0):  # unit - (d0 + 1)'s partial: one copy of the code, however many may contribute
+            source = (unit - dsl.as_index(d0 + 1)) * t.cluster_m + (0 if rank is None else rank)
+            with ctx.named_region("flag"):
+                dsl.wait_signal(flags, source)
+            for chunk in range(t.partial_chunks):
+                it = after + dsl.as_index(partial_offset(t, d0 + 1, chunk))
+                with ctx.named_region("load"):
+                    empty.wait_for_iteration(it, flip=True)
+                    bar, _ = full.for_iteration(it)
+                    dsl.async_bulk_load(src_ref=dsl.memref_slice(workspace, (source, chunk)),
+                                        dst_ref=dsl.memref_slice(chunks, it % t.stages), barrier=bar, arrive=True)
 
 
 def signal_partials(t: GemmTiling, plan: StreamKPlan, flags: Any, unit: Any, block: Any) -> None:
@@ -253,34 +267,35 @@ def signal_partials(t: GemmTiling, plan: StreamKPlan, flags: Any, unit: Any, blo
 def consume(ctx: Any, t: GemmTiling, plan: StreamKPlan, ring: tuple, chunks: Any, full: Any, empty: Any,
             workspace: Any, wg: Any, unit: Any, block: Any, peer: Any, origin: Callable[[Any], tuple],
             finish: Callable[[dsl.FragmentedArray, Any, Any], None]) -> None:
-    """(A consumer warpgroup.) The unit's whole tiles, then its split segments: a segment that
+    """(A consumer warpgroup.) The unit's whole tiles, then its split segments (one loop over
+    both, `_Unit.for_jobs`): a job that
     ends its tile is finished here (`finish(acc, row0, col0)`: epilogue and store), after the
     contributors' partials are added if it started inside the tile; one that does not parks its
     partial for the owner."""
-    @dsl.for_range(unit, plan.dp_items, plan.units)
-    def _(item):
-        acc = multiply(ctx, t, ring, full, empty, wg, (item - unit) // plan.units * plan.k_steps,
-                       release_last=True, peer=peer)
-        finish(acc, *origin(item))
-
     if not plan.sk_steps:
+        @dsl.for_range(unit, plan.dp_items, plan.units)
+        def _(item):
+            acc = multiply(ctx, t, ring, full, empty, wg, (item - unit) // plan.units * plan.k_steps,
+                           release_last=True, peer=peer)
+            finish(acc, *origin(item))
         return
     me = _Unit.of(plan, unit)
-    # decided before the segment loop: predicates, not integers kept live through the mainloops
-    contributors = [me.contributes(d) for d in range(1, plan.max_contributors + 1)]
+    # decided before the segment loop: one count kept live through the mainloops, not the unit
+    # id and the division that derive it
+    contributors = me.contributor_count
     after = me.partials_first_iteration
 
-    def segment(i, item, k_first, steps, first):
+    def job(item, k_first, steps, first):  # a whole tile ends its tile and owns no partials
         acc = multiply(ctx, t, ring, full, empty, wg, first, release_last=True, steps=steps, peer=peer)
         ends_tile = k_first + steps == plan.k_steps
         owner = ends_tile & (k_first != 0)
         acc = dsl.if_else(owner, lambda: _add_partials(ctx, t, contributors, after, acc, chunks, full, empty, wg,
                                                        peer), lambda: acc)
-        row0, col0 = origin(plan.dp_items + item)
+        row0, col0 = origin(item)
         dsl.if_else(ends_tile, lambda: finish(acc, row0, col0),
                     lambda: _park(ctx, t, acc, workspace, block, wg))
 
-    me.for_segments(segment)
+    me.for_jobs(job)
 
 
 def _park(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, workspace: Any, block: Any, wg: Any) -> None:
@@ -292,29 +307,30 @@ def _park(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, workspace: Any, blo
         dsl.named_barrier(SIGNAL_BARRIER + wg, WARPGROUP + 32, arrive=True)
 
 
-def _add_partials(ctx: Any, t: GemmTiling, contributors: list, after: Any, acc: dsl.FragmentedArray, chunks: Any,
+def _add_partials(ctx: Any, t: GemmTiling, contributors: Any, after: Any, acc: dsl.FragmentedArray, chunks: Any,
                   full: Any, empty: Any, wg: Any, peer: Any) -> dsl.FragmentedArray:
-    """The accumulator plus the partials of unit - 1, unit - 2, ... (where `contributors[d - 1]`
-    holds), in that order, read from the ring from pipeline iteration `after` on."""
+    """The accumulator plus the partials of unit - 1, unit - 2, ... (`contributors` of them, an
+    i32), in that order, read from the ring from pipeline iteration `after` on. A loop over the
+    contributors, not a copy of the sum per possible one: each copy loads and adds the whole tile
+    (4 x 32 values a thread at 128 x 256), and five copies made the kernel's build 1.5x longer."""
     width = t.partial_width
     layout = dsl.WGMMAFragLayout(width, t.consumer_rows)
     pieces = [acc.columns(chunk * width, width) for chunk in range(t.partial_chunks)]
 
-    def add(d: int, pieces: list) -> list:
-        out = []
-        for chunk, piece in enumerate(pieces):
-            it = after + partial_offset(t, d, chunk)
-            with ctx.named_region("wait_data"):
-                full.wait_for_iteration(it)
-            part = dsl.FragmentedArray.load_by_thread(dsl.memref_slice(chunks, (it % t.stages, wg)), layout, pack=2)
-            release_slot(empty, it, peer)
-            # summed before the next chunk's loads: deferred, every chunk would be live at once (spills)
-            out.append(dsl.optimization_barrier(piece + part)[0])
-        return out
-
     with ctx.named_region("sum"):
-        for d, contributes in enumerate(contributors, start=1):
-            pieces = dsl.if_else(contributes, lambda d=d, pieces=pieces: add(d, pieces), lambda pieces=pieces: pieces)
+        @dsl.for_range(0, contributors, dtype="int32", carry=pieces)
+        def pieces(d0, pieces):
+            out = []
+            for chunk, piece in enumerate(pieces):  # of unit - (d0 + 1)'s partial
+                it = after + dsl.as_index(partial_offset(t, d0 + 1, chunk))
+                with ctx.named_region("wait_data"):
+                    full.wait_for_iteration(it)
+                part = dsl.FragmentedArray.load_by_thread(dsl.memref_slice(chunks, (it % t.stages, wg)), layout,
+                                                          pack=2)
+                release_slot(empty, it, peer)
+                # summed before the next chunk's loads: deferred, every chunk would be live at once (spills)
+                out.append(dsl.optimization_barrier(piece + part)[0])
+            return out
     return dsl.FragmentedArray.from_columns(pieces)
 
 

@@ -1,0 +1,39 @@
+"""What keeps a GEMM's first build short (CPU: compile for sm_90a, read PTX and SASS).
+
+ptxas and LLVM take most of a build, in proportion to the code: each kernel traces its
+mainloop once, and a k-loop of a few steps known at build time is not unrolled in full.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from mgpu_lab.kernels.gemm import make_gemm
+
+
+def build(m, n, k, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return make_gemm(m, n, k, target="sm_90a", use_cache=False, **kw).compiled
+
+
+def test_stream_k_traces_its_mainloop_once():
+    # whole tiles and split segments share one loop: as many wgmmas in the SASS as the plain
+    # persistent kernel of the same tiles (LLVM peels the first k-step of each)
+    tiles = {"tile_m": 128, "tile_n": 256}
+    stream_k = build(5259, 12944, 13448, transpose_b=True, persistent="stream_k", **tiles)
+    persistent = build(5259, 12944, 13448, transpose_b=True, persistent=True, **tiles)
+    assert stream_k.sass.count("HGMMA") == persistent.sass.count("HGMMA") > 0
+    # the split tiles' partials add code of their own, one copy (with a copy of the mainloop
+    # and of the sum per possible contributor, this kernel's PTX was 4.4x the persistent one's)
+    assert len(stream_k.ptx.splitlines()) < 2.5 * len(persistent.ptx.splitlines())
+
+
+def test_a_short_static_k_loop_stays_a_loop():
+    # K = 352: 6 k-steps of 4 wgmmas (a consumer's 64 x 256 rows); LLVM unrolled all 24
+    short = build(6292, 512, 352, persistent=False, tile_m=128, tile_n=256)
+    assert '.pragma "nounroll"' in short.ptx
+    assert short.sass.count("HGMMA") == 4
+    # a long static loop keeps LLVM's peeled first step (and no pragma on it)
+    long = build(6292, 512, 4096, persistent=False, tile_m=128, tile_n=256)
+    assert '.pragma "nounroll"' not in long.ptx and long.sass.count("HGMMA") == 8
