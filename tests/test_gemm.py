@@ -8,8 +8,10 @@ import re
 
 import pytest
 
+import mgpu_lab
 from mgpu_lab.kernels.gemm import default_stages, gemm_definition, make_gemm, resolve_tiling
 from mgpu_lab.kernels.gemm.configs import gemm_config, heuristic_config
+from mgpu_lab.kernels.gemm.pieces import multiply
 
 
 def opcodes(sass: str) -> list[str]:
@@ -320,14 +322,25 @@ def test_definition_leaves_room_for_the_profiler():
     assert k.compiled.spec.profiler.buffer == "global"
 
 
-@pytest.mark.parametrize("kwargs", [{"split_k": 2}, {"persistent": True, "cluster_m": 2}])
-def test_a_custom_mainloop_refuses_split_k_and_multicast_pairs(kwargs):
-    """Both need the built-in mainloop (K slices; slots released in both blocks)."""
+@pytest.mark.parametrize("kwargs", [{"split_k": 2, "split_k_reduce": "workspace"}, {"persistent": True, "cluster_m": 2}])
+def test_a_custom_mainloop_refuses_workspace_split_k_and_multicast_pairs(kwargs):
+    """Both need the built-in mainloop (partials summed before the epilogue; slots released in
+    both blocks). The cluster split-K takes one: it gets its K slice (the block-scaled FP8's)."""
     from mgpu_lab.kernels.gemm import tiled_gemm_definition
 
     t = resolve_tiling(1024, 1024, 4096, tile_m=128, tile_n=256, **kwargs)
-    with pytest.raises(ValueError, match=r"cluster_m=2, split_k and persistent='stream_k' need the built-in mainloop"):
+    with pytest.raises(ValueError, match=r"cluster_m=2, split_k_reduce='workspace' and persistent='stream_k' need "
+                                         r"the built-in mainloop"):
         tiled_gemm_definition(t, mainloop=lambda *args: None)
+    seen = []
+    cluster = resolve_tiling(1024, 1024, 4096, tile_m=128, tile_n=256, split_k=2, split_k_reduce="cluster")
+
+    def mainloop(ctx, t, ring, full, empty, wg, first, release_last, tile, refs, k_first, steps):
+        seen.append((k_first, steps))
+        return multiply(ctx, t, ring, full, empty, wg, first, release_last, steps)
+
+    mgpu_lab.kernel(**tiled_gemm_definition(cluster, mainloop=mainloop), target="sm_90a", use_cache=False)
+    assert seen and all(k_first is not None and steps is not None for k_first, steps in seen)
 
 
 @pytest.mark.parametrize("options, names", [

@@ -93,3 +93,28 @@ def test_fp8_block_scaled_tiles_follow_the_grid(shape, tiles):
     # one of the two given: the other is the kernel's 128
     t = make_fp8_block_scaled_gemm(*shape, tile_n=64).config["tiling"]
     assert (t.tile_m, t.tile_n) == (128, 64)
+
+
+@pytest.mark.parametrize("shape, split", [((8, 912, 24704), 4), ((16, 4096, 7168), 1), ((4096, 4096, 4096), 1)])
+def test_fp8_block_scaled_splits_k_where_tiles_leave_sms_idle(shape, split):
+    # 8 x 912: 29 tiles of 64 x 32 on 132 SMs over 193 k blocks ran at 0.26x torch._scaled_mm unsplit;
+    # 4 slices fill 116 SMs, summed in a (1, 4) cluster. 16 x 4096 has 128 tiles: no split.
+    from mgpu_lab.kernels.gemm.fp8_block import make_fp8_block_scaled_gemm
+
+    k = make_fp8_block_scaled_gemm(*shape)
+    t = k.config["tiling"]
+    assert t.split_k == split and t.split_k_reduce == "cluster"
+    inner = getattr(k, "inner", k).compiled
+    assert inner.cluster == (1, split, 1) and inner.grid[1] == split
+    assert_clean(k, rf"QGMMA\.64x{t.tile_n}x32\.F32\.E4M3\.E4M3")
+
+
+def test_fp8_block_scaled_split_k_errors():
+    from mgpu_lab.arguments import ArgumentError
+    from mgpu_lab.kernels.gemm.fp8_block import make_fp8_block_scaled_gemm
+
+    with pytest.raises(ArgumentError, match=r"fp8 block-scaled gemm: split_k must be an int from 1 to 8 \(K slices "
+                                            r"summed in one cluster\), got 9"):
+        make_fp8_block_scaled_gemm(64, 256, 8192, split_k=9)
+    with pytest.raises(ValueError, match=r"split_k=2 runs one tile slice per block; it cannot be combined with"):
+        make_fp8_block_scaled_gemm(256, 256, 8192, split_k=2, persistent=True)

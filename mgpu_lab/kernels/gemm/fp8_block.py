@@ -7,7 +7,9 @@ Each k-step is one k block (128 fp8 = one 128-byte swizzle span): the wgmma grou
 zero (its ~14-bit tensor-core sums cover only 128 products), waits, and is promoted into an
 f32 register accumulator with the block's scales: the "fp32 promotion" that keeps long K
 accurate. The producer, the ring and the epilogue are the plain GEMM's (pieces.py); the
-two consumers' promotions overlap each other's tensor-core work.
+two consumers' promotions overlap each other's tensor-core work. Few tiles over a long K split
+K over a cluster of blocks (split_k, summed in distributed shared memory as the plain GEMM's
+cluster split-K): each block's partial is already scaled, so the sum is the product.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from typing import Any
 
 import mgpu_lab
 from mgpu_lab import dsl
-from mgpu_lab.arguments import choice
+from mgpu_lab.arguments import choice, count
 from mgpu_lab.dsl import ir, memref, vector
 from mgpu_lab.user_errors import user_facing
 
 from .kernel import build_gemm_kernel, check_problem, resolve_tiling
 from .padding import aligned_shape, padded_gemm
 from .pieces import WGMMA_ROWS, SWIZZLE, Epilogue, EpilogueTile, GemmTiling
+from .split_k import MAX_CLUSTER_SPLIT, choose_split_k
 
 FP8 = "float8_e4m3fn"
 BLOCK = 128  # k and n extent of one scale block
@@ -36,9 +39,10 @@ def scale_shapes(m: int, n: int, k: int) -> tuple[tuple[int, int], tuple[int, in
 
 
 def multiply_block_scaled(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir.Value,
-                          first: Any, release_last: bool, tile: EpilogueTile,
-                          refs: Sequence[ir.Value]) -> dsl.FragmentedArray:
-    """Consumer mainloop: per k block, a zero-started wgmma group, then acc += product * scales."""
+                          first: Any, release_last: bool, tile: EpilogueTile, refs: Sequence[ir.Value],
+                          k_first: Any = 0, steps: Any = None) -> dsl.FragmentedArray:
+    """Consumer mainloop: per k block, a zero-started wgmma group, then acc += product * scales.
+    k_first, steps: the block's K slice (split_k), in k blocks; all of K by default."""
     del release_last  # every slot is released as soon as its group has been waited for
     scale_a, scale_b = refs[0], refs[1]
     a_smem, b_smem = ring
@@ -49,12 +53,13 @@ def multiply_block_scaled(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty
     rows = tile.thread_rows()  # this thread's C rows (clamped), per (row tile, half)
     block_n = tile.col0 // BLOCK
 
-    @dsl.for_range(0, t.k_tiles, carry=dsl.FragmentedArray.splat(0.0, layout, "float32"))
+    @dsl.for_range(0, t.k_tiles if steps is None else steps, carry=dsl.FragmentedArray.splat(0.0, layout, "float32"))
     def acc(kt, acc):
         it = kt + first
+        block_k = kt + k_first  # the k block this step multiplies: its scales' column
         # the scales' loads go out before the wait and hide behind it
-        col_scale = memref.load(scale_b, [block_n, kt])
-        row_scales = [memref.load(scale_a, [row, kt]) * col_scale for row in rows]
+        col_scale = memref.load(scale_b, [block_n, block_k])
+        row_scales = [memref.load(scale_a, [row, block_k]) * col_scale for row in rows]
         with ctx.named_region("wait_data"):
             full.wait_for_iteration(it)
         with ctx.named_region("mma"):
@@ -102,13 +107,16 @@ def block_tiles(m: int, n: int, k: int, out_dtype: str = "bfloat16") -> tuple[in
 @user_facing  # an argument error shows the caller's line, not the library's frames
 def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m: int | None = None,
                                tile_n: int | None = None, stages: int | None = None, group_m: int = 8,
-                               persistent: bool | str = False, epilogue: Epilogue | None = None,
-                               epilogue_inputs: Sequence[Any] = (), transpose_b: bool = True, dtype: str = FP8,
-                               **options) -> mgpu_lab.Kernel:
+                               persistent: bool | str = False, split_k: int | None = None,
+                               epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
+                               transpose_b: bool = True, dtype: str = FP8, **options) -> mgpu_lab.Kernel:
     """C (m, n) = epilogue(block-scaled A (m, k) @ B (n, k).T); call it as
     `kernel(a, b, scale_a, scale_b, *epilogue_arrays)`, a and b e4m3 (uint8 bytes on the
     device), the scales float32 of `scale_shapes(m, n, k)`. tile_m and tile_n default to
-    `block_tiles(m, n, k)` (the model's pick), either given alone to 128."""
+    `block_tiles(m, n, k)` (the model's pick), either given alone to 128. split_k: K slices per
+    tile, summed in a cluster of that many blocks (at most MAX_CLUSTER_SPLIT); None: as many as
+    fill the SMs where the tiles fill fewer than half of them over a long K (`choose_split_k`),
+    1 with persistent blocks."""
     m, n, k = check_problem(m, n, k, transpose_b, where="fp8 block-scaled gemm")
     if tile_m is None and tile_n is None:
         tile_m, tile_n = block_tiles(m, n, k, out_dtype)
@@ -120,13 +128,19 @@ def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bflo
     choice("dtype", dtype, (FP8,), expected=repr(FP8), where="fp8 block-scaled gemm")
     choice("tile_n", tile_n, BLOCK_TILE_NS, expected=f"one of {BLOCK_TILE_NS} (a tile within one 128-column scale "
            f"block)", where="fp8 block-scaled gemm")
+    if split_k is None:
+        split_k = 1 if persistent else min(choose_split_k(m, n, k, tile_m, tile_n, GemmTiling.sms, tile_k=BLOCK),
+                                            MAX_CLUSTER_SPLIT)
+    split_k = count("split_k", split_k, minimum=1, maximum=MAX_CLUSTER_SPLIT,
+                    expected=f"an int from 1 to {MAX_CLUSTER_SPLIT} (K slices summed in one cluster)",
+                    where="fp8 block-scaled gemm")
     if not aligned_shape(m, n, k, True, FP8, out_dtype):
         return padded_gemm(make_fp8_block_scaled_gemm, m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype,
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
-                          epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
+                          split_k=split_k, epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
     t = resolve_tiling(m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype, tile_m=tile_m, tile_n=tile_n,
                        stages=stages, group_m=group_m, persistent=persistent, cluster_m=1,  # its own mainloop
-                       input_dtypes=(FP8,))
+                       split_k=split_k, split_k_reduce="cluster", input_dtypes=(FP8,))
 
     def user_epilogue(acc: dsl.FragmentedArray, tile: EpilogueTile, scale_a: Any, scale_b: Any,
                       *refs: Any) -> dsl.FragmentedArray:

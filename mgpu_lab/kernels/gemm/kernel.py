@@ -397,13 +397,14 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     """`mgpu_lab.kernel` arguments of the GEMM for a checked tiling (also used by fp8*.py).
 
     mainloop: a consumer mainloop other than `multiply`, called as
-    `mainloop(ctx, t, ring, full, empty, consumer, first, release_last, tile, extra_refs)` (tile: the
-    consumer's EpilogueTile) and returning its f32 accumulator."""
+    `mainloop(ctx, t, ring, full, empty, consumer, first, release_last, tile, extra_refs, k_first,
+    steps)` (tile: the consumer's EpilogueTile; k_first, steps: the block's K slice in k-steps with
+    split_k, else 0 and None for all of K) and returning its f32 accumulator."""
     if epilogue is not None and not callable(epilogue):
         raise TypeError(f"gemm: epilogue must be a callable f(acc, tile, *refs), got {type(epilogue).__name__}")
-    if mainloop is not None and (t.cluster_m > 1 or t.split_k > 1 or t.stream_k):
-        raise ValueError("gemm: cluster_m=2, split_k and persistent='stream_k' need the built-in mainloop (slots "
-                         "released in both blocks, K slices)")
+    if mainloop is not None and (t.cluster_m > 1 or t.split_k > 1 and not t.cluster_split or t.stream_k):
+        raise ValueError("gemm: cluster_m=2, split_k_reduce='workspace' and persistent='stream_k' need the built-in "
+                         "mainloop (slots released in both blocks, partials summed before the epilogue)")
     if epilogue is not None and t.swap_ab and not getattr(epilogue, "scalars_only", False):
         raise ValueError(SWAP_AB_EPILOGUE)
     extras = tuple(_shape_dtype(s, i) for i, s in enumerate(epilogue_inputs))
@@ -437,13 +438,13 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         wg = dsl.warpgroup_idx()
         me = wg - 1  # consumer index
 
-        def compute(row0, col0, first=0, release_last=False, after_mainloop=None, steps=None):
+        def compute(row0, col0, first=0, release_last=False, after_mainloop=None, steps=None, k_first=0):
             """This consumer's tile at (row0, col0): the mainloop, the epilogue, the store."""
             tile = EpilogueTile(t, row0 + t.row_offset(me), col0)
             if mainloop is None:
                 acc = multiply(ctx, t, ring, full, empty, me, first, release_last, steps, peer)
             else:
-                acc = mainloop(ctx, t, ring, full, empty, me, first, release_last, tile, extra_refs)
+                acc = mainloop(ctx, t, ring, full, empty, me, first, release_last, tile, extra_refs, k_first, steps)
             if after_mainloop is not None:
                 after_mainloop()
             finish(acc, row0, col0)
@@ -475,7 +476,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
 
             def consumer():
                 consumer_registers(t)
-                compute(row0, col0, steps=steps)
+                compute(row0, col0, steps=steps, k_first=k_first)
 
             def producer():
                 load_operands(ctx, t, a, b, ring, full, empty, row0, col0, k_first, steps)
