@@ -53,16 +53,22 @@ def _gemm(args, torch, gen):
     return plain, profiled, run, label, 2.0 * size ** 3
 
 
-def _attention(args, torch, gen):
-    """(plain, profiled, run-maker, label, flops) for attention, d `args.head_dim`, seq `args.seq`."""
-    seq, d, heads = args.seq, args.head_dim, 16
-    batch = max(1, ATTENTION_TOKENS // seq)
+def attention_arrays(torch, gen, batch: int, heads: int, seq: int, d: int):
+    """(two sets of (q, k, v), out, lse) for attention: random bf16 inputs, NaN-poisoned outputs."""
     bf16 = numpy_dtype("bfloat16")
     sets = [[_cupy_view(torch.randn((batch, heads, seq, d), device="cuda", generator=gen).to(torch.bfloat16), bf16)
              for _ in range(3)] for _ in range(2)]
     out = _cupy_view(torch.full((batch, heads, seq, d), float("nan"), dtype=torch.bfloat16, device="cuda"), bf16)
     lse = _cupy_view(torch.full((batch, heads, seq), float("nan"), dtype=torch.float32, device="cuda"),
                      numpy_dtype("float32"))
+    return sets, out, lse
+
+
+def _attention(args, torch, gen):
+    """(plain, profiled, run-maker, label, flops) for attention, d `args.head_dim`, seq `args.seq`."""
+    seq, d, heads = args.seq, args.head_dim, 16
+    batch = max(1, ATTENTION_TOKENS // seq)
+    sets, out, lse = attention_arrays(torch, gen, batch, heads, seq, d)
     plain = make_attention(batch, heads, seq, seq, d)
     tiles = {} if args.profile_tiles is None else {"profile_tiles": None if args.profile_tiles == "all"
                                                    else int(args.profile_tiles)}

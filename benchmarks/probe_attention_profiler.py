@@ -16,11 +16,10 @@ from statistics import median
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+from bench_profiler import attention_arrays  # noqa: E402
 from common import GpuSampler, interleaved_runs  # noqa: E402
-from gemm_sweep import cupy_view  # noqa: E402
 
 from mgpu_lab.builder import profiling as prof  # noqa: E402
-from mgpu_lab.builder.dtypes import numpy_dtype  # noqa: E402
 from mgpu_lab.kernels.attention import make_attention  # noqa: E402
 
 ORIG = {name: getattr(prof.DeviceProfiler, name) for name in ("_record",)}
@@ -80,12 +79,7 @@ def main():
     batch, heads, seq, d = 2, 16, 8192, 128
     names = sys.argv[1:] or list(VARIANTS)
     gen = torch.Generator(device="cuda").manual_seed(1)
-    bf16 = numpy_dtype("bfloat16")
-    sets = [[cupy_view(torch.randn((batch, heads, seq, d), device="cuda", generator=gen).to(torch.bfloat16), bf16)
-             for _ in range(3)] for _ in range(2)]
-    out = cupy_view(torch.full((batch, heads, seq, d), float("nan"), dtype=torch.bfloat16, device="cuda"), bf16)
-    lse = cupy_view(torch.full((batch, heads, seq), float("nan"), dtype=torch.float32, device="cuda"),
-                    numpy_dtype("float32"))
+    sets, out, lse = attention_arrays(torch, gen, batch, heads, seq, d)
     kernels = {n: build(n, batch, heads, seq, d) for n in names}
     fns = {n: (lambda k: (lambda i: k(*sets[i % 2], out=(out, lse))))(k) for n, k in kernels.items()}
     with GpuSampler() as gpu:
