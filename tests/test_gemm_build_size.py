@@ -37,3 +37,14 @@ def test_a_short_static_k_loop_stays_a_loop():
     # a long static loop keeps LLVM's peeled first step (and no pragma on it)
     long = build(6292, 512, 4096, persistent=False, tile_m=128, tile_n=256)
     assert '.pragma "nounroll"' not in long.ptx and long.sass.count("HGMMA") == 8
+
+
+def test_two_row_tiles_per_consumer_start_without_a_drain():
+    # tile_m 256: each consumer issues two 64-row wgmmas per k-step. Their zeros used to be
+    # materialized between the two, and ptxas waited for the first group there (C7517) in every
+    # tile's first k-step; the 13743x14952x15208 stream-K kernel also spilled 32 bytes.
+    for shape, tiles in (((5854, 552, 2896), {"persistent": False}), ((2949, 4224, 2488), {"persistent": True}),
+                         ((13743, 14952, 15208), {"persistent": "stream_k"})):
+        k = build(*shape, transpose_b=True, tile_m=256, tile_n=128, **tiles)
+        assert "C7517" not in k.ptxas_log, shape
+        assert k.resources.spill_stores_bytes == 0, shape

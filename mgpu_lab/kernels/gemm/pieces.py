@@ -369,6 +369,11 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
     b_swizzle = SWIZZLE if t.transpose_b else t.b_chunk * t.itemsize
     zeros = dsl.WGMMAAccumulator.zeros(t.tile_n)
     width = len(zeros.values)
+    initial = tuple(zeros.values) * parts
+    if parts > 1:  # every part's zeros in registers before the first k-step's wgmmas: materialized
+        # between two parts' wgmmas, ptxas drained the first part's group there (C7517)
+        initial = tuple(v for array in dsl.optimization_barrier(*[zeros.value] * parts)
+                        for v in dsl.WGMMAAccumulator.from_array(array).values)
 
     def split(values: Sequence[ir.Value]) -> list[dsl.WGMMAAccumulator]:
         return [dsl.WGMMAAccumulator(list(values[i * width:(i + 1) * width]), t.tile_n) for i in range(parts)]
@@ -380,7 +385,7 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
 
     # rolled where LLVM would unroll in full: a few k-steps known at build time (24 wgmmas for
     # K = 352) doubled ptxas's time on the kernel. Other loops keep LLVM's first-step peeling.
-    @dsl.for_range(0, steps, carry=tuple(zeros.values) * parts,
+    @dsl.for_range(0, steps, carry=initial,
                    rolled=isinstance(steps, int) and steps <= _FULL_UNROLL_STEPS)
     def accs(kt, values):
         accs = split(values)
