@@ -27,7 +27,7 @@ from ..compiler.compiled_kernel import ProfilerSpec, SmemBuffer
 from ..profiler import format as fmt
 from ..profiler.trace import MAX_REGIONS
 from .control import for_range, when
-from .ptx import global_address, i64, inline_ptx, smem_address
+from .ptx import i64, inline_ptx, smem_address
 from .threads import WARP_SIZE, WARPGROUP_SIZE, linear_thread_idx
 from .values import c, i32_type
 
@@ -104,7 +104,6 @@ class DeviceProfiler:
         self._smem = None
         self._buffer = None
         self._count = None  # this thread's event count: a private i32 that LLVM keeps in a register
-        self._first_event = None  # address of this thread's unit's first event slot (set in start)
 
     # -- sizes and records ---------------------------------------------------------------
     def buffer_type(self, grid: tuple[int, int, int]) -> ir.MemRefType:
@@ -123,12 +122,12 @@ class DeviceProfiler:
     def _store(self, value: ir.Value, index: ir.Value | int) -> None:
         memref.store(value, self._smem, [c(index) if isinstance(index, int) else index])
 
-    def _stamp(self, timer_word: int, clock_word: int) -> None:
+    def _stamp(self, timer_word: int, clock_word: int, row: ir.Value | None = None) -> None:
         """Write %globaltimer and %clock, read back to back (the host pairs them to convert
         cycles to ns), to the given words of the block's header in global memory."""
         timer = nvvm.read_ptx_sreg_globaltimer(ir.IntegerType.get_signless(64))
         clock = nvvm.read_ptx_sreg_clock(i32_type())
-        row = self._row_word()
+        row = self._row_word() if row is None else row
         memref.store(arith.trunci(i32_type(), timer), self._buffer, [row + timer_word])
         memref.store(arith.trunci(i32_type(), timer.unsigned >> 32), self._buffer, [row + timer_word + 1])
         memref.store(clock, self._buffer, [row + clock_word])
@@ -163,13 +162,6 @@ class DeviceProfiler:
                 memref.store(c(0, i32_type()), self._buffer, [row + word])
             self._store(c(0, i32_type()), _FINISHED_WORD)
             self._stamp(4, 8)
-        unit = tid // self.threads_per_unit
-        if self.buffer == "global":
-            first = row + fmt.BLOCK_HEADER_WORDS + unit * fmt.unit_words(self.capacity) + fmt.UNIT_HEADER_WORDS
-            self._first_event = global_address(self._buffer) + arith.index_cast(i64(), first * 4)
-        else:
-            first = (fmt.BLOCK_HEADER_WORDS + unit * self.unit_stride + fmt.UNIT_HEADER_WORDS) * 4
-            self._first_event = smem_address(self._smem) + arith.index_cast(i32_type(), first)
         gpu.barrier()
 
     def block_sampled(self) -> ir.Value:
@@ -194,29 +186,25 @@ class DeviceProfiler:
         tid = linear_thread_idx()
         lane = arith.index_cast(i32_type(), tid % self.threads_per_unit)
         count = memref.load(self._count, [c(0)])
-        # The slot's address is computed outside the asm, from the count: consecutive records'
-        # counts differ by constants, so LLVM folds their addresses to one base plus offsets.
-        sampled = c(1, i32_type()) if when is None else arith.extui(i32_type(), when)
+        sampled = [] if when is None else [arith.extui(i32_type(), when)]
+        unit = tid // self.threads_per_unit
+        # The unit's first slot is recomputed at every record, not kept from the kernel's start:
+        # a 64-bit address live through the whole body made the persistent attention consumer,
+        # at its register limit, spill.
         if self.buffer == "global":
-            self._record_global(tag, lane, count, self._event_address(count), sampled)
+            event_word = self._row_word() + fmt.BLOCK_HEADER_WORDS + unit * fmt.unit_words(self.capacity) \
+                + fmt.UNIT_HEADER_WORDS
+            events = arith.index_cast(i64(), memref.extract_aligned_pointer_as_index(self._buffer) + event_word * 4)
+            self._record_global(tag, lane, count, events, sampled)
         else:
-            self._record_smem(tag, lane, count, self._event_address(count), sampled)
-        if when is not None:  # a record not taken does not count
-            memref.store(arith.addi(count, sampled, overflow_flags=ir.Attribute.parse("#arith.overflow<nuw>")),
-                         self._count, [c(0)])
-            return
-        # nuw (a count never wraps): lets LLVM split zext(count + k) and fold the slot addresses.
-        memref.store(arith.addi(count, c(1, i32_type()), overflow_flags=ir.Attribute.parse("#arith.overflow<nuw>")), self._count, [c(0)])
+            first_event = (fmt.BLOCK_HEADER_WORDS + unit * self.unit_stride + fmt.UNIT_HEADER_WORDS) * 4
+            self._record_smem(tag, lane, count, smem_address(self._smem) + arith.index_cast(i32_type(), first_event),
+                              sampled)
+        # a record not taken (profile_when false) does not count
+        memref.store(arith.addi(count, sampled[0] if sampled else c(1, i32_type())), self._count, [c(0)])
 
-    def _event_address(self, count: ir.Value) -> ir.Value:
-        """The address of this thread's unit's event slot `count`: 64-bit global in global mode,
-        32-bit shared in smem mode."""
-        if self.buffer == "global":
-            return self._first_event + arith.muli(arith.extui(i64(), count), c(fmt.EVENT_WORDS * 4, i64()))
-        return self._first_event + count * fmt.EVENT_WORDS * 4
-
-    def _record_smem(self, tag: int, lane: ir.Value, count: ir.Value, slot: ir.Value,
-                      sampled: ir.Value) -> None:
+    def _record_smem(self, tag: int, lane: ir.Value, count: ir.Value, first_event: ir.Value,
+                     sampled: list[ir.Value]) -> None:
         """The unit's leader stores (tag, %clock) at its slot `count` of the unit's events in shared
         memory, in one straight-line block of predicated PTX. An `if leader` in the IR would put a
         branch on the thread index between the region's neighbours: LLVM then threads consecutive
@@ -224,42 +212,52 @@ class DeviceProfiler:
         leader copy and a non-leader copy of its mbarrier wait, joining just before the wgmmas),
         and ptxas serializes every wgmma of a kernel whose wgmma sequence it cannot prove
         convergent (C7518: WG.DP in divergent path). Predicates never leave the block. Events are
-        8-byte aligned (16-byte aligned row, even header and unit sizes): one v2 store. No memory
-        clobber: nothing else reads the buffer, and the kernel's own loads and stores stay free
-        to move past the record."""
+        8-byte aligned (16-byte aligned row, even header and unit sizes): one v2 store.
+        `sampled`: [] or [an i32, 0 where the record is not taken] (`ctx.profile_when`)."""
+        sample = "setp.ne.and.u32 room, $3, 0, room;\n" if sampled else ""
         inline_ptx(
             "{\n"
             ".reg .pred room;\n"
-            ".reg .b32 clock;\n"
+            ".reg .b32 clock, slot;\n"
             "setp.eq.u32 room, $0, 0;\n"
             f"setp.lt.and.u32 room, $1, {self.capacity}, room;\n"
-            "setp.ne.and.u32 room, $3, 0, room;\n"
+            f"{sample}"
             "mov.u32 clock, %clock;\n"
-            f"@room st.shared.v2.b32 [$2], {{{tag:#x}, clock}};\n"
+            f"mad.lo.u32 slot, $1, {fmt.EVENT_WORDS * 4}, $2;\n"
+            f"@room st.shared.v2.b32 [slot], {{{tag:#x}, clock}};\n"
             "}",
-            [lane, count, slot, sampled], ["r", "r", "r", "r"], memory=False)
+            [lane, count, first_event, *sampled], ["r", "r", "r"] + ["r"] * len(sampled))
 
-    def _record_global(self, tag: int, lane: ir.Value, count: ir.Value, slot: ir.Value,
-                      sampled: ir.Value) -> None:
+    def _record_global(self, tag: int, lane: ir.Value, count: ir.Value, events: ir.Value,
+                       sampled: list[ir.Value]) -> None:
         """The global-mode record: the event goes to the unit's slot `count` of the block's row in
-        global memory, in the same single predicated block as `_record_smem`. Rows are 16-byte
-        aligned (the launcher's arrays) and row, header and unit sizes even in words: every event
-        is 8-byte aligned, one v2 store."""
+        global memory (`events`: the generic address of the unit's first slot), in the same single
+        predicated block as `_record_smem`. Rows are 16-byte aligned (the launcher's arrays) and
+        row, header and unit sizes even in words: every event is 8-byte aligned, one v2 store."""
+        sample = "setp.ne.and.u32 room, $3, 0, room;\n" if sampled else ""
         inline_ptx(
             "{\n"
             ".reg .pred room;\n"
             ".reg .b32 clock;\n"
+            ".reg .b64 events, slot;\n"
             "setp.eq.u32 room, $0, 0;\n"
             f"setp.lt.and.u32 room, $1, {self.capacity}, room;\n"
-            "setp.ne.and.u32 room, $3, 0, room;\n"
+            f"{sample}"
             "mov.u32 clock, %clock;\n"
-            f"@room st.global.v2.b32 [$2], {{{tag:#x}, clock}};\n"
+            "cvta.to.global.u64 events, $2;\n"
+            f"mad.wide.u32 slot, $1, {fmt.EVENT_WORDS * 4}, events;\n"
+            f"@room st.global.v2.b32 [slot], {{{tag:#x}, clock}};\n"
             "}",
-            [lane, count, slot, sampled], ["r", "r", "l", "r"], memory=False)
+            [lane, count, events, *sampled], ["r", "r", "l"] + ["r"] * len(sampled))
 
-    def _row_word(self) -> ir.Value:
-        """Index of the block's first word in the global profiler buffer."""
-        return self._block_linear_id(self._grid) * self.words
+    def _row_word(self, fresh: bool = False) -> ir.Value:
+        """Index of the block's first word in the global profiler buffer (fresh: from block ids
+        read by a volatile asm, which LLVM neither hoists nor shares with other reads)."""
+        if not fresh:
+            return self._block_linear_id(self._grid) * self.words
+        x, y, z = (arith.index_cast(ir.IndexType.get(), inline_ptx(f"mov.u32 $0, %ctaid.{d};", [], ["=r"], [i32_type()],
+                                                                  memory=False)) for d in "xyz")
+        return (x + self._grid[0] * (y + self._grid[1] * z)) * self.words
 
     def begin(self, name: str, when: ir.Value | None = None) -> None:
         if not isinstance(name, str) or not name:
@@ -278,7 +276,10 @@ class DeviceProfiler:
         tid = linear_thread_idx()
         lane_in_unit = arith.index_cast(i32_type(), tid % self.threads_per_unit)
         count = memref.load(self._count, [c(0)])
-        row = self._row_word()
+        # the block id read again here, opaquely: shared with the start's, LLVM computed the row's
+        # address at entry and kept it live through the body (a persistent attention consumer,
+        # at its register limit, spilled 4 bytes)
+        row = self._row_word(fresh=True)
         unit = tid // self.threads_per_unit
         unit_base = row + fmt.BLOCK_HEADER_WORDS + unit * fmt.unit_words(self.capacity)
         if self.buffer == "smem":
@@ -290,7 +291,7 @@ class DeviceProfiler:
                                   [smem_address(self._smem) + c(_FINISHED_WORD * 4, i32_type())],
                                   ["=r", "r"], [i32_type()])
             with when(finished == c(self.units - 1, i32_type())):
-                self._stamp(6, 9)
+                self._stamp(6, 9, row)
 
     def _copy_events(self, lane_in_unit: ir.Value, count: ir.Value, unit: ir.Value, unit_base: ir.Value) -> None:
         """smem mode: the leader's warp copies the events the leader kept (its count, read from
