@@ -46,8 +46,16 @@ def _simulate(plan: StreamKPlan) -> None:
         assert bool(me.owns_split_tile) == (last_first > 0 and last_first + last_steps == ks)
         if me.owns_split_tile:
             contributors = [d for d in range(1, plan.max_contributors + 1) if me.contributes(d)]
-            assert contributors == list(range(1, len(contributors) + 1))  # a prefix: the kernel's nested guards
+            assert contributors == list(range(1, len(contributors) + 1))  # a prefix: the kernels loop over a count
+            assert me.contributor_count == len(contributors)
             sums[last_item] = [u - d for d in contributors]
+        # the kernels' one loop over jobs: the unit's whole tiles, then its segments, with the
+        # pipeline iterations running on from one job to the next
+        whole = [(u + r * plan.units, 0, ks) for r in range(plan.dp_rounds)]
+        split = [(plan.dp_items + item, k_first, steps) for item, k_first, steps in segments]
+        jobs = [me.job(j) for j in range(me.job_count)]
+        assert [job[:3] for job in jobs] == whole + split
+        assert [job[3] for job in jobs] == list(itertools.accumulate([0] + [job[2] for job in jobs[:-1]]))
     assert sums == {item: written[item][::-1] for item in owned}, "an owner sums other partials than were written"
     split_items = plan.items - plan.dp_items
     assert covered == {(item, kk): 1 for item in range(split_items) for kk in range(ks)}

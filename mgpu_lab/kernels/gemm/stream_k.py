@@ -164,23 +164,30 @@ class _Unit:
     def base(self) -> int:
         return self.plan.dp_rounds * self.plan.k_steps
 
-    def for_jobs(self, body: Callable[..., None]) -> None:
-        """body(item, first k-step in it, k-steps, first pipeline iteration) for each of the unit's
-        jobs in the order run: its `dp_rounds` whole tiles, then its split segments, last tile
-        first (index values). One loop for both, so the mainloop, the epilogue and the producer's
-        loads are traced once: two copies made the largest stream-K builds a third longer."""
-        plan, ks, rounds = self.plan, self.plan.k_steps, self.plan.dp_rounds
-        last_item = (self.s1 - 1) // ks
+    @property
+    def job_count(self) -> Any:
+        """The unit's jobs: its `dp_rounds` whole tiles and its split segments."""
+        ks = self.plan.k_steps
+        return (self.s1 - 1) // ks - self.s0 // ks + 1 + self.plan.dp_rounds
 
-        @dsl.for_range(0, last_item - self.s0 // ks + 1 + rounds, dtype="int32")
+    def job(self, j: Any) -> tuple[Any, Any, Any, Any]:
+        """Job j's (item, first k-step in it, k-steps, first pipeline iteration): the whole tiles
+        first, then the split segments, last tile first (ints, or i32 values in a kernel)."""
+        plan, ks, rounds = self.plan, self.plan.k_steps, self.plan.dp_rounds
+        item = (self.s1 - 1) // ks - (j - rounds)  # a split item (past the last one for a whole tile: not used)
+        lo = dsl.max(self.s0, item * ks)
+        hi = dsl.min(self.s1, item * ks + ks)
+        split = (plan.dp_items + item, lo - item * ks, hi - lo, self.s1 - hi + self.base)
+        tile = (self.unit + j * plan.units, 0, ks, j * ks)
+        return tuple(dsl.select(j < rounds, w, p) for w, p in zip(tile, split))
+
+    def for_jobs(self, body: Callable[..., None]) -> None:
+        """body(*job(j)) for each of the unit's jobs in the order run, as index values. One loop
+        for whole tiles and split segments, so the mainloop, the epilogue and the producer's loads
+        are traced once: two copies made the largest stream-K builds a third longer."""
+        @dsl.for_range(0, self.job_count, dtype="int32")
         def _(j):
-            whole = j < rounds
-            item = last_item - (j - rounds)  # a split item (past the last one for a whole tile: not used)
-            lo = dsl.max(self.s0, item * ks)
-            hi = dsl.min(self.s1, item * ks + ks)
-            split = (plan.dp_items + item, lo - item * ks, hi - lo, self.s1 - hi + self.base)
-            tile = (self.unit + j * plan.units, 0, ks, j * ks)
-            body(*(dsl.as_index(dsl.select(whole, w, p)) for w, p in zip(tile, split)))
+            body(*(dsl.as_index(x) for x in self.job(j)))
 
     @property
     def writes_partial(self) -> Any:
@@ -198,9 +205,12 @@ class _Unit:
     def contributor_count(self) -> Any:
         """How many units wrote a partial of this unit's first tile (an i32): unit - 1, unit - 2,
         ... up to it, a prefix, since the units' starts fall with d."""
+        flags = [self.contributes(d) for d in range(1, self.plan.max_contributors + 1)]
+        if not any(isinstance(f, dsl.ir.Value) for f in flags):  # on the host (tests): ints
+            return sum(bool(f) for f in flags)
         count = dsl.c(0, "int32")
-        for d in range(1, self.plan.max_contributors + 1):
-            count = count + dsl.cast(self.contributes(d), "int32", unsigned=True)
+        for f in flags:
+            count = count + dsl.cast(f, "int32", unsigned=True)
         return count
 
     def contributes(self, d: int) -> Any:
