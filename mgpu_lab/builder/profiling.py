@@ -39,7 +39,6 @@ _SMEM_ALIGN = 16  # the smem area starts 16-byte aligned: v2 (8-byte) event stor
 _FINISHED_WORD = 10
 
 
-
 def check_buffer_mode(buffer: object) -> str:
     """The `profile_buffer` argument, checked: ValueError naming it unless one of BUFFER_MODES."""
     if not isinstance(buffer, str) or buffer not in BUFFER_MODES:
@@ -188,9 +187,6 @@ class DeviceProfiler:
         count = memref.load(self._count, [c(0)])
         sampled = [] if when is None else [arith.extui(i32_type(), when)]
         unit = tid // self.threads_per_unit
-        # The unit's first slot is recomputed at every record, not kept from the kernel's start:
-        # a 64-bit address live through the whole body made the persistent attention consumer,
-        # at its register limit, spill.
         if self.buffer == "global":
             event_word = self._row_word() + fmt.BLOCK_HEADER_WORDS + unit * fmt.unit_words(self.capacity) \
                 + fmt.UNIT_HEADER_WORDS
