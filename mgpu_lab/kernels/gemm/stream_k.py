@@ -277,11 +277,10 @@ def signal_partials(t: GemmTiling, plan: StreamKPlan, flags: Any, unit: Any, blo
 def consume(ctx: Any, t: GemmTiling, plan: StreamKPlan, ring: tuple, chunks: Any, full: Any, empty: Any,
             workspace: Any, wg: Any, unit: Any, block: Any, peer: Any, origin: Callable[[Any], tuple],
             finish: Callable[[dsl.FragmentedArray, Any, Any], None]) -> None:
-    """(A consumer warpgroup.) The unit's whole tiles, then its split segments (one loop over
-    both, `_Unit.for_jobs`): a job that
-    ends its tile is finished here (`finish(acc, row0, col0)`: epilogue and store), after the
-    contributors' partials are added if it started inside the tile; one that does not parks its
-    partial for the owner."""
+    """(A consumer warpgroup.) The unit's whole tiles, then its split segments, in one loop
+    (`_Unit.for_jobs`): a job that ends its tile is finished here (`finish(acc, row0, col0)`:
+    epilogue and store), after the contributors' partials are added if it started inside the
+    tile; one that does not parks its partial for the owner."""
     if not plan.sk_steps:
         @dsl.for_range(unit, plan.dp_items, plan.units)
         def _(item):
