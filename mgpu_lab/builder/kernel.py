@@ -21,8 +21,8 @@ from ..compiler.options import CompileOptions
 from ..errors import KernelBuildError, ResourceLimitError
 from ..runtime.kernel import Kernel
 from ..user_errors import user_facing
-from .dtypes import mlir_type
 from .control import if_else
+from .dtypes import mlir_type
 from .launch_context import LaunchContext
 from .locations import describe_frame, innermost_user_frame, user_locations
 from .shapes import ShapeDtype, as_shape_dtype
@@ -81,8 +81,8 @@ def _shape_tuple(shapes: Any, what: str) -> tuple[ShapeDtype, ...]:
 def kernel(body: Callable[..., None], *, grid: Any, block: Any, in_shapes: Any = (),
            out_shapes: Any = (), smem: Any = None, cluster: Any = (1, 1, 1), name: str | None = None,
            profile: bool = False, profile_unit: str = "warpgroup", profile_capacity: int = 256,
-           profile_buffer: str = "auto", profile_blocks: int | None = None, may_alias: Any = None, isolate: bool | None = None,
-           options: CompileOptions | None = None, **option_overrides: Any) -> Kernel:
+           profile_buffer: str = "auto", profile_blocks: int | None = None, may_alias: Any = None,
+           isolate: bool | None = None, options: CompileOptions | None = None, **option_overrides: Any) -> Kernel:
     """Trace `body(ctx, *in_refs, *out_refs, smem_refs)` into a Hopper kernel and compile it.
 
     grid, block, cluster: 1-3 ints. in_shapes/out_shapes: ShapeDtype (or (shape, dtype), or an
