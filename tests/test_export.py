@@ -41,6 +41,7 @@ def test_exported_module_imports_only_numpy_cupy_and_cuda_bindings(tmp_path):
         import vadd_export
         assert vadd_export.PROGRAM["launches"][0]["cubin"] == open({str(tmp_path / 'cubin.bin')!r}, 'rb').read()
         assert vadd_export.PROGRAM["name"] == "vector_add"
+        assert vadd_export.external_stream(5).ptr == 5  # program_runner's copies run on it
         print("imported", vadd_export.vector_add.n_in)
     """)
     (tmp_path / "cubin.bin").write_bytes(k.compiled.cubin)

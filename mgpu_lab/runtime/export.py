@@ -2,9 +2,9 @@
 
 The module holds the whole program (program.py's `to_dict()`: every launch with its cubin and
 PTX, which the driver compiles on GPUs the cubin does not run on, the scratch buffers, the pads
-and crops) and the code that runs it: the sources of `portable.py`, `program_runner.py` (and,
-for TMA kernels, `tma_descriptor.py`) copied in verbatim, so the exported kernel checks its
-arguments and runs exactly as `Kernel.__call__` does. It imports only numpy, CuPy, cuda-bindings
+and crops) and the code that runs it: the sources of `portable.py`, `streams.py`,
+`program_runner.py` (and, for TMA kernels, `tma_descriptor.py`) copied in verbatim, so the
+exported kernel checks its arguments and runs exactly as `Kernel.__call__` does. It imports only numpy, CuPy, cuda-bindings
 (and ml_dtypes for bf16/fp8 arrays, named in its header when it has such arrays).
 """
 
@@ -123,13 +123,13 @@ def _describe_arrays(arrays: Any) -> str:
 def export_source(kernel: Any, module_name: str = "kernel") -> str:
     """The text of the exported module for `kernel` (a Kernel, or a CompiledKernel)."""
     from ..version import __version__
-    from . import portable, program_runner, torch_op
+    from . import portable, program_runner, streams, torch_op
 
     if not module_name.isidentifier():
         raise ExportError(f"module_name: expected a Python identifier, got {module_name!r}")
     program = _program_of(kernel)
     launches = program.launches
-    sources = [("portable.py", portable), ("program_runner.py", program_runner)]
+    sources = [("portable.py", portable), ("streams.py", streams), ("program_runner.py", program_runner)]
     if any(launch.compiled.tma_descriptors for launch in launches):
         from . import tma_descriptor
 

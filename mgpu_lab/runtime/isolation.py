@@ -28,6 +28,7 @@ from typing import Any
 
 from ..errors import KernelFaultError, MgpuLabError
 from .ipc import export_array
+from .streams import external_stream
 from .worker_client import WorkerClient, WorkerGone
 from .worker_protocol import Done, Failed, Fault, KernelPayload, kernel_digest
 
@@ -121,7 +122,7 @@ def _caller_stream(stream: Any) -> Any:
 
     if stream is None:
         return cupy.cuda.get_current_stream()
-    return stream if hasattr(stream, "synchronize") else cupy.cuda.ExternalStream(int(stream))
+    return stream if hasattr(stream, "synchronize") else external_stream(int(stream))
 
 
 def launch_isolated(launcher: Any, arrays: list, device: int, stream: Any = None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .portable import ArgumentChecker, PortableLauncher, PortableLaunchError, device_dtype  # (exports: inlined)
+from .streams import external_stream  # (exports: inlined)
 
 
 def _bits(array: Any) -> Any:
@@ -148,9 +149,8 @@ class ProgramLauncher:
 
     def _copy(self, source: Any, target: Any, stream: int) -> None:
         """The leading box common to both arrays, copied on `stream`."""
-        cupy = self.checker._cupy
         box = tuple(slice(0, min(a, b)) for a, b in zip(source.shape, target.shape))
-        with cupy.cuda.ExternalStream(stream):
+        with external_stream(stream):
             _bits(target)[box] = _bits(source)[box]
 
     @property
