@@ -152,6 +152,28 @@ def test_the_estimate_follows_waves():
         model.Problem(4096, 4096, 4096), config)
 
 
+def test_rows_off_the_128_byte_line_make_load_heavy_tiles_slower():
+    """The drawn-shape records: with rows off the line, tiles that load more bytes per flop lose
+    most. The same k-steps (k 4136 and 4160 both take 65), only the pitch differs."""
+    assert model._misaligned_rows(model.Problem(64, 64, 4136, transpose_b=True)) == (True, True)
+    assert model._misaligned_rows(model.Problem(64, 4104, 4160, transpose_b=False)) == (False, True)
+    assert model._misaligned_rows(model.Problem(64, 4104, 4160, transpose_b=True)) == (False, False)
+    assert model._misaligned_rows(model.Problem(64, 64, 4160, dtype="float8_e4m3fn", transpose_b=True)) \
+        == (True, True)  # 64 bytes of FP8 rows: half a line
+    assert model.CONSTANTS.misaligned > 1.0
+    off, on = model.Problem(2048, 2816, 4136, transpose_b=True), model.Problem(2048, 2816, 4160, transpose_b=True)
+    heavy = {"tile_m": 128, "tile_n": 128, "persistent": True}  # 16 KB + 16 KB for 2 Mflop a step
+    light = {"tile_m": 128, "tile_n": 256, "persistent": True}  # 16 KB + 32 KB for 4 Mflop
+    assert model.estimate_us(off, heavy) > 1.1 * model.estimate_us(on, heavy)
+    assert model.estimate_us(off, heavy) / model.estimate_us(on, heavy) > \
+        model.estimate_us(off, light) / model.estimate_us(on, light)
+    # swap-AB: the tile's rows are B's, its columns A's; B (n, k) shares A's pitch, so only the
+    # tile sizes decide, and the estimate still grows off the line
+    swap = {"tile_m": 128, "tile_n": 16, "persistent": False, "swap_ab": True}
+    assert model.estimate_us(model.Problem(16, 8192, 4136, transpose_b=True), swap) > \
+        model.estimate_us(model.Problem(16, 8192, 4160, transpose_b=True), swap) * 0.99
+
+
 @pytest.mark.skipif(has_gpu(), reason="checks the no-GPU error")
 def test_tune_auto_without_a_gpu_says_so():
     with pytest.raises(RuntimeError, match=r"tune='auto' times candidates on the GPU, and no CUDA GPU"):

@@ -9,8 +9,9 @@ what bounds a Hopper GEMM:
 
 - the k-step of one block: the larger of its tensor-core time (2 * tile_m * tile_n * tile_k
   flops at an SM's share of the peak, times an efficiency per consumer layout and a penalty for
-  narrow tiles) and its loads (the tile's bytes at an SM's L2 bandwidth, and no faster than
-  `stages` slots in flight over the load latency: Little's law), plus a fixed cost per step;
+  narrow tiles) and its loads (the tile's bytes at an SM's L2 bandwidth, an operand whose row
+  pitch is off the 128-byte line costing more per byte, and no faster than `stages` slots in
+  flight over the load latency: Little's law), plus a fixed cost per step;
 - waves and tail quantization: one tile per block runs ceil(blocks / resident blocks) waves,
   each as long as a whole tile (cluster split-K: as many clusters as fit at once); a persistent
   block runs ceil(work items / blocks) tiles; stream-K shares the last wave's k-steps out evenly
@@ -69,41 +70,46 @@ class Problem:
 @dataclasses.dataclass(frozen=True)
 class Constants:
     """The model's efficiency constants (times in us, bandwidths in bytes per us), fitted by
-    `benchmarks/fit_gemm_model.py --fit` on 1092 timed samples: 552 options alternatives in 78
-    groups timed together on one lease (30 on the sweep's shapes, 48 on shapes drawn at run time
-    from seeds 101 and 102 by `bench_gemm_options.py --random`), the sweeps' configurations since
-    2026-12-01T14 and the tuned table's winners. Least squares on log time plus the log times
-    relative to each drawn group's mean (what ranking alternatives needs), Nelder-Mead within
-    physical bounds. Log-time rms error 0.152 (median |error| 8.4%); its pick is within 3% of the
-    measured best in 53 of 78 groups, 1.037x the best's time in geomean (the constants before:
-    55 of 78, 1.050x; on the drawn groups alone 1.045x against 1.075x). Held out, a fit on one
-    seed's drawn groups picked 1.033x and 1.042x the best on the other seed's (the constants before:
-    1.07x and 1.08x). Drawn shapes showed what the earlier fit missed: pingpong with narrow tiles
-    (its own penalty, `pp_narrow`), cluster split-K (a costlier reduce, clusters of 3+ filling fewer
-    SMs: `cluster_fill`, `reduce_growth`). The random-shape benchmark (bench_gemm.py --random, other
-    seeds) is the held-out measure."""
+    `benchmarks/fit_gemm_model.py --fit --random` on 1684 timed samples: 552 options alternatives
+    in 78 groups timed together on one lease (30 on the sweep's shapes, 48 on shapes drawn at run
+    time from seeds 101 and 102 by `bench_gemm_options.py --random`), the sweeps' configurations
+    since 2026-12-01T14, the tuned table's winners, and the random-shape benchmark's picks (592,
+    seeds 7-14). Least squares on log time plus the log times relative to each drawn group's mean
+    (what ranking alternatives needs), Nelder-Mead within physical bounds. Log-time rms error
+    0.150 (median |error| 10%); its pick is within 3% of the measured best in 57 of 78 groups,
+    1.029x the best's time in geomean (before `misaligned`: 53 of 78, 1.037x).
 
-    launch_us: float = 0.2557  # a launch's fixed GPU time (first block start, last block end)
+    `misaligned` (1.50) came from the drawn shapes: with both operands' rows off the 128-byte
+    line, our time over the model's grew with the tile's bytes per flop (1.1x at 128 x 256,
+    1.5-1.8x at 128 x 128 and 256 x 96) while aligned shapes sat at 0.94-1.0. Fitted without the
+    random-shape records, the term alone cut the log-time rms on seeds 12-14's picks (held out)
+    from 0.164 to 0.138. `benchmarks/probe_gemm_alignment.py` measures the effect directly.
+    Earlier, drawn shapes showed pingpong with narrow tiles (`pp_narrow`) and cluster split-K (a
+    costlier reduce, clusters of 3+ filling fewer SMs: `cluster_fill`, `reduce_growth`). The
+    random-shape benchmark on seeds not fitted on is the held-out measure."""
+
+    launch_us: float = 0.2685  # a launch's fixed GPU time (first block start, last block end)
     eff_two: float = 1.003  # tensor-core efficiency: two consumer warpgroups (tile_m 128, 256)
-    eff_one: float = 0.8643  # one consumer (tile_m 64)
+    eff_one: float = 0.9058  # one consumer (tile_m 64)
     eff_pingpong: float = 1  # pingpong: consumers alternate whole tiles
-    narrow: float = 1.687  # tensor-core time * (1 + narrow / tile_n): narrow tiles feed the wgmma worse
-    latency_us: float = 1.104  # a slot's load round trip: stages / latency bounds the step rate
-    sm_bw: float = 103135.3  # L2 -> SM bytes per us of one block
-    step_us: float = 0.01174  # fixed cost per k-step (barrier waits, issue)
-    tile_us: float = 4.828  # per tile, one tile per block: prologue and the epilogue's store
-    persist_tile_us: float = 0.6892  # per tile, persistent (the epilogue overlaps the next tile's loads)
-    pingpong_tile_us: float = 0.7396  # per tile, pingpong
-    stream_k_us: float = 5.871  # stream-K's partial tiles: park ~2 us + sum ~2 us
-    cluster_reduce_us: float = 4.156  # split-K summed in the cluster (per 128 x 128 f32 tile)
-    workspace_us: float = 1.185  # split-K's second kernel: its launch
-    dram_bw: float = 4207422.8  # DRAM bytes per us (4.04 TB/s copy)
-    multicast: float = 0.976  # tensor-core time factor of a multicast pair (cta-scope peer arrivals)
-    swap_us: float = 0.05929  # per 128 x 128 tile, swap-AB's transposed stores from the registers
-    overlap: float = 0.2785  # share of the shorter of compute and DRAM time that does not overlap the longer
-    pp_narrow: float = 9.861  # pingpong's narrow-tile penalty (one consumer's wgmma at a time): * (1 + pp_narrow / tile_n)
+    narrow: float = 1.502  # tensor-core time * (1 + narrow / tile_n): narrow tiles feed the wgmma worse
+    latency_us: float = 1.169  # a slot's load round trip: stages / latency bounds the step rate
+    sm_bw: float = 112100.2  # L2 -> SM bytes per us of one block
+    step_us: float = 0.008097  # fixed cost per k-step (barrier waits, issue)
+    tile_us: float = 4.612  # per tile, one tile per block: prologue and the epilogue's store
+    persist_tile_us: float = 0.7708  # per tile, persistent (the epilogue overlaps the next tile's loads)
+    pingpong_tile_us: float = 0.222  # per tile, pingpong
+    stream_k_us: float = 6.326  # stream-K's partial tiles: park ~2 us + sum ~2 us
+    cluster_reduce_us: float = 4.255  # split-K summed in the cluster (per 128 x 128 f32 tile)
+    workspace_us: float = 2.169  # split-K's second kernel: its launch
+    dram_bw: float = 4205872.3  # DRAM bytes per us (4.04 TB/s copy)
+    multicast: float = 0.9829  # tensor-core time factor of a multicast pair (cta-scope peer arrivals)
+    swap_us: float = 0.05422  # per 128 x 128 tile, swap-AB's transposed stores from the registers
+    overlap: float = 0.3404  # share of the shorter of compute and DRAM time that does not overlap the longer
+    pp_narrow: float = 9.517  # pingpong's narrow-tile penalty (one consumer's wgmma at a time): * (1 + pp_narrow / tile_n)
     cluster_fill: float = 0.8864  # share of the SMs that clusters of 3+ split-K blocks occupy at once
-    reduce_growth: float = 0.1273  # cluster split-K's reduce grows by this share per split past 2
+    reduce_growth: float = 0.2189  # cluster split-K's reduce grows by this share per split past 2
+    misaligned: float = 1.495  # L2 -> SM cost per byte of an operand whose row pitch is not a multiple of 128 bytes
 
     def as_vector(self) -> list[float]:
         return [getattr(self, f.name) for f in dataclasses.fields(self)]
@@ -258,7 +264,11 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
     t_mma = 2.0 * tm * tn * tk / (rate * eff) * (1.0 + (c.pp_narrow if pingpong else c.narrow) / tn)
     if cluster_m > 1:
         t_mma *= c.multicast
-    stage_bytes = (tm + (tn / cluster_m)) * tk * isz
+    rows_a, rows_b = _misaligned_rows(p)
+    if swap:
+        rows_a, rows_b = rows_b, rows_a
+    stage_bytes = (tm * (c.misaligned if rows_a else 1.0) + tn / cluster_m * (c.misaligned if rows_b else 1.0)) \
+        * tk * isz
     t_load = max(stage_bytes / c.sm_bw, c.latency_us / stages)
     t_step = max(t_mma, t_load) + c.step_us
 
@@ -301,6 +311,16 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
     if split > 1 and reduce == "workspace":  # the second kernel reads the partials, writes C
         t += c.workspace_us + (split * m * n * 4 + m * n * osz) / c.dram_bw
     return t + _padding_us(p, c)
+
+
+def _misaligned_rows(p: Problem) -> tuple[bool, bool]:
+    """Whether A's and B's rows start off the 128-byte lines a k-step's box rows span (a row pitch
+    not a multiple of 128 bytes): such a box row touches two lines, and the records show the loads
+    of those operands running slower (`Constants.misaligned`)."""
+    isz = ITEMSIZE[p.dtype]
+    a = (p.k * isz) % SWIZZLE != 0
+    b = (p.k if p.transpose_b else p.n) * isz % SWIZZLE != 0
+    return a, b
 
 
 def _first_tile_us(tiles: int, later_tile_us: float, c: Constants) -> float:

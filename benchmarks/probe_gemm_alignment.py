@@ -1,0 +1,92 @@
+"""Does a row pitch off the 128-byte line slow our GEMM's loads, and cuBLAS's? A probe, GPU only.
+
+The random-shape records (seeds 12-14) split by whether the operands' row pitch is a multiple of
+128 bytes (k % 64 for A and B (n, k), n % 64 for B (k, n), bf16): on compute-bound problems with
+both rows off the line, our time over the model's grows with the tile's bytes per flop (1.1x at
+128 x 256, 1.5-1.8x at 128 x 128 and 256 x 96), while aligned ones sit at 0.94-1.0. cuBLAS reads
+the same memory. This probe measures the effect directly: each configuration runs on k = K0
+(aligned), on K0 + 8 and K0 + 40 (rows off the line) and on K0 + 64 (aligned, the same number of
+k-steps as the two before it), B (n, k); and with B (k, n) on n off the line. Every variant of a
+shape runs in the same interleaved rounds as cuBLAS (bench_gemm_options.measure: outputs poisoned,
+checked against an f32 matmul, then timed). The ratio that answers the question is a config's
+time at K0 + 40 over its time at K0 + 64 (same k-steps, same tiles); the record also feeds
+`fit_gemm_model.py` (its groups are options groups).
+
+Run on a GPU machine:  python benchmarks/probe_gemm_alignment.py [--rounds 4]
+Writes `gemm_options_<time>_<commit>.json` (notes: probe "alignment") and prints a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from bench_gemm_options import measure, name_of
+from common import GpuSampler, table, write_record
+from gemm_sweep import Problem
+
+K0 = 4096
+N0 = 2816
+# (tile_m, tile_n, more): the tiles of the worst drawn shapes and the 128 x 256 that held up
+CONFIGS_NT = [
+    {"tile_m": 128, "tile_n": 128, "persistent": True},
+    {"tile_m": 256, "tile_n": 96, "persistent": True},
+    {"tile_m": 128, "tile_n": 192, "persistent": True},
+    {"tile_m": 128, "tile_n": 256, "persistent": True},
+    {"tile_m": 256, "tile_n": 128, "persistent": True, "cluster_m": 2},
+]
+CONFIGS_NN = [c for c in CONFIGS_NT if c["tile_n"] in (128, 192, 256)]
+
+
+def variants() -> list[tuple[str, Problem, list[dict]]]:
+    """(label, problem, configs): B (n, k) with k on and off the line; B (k, n) with k, then n."""
+    out = []
+    for dk in (0, 8, 40, 64):
+        out.append((f"nt k+{dk}", Problem(2048, N0, K0 + dk, True, "alignment"), CONFIGS_NT))
+    for dk in (0, 40, 64):  # A's rows off the line (m 2056 keeps the keys apart from the nt ones)
+        out.append((f"nn k+{dk}", Problem(2056, N0, K0 + dk, False, "alignment"), CONFIGS_NN))
+    for dn in (8, 40, 64):  # B's rows off the line
+        out.append((f"nn n+{dn}", Problem(2056, N0 + dn, K0, False, "alignment"), CONFIGS_NN))
+    return out
+
+
+def main() -> None:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=4)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    figures: dict = {}
+    times: dict[tuple[str, str], float] = {}
+    with GpuSampler() as gpu:
+        for label, p, configs in variants():
+            figures[f"gemm_options_bf16_{p.key}_transpose_b"] = p.transpose_b
+            measure("bf16", p, configs, args.rounds, figures)
+            for config in [{}] + configs:
+                tflops = figures.get(f"gemm_options_bf16_{p.key}_{name_of(config)}_tflops")
+                if tflops:
+                    times[(label, name_of(config))] = p.flops / tflops / 1e9
+            times[(label, "cublas")] = p.flops / figures[f"gemm_options_bf16_{p.key}_cublas_tflops"] / 1e9
+            torch.cuda.empty_cache()
+    # off the line over on it, the same k-steps (K0 + 64 has as many as K0 + 8 and K0 + 40)
+    rows = [("config", "nt k+8 / k+64", "nt k+40 / k+64", "nn k+40 / k+64", "nn n+8 / n+64", "nn n+40 / n+64")]
+    for name in ["cublas"] + [name_of(c) for c in CONFIGS_NT]:
+        cells = []
+        for off, on in (("nt k+8", "nt k+64"), ("nt k+40", "nt k+64"), ("nn k+40", "nn k+64"),
+                        ("nn n+8", "nn n+64"), ("nn n+40", "nn n+64")):
+            if (off, name) in times and (on, name) in times:
+                ratio = times[(off, name)] / times[(on, name)]
+                figures[f"gemm_alignment_{name}_{off.replace(' ', '_').replace('+', 'p')}_over_aligned"] = ratio
+                cells.append(f"{ratio:.3f}")
+            else:
+                cells.append("-")
+        rows.append((name, *cells))
+    notes = {"probe": "alignment", "rounds": args.rounds, "k0": K0, "n0": N0,
+             "wall_s": round(time.perf_counter() - start, 1)}
+    print(f"record: {write_record('gemm_options', figures, notes, sampler=gpu)}")
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
