@@ -134,21 +134,28 @@ def sweep_samples(results: Path, since: str) -> list[Sample]:
     return samples
 
 
-def random_samples(results: Path) -> list[Sample]:
-    """The random-shape benchmark's bf16 shapes (`gemm_random_*.json`): each shape's configuration
-    (the model's pick) and our kernel-only time. Fitting on them makes the constants answer for
-    the shapes users bring, not the tuned sweep's; the held-out check is then a new seed."""
+def random_samples(results: Path, fp8: bool = False) -> list[Sample]:
+    """The random-shape benchmark's shapes: bf16 (`gemm_random_*.json`, both layouts), or with
+    `fp8` FP8 with per-tensor scales (`gemm_fp8_random_*.json`, B (n, k); the block-scaled kernel
+    has no configuration to choose): each shape's configuration (the model's pick) and our
+    kernel-only time. Fitting on the bf16 ones makes the constants answer for the shapes users
+    bring, not the tuned sweep's; the FP8 ones are left out of the fit and scored as a held-out
+    check, and a new seed is the other."""
     samples = []
-    for path in sorted(results.glob("gemm_random_2026-*.json")):
-        figures = json.loads(path.read_text())["figures"]
-        for key, config in figures.items():
-            m = re.match(r"gemm_random_seed(\d+)_(\d+)x(\d+)x(\d+)_(n[nt])_config$", key)
-            us = figures.get(key.replace("_config", "_ours_us"))
-            if not m or not isinstance(config, dict) or not us:
-                continue
-            settings = {k: v for k, v in config.items() if k not in ("source", "model_us")}
-            p = model.Problem(int(m[2]), int(m[3]), int(m[4]), transpose_b=m[5] == "nt")
-            samples.append(Sample(p, settings, float(us), f"{path.name}:{m[0]}"))
+    patterns = (("gemm_random_2026-*.json", r"gemm_random_seed(\d+)_(\d+)x(\d+)x(\d+)_(n[nt])_config$", "bfloat16"),
+                ("gemm_fp8_random_2026-*.json", r"gemm_fp8_tensor_random_seed(\d+)_(\d+)x(\d+)x(\d+)()_config$",
+                 "float8_e4m3fn"))
+    for pattern, key_re, dtype in patterns[1:] if fp8 else patterns[:1]:
+        for path in sorted(results.glob(pattern)):
+            figures = json.loads(path.read_text())["figures"]
+            for key, config in figures.items():
+                m = re.match(key_re, key)
+                us = figures.get(key.replace("_config", "_ours_us"))
+                if not m or not isinstance(config, dict) or not us:
+                    continue
+                settings = {k: v for k, v in config.items() if k not in ("source", "model_us")}
+                p = model.Problem(int(m[2]), int(m[3]), int(m[4]), transpose_b=m[5] != "nn", dtype=dtype)
+                samples.append(Sample(p, settings, float(us), f"{path.name}:{m[0]}"))
     return samples
 
 
@@ -264,7 +271,7 @@ def fit(samples: list[Sample], options: list[Sample], c0: model.Constants, iters
 
 def report(label: str, samples: list[Sample], options: list[Sample], c: model.Constants) -> dict:
     r = residuals(samples, c)
-    rank = ranking(options, c)
+    rank = ranking(options, c) if options else {}
     out = {"samples": len(samples), "rms_log_error": float(np.sqrt(np.mean(r * r))),
            "median_abs_error": float(np.exp(np.median(np.abs(r))) - 1), **{k: v for k, v in rank.items()
                                                                              if k != "rows"}}
@@ -295,11 +302,14 @@ def main() -> None:
         samples += random_samples(results)
     print(f"{len(options)} option samples, {len(samples)} in all")
     rank = report("model.CONSTANTS", samples, options, model.CONSTANTS)
+    held_out = random_samples(results, fp8=True)
+    report("model.CONSTANTS on FP8 drawn picks (not fitted on)", held_out, [], model.CONSTANTS)
     c = model.CONSTANTS
     if args.fit:
         ranked_groups = [s for s in options if s.drawn] if args.rank_drawn else options
         c = fit(samples, ranked_groups or options, c, args.iters)
         rank = report("fitted", samples, options, c)
+        report("fitted on FP8 drawn picks (not fitted on)", held_out, [], c)
         print(c)
     if args.rows:
         for row in rank["rows"]:

@@ -277,6 +277,31 @@ def test_options_on_drawn_shapes_time_every_family_and_read_back_as_samples(tmp_
     assert layouts == {(p.m, p.n, p.k): p.transpose_b for _, p, _ in cases}
 
 
+def test_drawn_shape_records_read_back_per_dtype(tmp_path):
+    # fit_gemm_model: bench_gemm.py --random's bf16 picks are fitted on; its FP8 per-tensor picks
+    # are the held-out check (B (n, k), FP8 problems); block-scaled ones have nothing to choose.
+    import json
+
+    from fit_gemm_model import random_samples
+
+    config = {"tile_m": 128, "tile_n": 256, "persistent": True, "source": "model", "model_us": 9.0}
+    (tmp_path / "gemm_random_2026-12-04T000000Z_test.json").write_text(json.dumps({"figures": {
+        "gemm_random_seed12_100x4104x4136_nn_config": config, "gemm_random_seed12_100x4104x4136_nn_ours_us": 10.0,
+        "gemm_random_seed12_64x512x512_nt_config": config, "gemm_random_seed12_64x512x512_nt_ours_us": 5.0}}))
+    (tmp_path / "gemm_fp8_random_2026-12-04T000000Z_test.json").write_text(json.dumps({"figures": {
+        "gemm_fp8_tensor_random_seed12_300x4096x4160_config": config,
+        "gemm_fp8_tensor_random_seed12_300x4096x4160_ours_us": 7.0,
+        "gemm_fp8_block_random_seed12_300x4096x4224_config": {"tile_m": 128, "tile_n": 128},
+        "gemm_fp8_block_random_seed12_300x4096x4224_ours_us": 8.0}}))
+    bf16 = random_samples(tmp_path)
+    assert sorted((s.problem.m, s.problem.transpose_b, s.problem.dtype, s.us) for s in bf16) == [
+        (64, True, "bfloat16", 5.0), (100, False, "bfloat16", 10.0)]
+    assert all("source" not in s.config and "model_us" not in s.config for s in bf16)
+    [fp8] = random_samples(tmp_path, fp8=True)
+    assert (fp8.problem.k, fp8.problem.transpose_b, fp8.problem.dtype, fp8.us) == (4160, True, "float8_e4m3fn", 7.0)
+    assert model._misaligned_rows(fp8.problem) == (True, True)  # 4160 FP8 bytes: half a line over
+
+
 def test_nvidia_heuristics_estimate_our_configurations_or_say_they_cannot():
     # benchmarks/compare_gemm_models.py scores NVIDIA's model on our timed records: a configuration
     # it models gets a positive time that grows with the problem; one it does not (a 136-wide tile)
