@@ -114,12 +114,15 @@ def build_fp8(mode: str, m: int, n: int, k: int, transpose_b: bool) -> tuple[dic
     from mgpu_lab.kernels.gemm.fp8 import FP8
 
     t0 = time.perf_counter()
-    if mode == "block":  # make_fp8_block_scaled_gemm has one tiling of its own, no model
-        config = {"tile_m": 128, "tile_n": 128, "persistent": False, "source": "fp8_block defaults"}
+    kern = make_fp8_kernel(mode, m, n, k)
+    elapsed = time.perf_counter() - t0
+    if mode == "block":  # its own defaults (block_tiles, choose_split_k): what the built kernel's tiling says
+        t = kern.program.notes["tiling"]
+        config = {"tile_m": t.tile_m, "tile_n": t.tile_n, "persistent": t.persistent, "split_k": t.split_k,
+                  "source": "fp8_block defaults"}
     else:
         config = gemm_config(m, n, k, transpose_b=transpose_b, dtype=FP8, table=False)
-    make_fp8_kernel(mode, m, n, k)
-    return config, time.perf_counter() - t0
+    return config, elapsed
 
 
 # --------------------------------------------------------------------------- scales and references

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from gemm_fp8_random import (  # noqa: E402
     BLOCK,
     block_scale_shapes,
+    build_fp8,
     fp8_random_problems,
     fp8_reference,
     fp8_shape,
@@ -96,3 +97,12 @@ def test_block_reference_dequantizes_each_128_block():
     torch.testing.assert_close(fp8_reference("block", a, b, sa, sb), want, rtol=1e-5, atol=1e-4)
     tensor = fp8_reference("tensor", a, b, torch.tensor([0.5]), torch.tensor([0.25]))
     torch.testing.assert_close(tensor, (a.float() @ b.float().T) * 0.125)
+
+
+@pytest.mark.parametrize("shape, want", [((8, 912, 24704), {"tile_m": 64, "tile_n": 32, "split_k": 4}),
+                                         ((2200, 2784, 4992), {"tile_m": 128, "tile_n": 128, "split_k": 1})])
+def test_block_records_name_the_tiling_that_ran(shape, want):
+    """The record's configuration is the built kernel's (block_tiles' pick, the automatic split),
+    not a constant: records before this named 128 x 128 for every block-scaled shape."""
+    config, seconds = build_fp8("block", *shape, True)
+    assert {key: config[key] for key in want} == want and config["persistent"] is False and seconds > 0
