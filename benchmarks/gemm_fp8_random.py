@@ -100,26 +100,27 @@ def tag(seed: int, mode: str, p: Problem) -> str:
     return f"gemm_fp8_{mode}_random_seed{seed}_{p.key}"
 
 
-def make_fp8_kernel(mode: str, m: int, n: int, k: int) -> Any:
-    """Our FP8 kernel of the mode: per-tensor (configured by the model) or block-scaled (its defaults)."""
+def make_fp8_kernel(mode: str, m: int, n: int, k: int, **options: Any) -> Any:
+    """Our FP8 kernel of the mode: per-tensor (configured by the model) or block-scaled (its
+    defaults); `options` (tile_m, persistent, ...) override the defaults."""
     from mgpu_lab.kernels.gemm import make_fp8_block_scaled_gemm, make_fp8_gemm
 
-    return make_fp8_block_scaled_gemm(m, n, k) if mode == "block" else make_fp8_gemm(m, n, k)
+    return make_fp8_block_scaled_gemm(m, n, k, **options) if mode == "block" else make_fp8_gemm(m, n, k, **options)
 
 
-def build_fp8(mode: str, m: int, n: int, k: int, transpose_b: bool) -> tuple[dict, float]:
+def build_fp8(mode: str, m: int, n: int, k: int, transpose_b: bool, **options: Any) -> tuple[dict, float]:
     """In a pool worker: the configuration and the host time of the cold build (which fills the
-    on-disk kernel cache for the timing process)."""
+    on-disk kernel cache for the timing process). `options`: a configuration other than the default."""
     from mgpu_lab.kernels.gemm.configs import gemm_config
     from mgpu_lab.kernels.gemm.fp8 import FP8
 
     t0 = time.perf_counter()
-    kern = make_fp8_kernel(mode, m, n, k)
+    kern = make_fp8_kernel(mode, m, n, k, **options)
     elapsed = time.perf_counter() - t0
-    if mode == "block":  # its own defaults (block_tiles, choose_split_k): what the built kernel's tiling says
+    if mode == "block" or options:  # block_tiles' pick and the automatic split, or given: the tiling built
         t = kern.program.notes["tiling"]
         config = {"tile_m": t.tile_m, "tile_n": t.tile_n, "persistent": t.persistent, "split_k": t.split_k,
-                  "source": "fp8_block defaults"}
+                  "source": "given" if options else "fp8_block defaults"}
     else:
         config = gemm_config(m, n, k, transpose_b=transpose_b, dtype=FP8, table=False)
     return config, elapsed
@@ -242,8 +243,9 @@ def fp8_scales(mode: str, p: Problem, seed: int) -> tuple[Any, Any]:
 # --------------------------------------------------------------------------- one shape
 
 def time_fp8_problem(seed: int, mode: str, p: Problem, built: tuple[dict, float], figures: dict, rows: list,
-                     rounds: int, sampler_cls: Any) -> float | None:
-    """Check and time one problem; its kernel-only ratio (_scaled_mm time / ours), None when wrong."""
+                     rounds: int, sampler_cls: Any, options: dict | None = None, name: str | None = None) -> float | None:
+    """Check and time one problem; its kernel-only ratio (_scaled_mm time / ours), None when wrong.
+    `options` build a configuration other than the default (keys under `name`)."""
     import numpy as np
     import torch
 
@@ -251,9 +253,9 @@ def time_fp8_problem(seed: int, mode: str, p: Problem, built: tuple[dict, float]
     from mgpu_lab.builder.dtypes import numpy_dtype
 
     config, cold_s = built
-    name = tag(seed, mode, p)
+    name = name or tag(seed, mode, p)
     t0 = time.perf_counter()
-    kern = make_fp8_kernel(mode, p.m, p.n, p.k)
+    kern = make_fp8_kernel(mode, p.m, p.n, p.k, **(options or {}))
     figures.update({f"{name}_build_s": time.perf_counter() - t0, f"{name}_cold_build_s": cold_s,
                     f"{name}_config": config})
     shape_seed = seed * 100_003 + p.m + 7 * p.n + 13 * p.k

@@ -62,7 +62,10 @@ def test_fp8_gemm_float32_output_and_epilogue(rng):
                                             (8, 3584, 11008, {}), (300, 2000, 1024, {}),  # the model's tiles (64x32, 128x64)
                                             (8, 912, 24704, {}),  # split K in 4: a cluster sums the scaled partials
                                             (40, 640, 5000, {"tile_m": 64, "tile_n": 64, "split_k": 3}),  # a K tail
-                                            (130, 256, 3072, {"tile_m": 128, "tile_n": 128, "split_k": 2})])
+                                            (130, 256, 3072, {"tile_m": 128, "tile_n": 128, "split_k": 2}),
+                                            # persistent blocks, several tiles each (probe_fp8_block_tiles times them)
+                                            (2048, 2304, 1024, {"tile_m": 128, "tile_n": 128, "persistent": True}),
+                                            (1536, 2112, 768, {"tile_m": 256, "tile_n": 64, "persistent": True})])
 def test_fp8_block_scaled_gemm(m, n, k, tiles, rng):
     assert block_scaled_error(m, n, k, tiles, rng) <= 1e-2  # fp32 promotion every 128: bf16 rounding dominates
 

@@ -1,0 +1,78 @@
+"""Which tilings should the block-scaled FP8 GEMM take on large shapes? A probe, GPU only.
+
+On drawn shapes (seeds 12-13) the block-scaled kernel's large shapes ran 0.58-0.73x
+`torch._scaled_mm` with the same float32 block scales, all in one-tile-per-block 128 x 128 tiles
+(`block_tiles` offers the model only non-persistent tiles: persistent blocks were never measured
+with this mainloop). Here each shape runs its default and the alternatives the kernel can take
+(tile_n at most 128: a tile sits inside one 128-column scale block; 256 x 128 would hold two
+128 x 128 f32 tiles per consumer and spill): 128 x 128 and 256 x 64 one tile per block and
+persistent, 64 x 128 persistent. Each configuration is checked against the dequantized f32
+product (outputs poisoned), then timed against `_scaled_mm` in interleaved rounds
+(gemm_fp8_random.time_fp8_problem), so every ratio has its own peer timings beside it.
+
+Run on a GPU machine:  python benchmarks/probe_fp8_block_tiles.py [--rounds 3]
+Writes `gemm_fp8_block_tiles_<time>_<commit>.json` and prints a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from common import GpuSampler, table, write_record
+from gemm_fp8_random import build_fp8, time_fp8_problem
+from gemm_random import describe
+from gemm_sweep import Problem
+
+SEED = 0  # scales and operands: fresh per shape from this seed (time_fp8_problem's shape seed)
+SHAPES = [  # the slowest large drawn shapes (seeds 12-13) and two DeepSeek-V3-like projections
+    Problem(2496, 9504, 25728, True, "drawn s13 0.575x"), Problem(8552, 4096, 18944, True, "drawn s13 0.639x"),
+    Problem(5596, 3696, 4096, True, "drawn s13 0.694x"), Problem(2200, 2784, 4992, True, "drawn s12 0.646x"),
+    Problem(4096, 7168, 2048, True, "dsv3-like"), Problem(4096, 2112, 7168, True, "dsv3-like"),
+]
+CONFIGS = [
+    {},  # the default
+    {"tile_m": 128, "tile_n": 128, "persistent": False},
+    {"tile_m": 128, "tile_n": 128, "persistent": True},
+    {"tile_m": 256, "tile_n": 64, "persistent": False},
+    {"tile_m": 256, "tile_n": 64, "persistent": True},
+    {"tile_m": 64, "tile_n": 128, "persistent": True},
+]
+
+
+def name_of(config: dict) -> str:
+    if not config:
+        return "default"
+    return f"{config['tile_m']}x{config['tile_n']}" + ("_persistent" if config.get("persistent") else "")
+
+
+def main() -> None:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    figures: dict = {}
+    rows = [("shape", "label", "ours us", "scaled_mm us", "ratio", "peer", "config", "rel err")]
+    for p in SHAPES:
+        for config in CONFIGS:
+            name = f"gemm_fp8_block_tiles_{p.key}_{name_of(config)}"
+            try:
+                built = build_fp8("block", p.m, p.n, p.k, True, **config)
+            except ValueError as e:  # a tiling the kernel refuses for this shape
+                figures[f"{name}_error"] = str(e)
+                rows.append((p.key, p.label, "", "", "refused", "", name_of(config), str(e)[:40]))
+                continue
+            ratio = time_fp8_problem(SEED, "block", p, built, figures, rows, args.rounds, GpuSampler,
+                                     options=config, name=name)
+            if ratio is not None:
+                rows[-1] = (*rows[-1][:6], f"{name_of(config)}: {describe(built[0])}", rows[-1][7])
+            torch.cuda.empty_cache()
+    notes = {"probe": "fp8 block tiles", "rounds": args.rounds, "wall_s": round(time.perf_counter() - start, 1)}
+    print(f"record: {write_record('gemm_fp8_block_tiles', figures, notes)}")
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
