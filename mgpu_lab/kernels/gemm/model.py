@@ -84,8 +84,10 @@ class Constants:
     1.5-1.8x at 128 x 128 and 256 x 96) while aligned shapes sat at 0.94-1.0. Fitted without the
     random-shape records, the term alone cut the log-time rms on seeds 12-14's picks (held out)
     from 0.164 to 0.138; on the FP8 per-tensor drawn picks, never fitted on (96, seeds 7, 12, 13),
-    these constants score 0.130 against 0.155 before. `benchmarks/probe_gemm_alignment.py` measures the effect directly.
-    Earlier, drawn shapes showed pingpong with narrow tiles (`pp_narrow`) and cluster split-K (a
+    these constants score 0.130 against 0.155 before. `benchmarks/probe_gemm_alignment.py`
+    measures the effect directly. Tried and left out: a DRAM latency bound (bytes in flight over a
+    fitted latency), for narrow tiles over few rows that run 1.1-1.5x the estimate; held out it
+    scored 0.130 against 0.134 on seeds 13-14 and 0.136 against 0.129 on FP8. Earlier, drawn shapes showed pingpong with narrow tiles (`pp_narrow`) and cluster split-K (a
     costlier reduce, clusters of 3+ filling fewer SMs: `cluster_fill`, `reduce_growth`). The
     random-shape benchmark on seeds not fitted on is the held-out measure."""
 
