@@ -110,12 +110,14 @@ def test_configs():
     ({"tile_n": 96}, r"tile_n must be one of \(32, 64, 128, 192, 256\) .*got 96"),
     ({"tile_n": 40, "transpose_b": True}, r"tile_n must be a multiple of 16 from 16 to 256 \(B \(n, k\)\), got 40"),
     ({"tile_n": 272, "transpose_b": True}, r"tile_n must be a multiple of 16 from 16 to 256 \(B \(n, k\)\), got 272"),
-    ({"swap_ab": True}, r"swap_ab=True .* needs transpose_b=True \(B an \(n, k\) array\), got transpose_b=False"),
     ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 64, "persistent": True},
-     r"swap_ab=True .* needs transpose_b=True, one tile per block and the cluster split-K reduce; .*persistent=True"),
+     r"swap_ab=True .* needs one tile per block and the cluster split-K reduce; got persistent=True"),
+    ({"swap_ab": True, "tile_m": 64, "tile_n": 64, "persistent": True},
+     r"swap_ab=True .* needs one tile per block and the cluster split-K reduce; got persistent=True"),
     ({"swap_ab": "yes", "transpose_b": True, "tile_m": 64, "tile_n": 64}, r"swap_ab must be True or False, got 'yes'"),
     ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 36},
-     r"tile_n must be a multiple of 8 from 8 to 256 \(B \(n, k\), swap_ab\), got 36"),
+     r"tile_n must be a multiple of 8 from 8 to 256 \(swap_ab\), got 36"),
+    ({"swap_ab": True, "tile_m": 64, "tile_n": 36}, r"tile_n must be a multiple of 8 from 8 to 256 \(swap_ab\), got 36"),
     ({"swap_ab": True, "transpose_b": True, "tile_m": 256, "tile_n": 168},
      r"swap_ab=True with tile_m=256 keeps a 128 x tile_n f32 accumulator per consumer; tile_n must be at most 160 "
      r"to fit in registers, got 168"),
@@ -174,6 +176,32 @@ def test_swap_ab_tiles_the_transposed_product():
     assert any(op.startswith("STG") for op in ops)  # C written from the registers
     # 512 / 64 tiles of B's rows, 2 K slices, one 144-wide tile over A's 129 rows
     assert tuple(spec.grid)[:2] == (8, 2) and tuple(spec.cluster)[:2] == (1, 2)
+
+
+def test_swap_ab_reads_b_k_n_mn_major():
+    """With B (k, n) the swapped GEMM's wgmma A operand is B's columns: 64-column TMA boxes of B,
+    the descriptor's transpose bit set for A (not for A's rows, the K-major B operand); the
+    kernel still takes (A (m, k), B (k, n)) and writes C (m, n)."""
+    k = make_gemm(129, 4096, 4104, swap_ab=True, tile_m=256, tile_n=136, split_k=4)
+    spec = k.compiled.spec
+    assert [tuple(s.shape) for s in spec.inputs] == [(129, 4104), (4104, 4096)]
+    assert [tuple(s.shape) for s in spec.outputs] == [(129, 4096)] and k.name == "gemm_nn_129x4096x4104_swapab"
+    assert_clean(k, r"HGMMA\.64x136x16\.F32\.BF16", tma_store=False)
+    wgmmas = [line for line in k.compiled.ptx.splitlines() if "wgmma.mma_async" in line]
+    assert wgmmas and all(line.rstrip().endswith("p, 1, 1, 1, 0;") for line in wgmmas)  # trans-a 1, trans-b 0
+    plain = make_gemm(129, 4096, 4104, transpose_b=True, swap_ab=True, tile_m=256, tile_n=136, split_k=4)
+    assert all(line.rstrip().endswith("p, 1, 1, 0, 0;") for line in plain.compiled.ptx.splitlines()
+               if "wgmma.mma_async" in line)
+    assert k.compiled.resources.registers == plain.compiled.resources.registers  # the same accumulators
+
+
+def test_swap_ab_with_b_k_n_takes_16_bit_inputs_only():
+    from mgpu_lab.kernels.gemm import resolve_tiling
+
+    with pytest.raises(ValueError, match=r"swap_ab=True with B \(k, n\) reads B as an MN-major wgmma operand, which "
+                                         r"needs 16-bit inputs, got dtype 'float8_e4m3fn'"):
+        resolve_tiling(16, 4096, 4096, transpose_b=False, swap_ab=True, tile_m=64, tile_n=16, dtype="float8_e4m3fn",
+                       input_dtypes=("float8_e4m3fn",))
 
 
 def test_swap_ab_takes_wider_accumulators():

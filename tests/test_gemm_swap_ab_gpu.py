@@ -1,6 +1,7 @@
-"""GPU tests of the GEMM computed as C.T = B @ A.T (swap_ab: B's rows on the wgmma's 64-row
-side, A's few rows as a narrow tile_n, C written transposed from the registers) and of the
-tile widths that are not powers of two (B (n, k) takes any multiple of 16), against a float32
+"""GPU tests of the GEMM computed as C.T = B @ A.T (swap_ab: B's n side on the wgmma's 64-row
+side, from B (n, k) or, MN-major, from B (k, n); A's few rows as a narrow tile_n; C written
+transposed from the registers) and of the tile widths that are not powers of two (B (n, k)
+takes any multiple of 16), against a float32
 matmul on fresh random inputs with C poisoned (NaN) first: a part of C never written, or
 written outside the array's edge into a neighbour, shows up. A file of its own so a fault here
 cannot take the other GEMM tests' CUDA context down."""
@@ -17,16 +18,16 @@ from mgpu_lab.kernels.gemm import make_gemm
 pytestmark = pytest.mark.gpu
 
 
-def _error(m, n, k, rng, out_dtype="bfloat16", **kwargs):
+def _error(m, n, k, rng, out_dtype="bfloat16", transpose_b=True, **kwargs):
     import cupy
 
-    kern = make_gemm(m, n, k, transpose_b=True, out_dtype=out_dtype, **kwargs)
+    kern = make_gemm(m, n, k, transpose_b=transpose_b, out_dtype=out_dtype, **kwargs)
     assert kern.compiled.name.endswith("_swapab") == bool(kwargs.get("swap_ab")), kern.compiled.name
-    a, b = random_operands(m, n, k, rng, transpose_b=True)
+    a, b = random_operands(m, n, k, rng, transpose_b=transpose_b)
     out = poison(cupy, (m, n), out_dtype)
     kern(cupy.asarray(a), cupy.asarray(b), out=out)
-    err = relative_error(host_f32(out), reference(a, b, transpose_b=True))
-    print(f"gemm {m}x{n}x{k} {kwargs}: relative error {err:.3g}")
+    err = relative_error(host_f32(out), reference(a, b, transpose_b=transpose_b))
+    print(f"gemm {m}x{n}x{k} transpose_b={transpose_b} {kwargs}: relative error {err:.3g}")
     return err
 
 
@@ -47,6 +48,20 @@ def _error(m, n, k, rng, out_dtype="bfloat16", **kwargs):
 ])
 def test_swap_ab(m, n, k, tile_m, tile_n, split_k, rng):
     assert _error(m, n, k, rng, swap_ab=True, tile_m=tile_m, tile_n=tile_n, split_k=split_k) <= 1e-2
+
+
+@pytest.mark.parametrize("m, n, k, tile_m, tile_n, split_k", [
+    (16, 6144, 4096, 128, 16, 1),  # decode with B (k, n): B's columns read MN-major as the wgmma A
+    (129, 4096, 4104, 256, 136, 4),  # four 64-column boxes of B per k-step, a K tail, cluster split
+    (129, 2048, 1024, 128, 136, 1),
+    (5, 1000, 256, 64, 8, 1),  # n ragged: the last box of B's columns hangs over the edge
+    (200, 1000, 520, 64, 208, 1),  # ragged everywhere
+    (37, 776, 3000, 128, 48, 5),  # five unequal K slices
+    (129, 257, 72, 64, 144, 1),  # unaligned n: the padded path
+])
+def test_swap_ab_with_b_k_n(m, n, k, tile_m, tile_n, split_k, rng):
+    assert _error(m, n, k, rng, transpose_b=False, swap_ab=True, tile_m=tile_m, tile_n=tile_n,
+                  split_k=split_k) <= 1e-2
 
 
 def test_swap_ab_float32_output(rng):

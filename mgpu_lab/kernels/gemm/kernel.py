@@ -116,7 +116,7 @@ def valid_tile_n(tile_n: Any, transpose_b: bool, swap_ab: bool = False) -> bool:
     (C is written from the registers: no store box; 8 is a wgmma's narrowest N)."""
     if isinstance(tile_n, bool) or not isinstance(tile_n, int):
         return False
-    if not transpose_b:
+    if not transpose_b and swap_ab is not True:  # swapped, tile_n is over A (m, k)'s rows: K-major
         return tile_n in TILE_NS
     step = 8 if swap_ab is True else 16
     return step <= tile_n <= 256 and tile_n % step == 0
@@ -134,10 +134,10 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     check_problem(t.m, t.n, t.k, t.transpose_b)
     choice("tile_m", t.tile_m, TILE_MS, where="gemm")
     if not valid_tile_n(t.tile_n, t.transpose_b, t.swap_ab):
-        if t.transpose_b:
+        if t.b_k_major:
             step = 8 if t.swap_ab is True else 16
-            raise ValueError(f"gemm: tile_n must be a multiple of {step} from {step} to 256 (B (n, k)"
-                             f"{', swap_ab' if step == 8 else ''}), got {t.tile_n!r}")
+            raise ValueError(f"gemm: tile_n must be a multiple of {step} from {step} to 256 ("
+                             f"{'swap_ab' if step == 8 else 'B (n, k)'}), got {t.tile_n!r}")
         raise ValueError(f"gemm: tile_n must be one of {TILE_NS} (B (k, n) loads 64-column boxes; B (n, k) takes "
                          f"any multiple of 16), got {t.tile_n!r}")
 
@@ -175,11 +175,13 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: split_k with dtype {t.dtype!r} needs split_k_reduce='cluster' (its scales apply "
                          f"to the sums), got {t.split_k_reduce!r}")
     flag("swap_ab", t.swap_ab, where="gemm")
-    if t.swap_ab and (not t.transpose_b or t.persistent or t.cluster_m > 1 or t.split_k > 1 and not t.cluster_split):
-        raise ValueError(f"gemm: swap_ab=True (C.T = B @ A.T, written transposed from registers) needs transpose_b=True, "
-                         f"one tile per block and the cluster split-K reduce; got transpose_b={t.transpose_b!r}, "
-                         f"persistent={t.persistent!r}, cluster_m={t.cluster_m!r}, "
-                         f"split_k_reduce={t.split_k_reduce!r} (split_k={t.split_k})")
+    if t.swap_ab and (t.persistent or t.cluster_m > 1 or t.split_k > 1 and not t.cluster_split):
+        raise ValueError(f"gemm: swap_ab=True (C.T = B @ A.T, written transposed from registers) needs one tile per "
+                         f"block and the cluster split-K reduce; got persistent={t.persistent!r}, "
+                         f"cluster_m={t.cluster_m!r}, split_k_reduce={t.split_k_reduce!r} (split_k={t.split_k})")
+    if t.a_mn_major and t.itemsize != 2:
+        raise ValueError(f"gemm: swap_ab=True with B (k, n) reads B as an MN-major wgmma operand, which needs 16-bit "
+                         f"inputs, got dtype {t.dtype!r}; pass B as (n, k) (transpose_b=True)")
     count("group_m", t.group_m, minimum=1, where="gemm")
     if t.stream_k:
         check_stream_k(t)
@@ -214,8 +216,9 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     split is dropped).
     cluster_m: 2 runs persistent blocks in pairs (a (2, 1) cluster) on vertically adjacent tiles,
     each loading half of their common B tile and multicasting it into both (needs persistent=True).
-    swap_ab: True computes C.T = B @ A.T (needs transpose_b=True, no epilogue): B's rows fill the
-    wgmma's 64-row side and A's few rows a narrow tile_n (any multiple of 8), e.g. m = 129 as
+    swap_ab: True computes C.T = B @ A.T (no epilogue; bf16/f16 only with B (k, n), which the wgmma
+    then reads MN-major): B's n side fills the wgmma's 64-row side and A's few rows a narrow tile_n
+    (any multiple of 8), e.g. m = 129 as
     one 136-wide tile instead of two 128-row tiles, one nearly empty; tile_m and tile_n then tile
     C.T (tile_m over n, tile_n over m) and C is written transposed straight from the registers.
     With no epilogue to hold registers, a swapped consumer may keep 128 x 160 f32 (tile_m=256,
@@ -332,9 +335,6 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
         picked = heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)
     if swap_ab is None:
         swap_ab = picked.get("swap_ab", False)
-    if swap_ab is True and not transpose_b:
-        raise ValueError("gemm: swap_ab=True computes C.T = B @ A.T with B as the wgmma A operand, which must be "
-                         "K-major: it needs transpose_b=True (B an (n, k) array), got transpose_b=False")
     tile_m = picked["tile_m"] if tile_m is None else tile_m
     tile_n = picked["tile_n"] if tile_n is None else tile_n
     stages = picked.get("stages") if stages is None else stages
@@ -414,8 +414,10 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     b_sd = dsl.ShapeDtype((t.n, t.k) if t.transpose_b else (t.k, t.n), t.dtype)
     workspace = t.split_k > 1 and not t.cluster_split
     c_sd = dsl.ShapeDtype((t.split_k, t.m, t.n) if workspace else (t.m, t.n), t.out_dtype)
-    if t.swap_ab:  # the caller's A (its m = our n) and B, and C = (our C).T
-        a_sd, b_sd, c_sd = b_sd, a_sd, dsl.ShapeDtype((t.n, t.m), t.out_dtype)
+    if t.swap_ab:  # the caller's A (its m = our n) and B ((n, k) or (k, n): our m is its n), and C = (our C).T
+        a_sd, b_sd = dsl.ShapeDtype((t.n, t.k), t.dtype), dsl.ShapeDtype((t.m, t.k) if t.transpose_b else (t.k, t.m),
+                                                                           t.dtype)
+        c_sd = dsl.ShapeDtype((t.n, t.m), t.out_dtype)
     stream_k = stream_k_inputs(t) if t.stream_k else ()  # the partials' workspace and flags, after the extras
 
     def gemm(ctx, a, b, *refs):

@@ -175,7 +175,7 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                                        "group_m": g}
             if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}
-    if p.transpose_b and p.m <= 256 and not p.epilogue:
+    if p.m <= 256 and not p.epilogue and (p.transpose_b or ITEMSIZE[p.dtype] == 2):
         yield from _swap_candidates(p, k_tiles)
 
 
@@ -202,7 +202,8 @@ def _stream_k_ok(tm: int, tn: int, tiles: int, k_tiles: int, sms: int, cluster_m
 
 
 def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
-    """C.T = B @ A.T: tile_m over n (B's rows), tile_n all of m rounded up to 8 (and 16)."""
+    """C.T = B @ A.T: tile_m over n (B's rows, or with B (k, n) its columns, read MN-major),
+    tile_n all of m rounded up to 8 (and 16)."""
     for width in sorted({_ceil(p.m, 8) * 8, _ceil(p.m, 16) * 16}):
         for tm in (64, 128, 256):
             if (tm // 2 if tm > 64 else tm) * width > MAX_SWAP_AB_ACCUMULATOR:

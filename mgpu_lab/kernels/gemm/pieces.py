@@ -68,14 +68,30 @@ class GemmTiling:
     # 2: persistent blocks work in (2, 1) clusters on vertically adjacent tiles (a "pair"), each
     # block loading half of the shared B tile and multicasting it into both (B traffic from L2 halves)
     cluster_m: int = 1
-    # True: the tiling is of C.T = B @ A.T (m, n: the user's n, m; B (n, k) is the wgmma A operand,
-    # A (m, k) the B operand): a skinny A becomes a narrow tile_n (a multiple of 16) instead of
-    # a mostly empty 64-row wgmma tile; C is written transposed from the registers
+    # True: the tiling is of C.T = B @ A.T (m, n: the user's n, m; B is the wgmma A operand, K-major
+    # from B (n, k) or MN-major from B (k, n), A (m, k) the K-major B operand): a skinny A becomes a
+    # narrow tile_n (a multiple of 8) instead of a mostly empty 64-row wgmma tile; C is written
+    # transposed from the registers
     swap_ab: bool = False
 
     @property
     def itemsize(self) -> int:
         return dtype_itemsize(self.dtype)
+
+    @property
+    def a_mn_major(self) -> bool:
+        """The wgmma A operand is stored (k, m): swap_ab with B (k, n), whose columns are C.T's rows."""
+        return self.swap_ab is True and not self.transpose_b
+
+    @property
+    def b_k_major(self) -> bool:
+        """The wgmma B operand is stored (n, k): B (n, k), or A (m, k) with swap_ab."""
+        return self.transpose_b or self.swap_ab is True
+
+    @property
+    def a_chunk(self) -> int:
+        """Rows per A box of an MN-major A (a_mn_major): one swizzle span of m."""
+        return SWIZZLE // self.itemsize
 
     @property
     def tile_k(self) -> int:
@@ -232,7 +248,7 @@ class GemmTiling:
         one-tile block's epilogue reuses the ring (a Union: the consumers pass a named barrier
         before writing it); a persistent block's has its own buffer."""
         sd = dsl.ShapeDtype
-        if self.transpose_b:
+        if self.b_k_major:
             b_slot = (self.stages, self.tile_n, self.tile_k)
         else:
             b_slot = (self.stages, self.tile_n // self.b_chunk, self.tile_k, self.b_chunk)
@@ -241,7 +257,9 @@ class GemmTiling:
             chunks = sd((self.stages, self.consumers, self.partial_groups, WARPGROUP, 4), "float32",
                         name="stream_k_partials")
             b_ring = dsl.Union([b_ring, chunks])
-        ring = (sd((self.stages, self.tile_m, self.tile_k), self.dtype, name="a_ring"), b_ring)
+        a_slot = (self.stages, self.tile_m // self.a_chunk, self.tile_k, self.a_chunk) if self.a_mn_major else \
+            (self.stages, self.tile_m, self.tile_k)
+        ring = (sd(a_slot, self.dtype, name="a_ring"), b_ring)
         epilogue = sd((self.consumers, self.epilogue_slots, self.consumer_rows, self.out_width), self.out_dtype,
                       name="epilogue")
         if self.cluster_split:
@@ -316,11 +334,16 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
             slot = it % t.stages
             k0 = (kt + k_first) * t.tile_k
             copy = {"barrier": bar, "arrive": False, "swizzle": SWIZZLE, "uniform": False}
-            ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, slot),
-                           gmem_slice=(dsl.ds(row0, t.tile_m), dsl.ds(k0, t.tile_k)), **copy)
+            if t.a_mn_major:  # A (k, m): boxes of k rows by one swizzle span of m, as B (k, n)'s
+                for j in range(t.tile_m // t.a_chunk):
+                    ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, (slot, j)),
+                                   gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(row0 + t.a_chunk * j, t.a_chunk)), **copy)
+            else:
+                ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, slot),
+                               gmem_slice=(dsl.ds(row0, t.tile_m), dsl.ds(k0, t.tile_k)), **copy)
             if t.cluster_m > 1:
                 copy["multicast_mask"] = (1 << t.cluster_m) - 1
-            if t.transpose_b:
+            if t.b_k_major:
                 rows = t.tile_n // t.cluster_m
                 first_row = 0 if t.cluster_m == 1 else rank * rows
                 ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, dsl.ds(first_row, rows))),
@@ -365,8 +388,9 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
     a_smem, b_smem = ring
     lane0 = dsl.lane_idx() == 0
     parts = t.consumer_rows // WGMMA_ROWS  # wgmma row tiles per consumer
-    b_major = "k" if t.transpose_b else "mn"
-    b_swizzle = SWIZZLE if t.transpose_b else t.b_chunk * t.itemsize
+    b_major = "k" if t.b_k_major else "mn"
+    b_swizzle = SWIZZLE if t.b_k_major else t.b_chunk * t.itemsize
+    a_major = "mn" if t.a_mn_major else "k"
     zeros = dsl.WGMMAAccumulator.zeros(t.tile_n)
     width = len(zeros.values)
     initial = tuple(zeros.values) * parts
@@ -397,8 +421,13 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
             b_tile = dsl.memref_slice(b_smem, slot)
             for i in range(parts):
                 row = t.row_offset(wg) + WGMMA_ROWS * i
-                a_tile = dsl.memref_slice(a_smem, (slot, dsl.ds(row, WGMMA_ROWS)))
-                accs[i] = dsl.wgmma(accs[i], a_tile, b_tile, b_major=b_major, swizzle=SWIZZLE, b_swizzle=b_swizzle)
+                if t.a_mn_major:  # the 64 rows are one box of A (k, m) (swap_ab: never pingpong)
+                    chunk = wg * (t.consumer_rows // t.a_chunk) + i
+                    a_tile = dsl.memref_slice(a_smem, (slot, dsl.ds(chunk, 1)))
+                else:
+                    a_tile = dsl.memref_slice(a_smem, (slot, dsl.ds(row, WGMMA_ROWS)))
+                accs[i] = dsl.wgmma(accs[i], a_tile, b_tile, a_major=a_major, b_major=b_major, swizzle=SWIZZLE,
+                                    b_swizzle=b_swizzle)
             dsl.wgmma_commit_group()
             accs = [dsl.wgmma_wait_group(1, acc) for acc in accs]  # the previous k-step is done with its slot
         release(it - 1, kt > 0)
