@@ -28,6 +28,7 @@ KINDS: dict[str, Callable] = {
     "split_k_workspace": functools.partial(make_gemm, 512, 512, 16384, split_k=16, split_k_reduce="workspace"),
     "swap_ab": functools.partial(make_gemm, 129, 1024, 1032, transpose_b=True, tile_m=128, tile_n=144,
                                  swap_ab=True),
+    "swap_ab_b_k_n": functools.partial(make_gemm, 129, 1024, 1032, tile_m=128, tile_n=144, swap_ab=True),
     "padded": functools.partial(make_gemm, 129, 257, 72),
     "padded_split_k_workspace": functools.partial(make_gemm, 129, 257, 1000, tile_m=64, tile_n=64, split_k=3,
                                                   split_k_reduce="workspace"),
