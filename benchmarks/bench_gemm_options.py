@@ -22,6 +22,10 @@ persistent, pingpong, stream-K, multicast, cluster and workspace split-K, swap-A
 samples `fit_gemm_model.py` calibrates and validates the model with on shapes nobody tuned for;
 each problem also records `..._transpose_b`, B's layout.
 
+`--shapes 2048x5632x2048,129x28672x4096:nn` times the model's alternatives on shapes named on
+the command line instead (a model's layers, e.g. the HF benchmark's prefill shapes; B (n, k)
+unless `:nn`).
+
 Writes `gemm_options_<time>_<commit>.json` (under $OUT when set) and prints a table last.
 """
 
@@ -247,6 +251,21 @@ def random_cases(count: int, seed: int, top: int):
             yield "bf16", p, model_alternatives(p, top)
 
 
+def given_cases(shapes: str, top: int):
+    """(dtype, Problem, candidates) of `--shapes` ("2048x5632x2048,129x28672x4096:nn"; B (n, k)
+    unless ":nn"): the model's alternatives on shapes a user names, e.g. a model's layers."""
+    for spec in shapes.split(","):
+        size, _, layout = spec.strip().partition(":")
+        if layout not in ("", "nt", "nn"):
+            raise SystemExit(f"--shapes: {spec!r}: the layout after ':' must be nt or nn")
+        try:
+            m, n, k = (int(x) for x in size.split("x"))
+        except ValueError:
+            raise SystemExit(f"--shapes: {spec!r} is not MxNxK[:nt|:nn]") from None
+        p = Problem(m, n, k, layout != "nn", "given")
+        yield "bf16", p, model_alternatives(p, top)
+
+
 def main() -> None:
     import os
 
@@ -258,14 +277,20 @@ def main() -> None:
     parser.add_argument("--configs", help="comma-separated candidate names to keep (the default always runs), "
                                           "e.g. 128x256_persistent_group4")
     parser.add_argument("--random", type=int, metavar="N", help="N bf16 shapes drawn from --seed instead of CASES")
+    parser.add_argument("--shapes", help="comma-separated MxNxK[:nt|:nn] bf16 shapes (B (n, k) unless :nn): the "
+                                         "model's alternatives on them, as --random does on drawn ones")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--top", type=int, default=4, help="with --random: the model's K best, then one per family")
     parser.add_argument("--budget-s", type=float, default=None,
                         help="start no new problem after this many seconds (the record keeps those done)")
     args = parser.parse_args()
     start = time.perf_counter()
-    if args.random is not None:
+    modelled = args.random is not None or args.shapes is not None
+    if modelled:
         os.environ["MGPU_LAB_GEMM_TABLE"] = "0"  # the default is the model's pick
+    if args.shapes is not None:
+        cases = list(given_cases(args.shapes, args.top))
+    elif args.random is not None:
         cases = list(random_cases(args.random, args.seed, args.top))
     else:
         cases = list(selected_cases(args.only, args.configs))
@@ -277,12 +302,12 @@ def main() -> None:
                 print(f"--budget-s {args.budget_s:g}: {problem.key} and later problems not run", flush=True)
                 break
             figures[f"gemm_options_{dtype}_{problem.key}_transpose_b"] = problem.transpose_b
-            default = model_pick(problem) if args.random is not None else None
+            default = model_pick(problem) if modelled else None
             rows += measure(dtype, problem, candidates, args.rounds, figures, default)
             print(table(rows[-len(candidates) - 1:]), flush=True)
             torch.cuda.empty_cache()
     notes = {"rounds": args.rounds, "only": args.only, "configs": args.configs, "random": args.random,
-             "seed": args.seed if args.random is not None else None, "top": args.top,
+             "seed": args.seed if args.random is not None else None, "shapes": args.shapes, "top": args.top,
              "wall_s": round(time.perf_counter() - start, 1)}
     print(f"record: {write_record('gemm_options', figures, notes, sampler=gpu)}")
     print(table(rows))

@@ -323,3 +323,17 @@ def test_nvidia_heuristics_estimate_our_configurations_or_say_they_cannot():
              Sample(p, {"tile_m": 64, "tile_n": 64}, 300.0, "g")]
     rank = ranking(group, h.estimate_us)  # the 136-wide tile it cannot model is not its pick
     assert rank["groups"] == 1 and rank["pick_over_best_geomean"] == pytest.approx(160.0 / 150.0)
+
+
+def test_options_on_named_shapes_take_both_layouts_and_refuse_bad_specs():
+    # bench_gemm_options --shapes: the model's alternatives on a model's layers (the HF prefill's)
+    from bench_gemm_options import given_cases
+
+    cases = list(given_cases("2048x5632x2048, 129x28672x4096:nn", top=3))
+    assert [(p.m, p.n, p.k, p.transpose_b) for _, p, _ in cases] == [(2048, 5632, 2048, True),
+                                                                      (129, 28672, 4096, False)]
+    assert all(dtype == "bf16" and candidates for dtype, _, candidates in cases)
+    for spec, message in (("2048x2048", r"'2048x2048' is not MxNxK\[:nt\|:nn\]"),
+                          ("2x2x2:tn", r"'2x2x2:tn': the layout after ':' must be nt or nn")):
+        with pytest.raises(SystemExit, match=message):
+            list(given_cases(spec, top=3))
