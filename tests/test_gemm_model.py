@@ -337,3 +337,16 @@ def test_options_on_named_shapes_take_both_layouts_and_refuse_bad_specs():
                           ("2x2x2:tn", r"'2x2x2:tn': the layout after ':' must be nt or nn")):
         with pytest.raises(SystemExit, match=message):
             list(given_cases(spec, top=3))
+
+
+def test_swap_ab_candidates_split_a_few_hundred_rows_evenly():
+    """Past 256 rows, C.T's columns (A's rows) split into 2-4 even tiles: m = 257 as two 136-wide
+    tiles (6% waste), not three 128-row tiles (49%); past SWAP_AB_MAX_M, no swapping."""
+    def widths(m, transpose_b=True):
+        return {c["tile_n"] for c in model.candidates(model.Problem(m, 28672, 8192, transpose_b=transpose_b))
+                if c.get("swap_ab")}
+
+    assert 136 in widths(257) and 136 in widths(257, transpose_b=False) and max(widths(257)) <= 256
+    assert widths(200) >= {200, 208} and 104 in widths(200)  # whole, or two 104-wide tiles
+    assert all(-(-300 // w) <= 4 for w in widths(300))
+    assert not widths(model.SWAP_AB_MAX_M + 1)

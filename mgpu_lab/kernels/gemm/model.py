@@ -51,6 +51,7 @@ SPLIT_WAVES = 2.1  # split-K blocks may take up to about two waves
 GROUP_WAVES = 4  # group_m 16 is tried where the tiles take this many waves or more
 MAX_ACCUMULATOR = 128 * 128  # kernel.MAX_ACCUMULATOR: f32 per consumer warpgroup
 MAX_SWAP_AB_ACCUMULATOR = 128 * 160
+SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2-4 column tiles of C.T)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +176,7 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                                        "group_m": g}
             if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}
-    if p.m <= 256 and not p.epilogue and (p.transpose_b or ITEMSIZE[p.dtype] == 2):
+    if p.m <= SWAP_AB_MAX_M and not p.epilogue and (p.transpose_b or ITEMSIZE[p.dtype] == 2):
         yield from _swap_candidates(p, k_tiles)
 
 
@@ -203,12 +204,19 @@ def _stream_k_ok(tm: int, tn: int, tiles: int, k_tiles: int, sms: int, cluster_m
 
 def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
     """C.T = B @ A.T: tile_m over n (B's rows, or with B (k, n) its columns, read MN-major),
-    tile_n all of m rounded up to 8 (and 16)."""
-    for width in sorted({_ceil(p.m, 8) * 8, _ceil(p.m, 16) * 16}):
+    tile_n all of m, or an even share of it over 2-4 column tiles (m = 257: two 136-wide tiles,
+    not three 128-row ones), rounded up to 8 (and 16), at most 256."""
+    widths = {}
+    for parts in range(1, 5):
+        for step in (8, 16):
+            width = _ceil(_ceil(p.m, parts), step) * step
+            if width <= 256 and _ceil(p.m, width) == parts:
+                widths[width] = parts
+    for width, parts in sorted(widths.items()):
         for tm in (64, 128, 256):
             if (tm // 2 if tm > 64 else tm) * width > MAX_SWAP_AB_ACCUMULATOR:
                 continue
-            tiles = _ceil(p.n, tm)
+            tiles = _ceil(p.n, tm) * parts
             yield {"tile_m": tm, "tile_n": width, "persistent": False, "swap_ab": True}
             if tiles < p.sms:
                 for s in _splits(tiles, k_tiles, p.sms, SPLITS):
