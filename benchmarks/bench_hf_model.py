@@ -18,6 +18,8 @@ build seconds of each shape; the logits compared with torch's (max |ours - torch
 and the normwise relative error; prefill also gives torch's own bf16 error against an f32 copy of
 the model, the noise floor); a phase whose normwise error exceeds --tolerance is not timed; then
 CUDA-event medians over A B B A rounds after warm-up, SM clock and power sampled during the phase.
+After the timing, one more call per side runs under torch.profiler (kernel_breakdown.py): GEMM and
+other kernel time, the GPU's busy time against the span (host-bound gaps), GEMM time per shape.
 
 Ratios are speedups, as the GEMM records: `hf_llama_prefill_4x512_vs_torch` and
 `hf_llama_decode_b<B>_vs_torch` are torch's median time / ours (above 1: ours faster).
@@ -47,6 +49,7 @@ sys.path.insert(1, str(Path(__file__).parent.parent))  # this checkout's mgpu_la
 from common import GpuSampler, interleaved_rounds, table, write_record  # noqa: E402
 from gemm_random import shape_gpu_figures  # noqa: E402
 from hf_linear_routing import GemmFactory, LinearRouter, our_gemm_op  # noqa: E402
+from kernel_breakdown import breakdown_figures, profiled_kernels  # noqa: E402
 
 LLAMA = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=8, num_attention_heads=16,
              num_key_value_heads=4, vocab_size=32000, max_position_embeddings=4096)
@@ -189,6 +192,30 @@ def prefill_phase(s: Setup, figures: dict, rows: list) -> None:
                     f"{name}_ours_tokens_per_s": b * n / result.a_ms * 1e3, **shape_gpu_figures(name, gpu.summary())})
     rows.append((f"prefill {b}x{n}", f"{result.a_ms:.2f} ms", f"{result.b_ms:.2f} ms", f"{speedup:.3f}",
                  f"{errors['max_rel_error']:.1e}", f"{ours_first_s:.1f} s ({len(built)} shapes)"))
+    breakdown(s, name, lambda: s.ours_model(input_ids=ids[0]), lambda: s.torch_model(input_ids=ids[0]), figures)
+
+
+def breakdown(s: Setup, name: str, ours: Callable[[], Any], theirs: Callable[[], Any], figures: dict) -> None:
+    """One more call of each side under torch.profiler (after the timing, so it cannot disturb it):
+    GEMM against other kernel time, the GPU's busy time against the span, GEMM time per shape
+    (kernel_breakdown.py). GPU runs only; --no-breakdown skips it."""
+    if s.device != "cuda" or s.args.no_breakdown:
+        return
+    try:
+        figures.update(breakdown_figures(name, profiled_kernels(ours, s.sync), profiled_kernels(theirs, s.sync)))
+    except Exception as e:  # noqa: BLE001 - a diagnostic: its failure is a figure, not the phase's
+        figures[f"{name}_breakdown_error"] = f"{type(e).__name__}: {e}"
+        return
+    shapes = figures[f"{name}_breakdown_per_shape"]
+    print(f"{name}: GEMM us ours {figures.get(f'{name}_breakdown_ours_gemm_us', 0):.0f}, torch "
+          f"{figures.get(f'{name}_breakdown_torch_gemm_us', 0):.0f}; busy/span ours "
+          f"{figures.get(f'{name}_breakdown_ours_busy_us', 0):.0f}/{figures.get(f'{name}_breakdown_ours_span_us', 0):.0f}"
+          f", torch {figures.get(f'{name}_breakdown_torch_busy_us', 0):.0f}/"
+          f"{figures.get(f'{name}_breakdown_torch_span_us', 0):.0f}")
+    if isinstance(shapes, dict):
+        print(table([("kernel", "calls", "ours us", "torch us", "torch / ours")] + [
+            (k, v["calls"], f"{v['ours_us']:.1f}", f"{v['torch_us']:.1f}", f"{v['torch_over_ours']:.3f}")
+            for k, v in sorted(shapes.items(), key=lambda kv: -kv[1]["ours_us"])]))
 
 
 def _noise_floor(s: Setup, name: str, ids: Any, torch_logits: Any) -> dict[str, float]:
@@ -240,6 +267,8 @@ def decode_phase(s: Setup, batch: int, figures: dict, rows: list) -> None:
     rows.append((f"decode b{batch}, {new_tokens} tokens", f"{result.a_ms / new_tokens:.2f} ms/token",
                  f"{result.b_ms / new_tokens:.2f} ms/token", f"{speedup:.3f}", f"{errors['max_rel_error']:.1e}",
                  f"{ours_first_s:.1f} s ({len(built)} shapes)"))
+    breakdown(s, name, lambda: greedy_decode(s.ours_model, prompts[0], new_tokens),
+              lambda: greedy_decode(s.torch_model, prompts[0], new_tokens), figures)
 
 
 def _first_call_figures(name: str, ours_s: float, torch_s: float, built: dict[str, float]) -> dict:
@@ -283,6 +312,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warm-cache", action="store_true",
                         help="keep the kernel cache (default: an empty one, so first calls build every shape)")
     parser.add_argument("--no-f32-reference", action="store_true", help="skip torch's bf16-vs-f32 noise floor")
+    parser.add_argument("--no-breakdown", action="store_true",
+                        help="skip the per-kernel breakdown (one profiled call per side after each phase's timing)")
     parser.add_argument("--cpu-dry-run", action="store_true",
                         help="a tiny Llama on the CPU, F.linear for our GEMM, wall-clock timing: a smoke test")
     return parser.parse_args(argv)
