@@ -10,7 +10,8 @@ k-steps as the two before it), B (n, k); and with B (k, n) on n off the line. Ev
 shape runs in the same interleaved rounds as cuBLAS (bench_gemm_options.measure: outputs poisoned,
 checked against an f32 matmul, then timed). The ratio that answers the question is a config's
 time at K0 + 40 over its time at K0 + 64 (same k-steps, same tiles); the record also feeds
-`fit_gemm_model.py` (its groups are options groups).
+`fit_gemm_model.py` (its groups are options groups). Last, the time of copying A and B into
+buffers with padded rows: what padding would pay per call for an aligned kernel.
 
 Run on a GPU machine:  python benchmarks/probe_gemm_alignment.py [--rounds 4]
 Writes `gemm_options_<time>_<commit>.json` (notes: probe "alignment") and prints a table last.
@@ -50,6 +51,31 @@ def variants() -> list[tuple[str, Problem, list[dict]]]:
     return out
 
 
+def pad_copy_us(p: Problem, iters: int = 20) -> float:
+    """Median GPU time of copying A and B into buffers whose rows are padded to the 128-byte line
+    (what a padding remedy would pay per call before an aligned kernel)."""
+    import statistics
+
+    import torch
+
+    k_pad = -(-p.k // 64) * 64
+    a = torch.randn(p.m, p.k, device="cuda").to(torch.bfloat16)
+    b = torch.randn(p.n, p.k, device="cuda").to(torch.bfloat16)
+    a_pad = torch.zeros(p.m, k_pad, device="cuda", dtype=torch.bfloat16)
+    b_pad = torch.zeros(p.n, k_pad, device="cuda", dtype=torch.bfloat16)
+    times = []
+    for i in range(iters + 3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        a_pad[:, :p.k].copy_(a)
+        b_pad[:, :p.k].copy_(b)
+        end.record()
+        end.synchronize()
+        if i >= 3:
+            times.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(times)
+
+
 def main() -> None:
     import torch
 
@@ -82,6 +108,9 @@ def main() -> None:
             else:
                 cells.append("-")
         rows.append((name, *cells))
+    pad = pad_copy_us(Problem(2048, N0, K0 + 40, True, "alignment"))
+    figures["gemm_alignment_pad_copy_us_2048x2816x4136"] = pad
+    rows.append(("copy A, B to padded rows", f"{pad:.1f} us", "", "", "", ""))
     notes = {"probe": "alignment", "rounds": args.rounds, "k0": K0, "n0": N0,
              "wall_s": round(time.perf_counter() - start, 1)}
     print(f"record: {write_record('gemm_options', figures, notes, sampler=gpu)}")
