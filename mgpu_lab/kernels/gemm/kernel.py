@@ -218,8 +218,8 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     each loading half of their common B tile and multicasting it into both (needs persistent=True).
     swap_ab: True computes C.T = B @ A.T (no epilogue; bf16/f16 only with B (k, n), which the wgmma
     then reads MN-major): B's n side fills the wgmma's 64-row side and A's few rows a narrow tile_n
-    (any multiple of 8), e.g. m = 129 as
-    one 136-wide tile instead of two 128-row tiles, one nearly empty; tile_m and tile_n then tile
+    (any multiple of 8), e.g. m = 129 as one 136-wide tile instead of two 128-row tiles, one
+    nearly empty; m = 257 as two 136-wide tiles; tile_m and tile_n then tile
     C.T (tile_m over n, tile_n over m) and C is written transposed straight from the registers.
     With no epilogue to hold registers, a swapped consumer may keep 128 x 160 f32 (tile_m=256,
     tile_n up to 160; other tilings 128 x 128).

@@ -420,11 +420,11 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
             slot = it % t.stages
             b_tile = dsl.memref_slice(b_smem, slot)
             for i in range(parts):
-                row = t.row_offset(wg) + WGMMA_ROWS * i
-                if t.a_mn_major:  # the 64 rows are one box of A (k, m) (swap_ab: never pingpong)
-                    chunk = wg * (t.consumer_rows // t.a_chunk) + i
+                if t.a_mn_major:  # 16-bit: the 64 rows are one box of A (k, m) (swap_ab: never pingpong)
+                    chunk = wg * parts + i
                     a_tile = dsl.memref_slice(a_smem, (slot, dsl.ds(chunk, 1)))
                 else:
+                    row = t.row_offset(wg) + WGMMA_ROWS * i
                     a_tile = dsl.memref_slice(a_smem, (slot, dsl.ds(row, WGMMA_ROWS)))
                 accs[i] = dsl.wgmma(accs[i], a_tile, b_tile, a_major=a_major, b_major=b_major, swizzle=SWIZZLE,
                                     b_swizzle=b_swizzle)
