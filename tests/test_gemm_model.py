@@ -175,6 +175,28 @@ def test_rows_off_the_128_byte_line_make_load_heavy_tiles_slower():
         model.estimate_us(model.Problem(16, 8192, 4160, transpose_b=True), swap) * 0.99
 
 
+def test_rows_off_the_line_cap_all_blocks_l2_reads_and_multicast_halves_them():
+    """The drawn-shape records: compute-bound shapes with both operands off the line ran at
+    5.5-5.8 TB/s of L2 -> SM reads whatever the tile (128 x 256, 128 x 128, 256 x 96, pingpong
+    64 x 192), where aligned ones reach 9-16. All blocks together are capped, so a multicast pair,
+    which reads B once for two blocks, is what such a shape needs."""
+    c = model.CONSTANTS
+    assert c.l2_bw_misaligned < 0.6 * c.l2_bw
+    off = model.Problem(1310, 19640, 21416)  # k and n off the line (B (k, n)): both operands
+    assert model._misaligned_rows(off) == (True, True)
+    single = {"tile_m": 128, "tile_n": 256, "persistent": "stream_k"}
+    pair = {**single, "cluster_m": 2}
+    tiles, k_tiles = -(-1310 // 128) * -(-19640 // 256), -(-21416 // 64)
+    reads = tiles * k_tiles * 64 * 2 * (128 + 256)  # bytes of A and B boxes, every tile's k-steps
+    assert model.estimate_us(off, single) >= reads / c.l2_bw_misaligned
+    assert model.estimate_us(off, pair) < 0.85 * model.estimate_us(off, single)
+    assert model.ranked(off)[0][1].get("cluster_m") == 2
+    # on the line the same cap is far from binding: the pair gains little
+    on = model.Problem(1280, 19712, 21504)
+    assert model._misaligned_rows(on) == (False, False)
+    assert model.estimate_us(on, pair) > 0.9 * model.estimate_us(on, single)
+
+
 @pytest.mark.skipif(has_gpu(), reason="checks the no-GPU error")
 def test_tune_auto_without_a_gpu_says_so():
     with pytest.raises(RuntimeError, match=r"tune='auto' times candidates on the GPU, and no CUDA GPU"):

@@ -12,6 +12,8 @@ what bounds a Hopper GEMM:
   narrow tiles) and its loads (the tile's bytes at an SM's L2 bandwidth, an operand whose row
   pitch is off the 128-byte line costing more per byte, and no faster than `stages` slots in
   flight over the load latency: Little's law), plus a fixed cost per step;
+- all blocks' L2 -> SM reads together: every tile's k-steps read its A and B boxes (B once per
+  multicast pair) at the L2's aggregate rate, which is 2.4x lower for rows off the line;
 - waves and tail quantization: one tile per block runs ceil(blocks / resident blocks) waves,
   each as long as a whole tile (cluster split-K: as many clusters as fit at once); a persistent
   block runs ceil(work items / blocks) tiles; stream-K shares the last wave's k-steps out evenly
@@ -76,44 +78,55 @@ class Constants:
     time from seeds 101 and 102 by `bench_gemm_options.py --random`), the sweeps' configurations
     since 2026-12-01T14, the tuned table's winners, and the random-shape benchmark's picks (592,
     seeds 7-14). Least squares on log time plus the log times relative to each drawn group's mean
-    (what ranking alternatives needs), Nelder-Mead within physical bounds. Log-time rms error
-    0.150 (median |error| 10%); its pick is within 3% of the measured best in 57 of 78 groups,
-    1.029x the best's time in geomean (before `misaligned`: 53 of 78, 1.037x).
+    (what ranking alternatives needs), Nelder-Mead within physical bounds, started from the
+    constants fitted with seeds 12-14 held out. Log-time rms error 0.147 (median |error| 10%);
+    its pick is within 3% of the measured best in 57 of 78 groups, 1.031x the best's time in
+    geomean.
 
-    `misaligned` (1.50) came from the drawn shapes: with both operands' rows off the 128-byte
-    line, our time over the model's grew with the tile's bytes per flop (1.1x at 128 x 256,
-    1.5-1.8x at 128 x 128 and 256 x 96) while aligned shapes sat at 0.94-1.0. Fitted without the
-    random-shape records, the term alone cut the log-time rms on seeds 12-14's picks (held out)
-    from 0.164 to 0.138; on the FP8 per-tensor drawn picks, never fitted on (96, seeds 7, 12, 13),
-    these constants score 0.130 against 0.155 before. `benchmarks/probe_gemm_alignment.py`
-    measures the effect directly. Tried and left out: a DRAM latency bound (bytes in flight over a
-    fitted latency), for narrow tiles over few rows that run 1.1-1.5x the estimate; held out it
-    scored 0.130 against 0.134 on seeds 13-14 and 0.136 against 0.129 on FP8. Earlier, drawn shapes showed pingpong with narrow tiles (`pp_narrow`) and cluster split-K (a
-    costlier reduce, clusters of 3+ filling fewer SMs: `cluster_fill`, `reduce_growth`). The
-    random-shape benchmark on seeds not fitted on is the held-out measure."""
+    Rows off the 128-byte line (a row pitch not a multiple of 128 bytes) cost twice:
+    - `misaligned` (1.42): each block's loads of such an operand take that much longer per byte.
+      With both operands off the line our time over the model's grew with the tile's bytes per
+      flop (1.1x at 128 x 256, 1.5-1.8x at 128 x 128 and 256 x 96).
+    - `l2_bw_misaligned` (6.9 TB/s, against `l2_bw` 16.7 TB/s on the line): all blocks' L2 -> SM
+      reads together. The compute-bound drawn shapes off the line all ran at 5.5-5.8 TB/s of box
+      reads, whatever the tile (128 x 256, 128 x 128, 256 x 96, pingpong 64 x 192), and 0.54-0.70x
+      cuBLAS; shapes on the line reach 9-16. A multicast pair reads B once for two blocks, so the
+      model now sends such shapes to `cluster_m=2`.
+    Held out (fitted without seeds 12-14's records, scored on them), the cap cut the log-time rms
+    on those picks from 0.133 to 0.129, and on the FP8 per-tensor drawn picks (never fitted on)
+    from 0.131 to 0.124. `benchmarks/probe_gemm_alignment.py` measures the pitch effect directly.
 
-    launch_us: float = 0.2685  # a launch's fixed GPU time (first block start, last block end)
+    Tried and left out: a DRAM latency bound (bytes in flight over a fitted latency), for narrow
+    tiles over few rows that run 1.1-1.5x the estimate; held out it scored 0.130 against 0.134 on
+    seeds 13-14 and 0.136 against 0.129 on FP8. Earlier, drawn shapes showed pingpong with narrow
+    tiles (`pp_narrow`) and cluster split-K (a costlier reduce, clusters of 3+ filling fewer SMs:
+    `cluster_fill`, `reduce_growth`). The random-shape benchmark on seeds not fitted on is the
+    held-out measure."""
+
+    launch_us: float = 1.229  # a launch's fixed GPU time (first block start, last block end)
     eff_two: float = 1.003  # tensor-core efficiency: two consumer warpgroups (tile_m 128, 256)
-    eff_one: float = 0.9058  # one consumer (tile_m 64)
-    eff_pingpong: float = 1  # pingpong: consumers alternate whole tiles
-    narrow: float = 1.502  # tensor-core time * (1 + narrow / tile_n): narrow tiles feed the wgmma worse
-    latency_us: float = 1.169  # a slot's load round trip: stages / latency bounds the step rate
-    sm_bw: float = 112100.2  # L2 -> SM bytes per us of one block
-    step_us: float = 0.008097  # fixed cost per k-step (barrier waits, issue)
-    tile_us: float = 4.612  # per tile, one tile per block: prologue and the epilogue's store
-    persist_tile_us: float = 0.7708  # per tile, persistent (the epilogue overlaps the next tile's loads)
-    pingpong_tile_us: float = 0.222  # per tile, pingpong
-    stream_k_us: float = 6.326  # stream-K's partial tiles: park ~2 us + sum ~2 us
-    cluster_reduce_us: float = 4.255  # split-K summed in the cluster (per 128 x 128 f32 tile)
-    workspace_us: float = 2.169  # split-K's second kernel: its launch
-    dram_bw: float = 4205872.3  # DRAM bytes per us (4.04 TB/s copy)
-    multicast: float = 0.9829  # tensor-core time factor of a multicast pair (cta-scope peer arrivals)
-    swap_us: float = 0.05422  # per 128 x 128 tile, swap-AB's transposed stores from the registers
-    overlap: float = 0.3404  # share of the shorter of compute and DRAM time that does not overlap the longer
-    pp_narrow: float = 9.517  # pingpong's narrow-tile penalty (one consumer's wgmma at a time): * (1 + pp_narrow / tile_n)
-    cluster_fill: float = 0.8864  # share of the SMs that clusters of 3+ split-K blocks occupy at once
-    reduce_growth: float = 0.2189  # cluster split-K's reduce grows by this share per split past 2
-    misaligned: float = 1.495  # L2 -> SM cost per byte of an operand whose row pitch is not a multiple of 128 bytes
+    eff_one: float = 0.895  # one consumer (tile_m 64)
+    eff_pingpong: float = 0.9992  # pingpong: consumers alternate whole tiles
+    narrow: float = 0.9407  # tensor-core time * (1 + narrow / tile_n): narrow tiles feed the wgmma worse
+    latency_us: float = 1.213  # a slot's load round trip: stages / latency bounds the step rate
+    sm_bw: float = 111200.0  # L2 -> SM bytes per us of one block
+    step_us: float = 0.001342  # fixed cost per k-step (barrier waits, issue)
+    tile_us: float = 3.734  # per tile, one tile per block: prologue and the epilogue's store
+    persist_tile_us: float = 0.4493  # per tile, persistent (the epilogue overlaps the next tile's loads)
+    pingpong_tile_us: float = 0.06346  # per tile, pingpong
+    stream_k_us: float = 6.417  # stream-K's partial tiles: park ~2 us + sum ~2 us
+    cluster_reduce_us: float = 4.171  # split-K summed in the cluster (per 128 x 128 f32 tile)
+    workspace_us: float = 1.854  # split-K's second kernel: its launch
+    dram_bw: float = 4207000.0  # DRAM bytes per us (4.04 TB/s copy)
+    multicast: float = 0.9809  # tensor-core time factor of a multicast pair (cta-scope peer arrivals)
+    swap_us: float = 0.1636  # per 128 x 128 tile, swap-AB's transposed stores from the registers
+    overlap: float = 0.3444  # share of the shorter of compute and DRAM time that does not overlap the longer
+    pp_narrow: float = 10.69  # pingpong's narrow-tile penalty (one consumer's wgmma at a time): * (1 + pp_narrow / tile_n)
+    cluster_fill: float = 0.9697  # share of the SMs that clusters of 3+ split-K blocks occupy at once
+    reduce_growth: float = 0.2015  # cluster split-K's reduce grows by this share per split past 2
+    misaligned: float = 1.418  # L2 -> SM cost per byte of an operand whose row pitch is not a multiple of 128 bytes
+    l2_bw: float = 16680000.0  # L2 -> SM bytes per us, all SMs together, of operands whose rows are on the 128-byte line
+    l2_bw_misaligned: float = 6862000.0  # the same of operands whose rows are off the line
 
     def as_vector(self) -> list[float]:
         return [getattr(self, f.name) for f in dataclasses.fields(self)]
@@ -314,6 +327,11 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
             per_block = _ceil(items, units)
             compute = per_block * (steps * t_step + t_store * 0.5) + _first_tile_us(per_block, c.persist_tile_us, c) \
                 + c.latency_us
+
+    # All blocks together: every tile's k-steps load its A and B boxes (B once per multicast pair).
+    t_l2 = tiles * k_tiles * tk * isz * (tm / (c.l2_bw_misaligned if rows_a else c.l2_bw)
+                                         + tn / cluster_m / (c.l2_bw_misaligned if rows_b else c.l2_bw))
+    compute = max(compute, t_l2)
 
     dram = _dram_bytes(m, n, p.k, tm, tn, isz, osz, group_m, p.sms, tiles_m, tiles_n)
     if split > 1 and reduce == "workspace":
