@@ -98,7 +98,9 @@ class Constants:
 
     Tried and left out: a DRAM latency bound (bytes in flight over a fitted latency), for narrow
     tiles over few rows that run 1.1-1.5x the estimate; held out it scored 0.130 against 0.134 on
-    seeds 13-14 and 0.136 against 0.129 on FP8. Earlier, drawn shapes showed pingpong with narrow
+    seeds 13-14 and 0.136 against 0.129 on FP8. Also left out: a tensor-core efficiency factor
+    for swap-AB tiles (the records run them ~7% under the estimate; fitted 1.39), which held out
+    scored 0.132 against 0.130 on seeds 12-14 and 0.122 against 0.125 on FP8. Earlier, drawn shapes showed pingpong with narrow
     tiles (`pp_narrow`) and cluster split-K (a costlier reduce, clusters of 3+ filling fewer SMs:
     `cluster_fill`, `reduce_growth`). The random-shape benchmark on seeds not fitted on is the
     held-out measure."""
