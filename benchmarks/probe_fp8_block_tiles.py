@@ -6,7 +6,8 @@ On drawn shapes (seeds 12-13) the block-scaled kernel's large shapes ran 0.58-0.
 with this mainloop). Here each shape runs its default and the alternatives the kernel can take
 (tile_n at most 128: a tile sits inside one 128-column scale block; 256 x 128 would hold two
 128 x 128 f32 tiles per consumer and spill): 128 x 128 and 256 x 64 one tile per block and
-persistent, 64 x 128 persistent. Each configuration is checked against the dequantized f32
+persistent, 64 x 128 persistent, and 128 x 128 with `overlap_promotion` (each consumer
+starts the next k block's wgmmas before it promotes this one's product). Each configuration is checked against the dequantized f32
 product (outputs poisoned), then timed against `_scaled_mm` in interleaved rounds
 (gemm_fp8_random.time_fp8_problem), so every ratio has its own peer timings beside it.
 
@@ -37,13 +38,17 @@ CONFIGS = [
     {"tile_m": 256, "tile_n": 64, "persistent": False},
     {"tile_m": 256, "tile_n": 64, "persistent": True},
     {"tile_m": 64, "tile_n": 128, "persistent": True},
+    # overlap_promotion: the next k block's wgmmas start before this one's product is promoted
+    {"tile_m": 128, "tile_n": 128, "persistent": False, "overlap_promotion": True},
+    {"tile_m": 128, "tile_n": 128, "persistent": True, "overlap_promotion": True},
 ]
 
 
 def name_of(config: dict) -> str:
     if not config:
         return "default"
-    return f"{config['tile_m']}x{config['tile_n']}" + ("_persistent" if config.get("persistent") else "")
+    return f"{config['tile_m']}x{config['tile_n']}" + ("_persistent" if config.get("persistent") else "") \
+        + ("_overlap" if config.get("overlap_promotion") else "")
 
 
 def main() -> None:

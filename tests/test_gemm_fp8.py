@@ -69,6 +69,28 @@ def test_fp8_block_scaled_gemm_compiles(shape, tiles):
     assert "FFMA" in inner.compiled.sass or "FMUL" in inner.compiled.sass  # the promotion
 
 
+@pytest.mark.parametrize("shape, tiles", [((4096, 4096, 4096), {}), ((4096, 4096, 4096), {"tile_m": 64}),
+                                          ((40, 640, 5000), {"tile_m": 64, "tile_n": 64, "split_k": 3}),
+                                          ((2048, 2304, 1024), {"persistent": True})])
+def test_fp8_block_scaled_overlap_keeps_one_group_in_flight(shape, tiles):
+    """overlap_promotion: the next k block's QGMMAs go out before this block's product is read,
+    so the SASS waits with one group left in flight (DEPBAR 0x1) three times in four; without it
+    every wait drains all groups. ptxas must not serialize the wgmmas (a group carried in flight
+    across the loop's back-edge made it), nor spill the second product."""
+    import re
+
+    from mgpu_lab.kernels.gemm.fp8_block import OVERLAP_BLOCKS, make_fp8_block_scaled_gemm
+
+    def waits(kern):
+        sass = getattr(kern, "inner", kern).compiled.sass
+        return re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x\d+)", sass)
+
+    overlapped = make_fp8_block_scaled_gemm(*shape, overlap_promotion=True, **tiles)
+    assert_clean(overlapped, r"QGMMA\.64x\d+x32\.F32\.E4M3\.E4M3")
+    assert waits(overlapped).count("0x1") >= OVERLAP_BLOCKS - 1
+    assert "0x1" not in waits(make_fp8_block_scaled_gemm(*shape, **tiles))
+
+
 def test_fp8_block_scaled_gemm_errors():
     from mgpu_lab.kernels.gemm.fp8_block import make_fp8_block_scaled_gemm
 
@@ -76,6 +98,8 @@ def test_fp8_block_scaled_gemm_errors():
         make_fp8_block_scaled_gemm(256, 256, 256, tile_n=256)
     with pytest.raises(ValueError, match=r"B must be \(n, k\)"):
         make_fp8_block_scaled_gemm(256, 256, 256, transpose_b=False)
+    with pytest.raises(TypeError, match=r"overlap_promotion must be True or False, got 'yes'"):
+        make_fp8_block_scaled_gemm(256, 256, 256, overlap_promotion="yes")
 
 
 @pytest.mark.parametrize("shape, tiles", [((8, 3584, 11008), (64, 32)), ((4, 4096, 11008), (64, 32)),

@@ -70,6 +70,23 @@ def test_fp8_block_scaled_gemm(m, n, k, tiles, rng):
     assert block_scaled_error(m, n, k, tiles, rng) <= 1e-2  # fp32 promotion every 128: bf16 rounding dominates
 
 
+@pytest.mark.parametrize("m, n, k, tiles", [
+    (2048, 2048, 4096, {}),  # 32 k blocks: 8 iterations of OVERLAP_BLOCKS, none left over
+    (1000, 1000, 1000, {"tile_m": 64}),  # 8 blocks, the last one partial (K tail)
+    (300, 2000, 1664, {"tile_m": 128, "tile_n": 128}),  # 13 blocks: one left over, promoted alone
+    (256, 640, 1792, {"tile_m": 64, "tile_n": 64}),  # 14: two left over
+    (130, 384, 1920, {"tile_m": 128, "tile_n": 64}),  # 15: three left over
+    (8, 912, 24704, {}),  # split K: each block's slice (its own count of k blocks) overlapped
+    (40, 640, 5000, {"tile_m": 64, "tile_n": 64, "split_k": 3}),  # slices of 14, 14 and 12 blocks
+    (2048, 2304, 1024, {"tile_m": 128, "tile_n": 128, "persistent": True}),  # several tiles a block
+    (8, 3584, 11008, {"tile_m": 64, "tile_n": 32}),
+])
+def test_fp8_block_scaled_gemm_overlapping_the_promotion(m, n, k, tiles, rng):
+    """overlap_promotion=True: block j + 1's wgmmas start before block j's product is promoted
+    (two products in registers); every k block must still be summed once with its own scales."""
+    assert block_scaled_error(m, n, k, {**tiles, "overlap_promotion": True}, rng) <= 1e-2
+
+
 def block_scaled_error(m, n, k, tiles, rng):
     """||C - ref|| / ||ref||, ref = float32 (A * scale_a) @ (B * scale_b).T with the scales
     expanded to their blocks (a block scale factors into the two operands)."""

@@ -45,10 +45,11 @@ def opcodes(sass: str) -> list[str]:
 
 
 def make_wgmma_tile(n: int = 128, b_major: str = "k", accumulate: bool = True, epilogue: bool = False,
-                    **options) -> mgpu_lab.Kernel:
+                    init_with: str = "ones", **options) -> mgpu_lab.Kernel:
     """One warpgroup: TMA-load a (64, 64) A and B (b_major 'k': B.T is (n, 64); 'mn': B is (64, n)),
     then C (64, n) f32 = A @ B with 4 wgmma k-steps. accumulate=False starts from an accumulator
-    of ones that the first step must ignore. epilogue=True: C (bf16) = relu(0.5 * A @ B + 1)
+    of ones that the first step must ignore (init_with="ones"), or from WGMMAAccumulator.uninitialized
+    (init_with="uninitialized"). epilogue=True: C (bf16) = relu(0.5 * A @ B + 1)
     through a FragmentedArray."""
     a_sd = mgpu_lab.ShapeDtype((64, 64), "bfloat16")
     b_sd = mgpu_lab.ShapeDtype((n, 64) if b_major == "k" else (64, n), "bfloat16")
@@ -68,7 +69,8 @@ def make_wgmma_tile(n: int = 128, b_major: str = "k", accumulate: bool = True, e
         bars[0].wait(0)
         init = WGMMAAccumulator.zeros(n)
         if not accumulate:
-            init = WGMMAAccumulator([dsl.c(1.0, "float32")] * (n // 2), n)
+            init = WGMMAAccumulator([dsl.c(1.0, "float32")] * (n // 2), n) if init_with == "ones" \
+                else WGMMAAccumulator.uninitialized(n)
         acc = wgmma(init, a_s, b_s, b_major=b_major, accumulate=accumulate)
         wgmma_commit_group()
         acc = wgmma_wait_group(0, acc)
@@ -94,6 +96,21 @@ def test_wgmma_tile_compiles_to_hgmma(n, b_major):
     r = k.compiled.resources
     assert r.spill_stores_bytes == r.spill_loads_bytes == r.stack_frame_bytes == 0
     assert "serialized" not in k.compiled.ptxas_log  # no wgmma serialization warning
+
+
+def test_an_uninitialized_accumulator_moves_no_zeros_in():
+    """accumulate=False ignores the accumulator: WGMMAAccumulator.uninitialized gives it registers
+    with no value, so the PTX copies nothing into them (ones: the constant copied into each of
+    the 64 registers but the one holding it)."""
+    def register_copies(kern):
+        return len(re.findall(r"mov\.b32\s+%r\d+, %r\d+;", kern.compiled.ptx))
+
+    ones = make_wgmma_tile(128, "k", accumulate=False)
+    undefined = make_wgmma_tile(128, "k", accumulate=False, init_with="uninitialized")
+    assert register_copies(ones) >= 63 and register_copies(undefined) == 0
+    assert re.findall(r"HGMMA\.(\w+\.F32\.BF16)", undefined.compiled.sass) == ["64x128x16.F32.BF16"] * 4
+    with pytest.raises(ValueError, match=r"dtype must be 'float32' or 'float16', got 'bfloat16'"):
+        WGMMAAccumulator.uninitialized(64, "bfloat16")
 
 
 def test_wgmma_descriptor_bits():

@@ -15,11 +15,13 @@ BF16 = numpy_dtype("bfloat16")
 @pytest.mark.parametrize("n, b_major, accumulate", [
     (64, "k", True), (128, "k", True), (256, "k", True), (256, "k", False),
     (64, "mn", True), (128, "mn", True), (256, "mn", True), (128, "mn", False),
+    (128, "k", "uninitialized"),  # accumulate=False from WGMMAAccumulator.uninitialized
 ])
 def test_wgmma_tile(n, b_major, accumulate, rng):
     import cupy
 
-    k = make_wgmma_tile(n, b_major, accumulate)
+    k = make_wgmma_tile(n, b_major, False, init_with="uninitialized") if accumulate == "uninitialized" \
+        else make_wgmma_tile(n, b_major, accumulate)
     a = rng.standard_normal((64, 64)).astype(BF16)
     b = rng.standard_normal((64, n)).astype(BF16)  # the logical B (k, n)
     b_arg = np.ascontiguousarray(b.T) if b_major == "k" else b

@@ -37,8 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._mlir import arith, ir, vector
-from .dtypes import bitwidth
+from .._mlir import arith, ir, llvm, vector
+from .dtypes import bitwidth, mlir_type
 from .fragmented import FragmentedArray, bits_of, elements, from_bits
 from .layouts import WGMMAFragLayout
 from .values import as_i32, c
@@ -97,6 +97,19 @@ class WGMMAAccumulator:
         if dtype not in _ACC_TYPES:
             raise ValueError(f"WGMMAAccumulator: dtype must be 'float32' or 'float16', got {dtype!r}")
         return cls(FragmentedArray.splat(0.0, WGMMAFragLayout(n), dtype))
+
+    @classmethod
+    def uninitialized(cls, n: int, dtype: str = "float32") -> WGMMAAccumulator:
+        """A 64 x n accumulator whose registers hold no defined value, for a wgmma with
+        accumulate=False, which ignores them: no zeros are moved in (n / 2 moves per thread),
+        which matters where registers are short, e.g. a mainloop holding a second product
+        while the first is promoted (the block-scaled FP8 GEMM's overlap_promotion)."""
+        _check_n(n)
+        if dtype not in _ACC_TYPES:
+            raise ValueError(f"WGMMAAccumulator: dtype must be 'float32' or 'float16', got {dtype!r}")
+        layout = WGMMAFragLayout(n)
+        undefined = llvm.UndefOp(ir.VectorType.get([layout.vec], mlir_type(dtype))).result
+        return cls(FragmentedArray([undefined] * layout.registers, layout))
 
     @property
     def n(self) -> int:

@@ -7,13 +7,16 @@ Each k-step is one k block (128 fp8 = one 128-byte swizzle span): the wgmma grou
 zero (its ~14-bit tensor-core sums cover only 128 products), waits, and is promoted into an
 f32 register accumulator with the block's scales: the "fp32 promotion" that keeps long K
 accurate. The producer, the ring and the epilogue are the plain GEMM's (pieces.py); the
-two consumers' promotions overlap each other's tensor-core work. Few tiles over a long K split
+two consumers' promotions overlap each other's tensor-core work (with `overlap_promotion=True`
+also a consumer's own: it starts block j + 1's group before it promotes block j's, in iterations
+of OVERLAP_BLOCKS blocks that end with nothing in flight). Few tiles over a long K split
 K over a cluster of blocks (split_k, summed in distributed shared memory as the plain GEMM's
 cluster split-K): each block's partial is already scaled, so the sum is the product.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +34,7 @@ from .split_k import MAX_CLUSTER_SPLIT, choose_split_k
 FP8 = "float8_e4m3fn"
 BLOCK = 128  # k and n extent of one scale block
 BLOCK_TILE_NS = (32, 64, 128)  # a tile must sit inside one 128-column block of B's scales
+OVERLAP_BLOCKS = 4  # overlap_promotion: k blocks a mainloop iteration, the last one's promotion not overlapped
 
 
 def scale_shapes(m: int, n: int, k: int) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -40,9 +44,11 @@ def scale_shapes(m: int, n: int, k: int) -> tuple[tuple[int, int], tuple[int, in
 
 def multiply_block_scaled(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir.Value,
                           first: Any, release_last: bool, tile: EpilogueTile, refs: Sequence[ir.Value],
-                          k_first: Any = 0, steps: Any = None) -> dsl.FragmentedArray:
+                          k_first: Any = 0, steps: Any = None, *, overlap: bool = False) -> dsl.FragmentedArray:
     """Consumer mainloop: per k block, a zero-started wgmma group, then acc += product * scales.
-    k_first, steps: the block's K slice (split_k), in k blocks; all of K by default."""
+    k_first, steps: the block's K slice (split_k), in k blocks; all of K by default.
+    overlap: issue the next k block's group before promoting this one, so the promotion runs
+    while the tensor cores work on the next block (two product register sets in flight)."""
     del release_last  # every slot is released as soon as its group has been waited for
     scale_a, scale_b = refs[0], refs[1]
     a_smem, b_smem = ring
@@ -52,37 +58,84 @@ def multiply_block_scaled(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty
     f32 = ir.F32Type.get()
     rows = tile.thread_rows()  # this thread's C rows (clamped), per (row tile, half)
     block_n = tile.col0 // BLOCK
+    steps = t.k_tiles if steps is None else steps
 
-    @dsl.for_range(0, t.k_tiles if steps is None else steps, carry=dsl.FragmentedArray.splat(0.0, layout, "float32"))
-    def acc(kt, acc):
-        it = kt + first
-        block_k = kt + k_first  # the k block this step multiplies: its scales' column
-        # the scales' loads go out before the wait and hide behind it
+    def scales(block_k: Any) -> list[ir.Value]:
+        """This thread's rows' scales of k block block_k (row scale * the tile's column-block scale)."""
+        block_k = dsl.c(block_k) if isinstance(block_k, int) else block_k
         col_scale = memref.load(scale_b, [block_n, block_k])
-        row_scales = [memref.load(scale_a, [row, block_k]) * col_scale for row in rows]
+        return [memref.load(scale_a, [row, block_k]) * col_scale for row in rows]
+
+    def wait_slot(it: Any) -> None:
         with ctx.named_region("wait_data"):
             full.wait_for_iteration(it)
-        with ctx.named_region("mma"):
-            slot = it % t.stages
-            b_tile = dsl.memref_slice(b_smem, slot)
-            groups = []
-            for i in range(parts):
-                a_tile = dsl.memref_slice(a_smem, (slot, dsl.ds(t.row_offset(wg) + WGMMA_ROWS * i, WGMMA_ROWS)))
-                groups.append(dsl.wgmma(dsl.WGMMAAccumulator.zeros(t.tile_n), a_tile, b_tile, b_major="k",
-                                        swizzle=SWIZZLE, accumulate=False))
-            dsl.wgmma_commit_group()
-            groups = [dsl.wgmma_wait_group(0, g) for g in groups]
+
+    def start(it: Any) -> list[dsl.WGMMAAccumulator]:
+        """Pipeline iteration it's zero-based group, committed, not waited for. With overlap its
+        registers start undefined (accumulate=False ignores them): with zeros moved in beside a
+        second product, the 4096^3 kernel spilled and drained a group early."""
+        fresh = dsl.WGMMAAccumulator.uninitialized if overlap else dsl.WGMMAAccumulator.zeros
+        slot = it % t.stages
+        b_tile = dsl.memref_slice(b_smem, slot)
+        groups = []
+        for i in range(parts):
+            a_tile = dsl.memref_slice(a_smem, (slot, dsl.ds(t.row_offset(wg) + WGMMA_ROWS * i, WGMMA_ROWS)))
+            groups.append(dsl.wgmma(fresh(t.tile_n), a_tile, b_tile, b_major="k",
+                                    swizzle=SWIZZLE, accumulate=False))
+        dsl.wgmma_commit_group()
+        return groups
+
+    def release(it: Any) -> None:
         with dsl.when(lane0):  # one arrival per warp: the slot is free again
             empty.for_iteration(it)[0].arrive()
+
+    def promote(acc: dsl.FragmentedArray, groups: list[dsl.WGMMAAccumulator],
+                row_scales: list[ir.Value]) -> dsl.FragmentedArray:
         with ctx.named_region("promote"):
             frags = [dsl.FragmentedArray.from_accumulator(g) for g in groups]
             product = dsl.FragmentedArray([r for f in frags for r in f.registers], layout)
             one = ir.VectorType.get([1], f32)
-            scales = dsl.FragmentedArray([vector.from_elements(one, [s]) for s in row_scales],
-                                         dsl.WGMMARowLayout(t.consumer_rows)).broadcast(layout.shape)
-            return acc + product * scales
+            factors = dsl.FragmentedArray([vector.from_elements(one, [s]) for s in row_scales],
+                                          dsl.WGMMARowLayout(t.consumer_rows)).broadcast(layout.shape)
+            return acc + product * factors
 
-    return acc
+    def one_block(kt: Any, acc: dsl.FragmentedArray) -> dsl.FragmentedArray:
+        """k block kt alone: its group started, waited for, its slot freed, its product promoted."""
+        it = kt + first
+        row_scales = scales(kt + k_first)  # the scales' loads go out before the wait and hide behind it
+        wait_slot(it)
+        with ctx.named_region("mma"):
+            groups = [dsl.wgmma_wait_group(0, g) for g in start(it)]
+        release(it)
+        return promote(acc, groups, row_scales)
+
+    acc = dsl.FragmentedArray.splat(0.0, layout, "float32")
+    if not overlap:
+        return dsl.for_range(0, steps, carry=acc)(one_block)
+
+    # OVERLAP_BLOCKS k blocks a loop iteration: block j + 1's group starts before block j's is
+    # promoted, and the iteration ends with nothing in flight (a group still in flight across the
+    # loop's back-edge made ptxas serialize every wgmma, its C7514); the last block of an
+    # iteration is promoted alone.
+    def blocks(acc: dsl.FragmentedArray, j0: Any) -> dsl.FragmentedArray:
+        row_scales = [scales(j0 + u + k_first) for u in range(OVERLAP_BLOCKS)]  # loaded before the waits
+        wait_slot(j0 + first)
+        with ctx.named_region("mma"):
+            pending = start(j0 + first)
+        for u in range(1, OVERLAP_BLOCKS):
+            wait_slot(j0 + u + first)
+            with ctx.named_region("mma"):
+                started = start(j0 + u + first)
+                done = [dsl.wgmma_wait_group(1, g) for g in pending]  # block j0 + u's group stays in flight
+            release(j0 + u - 1 + first)
+            acc, pending = promote(acc, done, row_scales[u - 1]), started
+        with ctx.named_region("mma"):
+            done = [dsl.wgmma_wait_group(0, g) for g in pending]
+        release(j0 + OVERLAP_BLOCKS - 1 + first)
+        return promote(acc, done, row_scales[-1])
+
+    acc = dsl.for_range(0, steps // OVERLAP_BLOCKS, carry=acc)(lambda p, acc: blocks(acc, OVERLAP_BLOCKS * p))
+    return dsl.for_range(steps // OVERLAP_BLOCKS * OVERLAP_BLOCKS, steps, carry=acc)(one_block)  # the rest
 
 
 def block_tiles(m: int, n: int, k: int, out_dtype: str = "bfloat16") -> tuple[int, int]:
@@ -109,15 +162,22 @@ def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bflo
                                tile_n: int | None = None, stages: int | None = None, group_m: int = 8,
                                persistent: bool | str = False, split_k: int | None = None,
                                epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
-                               transpose_b: bool = True, dtype: str = FP8, **options) -> mgpu_lab.Kernel:
+                               transpose_b: bool = True, dtype: str = FP8, overlap_promotion: bool = False,
+                               **options) -> mgpu_lab.Kernel:
     """C (m, n) = epilogue(block-scaled A (m, k) @ B (n, k).T); call it as
     `kernel(a, b, scale_a, scale_b, *epilogue_arrays)`, a and b e4m3 (uint8 bytes on the
     device), the scales float32 of `scale_shapes(m, n, k)`. tile_m and tile_n default to
     `block_tiles(m, n, k)` (the model's pick), either given alone to 128. split_k: K slices per
     tile, summed in a cluster of that many blocks (at most MAX_CLUSTER_SPLIT); None: as many as
     fill the SMs where the tiles fill fewer than half of them over a long K (`choose_split_k`),
-    1 with persistent blocks."""
+    1 with persistent blocks.
+    overlap_promotion: each consumer starts the next k block's wgmmas before it promotes this
+    one's product, so the promotion (and the wait for the slot) overlaps its own tensor-core work,
+    not only the other consumer's; it keeps two products in registers (64 more per thread at
+    tile_n 128). Not yet timed on the GPU: off by default."""
     m, n, k = check_problem(m, n, k, transpose_b, where="fp8 block-scaled gemm")
+    if not isinstance(overlap_promotion, bool):
+        raise TypeError(f"fp8 block-scaled gemm: overlap_promotion must be True or False, got {overlap_promotion!r}")
     if tile_m is None and tile_n is None:
         tile_m, tile_n = block_tiles(m, n, k, out_dtype)
     tile_m = 128 if tile_m is None else tile_m
@@ -137,7 +197,8 @@ def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bflo
     if not aligned_shape(m, n, k, True, FP8, out_dtype):
         return padded_gemm(make_fp8_block_scaled_gemm, m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype,
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
-                          split_k=split_k, epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
+                          split_k=split_k, epilogue=epilogue, epilogue_inputs=epilogue_inputs,
+                          overlap_promotion=overlap_promotion, **options)
     t = resolve_tiling(m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype, tile_m=tile_m, tile_n=tile_n,
                        stages=stages, group_m=group_m, persistent=persistent, cluster_m=1,  # its own mainloop
                        split_k=split_k, split_k_reduce="cluster", input_dtypes=(FP8,))
@@ -150,5 +211,5 @@ def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bflo
     sa, sb = scale_shapes(m, n, k)
     scales = (dsl.ShapeDtype(sa, "float32"), dsl.ShapeDtype(sb, "float32"))
     return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=user_epilogue,
-                             epilogue_inputs=(*scales, *epilogue_inputs), mainloop=multiply_block_scaled,
+                             epilogue_inputs=(*scales, *epilogue_inputs), mainloop=functools.partial(multiply_block_scaled, overlap=overlap_promotion),
                              name=f"gemm_fp8_block_nt_{m}x{n}x{k}")
