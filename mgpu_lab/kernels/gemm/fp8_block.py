@@ -210,6 +210,7 @@ def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bflo
 
     sa, sb = scale_shapes(m, n, k)
     scales = (dsl.ShapeDtype(sa, "float32"), dsl.ShapeDtype(sb, "float32"))
+    mainloop = functools.partial(multiply_block_scaled, overlap=overlap_promotion)
     return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=user_epilogue,
-                             epilogue_inputs=(*scales, *epilogue_inputs), mainloop=functools.partial(multiply_block_scaled, overlap=overlap_promotion),
+                             epilogue_inputs=(*scales, *epilogue_inputs), mainloop=mainloop,
                              name=f"gemm_fp8_block_nt_{m}x{n}x{k}")

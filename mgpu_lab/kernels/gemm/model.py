@@ -100,10 +100,10 @@ class Constants:
     tiles over few rows that run 1.1-1.5x the estimate; held out it scored 0.130 against 0.134 on
     seeds 13-14 and 0.136 against 0.129 on FP8. Also left out: a tensor-core efficiency factor
     for swap-AB tiles (the records run them ~7% under the estimate; fitted 1.39), which held out
-    scored 0.132 against 0.130 on seeds 12-14 and 0.122 against 0.125 on FP8. Earlier, drawn shapes showed pingpong with narrow
-    tiles (`pp_narrow`) and cluster split-K (a costlier reduce, clusters of 3+ filling fewer SMs:
-    `cluster_fill`, `reduce_growth`). The random-shape benchmark on seeds not fitted on is the
-    held-out measure."""
+    scored 0.132 against 0.130 on seeds 12-14 and 0.122 against 0.125 on FP8. Earlier, drawn
+    shapes showed pingpong with narrow tiles (`pp_narrow`) and cluster split-K (a costlier
+    reduce, clusters of 3+ filling fewer SMs: `cluster_fill`, `reduce_growth`). The random-shape
+    benchmark on seeds not fitted on is the held-out measure."""
 
     launch_us: float = 1.229  # a launch's fixed GPU time (first block start, last block end)
     eff_two: float = 1.003  # tensor-core efficiency: two consumer warpgroups (tile_m 128, 256)
@@ -127,8 +127,8 @@ class Constants:
     cluster_fill: float = 0.9697  # share of the SMs that clusters of 3+ split-K blocks occupy at once
     reduce_growth: float = 0.2015  # cluster split-K's reduce grows by this share per split past 2
     misaligned: float = 1.418  # L2 -> SM cost per byte of an operand whose row pitch is not a multiple of 128 bytes
-    l2_bw: float = 16680000.0  # L2 -> SM bytes per us, all SMs together, of operands whose rows are on the 128-byte line
-    l2_bw_misaligned: float = 6862000.0  # the same of operands whose rows are off the line
+    l2_bw: float = 16680000.0  # L2 -> SM bytes per us, all SMs together, of rows on the 128-byte line
+    l2_bw_misaligned: float = 6862000.0  # the same of rows off the line
 
     def as_vector(self) -> list[float]:
         return [getattr(self, f.name) for f in dataclasses.fields(self)]
