@@ -323,8 +323,11 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
     ragged (zero fill). With cluster_m = 2 the block of cluster rank `rank` loads half of the B
     tile (rows of B (n, k), or 64-column chunks of B (k, n)) into both blocks' slot."""
     a_smem, b_smem = ring
+    steps = t.k_steps if steps is None else steps
 
-    @dsl.for_range(0, t.k_steps if steps is None else steps)
+    # rolled as the consumers' k-loop is (multiply): unrolled in full, a short K's 8 steps of
+    # boxes spilled the producer's 40 registers (3009x3296x472 in multicast pairs: 76 bytes)
+    @dsl.for_range(0, steps, rolled=isinstance(steps, int) and steps <= _FULL_UNROLL_STEPS)
     def _(kt):
         it = kt + first
         with ctx.named_region("load"):
