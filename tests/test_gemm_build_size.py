@@ -39,6 +39,15 @@ def test_a_short_static_k_loop_stays_a_loop():
     assert '.pragma "nounroll"' not in long.ptx and long.sass.count("HGMMA") == 8
 
 
+def test_a_short_static_k_loop_stays_a_loop_in_the_producer_too():
+    # K = 472: 8 k-steps. Unrolled in full, the producer of a multicast pair (a box of A and half
+    # of B's, both blocks' barriers, per step) spilled 76 bytes of its 40 registers.
+    pair = build(3009, 3296, 472, transpose_b=True, persistent=True, cluster_m=2, tile_m=128, tile_n=128)
+    assert pair.ptx.count('.pragma "nounroll"') >= 2  # the producer's loop and the consumers'
+    assert pair.resources.spill_stores_bytes == pair.resources.spill_loads_bytes == 0
+    assert pair.sass.count("UTMALDG") <= 4  # one step's boxes (A, half of B), not eight steps'
+
+
 def test_two_row_tiles_per_consumer_start_without_a_drain():
     # tile_m 256: each consumer issues two 64-row wgmmas per k-step. Their zeros used to be
     # materialized between the two, and ptxas waited for the first group there (C7517) in every
