@@ -118,21 +118,24 @@ def multiply_block_scaled(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty
     # loop's back-edge made ptxas serialize every wgmma, its C7514); the last block of an
     # iteration is promoted alone.
     def blocks(acc: dsl.FragmentedArray, j0: Any) -> dsl.FragmentedArray:
-        row_scales = [scales(j0 + u + k_first) for u in range(OVERLAP_BLOCKS)]  # loaded before the waits
         wait_slot(j0 + first)
         with ctx.named_region("mma"):
             pending = start(j0 + first)
         for u in range(1, OVERLAP_BLOCKS):
+            # the scales of the block promoted next, loaded before the waits (one block's at a
+            # time: fewer registers held beside the two products)
+            row_scales = scales(j0 + u - 1 + k_first)
             wait_slot(j0 + u + first)
             with ctx.named_region("mma"):
                 started = start(j0 + u + first)
                 done = [dsl.wgmma_wait_group(1, g) for g in pending]  # block j0 + u's group stays in flight
             release(j0 + u - 1 + first)
-            acc, pending = promote(acc, done, row_scales[u - 1]), started
+            acc, pending = promote(acc, done, row_scales), started
+        row_scales = scales(j0 + OVERLAP_BLOCKS - 1 + k_first)
         with ctx.named_region("mma"):
             done = [dsl.wgmma_wait_group(0, g) for g in pending]
         release(j0 + OVERLAP_BLOCKS - 1 + first)
-        return promote(acc, done, row_scales[-1])
+        return promote(acc, done, row_scales)
 
     acc = dsl.for_range(0, steps // OVERLAP_BLOCKS, carry=acc)(lambda p, acc: blocks(acc, OVERLAP_BLOCKS * p))
     return dsl.for_range(steps // OVERLAP_BLOCKS * OVERLAP_BLOCKS, steps, carry=acc)(one_block)  # the rest
@@ -174,7 +177,9 @@ def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bflo
     overlap_promotion: each consumer starts the next k block's wgmmas before it promotes this
     one's product, so the promotion (and the wait for the slot) overlaps its own tensor-core work,
     not only the other consumer's; it keeps two products in registers (64 more per thread at
-    tile_n 128). Not yet timed on the GPU: off by default."""
+    tile_n 128). Not yet timed on the GPU: off by default. Known limit: with exactly 5 k blocks
+    known at build time (one run of 4 and one block alone, straight-line code) ptxas spills 8-20
+    bytes; other counts (3-15 and 32 tried, split-K slices) do not."""
     m, n, k = check_problem(m, n, k, transpose_b, where="fp8 block-scaled gemm")
     if not isinstance(overlap_promotion, bool):
         raise TypeError(f"fp8 block-scaled gemm: overlap_promotion must be True or False, got {overlap_promotion!r}")
