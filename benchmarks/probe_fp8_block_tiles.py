@@ -7,9 +7,10 @@ with this mainloop). Here each shape runs its default and the alternatives the k
 (tile_n at most 128: a tile sits inside one 128-column scale block; 256 x 128 would hold two
 128 x 128 f32 tiles per consumer and spill): 128 x 128 and 256 x 64 one tile per block and
 persistent, 64 x 128 persistent, and 128 x 128 with `overlap_promotion` (each consumer
-starts the next k block's wgmmas before it promotes this one's product). Each configuration is checked against the dequantized f32
-product (outputs poisoned), then timed against `_scaled_mm` in interleaved rounds
-(gemm_fp8_random.time_fp8_problem), so every ratio has its own peer timings beside it.
+starts the next k block's wgmmas before it promotes this one's product). Each configuration is
+checked against the dequantized f32 product (outputs poisoned), then timed against `_scaled_mm`
+in interleaved rounds (gemm_fp8_random.time_fp8_problem), so every ratio has its own peer
+timings beside it.
 
 Run on a GPU machine:  python benchmarks/probe_fp8_block_tiles.py [--rounds 3]
 Writes `gemm_fp8_block_tiles_<time>_<commit>.json` and prints a table last.

@@ -12,8 +12,9 @@ checked against an f32 matmul, then timed). The ratio that answers the question 
 time at K0 + 40 over its time at K0 + 64 (same k-steps, same tiles); the record also feeds
 `fit_gemm_model.py` (its groups are options groups). The model says all blocks' reads off the
 line are capped near 6.9 TB/s (against 16.7 on it), so a multicast pair, reading B once for two
-blocks, should lose least off the line: the two cluster_m=2 rows test that. Last, the time of copying A and B into
-buffers with padded rows: what padding would pay per call for an aligned kernel.
+blocks, should lose least off the line: the two cluster_m=2 rows test that. Last, the time of
+copying A and B into buffers with padded rows: what padding would pay per call for an aligned
+kernel.
 
 Run on a GPU machine:  python benchmarks/probe_gemm_alignment.py [--rounds 4]
 Writes `gemm_options_<time>_<commit>.json` (notes: probe "alignment") and prints a table last.
