@@ -27,23 +27,20 @@ ORIG = {name: getattr(prof.DeviceProfiler, name) for name in ("_record",)}
 
 NOREC = {"_record": lambda self, name, begin, when=None: None}
 VARIANTS = {
-    # name: (MGPU_PROBE_WINDOW, profile kwargs or None for plain, patches)
-    "plain": ("mid", None, {}),
-    "default": ("mid", {}, {}),  # every 16th block records every tile
-    "blocks32": ("mid", {"profile_blocks": 32}, {}),
-    "blocks16_norec": ("mid", {}, NOREC),
-    "all": ("mid", {"profile_tiles": None, "profile_blocks": 1}, {}),
-    "all_norec": ("mid", {"profile_tiles": None, "profile_blocks": 1}, NOREC),
-    "win_mid": ("mid", {"profile_tiles": 8, "profile_blocks": 1}, {}),
-    "win_mid_norec": ("mid", {"profile_tiles": 8, "profile_blocks": 1}, NOREC),
-    "win_end": ("end", {"profile_tiles": 8, "profile_blocks": 1}, {}),
-    "win_pred": ("pred", {"profile_tiles": 8, "profile_blocks": 1}, {}),
+    # name: (profile kwargs or None for plain, patches)
+    "plain": (None, {}),
+    "default": ({}, {}),  # every 16th block records every tile
+    "blocks32": ({"profile_blocks": 32}, {}),
+    "blocks16_norec": ({}, NOREC),
+    "all": ({"profile_tiles": None, "profile_blocks": 1}, {}),
+    "all_norec": ({"profile_tiles": None, "profile_blocks": 1}, NOREC),
+    "win_mid": ({"profile_tiles": 8, "profile_blocks": 1}, {}),
+    "win_mid_norec": ({"profile_tiles": 8, "profile_blocks": 1}, NOREC),
 }
 
 
 def build(name, batch, heads, seq, d):
-    window, kwargs, patches = VARIANTS[name]
-    os.environ["MGPU_PROBE_WINDOW"] = window
+    kwargs, patches = VARIANTS[name]
     for attr, fn in ORIG.items():
         setattr(prof.DeviceProfiler, attr, patches.get(attr, fn))
     try:

@@ -209,10 +209,12 @@ def test_profiled_attention_is_right_and_records_its_window(profile_tiles, causa
     seq, block_kv = 4096, 128
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ProfilerNote)
+        # profile_blocks=1: every block records (the default samples every 16th), so every query
+        # block's window is in the trace
         _check(1, 2, seq, seq, 128, rng, causal=causal, runs=1, profile=True, profile_tiles=profile_tiles,
-               block_kv=block_kv)
+               block_kv=block_kv, profile_blocks=1)
         kern = make_attention(1, 2, seq, seq, 128, causal=causal, profile=True, profile_tiles=profile_tiles,
-                              block_kv=block_kv)
+                              block_kv=block_kv, profile_blocks=1)
     q, k, v = (cupy.asarray(rng.standard_normal((1, 2, seq, 128), dtype=np.float32).astype(numpy_dtype("bfloat16")))
                for _ in range(3))
     with warnings.catch_warnings():

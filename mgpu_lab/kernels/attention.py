@@ -624,25 +624,10 @@ def attention_definition(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
 
             split = dsl.max(n_unmasked, 1)
             state = (o, p.astype(dtype), m, l, alpha)  # the loop's carry: a tuple of register tiles
-            import os as _os  # PROBE (temporary)
-            _where = _os.environ.get("MGPU_PROBE_WINDOW", "mid")
-            if ctx.profiling and profile_tiles is not None and _where == "pred":
-                start = 1 + (dsl.max(split, profile_tiles + 1) - (profile_tiles + 1)) // 2
-                stop = dsl.min(start + profile_tiles, split)
-                inner = step(masked=False)
-
-                def sampled(i, state):
-                    with ctx.profile_when((i >= start) & (i < stop)):
-                        return inner(i, state)
-                state = dsl.for_range(1, split, carry=state)(sampled)
-            elif ctx.profiling and profile_tiles is not None:
+            if ctx.profiling and profile_tiles is not None:
                 # Record profile_tiles unmasked tiles in the middle of the loop; the tiles before
                 # and after run in copies of the loop with no region records (see make_attention).
                 start = 1 + (dsl.max(split, profile_tiles + 1) - (profile_tiles + 1)) // 2
-                if _where == "start":
-                    start = 1
-                elif _where == "end":
-                    start = split - profile_tiles
                 stop = dsl.min(start + profile_tiles, split)
                 with ctx.unprofiled():
                     state = dsl.for_range(1, start, carry=state)(step(masked=False))
