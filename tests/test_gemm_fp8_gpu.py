@@ -77,6 +77,8 @@ def test_fp8_block_scaled_gemm(m, n, k, tiles, rng):
     (256, 640, 1792, {"tile_m": 64, "tile_n": 64}),  # 14: two left over
     (130, 384, 1920, {"tile_m": 128, "tile_n": 64}),  # 15: three left over
     (8, 912, 24704, {}),  # split K: each block's slice (its own count of k blocks) overlapped
+    (1000, 1000, 1000, {"tile_m": 64, "overlap_promotion": False}),  # the plain mainloop, no longer the default
+    (2048, 2304, 1024, {"tile_m": 128, "tile_n": 128, "overlap_promotion": False, "persistent": False}),
     (40, 640, 5000, {"tile_m": 64, "tile_n": 64, "split_k": 3}),  # slices of 14, 14 and 12 blocks
     (2048, 2304, 1024, {"tile_m": 128, "tile_n": 128, "persistent": True}),  # several tiles a block
     (8, 3584, 11008, {"tile_m": 64, "tile_n": 32}),
@@ -84,7 +86,7 @@ def test_fp8_block_scaled_gemm(m, n, k, tiles, rng):
 def test_fp8_block_scaled_gemm_overlapping_the_promotion(m, n, k, tiles, rng):
     """overlap_promotion=True: block j + 1's wgmmas start before block j's product is promoted
     (two products in registers); every k block must still be summed once with its own scales."""
-    assert block_scaled_error(m, n, k, {**tiles, "overlap_promotion": True}, rng) <= 1e-2
+    assert block_scaled_error(m, n, k, {"overlap_promotion": True, **tiles}, rng) <= 1e-2
 
 
 def block_scaled_error(m, n, k, tiles, rng):

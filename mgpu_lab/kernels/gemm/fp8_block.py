@@ -110,7 +110,10 @@ def multiply_block_scaled(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty
         return promote(acc, groups, row_scales)
 
     acc = dsl.FragmentedArray.splat(0.0, layout, "float32")
-    if not overlap:
+    # The plain mainloop where overlapping spilled: 128 rows a consumer (tile_m 256: 1 KB), and a
+    # K of fewer than two runs known at build time (5 blocks: 8-20 bytes; 6 persistent: 88)
+    short = isinstance(steps, int) and steps < 2 * OVERLAP_BLOCKS
+    if not overlap or parts > 1 or short:
         return dsl.for_range(0, steps, carry=acc)(one_block)
 
     # OVERLAP_BLOCKS k blocks a loop iteration: block j + 1's group starts before block j's is
@@ -163,9 +166,9 @@ def block_tiles(m: int, n: int, k: int, out_dtype: str = "bfloat16") -> tuple[in
 @user_facing  # an argument error shows the caller's line, not the library's frames
 def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m: int | None = None,
                                tile_n: int | None = None, stages: int | None = None, group_m: int = 8,
-                               persistent: bool | str = False, split_k: int | None = None,
+                               persistent: bool | str | None = None, split_k: int | None = None,
                                epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
-                               transpose_b: bool = True, dtype: str = FP8, overlap_promotion: bool = False,
+                               transpose_b: bool = True, dtype: str = FP8, overlap_promotion: bool = True,
                                **options) -> mgpu_lab.Kernel:
     """C (m, n) = epilogue(block-scaled A (m, k) @ B (n, k).T); call it as
     `kernel(a, b, scale_a, scale_b, *epilogue_arrays)`, a and b e4m3 (uint8 bytes on the
@@ -173,13 +176,16 @@ def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bflo
     `block_tiles(m, n, k)` (the model's pick), either given alone to 128. split_k: K slices per
     tile, summed in a cluster of that many blocks (at most MAX_CLUSTER_SPLIT); None: as many as
     fill the SMs where the tiles fill fewer than half of them over a long K (`choose_split_k`),
-    1 with persistent blocks.
-    overlap_promotion: each consumer starts the next k block's wgmmas before it promotes this
-    one's product, so the promotion (and the wait for the slot) overlaps its own tensor-core work,
-    not only the other consumer's; it keeps two products in registers (64 more per thread at
-    tile_n 128). Not yet timed on the GPU: off by default. Known limit: with exactly 5 k blocks
-    known at build time (one run of 4 and one block alone, straight-line code) ptxas spills 8-20
-    bytes; other counts (3-15 and 32 tried, split-K slices) do not."""
+    1 with persistent blocks. persistent: None (default) takes persistent blocks for 128 x 128
+    tiles over at least two waves of tiles without split-K (on the six large probe shapes of
+    2026-12-05 they ran 1.01-1.19x the one-tile blocks with the promotion overlapped).
+    overlap_promotion (default True): each consumer starts the next k block's wgmmas before it
+    promotes this one's product, so the promotion (and the wait for the slot) overlaps its own
+    tensor-core work, not only the other consumer's; it keeps two products in registers (64 more
+    per thread at tile_n 128), so tile_m 256 (128 rows a consumer) and a K of fewer than 8 k
+    blocks keep the plain mainloop (overlapped, they spilled). On the H200
+    (`probe_fp8_block_tiles.py`, 2026-12-05) 128 x 128 tiles went from 0.58-0.71x
+    `torch._scaled_mm` to 0.78-0.81x, persistent ones to 0.79-0.94x."""
     m, n, k = check_problem(m, n, k, transpose_b, where="fp8 block-scaled gemm")
     if not isinstance(overlap_promotion, bool):
         raise TypeError(f"fp8 block-scaled gemm: overlap_promotion must be True or False, got {overlap_promotion!r}")
@@ -187,6 +193,9 @@ def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bflo
         tile_m, tile_n = block_tiles(m, n, k, out_dtype)
     tile_m = 128 if tile_m is None else tile_m
     tile_n = 128 if tile_n is None else tile_n
+    if persistent is None:
+        waves = -(-m // tile_m) * -(-n // tile_n) / GemmTiling.sms
+        persistent = (tile_m, tile_n) == (128, 128) and waves >= 2 and split_k in (None, 1)
     if transpose_b is not True:
         raise ValueError("fp8 block-scaled gemm: B must be (n, k) (transpose_b=True): FP8 wgmma reads K-major "
                          "operands only")
