@@ -33,15 +33,10 @@ SERIALIZATION = re.compile(r"\((C75(?:1\d|20))\)")  # ptxas's "wgmma ... seriali
 NOTE = re.compile(r"\((C\d{4})\)")
 
 
-def compiled_kernels(kernel: Any) -> list[Any]:
-    """Every CompiledKernel a built Kernel launches (a program may launch several)."""
-    return [step.compiled for step in kernel.program.steps if hasattr(step, "compiled")]
-
-
 def audit(kernel: Any) -> dict:
     """Spilled bytes (stores + loads), serialization note codes and every note code, over the kernel's launches."""
     spilled, serialized, notes = 0, [], Counter()
-    for c in compiled_kernels(kernel):
+    for c in (launch.compiled for launch in kernel.program.launches):
         spilled += c.resources.spill_stores_bytes + c.resources.spill_loads_bytes
         serialized += SERIALIZATION.findall(c.ptxas_log)
         notes.update(NOTE.findall(c.ptxas_log))

@@ -50,7 +50,7 @@ def build_once(m: int, n: int, k: int, transpose_b: bool) -> dict:
     t0 = time.perf_counter()
     kernel = make_gemm(m, n, k, transpose_b=transpose_b, use_cache=False)
     seconds = time.perf_counter() - t0
-    compiled = [step.compiled for step in kernel.program.steps if hasattr(step, "compiled")]
+    compiled = [launch.compiled for launch in kernel.program.launches]
     for c in compiled:  # untimed: the background disassembly, so it does not overlap the next build
         c.disassembly.result()
     passes = [(name, s) for c in compiled for name, s in c.pass_seconds]  # a pass may run twice

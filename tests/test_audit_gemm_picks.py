@@ -19,11 +19,10 @@ SERIALIZED_LOG = ("ptxas info    : (C7514) Potential Performance Loss: wgmma.mma
 
 
 def _kernel(*launches):
-    """A stand-in Kernel: a program whose steps hold (spill stores, spill loads, ptxas log) CompiledKernels."""
-    steps = [SimpleNamespace(compiled=SimpleNamespace(
+    """A stand-in Kernel: a program whose launches hold (spill stores, spill loads, ptxas log) CompiledKernels."""
+    return SimpleNamespace(program=SimpleNamespace(launches=[SimpleNamespace(compiled=SimpleNamespace(
         resources=SimpleNamespace(spill_stores_bytes=s, spill_loads_bytes=lo), ptxas_log=log))
-        for s, lo, log in launches]
-    return SimpleNamespace(program=SimpleNamespace(steps=[*steps, SimpleNamespace()]))  # a step with no kernel
+        for s, lo, log in launches]))
 
 
 def test_spills_and_serialization_are_summed_over_a_programs_launches():
