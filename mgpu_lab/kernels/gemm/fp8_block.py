@@ -59,6 +59,9 @@ def multiply_block_scaled(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty
     rows = tile.thread_rows()  # this thread's C rows (clamped), per (row tile, half)
     block_n = tile.col0 // BLOCK
     steps = t.k_tiles if steps is None else steps
+    # The plain mainloop where overlapping spilled: 128 rows a consumer (tile_m 256: 1 KB), and a
+    # K of fewer than two runs known at build time (5 blocks: 8-20 bytes; 6 persistent: 88)
+    overlap = overlap and parts == 1 and not (isinstance(steps, int) and steps < 2 * OVERLAP_BLOCKS)
 
     def scales(block_k: Any) -> list[ir.Value]:
         """This thread's rows' scales of k block block_k (row scale * the tile's column-block scale)."""
@@ -110,10 +113,7 @@ def multiply_block_scaled(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty
         return promote(acc, groups, row_scales)
 
     acc = dsl.FragmentedArray.splat(0.0, layout, "float32")
-    # The plain mainloop where overlapping spilled: 128 rows a consumer (tile_m 256: 1 KB), and a
-    # K of fewer than two runs known at build time (5 blocks: 8-20 bytes; 6 persistent: 88)
-    short = isinstance(steps, int) and steps < 2 * OVERLAP_BLOCKS
-    if not overlap or parts > 1 or short:
+    if not overlap:
         return dsl.for_range(0, steps, carry=acc)(one_block)
 
     # OVERLAP_BLOCKS k blocks a loop iteration: block j + 1's group starts before block j's is
