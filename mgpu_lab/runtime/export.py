@@ -4,8 +4,9 @@ The module holds the whole program (program.py's `to_dict()`: every launch with 
 PTX, which the driver compiles on GPUs the cubin does not run on, the scratch buffers, the pads
 and crops) and the code that runs it: the sources of `portable.py`, `streams.py`,
 `program_runner.py` (and, for TMA kernels, `tma_descriptor.py`) copied in verbatim, so the
-exported kernel checks its arguments and runs exactly as `Kernel.__call__` does. It imports only numpy, CuPy, cuda-bindings
-(and ml_dtypes for bf16/fp8 arrays, named in its header when it has such arrays).
+exported kernel checks its arguments and runs exactly as `Kernel.__call__` does. It imports only
+numpy, CuPy, cuda-bindings (and ml_dtypes for bf16/fp8 arrays, named in its header when it has
+such arrays).
 """
 
 from __future__ import annotations
