@@ -294,22 +294,37 @@ def main() -> None:
                              "only the model's picks, no alternatives to rank, but 265 of their 592 shapes have "
                              "rows off the 128-byte line; model.CONSTANTS are fitted with it (on the 2026-12-04 records: "
                              "57 of 78 picks within 3%% of the best, against 56 without)")
+    parser.add_argument("--hold-out", action="append", default=[], metavar="TEXT",
+                        help="leave out of the fit every sample whose record file name contains TEXT (e.g. "
+                             "2026-12-05T0227: one seed's run) and score the constants on them apart; repeatable")
     args = parser.parse_args()
     results = HERE / "results"
     options = option_samples(results)
     samples = options + sweep_samples(results, args.since) + table_samples()
     if args.random:
         samples += random_samples(results)
-    print(f"{len(options)} option samples, {len(samples)} in all")
+
+    def held(s: Sample) -> bool:
+        return any(text in s.group.split(":", 1)[0] for text in args.hold_out)
+
+    kept_out = [s for s in samples if held(s)]
+    samples = [s for s in samples if not held(s)]
+    options_out = [s for s in options if held(s)]
+    options = [s for s in options if not held(s)]
+    print(f"{len(options)} option samples, {len(samples)} in all" + (f", {len(kept_out)} held out" if kept_out else ""))
     rank = report("model.CONSTANTS", samples, options, model.CONSTANTS)
     held_out = random_samples(results, fp8=True)
     report("model.CONSTANTS on FP8 drawn picks (not fitted on)", held_out, [], model.CONSTANTS)
+    if kept_out:
+        report("model.CONSTANTS on the held-out records", kept_out, options_out, model.CONSTANTS)
     c = model.CONSTANTS
     if args.fit:
         ranked_groups = [s for s in options if s.drawn] if args.rank_drawn else options
         c = fit(samples, ranked_groups or options, c, args.iters)
         rank = report("fitted", samples, options, c)
         report("fitted on FP8 drawn picks (not fitted on)", held_out, [], c)
+        if kept_out:
+            report("fitted on the held-out records", kept_out, options_out, c)
         print(c)
     if args.rows:
         for row in rank["rows"]:

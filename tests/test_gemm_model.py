@@ -372,3 +372,16 @@ def test_swap_ab_candidates_split_a_few_hundred_rows_evenly():
     assert widths(200) >= {200, 208} and 104 in widths(200)  # whole, or two 104-wide tiles
     assert all(-(-300 // w) <= 4 for w in widths(300))
     assert not widths(model.SWAP_AB_MAX_M + 1)
+
+
+def test_cluster_split_k_counts_the_clusters_the_device_holds():
+    """32 clusters of 4 (128 blocks) do not fit at once on an H200, which holds 30 (clusters do not
+    straddle GPCs): the model counts two waves; a device's own count, when given, wins."""
+    config = {"tile_m": 128, "tile_n": 128, "persistent": False, "split_k": 4, "split_k_reduce": "cluster"}
+    fits, spills = model.Problem(64, 30 * 128, 8192), model.Problem(64, 32 * 128, 8192)
+    per_tile = model.estimate_us(fits, config) / 30
+    assert model.estimate_us(spills, config) > 1.6 * 32 * per_tile  # two waves, not 32/30 of one
+    roomy = model.Problem(64, 32 * 128, 8192, clusters=(132, 66, 44, 33))
+    assert model.estimate_us(roomy, config) < 1.2 * 32 * per_tile
+    # Sizes the device count does not cover fall back to the H200's measured counts.
+    assert model._cluster_capacity(3, model.Problem(1, 1, 1, clusters=(132, 66)), 1.0) == 3 * 39

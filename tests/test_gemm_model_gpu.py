@@ -37,3 +37,16 @@ def test_the_models_pick_is_correct_on_a_shape_drawn_now(monkeypatch, rng, m, n,
     got = (out.view(cupy.uint16).astype(cupy.uint32) << 16).view(cupy.float32)
     error = float(cupy.linalg.norm(got - want) / cupy.linalg.norm(want))
     assert error <= 1e-2, (SEED, m, n, k, transpose_b, error)
+
+
+def test_the_device_says_how_many_clusters_it_holds():
+    """The model's split-K waves read the device's own cluster counts: at one block per SM, pairs
+    fill every SM, and larger clusters never more than the SMs (a GPC holds whole clusters)."""
+    from mgpu_lab.kernels.gemm.configs import device_clusters, device_sms
+
+    clusters = device_clusters()
+    sms = device_sms()
+    assert len(clusters) == 8 and clusters[0] == sms, clusters
+    assert clusters[1] == sms // 2, clusters
+    for size, count in enumerate(clusters, start=1):
+        assert 0 < count * size <= sms, (size, count, clusters)

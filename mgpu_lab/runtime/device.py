@@ -39,3 +39,57 @@ def sm_count(dev: int | None = None) -> int | None:
     attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
     return int(cuda_check(driver.cuDeviceGetAttribute(attr, current_device() if dev is None else dev),
                           "cuDeviceGetAttribute"))
+
+
+# A kernel that does nothing: cuOccupancyMaxActiveClusters needs one, and its answer depends only
+# on the block's resources (threads, shared memory), which the query's launch config sets.
+_STAND_IN_PTX = b"""
+.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry stand_in() { ret; }
+\0"""
+
+
+@functools.cache
+def _stand_in_function(dev: int):
+    from cuda.bindings import driver
+
+    import cupy
+
+    with cupy.cuda.Device(dev):
+        cupy.cuda.runtime.free(0)  # a current context on dev
+        module = cuda_check(driver.cuModuleLoadData(_STAND_IN_PTX), "loading the occupancy stand-in kernel")
+        function = cuda_check(driver.cuModuleGetFunction(module, b"stand_in"), "cuModuleGetFunction(stand_in)")
+        for key, value in ((driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                            device_smem_limit(dev)),
+                           (driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)):
+            cuda_check(driver.cuFuncSetAttribute(function, key, value), "cuFuncSetAttribute")
+    return module, function
+
+
+def resident_clusters(size: int, smem_bytes: int, threads: int = 384, dev: int | None = None) -> int | None:
+    """How many clusters of `size` blocks (each `threads` threads and `smem_bytes` of dynamic
+    shared memory) the device keeps resident at once (cuOccupancyMaxActiveClusters), or None
+    without a GPU. A cluster never straddles a GPC, so for clusters of 3+ this is less than
+    SMs / size: an H200 holds 39 clusters of 3 (117 of its 132 SMs)."""
+    if not has_gpu():
+        return None
+    from cuda.bindings import driver
+
+    import cupy
+
+    dev = current_device() if dev is None else dev
+    _, function = _stand_in_function(dev)
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = size * 256, 1, 1
+    config.blockDimX, config.blockDimY, config.blockDimZ = threads, 1, 1
+    config.sharedMemBytes = smem_bytes
+    attr = driver.CUlaunchAttribute()
+    attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = size, 1, 1
+    config.attrs = [attr]
+    config.numAttrs = 1
+    with cupy.cuda.Device(dev):
+        return int(cuda_check(driver.cuOccupancyMaxActiveClusters(function, config),
+                              f"cuOccupancyMaxActiveClusters(clusters of {size})"))

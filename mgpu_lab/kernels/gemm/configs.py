@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import model
-from .split_k import choose_split_k
+from .split_k import MAX_CLUSTER_SPLIT, choose_split_k
 
 CONFIG_FILE = Path(__file__).with_name("configs.json")
 DEFAULT_DEVICE = "NVIDIA H200"  # whose table a machine without a GPU builds for (sm_90a)
@@ -129,6 +129,25 @@ def device_sms() -> int:
         return SMS
 
 
+CLUSTER_QUERY_SMEM = 200 * 1024  # a split-K block's smem: the deepest ring that fits, one block per SM
+
+
+@functools.cache
+def device_clusters() -> tuple[int, ...]:
+    """Clusters of 1..MAX_CLUSTER_SPLIT one-SM blocks the current device keeps resident at once
+    (the model's split-K waves), or () without a GPU (the model then uses the H200's counts)."""
+    from mgpu_lab.compiler.target import device_capability
+
+    if device_capability() is None:
+        return ()
+    try:
+        from mgpu_lab.runtime.device import resident_clusters
+
+        return tuple(resident_clusters(size, CLUSTER_QUERY_SMEM) or 0 for size in range(1, MAX_CLUSTER_SPLIT + 1))
+    except Exception:  # noqa: BLE001 - a failed query only costs the model the device's exact counts
+        return ()
+
+
 def _valid(m: int, n: int, k: int, config: dict[str, Any], *, transpose_b: bool, dtype: str, out_dtype: str,
            epilogue: bool) -> bool:
     """Whether make_gemm (or make_fp8_gemm) accepts the configuration: resolve_tiling's checks,
@@ -162,7 +181,8 @@ def _valid_ranked(m: int, n: int, k: int, *, transpose_b: bool, dtype: str, out_
     if dtype not in model.ITEMSIZE:
         return
     problem = model.Problem(m, n, k, transpose_b=transpose_b, dtype=dtype, epilogue=epilogue,
-                            sms=sms or device_sms(), out_dtype=out_dtype)
+                            sms=sms or device_sms(), out_dtype=out_dtype,
+                            clusters=device_clusters() if sms is None else ())
     for us, config in model.ranked(problem):
         if keep(config) and _valid(m, n, k, config, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                                    epilogue=epilogue):

@@ -54,6 +54,11 @@ GROUP_WAVES = 4  # group_m 16 is tried where the tiles take this many waves or m
 MAX_ACCUMULATOR = 128 * 128  # kernel.MAX_ACCUMULATOR: f32 per consumer warpgroup
 MAX_SWAP_AB_ACCUMULATOR = 128 * 160
 SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2-4 column tiles of C.T)
+# Clusters of 2, 3, ... one-SM blocks an H200 keeps resident at once (cuOccupancyMaxActiveClusters,
+# benchmarks/probe_cluster_occupancy.py): a cluster never straddles a GPC, so 32 clusters of 4
+# (128 blocks) run in two waves. configs.py asks the device itself where there is one.
+H200_SMS = 132
+H200_CLUSTERS = {1: 132, 2: 66, 3: 39, 4: 30}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +73,7 @@ class Problem:
     epilogue: bool = False
     sms: int = 132
     out_dtype: str = "bfloat16"
+    clusters: tuple[int, ...] = ()  # clusters of 1, 2, ... one-SM blocks resident at once (() : H200_CLUSTERS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,13 +260,19 @@ def ring_stages(tile_m: int, tile_n: int, dtype: str, persistent: bool | str, cl
     return max(fits) if fits else 2
 
 
-def _cluster_capacity(split: int, sms: int, fill: float) -> int:
-    """Blocks of (1, split) clusters resident at once: an H200 holds 66 clusters of 2, 39 of 3,
-    30 of 4 (cuOccupancyMaxActiveClusters; clusters do not straddle GPCs, so larger ones leave
-    SMs of a GPC idle: `fill`, fitted)."""
-    if split <= 2:
-        return sms
-    return split * max(1, int(fill * sms / split))
+def _cluster_capacity(split: int, p: Problem, fill: float) -> int:
+    """Blocks of (1, split) clusters resident at once: the device's own count where the problem
+    carries one (`Problem.clusters`), else the H200's measured one, else a share `fill` of
+    the SMs (fitted; clusters do not straddle GPCs, so larger ones leave SMs of a GPC idle)."""
+    if split <= 1:
+        return p.sms
+    if len(p.clusters) >= split:
+        return split * max(1, p.clusters[split - 1])
+    if p.sms == H200_SMS and split in H200_CLUSTERS:
+        return split * H200_CLUSTERS[split]
+    if split == 2:
+        return p.sms // 2 * 2
+    return split * max(1, int(fill * p.sms / split))
 
 
 def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) -> float:
@@ -306,7 +318,7 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
         per_tile = c.tile_us + t_store + (c.swap_us * tm * tn / 16384 if swap else 0.0)
         if split > 1 and reduce == "cluster":
             per_tile += c.cluster_reduce_us * (tm * tn / 16384) * (1.0 + c.reduce_growth * (split - 2))
-        capacity = _cluster_capacity(split, p.sms, c.cluster_fill) if split > 1 and reduce == "cluster" else p.sms
+        capacity = _cluster_capacity(split, p, c.cluster_fill) if split > 1 and reduce == "cluster" else p.sms
         waves = _ceil(tiles * split, capacity)
         compute = waves * (steps * t_step + per_tile)
     else:
