@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -193,6 +194,7 @@ def prefill_phase(s: Setup, figures: dict, rows: list) -> None:
     rows.append((f"prefill {b}x{n}", f"{result.a_ms:.2f} ms", f"{result.b_ms:.2f} ms", f"{speedup:.3f}",
                  f"{errors['max_rel_error']:.1e}", f"{ours_first_s:.1f} s ({len(built)} shapes)"))
     breakdown(s, name, lambda: s.ours_model(input_ids=ids[0]), lambda: s.torch_model(input_ids=ids[0]), figures)
+    host_figures(s, name, lambda: s.ours_model(input_ids=ids[0]), lambda: s.torch_model(input_ids=ids[0]), figures)
 
 
 def breakdown(s: Setup, name: str, ours: Callable[[], Any], theirs: Callable[[], Any], figures: dict) -> None:
@@ -216,6 +218,43 @@ def breakdown(s: Setup, name: str, ours: Callable[[], Any], theirs: Callable[[],
         print(table([("kernel", "calls", "ours us", "torch us", "torch / ours")] + [
             (k, v["calls"], f"{v['ours_us']:.1f}", f"{v['torch_us']:.1f}", f"{v['torch_over_ours']:.3f}")
             for k, v in sorted(shapes.items(), key=lambda kv: -kv[1]["ours_us"])]))
+
+
+def host_figures(s: Setup, name: str, ours: Callable[[], Any], theirs: Callable[[], Any], figures: dict,
+                 calls: int = 8) -> None:
+    """Host time of one forward on each side: from the call to its return, the GPU idle at the
+    start (a synchronize before each), so the figure is what the Python side takes to enqueue the
+    work; then the functions that took most of our host time (cProfile, own time). A model this
+    small is bound by its host side: this says which part of ours costs more. GPU runs only."""
+    if s.device != "cuda" or s.args.no_breakdown:
+        return
+    import cProfile
+    import pstats
+
+    for side, fn in (("ours", ours), ("torch", theirs)):
+        times = []
+        for _ in range(calls):
+            s.sync()
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+        s.sync()
+        figures[f"{name}_host_ms_{side}"] = statistics.median(times)
+    profile = cProfile.Profile()
+    s.sync()
+    profile.enable()
+    for _ in range(calls):
+        ours()
+    profile.disable()
+    s.sync()
+    stats = pstats.Stats(profile)
+    top = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:15]  # (file, line, fn) -> (cc, nc, tt, ct, callers)
+    figures[f"{name}_host_profile_ours"] = [
+        f"{tt / calls * 1e3:.3f} ms own, {ct / calls * 1e3:.3f} ms cumulative, {nc // calls} calls: "
+        f"{Path(file).name}:{line} {fn}" for (file, line, fn), (cc, nc, tt, ct, _) in top]
+    print(f"{name}: host ms per forward, ours {figures[f'{name}_host_ms_ours']:.2f}, torch "
+          f"{figures[f'{name}_host_ms_torch']:.2f}; ours' top host functions:")
+    print("\n".join(figures[f"{name}_host_profile_ours"]))
 
 
 def _noise_floor(s: Setup, name: str, ids: Any, torch_logits: Any) -> dict[str, float]:
