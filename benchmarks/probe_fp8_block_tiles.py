@@ -12,7 +12,7 @@ checked against the dequantized f32 product (outputs poisoned), then timed again
 in interleaved rounds (gemm_fp8_random.time_fp8_problem), so every ratio has its own peer
 timings beside it.
 
-Run on a GPU machine:  python benchmarks/probe_fp8_block_tiles.py [--rounds 3]
+Run on a GPU machine:  python benchmarks/probe_fp8_block_tiles.py [--rounds 3] [--skinny]
 Writes `gemm_fp8_block_tiles_<time>_<commit>.json` and prints a table last.
 """
 
@@ -44,12 +44,31 @@ CONFIGS = [
     {"tile_m": 128, "tile_n": 128, "persistent": True, "overlap_promotion": True},
 ]
 
+# --skinny: few rows over a long K, where the drawn runs read 0.54x (4 x 4096 x 28672 in 64 x 32
+# tiles): the default against narrower and wider tiles with K split over a cluster, which the
+# performance model prefers there (64 x 64 in 2 slices) but which were never timed.
+SKINNY_SHAPES = [
+    Problem(4, 4096, 28672, True, "drawn s12 0.542x"), Problem(8, 3584, 11008, True, "llama-like"),
+    Problem(16, 4096, 7168, True, "dsv3-like"), Problem(8, 912, 24704, True, "split 4 test"),
+    Problem(32, 14336, 4096, True, "llama-like"), Problem(64, 7168, 2048, True, "dsv3-like"),
+]
+SKINNY_CONFIGS = [
+    {},
+    {"tile_m": 64, "tile_n": 32, "split_k": 1},
+    {"tile_m": 64, "tile_n": 32, "split_k": 2},
+    {"tile_m": 64, "tile_n": 64, "split_k": 1},
+    {"tile_m": 64, "tile_n": 64, "split_k": 2},
+    {"tile_m": 64, "tile_n": 128, "split_k": 2},
+    {"tile_m": 64, "tile_n": 128, "split_k": 3},
+]
+
 
 def name_of(config: dict) -> str:
     if not config:
         return "default"
     return f"{config['tile_m']}x{config['tile_n']}" + ("_persistent" if config.get("persistent") else "") \
-        + ("_overlap" if config.get("overlap_promotion") else "")
+        + ("_overlap" if config.get("overlap_promotion") else "") \
+        + (f"_split{config['split_k']}" if "split_k" in config else "")
 
 
 def main() -> None:
@@ -57,12 +76,14 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skinny", action="store_true", help="few-row shapes against split-K tilings instead")
     args = parser.parse_args()
+    shapes, configs = (SKINNY_SHAPES, SKINNY_CONFIGS) if args.skinny else (SHAPES, CONFIGS)
     start = time.perf_counter()
     figures: dict = {}
     rows = [("shape", "label", "ours us", "scaled_mm us", "ratio", "peer", "config", "rel err")]
-    for p in SHAPES:
-        for config in CONFIGS:
+    for p in shapes:
+        for config in configs:
             name = f"gemm_fp8_block_tiles_{p.key}_{name_of(config)}"
             try:
                 built = build_fp8("block", p.m, p.n, p.k, True, **config)
@@ -75,7 +96,7 @@ def main() -> None:
             if ratio is not None:
                 rows[-1] = (*rows[-1][:6], f"{name_of(config)}: {describe(built[0])}", rows[-1][7])
             torch.cuda.empty_cache()
-    notes = {"probe": "fp8 block tiles", "rounds": args.rounds, "wall_s": round(time.perf_counter() - start, 1)}
+    notes = {"probe": "fp8 block tiles" + (" (skinny)" if args.skinny else ""), "rounds": args.rounds, "wall_s": round(time.perf_counter() - start, 1)}
     print(f"record: {write_record('gemm_fp8_block_tiles', figures, notes)}")
     print(table(rows))
 
