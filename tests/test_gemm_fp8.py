@@ -103,14 +103,15 @@ def test_fp8_block_scaled_gemm_errors():
         make_fp8_block_scaled_gemm(256, 256, 256, overlap_promotion="yes")
 
 
-@pytest.mark.parametrize("shape, tiles", [((8, 3584, 11008), (64, 32)), ((4, 4096, 11008), (64, 32)),
+@pytest.mark.parametrize("shape, tiles", [((8, 912, 4096), (64, 32)), ((64, 7168, 2048), (64, 64)),
                                           ((4096, 4096, 4096), (128, 128))])
 def test_fp8_block_scaled_tiles_follow_the_grid(shape, tiles):
-    # Few rows: n / 128 blocks of 128 x 128 tiles leave most of the 132 SMs idle; the model's pick
-    # has several times the blocks. A big problem keeps the 128 x 128 tile.
-    from mgpu_lab.kernels.gemm.fp8_block import block_tiles, make_fp8_block_scaled_gemm
+    # Few rows, too few columns or too short a K to split: n / 128 blocks of 128 x 128 tiles leave
+    # most of the 132 SMs idle; the model's pick has several times the blocks. A big problem keeps
+    # the 128 x 128 tile.
+    from mgpu_lab.kernels.gemm.fp8_block import block_config, block_tiles, make_fp8_block_scaled_gemm
 
-    assert block_tiles(*shape) == tiles
+    assert block_tiles(*shape) == tiles and block_config(*shape) == (*tiles, None)
     k = make_fp8_block_scaled_gemm(*shape)
     tiling = k.config["tiling"]
     assert (tiling.tile_m, tiling.tile_n) == tiles
@@ -120,15 +121,19 @@ def test_fp8_block_scaled_tiles_follow_the_grid(shape, tiles):
     assert (t.tile_m, t.tile_n) == (128, 64)
 
 
-@pytest.mark.parametrize("shape, split", [((8, 912, 24704), 4), ((16, 4096, 7168), 1), ((4096, 4096, 4096), 1)])
-def test_fp8_block_scaled_splits_k_where_tiles_leave_sms_idle(shape, split):
+@pytest.mark.parametrize("shape, split, tile_n", [((8, 912, 24704), 4, 32), ((32, 14336, 4096), 1, 128),
+                                                  ((4096, 4096, 4096), 1, 128), ((4, 4096, 28672), 3, 128),
+                                                  ((8, 3584, 11008), 4, 128), ((16, 4096, 7168), 3, 128)])
+def test_fp8_block_scaled_splits_k_where_tiles_leave_sms_idle(shape, split, tile_n):
     # 8 x 912: 29 tiles of 64 x 32 on 132 SMs over 193 k blocks ran at 0.26x torch._scaled_mm unsplit;
-    # 4 slices fill 116 SMs, summed in a (1, 4) cluster. 16 x 4096 has 128 tiles: no split.
+    # 4 slices fill 116 SMs, summed in a (1, 4) cluster. 32 x 14336 has 112 tiles of 64 x 128: no split.
+    # Few rows over many columns: 64 x 128 tiles, as many slices as keep the clusters in one wave
+    # (4 x 4096: 32 tiles, 3 slices, not 4: an H200 holds 30 clusters of 4; 28 tiles take 4).
     from mgpu_lab.kernels.gemm.fp8_block import make_fp8_block_scaled_gemm
 
     k = make_fp8_block_scaled_gemm(*shape)
     t = k.config["tiling"]
-    assert t.split_k == split and t.split_k_reduce == "cluster"
+    assert t.split_k == split and t.split_k_reduce == "cluster" and t.tile_n == tile_n
     inner = getattr(k, "inner", k).compiled
     assert inner.cluster == (1, split, 1) and inner.grid[1] == split
     assert_clean(k, rf"QGMMA\.64x{t.tile_n}x32\.F32\.E4M3\.E4M3")

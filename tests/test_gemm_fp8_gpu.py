@@ -59,7 +59,8 @@ def test_fp8_gemm_float32_output_and_epilogue(rng):
 @pytest.mark.parametrize("m, n, k, tiles", [(256, 384, 512, {}), (1000, 1000, 1000, {"tile_m": 64}),
                                             (2048, 2048, 4096, {"tile_m": 256, "tile_n": 64}),
                                             (16, 4096, 7168, {"tile_m": 64, "tile_n": 32}),
-                                            (8, 3584, 11008, {}), (300, 2000, 1024, {}),  # the model's tiles (64x32, 128x64)
+                                            (300, 2000, 1024, {}),  # the model's tiles (128x64)
+                                            (8, 3584, 11008, {}), (4, 4096, 28672, {}),  # few rows: 64x128 in 4 / 3 slices
                                             (8, 912, 24704, {}),  # split K in 4: a cluster sums the scaled partials
                                             (40, 640, 5000, {"tile_m": 64, "tile_n": 64, "split_k": 3}),  # a K tail
                                             (130, 256, 3072, {"tile_m": 128, "tile_n": 128, "split_k": 2}),

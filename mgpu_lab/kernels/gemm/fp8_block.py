@@ -29,7 +29,7 @@ from mgpu_lab.user_errors import user_facing
 from .kernel import build_gemm_kernel, check_problem, resolve_tiling
 from .padding import aligned_shape, padded_gemm
 from .pieces import WGMMA_ROWS, SWIZZLE, Epilogue, EpilogueTile, GemmTiling
-from .split_k import MAX_CLUSTER_SPLIT, choose_split_k
+from .split_k import MAX_CLUSTER_SPLIT, choose_split_k, even_split_k
 
 FP8 = "float8_e4m3fn"
 BLOCK = 128  # k and n extent of one scale block
@@ -144,6 +144,38 @@ def multiply_block_scaled(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty
     return dsl.for_range(steps // OVERLAP_BLOCKS * OVERLAP_BLOCKS, steps, carry=acc)(one_block)  # the rest
 
 
+# Few rows: 64 x 128 tiles with K split over a cluster. On the H200 (probe_fp8_block_tiles.py
+# --skinny, gemm_fp8_block_tiles_2026-12-05T035346Z) 4 x 4096 x 28672 ran 0.50x torch._scaled_mm
+# in the model's 64 x 32 tiles and 1.16x in 64 x 128 over 3 slices, 8 x 3584 x 11008 0.70x -> 1.08x,
+# 16 x 4096 x 7168 0.80x -> 1.09-1.12x: a k block's fixed costs (scale loads, the promotion's
+# waits) weigh on a narrow tile, which the model (timing the per-tensor kernel) does not see.
+SKINNY_ROWS = 64
+SKINNY_MIN_COLUMN_TILES = 16  # below this the split cannot fill the SMs (8 x 912 x 24704 kept 64 x 32 over 4)
+SKINNY_MIN_SLICE_BLOCKS = 16  # k blocks per slice: 64 x 7168 x 2048 (16 blocks) lost 0.24x split in 2
+
+
+def block_config(m: int, n: int, k: int, out_dtype: str = "bfloat16") -> tuple[int, int, int | None]:
+    """(tile_m, tile_n, split_k) for a block-scaled GEMM. Few rows (m <= SKINNY_ROWS) over many
+    columns and a long K: 64 x 128 tiles, K split in as many slices as keep every cluster resident
+    in one wave (the device's cluster counts), each of at least SKINNY_MIN_SLICE_BLOCKS k blocks,
+    where that is two or more. Otherwise `block_tiles`' pick with split_k None (`choose_split_k`
+    decides)."""
+    from . import model
+    from .configs import device_clusters, device_sms
+
+    column_tiles, k_blocks = -(-n // 128), -(-k // BLOCK)
+    if m <= SKINNY_ROWS and column_tiles >= SKINNY_MIN_COLUMN_TILES:
+        problem = model.Problem(m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype, sms=device_sms(),
+                                clusters=device_clusters())
+        tiles = -(-m // 64) * column_tiles
+        split = max((s for s in range(1, MAX_CLUSTER_SPLIT + 1)
+                     if s == 1 or (tiles * s <= problem.sms and tiles <= model.clusters_resident(s, problem)
+                                   and k_blocks // s >= SKINNY_MIN_SLICE_BLOCKS)), default=1)
+        if split > 1:
+            return 64, 128, even_split_k(k_blocks, split)
+    return (*block_tiles(m, n, k, out_dtype), None)
+
+
 def block_tiles(m: int, n: int, k: int, out_dtype: str = "bfloat16") -> tuple[int, int]:
     """(tile_m, tile_n) for a block-scaled GEMM: the performance model's fastest one-tile-per-block
     configuration among the tiles this kernel takes (tile_m 64 or 128, tile_n in BLOCK_TILE_NS).
@@ -173,10 +205,11 @@ def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bflo
     """C (m, n) = epilogue(block-scaled A (m, k) @ B (n, k).T); call it as
     `kernel(a, b, scale_a, scale_b, *epilogue_arrays)`, a and b e4m3 (uint8 bytes on the
     device), the scales float32 of `scale_shapes(m, n, k)`. tile_m and tile_n default to
-    `block_tiles(m, n, k)` (the model's pick), either given alone to 128. split_k: K slices per
-    tile, summed in a cluster of that many blocks (at most MAX_CLUSTER_SPLIT); None: as many as
-    fill the SMs where the tiles fill fewer than half of them over a long K (`choose_split_k`),
-    1 with persistent blocks. persistent: None (default) takes persistent blocks for 128 x 128
+    `block_config(m, n, k)` (few rows: 64 x 128 with K split; else the model's pick), either
+    given alone to 128. split_k: K slices per tile, summed in a cluster of that many blocks (at
+    most MAX_CLUSTER_SPLIT); None: block_config's split with default tiles, else as many as fill
+    the SMs where the tiles fill fewer than half of them over a long K (`choose_split_k`), 1 with
+    persistent blocks. persistent: None (default) takes persistent blocks for 128 x 128
     tiles over at least two waves of tiles without split-K (on the six large probe shapes of
     2026-12-05 they ran 1.01-1.19x the one-tile blocks with the promotion overlapped).
     overlap_promotion (default True): each consumer starts the next k block's wgmmas before it
@@ -190,7 +223,9 @@ def make_fp8_block_scaled_gemm(m: int, n: int, k: int, *, out_dtype: str = "bflo
     if not isinstance(overlap_promotion, bool):
         raise TypeError(f"fp8 block-scaled gemm: overlap_promotion must be True or False, got {overlap_promotion!r}")
     if tile_m is None and tile_n is None:
-        tile_m, tile_n = block_tiles(m, n, k, out_dtype)
+        tile_m, tile_n, picked_split = block_config(m, n, k, out_dtype)
+        if split_k is None and persistent in (None, False):
+            split_k = picked_split
     tile_m = 128 if tile_m is None else tile_m
     tile_n = 128 if tile_n is None else tile_n
     if persistent is None:

@@ -58,7 +58,7 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 # benchmarks/probe_cluster_occupancy.py): a cluster never straddles a GPC, so 32 clusters of 4
 # (128 blocks) run in two waves. configs.py asks the device itself where there is one.
 H200_SMS = 132
-H200_CLUSTERS = {1: 132, 2: 66, 3: 39, 4: 30}
+H200_CLUSTERS = {1: 132, 2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cluster_occupancy_2026-12-05T035154Z
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,19 +260,24 @@ def ring_stages(tile_m: int, tile_n: int, dtype: str, persistent: bool | str, cl
     return max(fits) if fits else 2
 
 
-def _cluster_capacity(split: int, p: Problem, fill: float) -> int:
-    """Blocks of (1, split) clusters resident at once: the device's own count where the problem
-    carries one (`Problem.clusters`), else the H200's measured one, else a share `fill` of
-    the SMs (fitted; clusters do not straddle GPCs, so larger ones leave SMs of a GPC idle)."""
-    if split <= 1:
+def clusters_resident(size: int, p: Problem, fill: float = CONSTANTS.cluster_fill) -> int:
+    """Clusters of `size` one-SM blocks resident at once: the device's own count where the problem
+    carries one (`Problem.clusters`), else the H200's measured one, else a share `fill` of the
+    SMs (clusters do not straddle GPCs, so larger ones leave SMs of a GPC idle)."""
+    if size <= 1:
         return p.sms
-    if len(p.clusters) >= split:
-        return split * max(1, p.clusters[split - 1])
-    if p.sms == H200_SMS and split in H200_CLUSTERS:
-        return split * H200_CLUSTERS[split]
-    if split == 2:
-        return p.sms // 2 * 2
-    return split * max(1, int(fill * p.sms / split))
+    if len(p.clusters) >= size:
+        return max(1, p.clusters[size - 1])
+    if p.sms == H200_SMS and size in H200_CLUSTERS:
+        return H200_CLUSTERS[size]
+    if size == 2:
+        return p.sms // 2
+    return max(1, int(fill * p.sms / size))
+
+
+def _cluster_capacity(split: int, p: Problem, fill: float) -> int:
+    """Blocks of (1, split) clusters resident at once."""
+    return split * clusters_resident(split, p, fill)
 
 
 def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) -> float:
