@@ -79,21 +79,23 @@ class Problem:
 @dataclasses.dataclass(frozen=True)
 class Constants:
     """The model's efficiency constants (times in us, bandwidths in bytes per us), fitted by
-    `benchmarks/fit_gemm_model.py --fit --random` on 1684 timed samples: 552 options alternatives
-    in 78 groups timed together on one lease (30 on the sweep's shapes, 48 on shapes drawn at run
-    time from seeds 101 and 102 by `bench_gemm_options.py --random`), the sweeps' configurations
-    since 2026-12-01T14, the tuned table's winners, and the random-shape benchmark's picks (592,
-    seeds 7-14). Least squares on log time plus the log times relative to each drawn group's mean
-    (what ranking alternatives needs), Nelder-Mead within physical bounds, started from the
-    constants fitted with seeds 12-14 held out. Log-time rms error 0.147 (median |error| 10%);
-    its pick is within 3% of the measured best in 57 of 78 groups, 1.031x the best's time in
-    geomean.
+    `benchmarks/fit_gemm_model.py --fit --random` on 2227 timed samples (2026-12-05): 811 options
+    alternatives in 111 groups timed together on one lease (most on shapes drawn at run time by
+    `bench_gemm_options.py --random` or named from the slowest drawn shapes), the sweeps'
+    configurations since 2026-12-01T14, the tuned table's winners, and the random-shape
+    benchmark's picks of seeds 7-17, with the cluster counts the H200 reports
+    (`H200_CLUSTERS`). Least squares on log time plus the log times relative to each drawn
+    group's mean (what ranking alternatives needs), Nelder-Mead within physical bounds, started
+    from the previous constants. Log-time rms error 0.140 (median |error| 10%); its pick is
+    within 3% of the measured best in 82 of 111 groups, 1.032x the best's time in geomean (the
+    constants before: 76 and 1.044x). Held out (`--hold-out`), seeds 18-20's 192 picks, timed
+    with the cluster counts but never fitted on: rms 0.113 (0.117 before).
 
     Rows off the 128-byte line (a row pitch not a multiple of 128 bytes) cost twice:
-    - `misaligned` (1.42): each block's loads of such an operand take that much longer per byte.
+    - `misaligned` (1.55): each block's loads of such an operand take that much longer per byte.
       With both operands off the line our time over the model's grew with the tile's bytes per
       flop (1.1x at 128 x 256, 1.5-1.8x at 128 x 128 and 256 x 96).
-    - `l2_bw_misaligned` (6.9 TB/s, against `l2_bw` 16.7 TB/s on the line): all blocks' L2 -> SM
+    - `l2_bw_misaligned` (6.5 TB/s, against `l2_bw` 18.6 TB/s on the line): all blocks' L2 -> SM
       reads together. The compute-bound drawn shapes off the line all ran at 5.5-5.8 TB/s of box
       reads, whatever the tile (128 x 256, 128 x 128, 256 x 96, pingpong 64 x 192), and 0.54-0.70x
       cuBLAS; shapes on the line reach 9-16. A multicast pair reads B once for two blocks, so the
@@ -108,33 +110,34 @@ class Constants:
     for swap-AB tiles (the records run them ~7% under the estimate; fitted 1.39), which held out
     scored 0.132 against 0.130 on seeds 12-14 and 0.122 against 0.125 on FP8. Earlier, drawn
     shapes showed pingpong with narrow tiles (`pp_narrow`) and cluster split-K (a costlier
-    reduce, clusters of 3+ filling fewer SMs: `cluster_fill`, `reduce_growth`). The random-shape
-    benchmark on seeds not fitted on is the held-out measure."""
+    reduce: `reduce_growth`). Clusters of 3+ fill fewer SMs: that was a fitted share
+    (`cluster_fill`) until the device's own counts replaced it (`Problem.clusters`). The
+    random-shape benchmark on seeds not fitted on is the held-out measure."""
 
-    launch_us: float = 1.229  # a launch's fixed GPU time (first block start, last block end)
-    eff_two: float = 1.003  # tensor-core efficiency: two consumer warpgroups (tile_m 128, 256)
-    eff_one: float = 0.895  # one consumer (tile_m 64)
-    eff_pingpong: float = 0.9992  # pingpong: consumers alternate whole tiles
-    narrow: float = 0.9407  # tensor-core time * (1 + narrow / tile_n): narrow tiles feed the wgmma worse
-    latency_us: float = 1.213  # a slot's load round trip: stages / latency bounds the step rate
-    sm_bw: float = 111200.0  # L2 -> SM bytes per us of one block
-    step_us: float = 0.001342  # fixed cost per k-step (barrier waits, issue)
-    tile_us: float = 3.734  # per tile, one tile per block: prologue and the epilogue's store
-    persist_tile_us: float = 0.4493  # per tile, persistent (the epilogue overlaps the next tile's loads)
-    pingpong_tile_us: float = 0.06346  # per tile, pingpong
-    stream_k_us: float = 6.417  # stream-K's partial tiles: park ~2 us + sum ~2 us
-    cluster_reduce_us: float = 4.171  # split-K summed in the cluster (per 128 x 128 f32 tile)
-    workspace_us: float = 1.854  # split-K's second kernel: its launch
-    dram_bw: float = 4207000.0  # DRAM bytes per us (4.04 TB/s copy)
-    multicast: float = 0.9809  # tensor-core time factor of a multicast pair (cta-scope peer arrivals)
-    swap_us: float = 0.1636  # per 128 x 128 tile, swap-AB's transposed stores from the registers
-    overlap: float = 0.3444  # share of the shorter of compute and DRAM time that does not overlap the longer
-    pp_narrow: float = 10.69  # pingpong's narrow-tile penalty (one consumer's wgmma at a time): * (1 + pp_narrow / tile_n)
-    cluster_fill: float = 0.9697  # share of the SMs that clusters of 3+ split-K blocks occupy at once
-    reduce_growth: float = 0.2015  # cluster split-K's reduce grows by this share per split past 2
-    misaligned: float = 1.418  # L2 -> SM cost per byte of an operand whose row pitch is not a multiple of 128 bytes
-    l2_bw: float = 16680000.0  # L2 -> SM bytes per us, all SMs together, of rows on the 128-byte line
-    l2_bw_misaligned: float = 6862000.0  # the same of rows off the line
+    launch_us: float = 1.556  # a launch's fixed GPU time (first block start, last block end)
+    eff_two: float = 1.002  # tensor-core efficiency: two consumer warpgroups (tile_m 128, 256)
+    eff_one: float = 0.9004  # one consumer (tile_m 64)
+    eff_pingpong: float = 0.9944  # pingpong: consumers alternate whole tiles
+    narrow: float = 0.5532  # tensor-core time * (1 + narrow / tile_n): narrow tiles feed the wgmma worse
+    latency_us: float = 1.225  # a slot's load round trip: stages / latency bounds the step rate
+    sm_bw: float = 111968.7  # L2 -> SM bytes per us of one block
+    step_us: float = 0.0008712  # fixed cost per k-step (barrier waits, issue)
+    tile_us: float = 3.376  # per tile, one tile per block: prologue and the epilogue's store
+    persist_tile_us: float = 0.442  # per tile, persistent (the epilogue overlaps the next tile's loads)
+    pingpong_tile_us: float = 0.07264  # per tile, pingpong
+    stream_k_us: float = 6.525  # stream-K's partial tiles: park ~2 us + sum ~2 us
+    cluster_reduce_us: float = 3.883  # split-K summed in the cluster (per 128 x 128 f32 tile)
+    workspace_us: float = 1.808  # split-K's second kernel: its launch
+    dram_bw: float = 4208000.0  # DRAM bytes per us (4.04 TB/s copy)
+    multicast: float = 0.9846  # tensor-core time factor of a multicast pair (cta-scope peer arrivals)
+    swap_us: float = 0.1314  # per 128 x 128 tile, swap-AB's transposed stores from the registers
+    overlap: float = 0.3419  # share of the shorter of compute and DRAM time that does not overlap the longer
+    pp_narrow: float = 9.748  # pingpong's narrow-tile penalty (one consumer's wgmma at a time): * (1 + pp_narrow / tile_n)
+    cluster_fill: float = 1.0  # share of the SMs clusters of 3+ occupy, where neither the device nor H200_CLUSTERS says
+    reduce_growth: float = 0.08285  # cluster split-K's reduce grows by this share per split past 2
+    misaligned: float = 1.553  # L2 -> SM cost per byte of an operand whose row pitch is not a multiple of 128 bytes
+    l2_bw: float = 18612000.0  # L2 -> SM bytes per us, all SMs together, of rows on the 128-byte line
+    l2_bw_misaligned: float = 6485000.0  # the same of rows off the line
 
     def as_vector(self) -> list[float]:
         return [getattr(self, f.name) for f in dataclasses.fields(self)]
