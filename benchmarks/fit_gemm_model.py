@@ -174,6 +174,15 @@ def table_samples() -> list[Sample]:
     return samples
 
 
+def split_held_out(samples: list[Sample], texts: list[str]) -> tuple[list[Sample], list[Sample]]:
+    """(samples to fit on, samples held out): held out are those whose record file name (the
+    group's part before ':') contains any of `texts`."""
+    def held(s: Sample) -> bool:
+        return any(text in s.group.split(":", 1)[0] for text in texts)
+
+    return [s for s in samples if not held(s)], [s for s in samples if held(s)]
+
+
 def residuals(samples: list[Sample], c: model.Constants) -> np.ndarray:
     return np.array([math.log(model.estimate_us(s.problem, s.config, c) / s.us) for s in samples])
 
@@ -303,14 +312,8 @@ def main() -> None:
     samples = options + sweep_samples(results, args.since) + table_samples()
     if args.random:
         samples += random_samples(results)
-
-    def held(s: Sample) -> bool:
-        return any(text in s.group.split(":", 1)[0] for text in args.hold_out)
-
-    kept_out = [s for s in samples if held(s)]
-    samples = [s for s in samples if not held(s)]
-    options_out = [s for s in options if held(s)]
-    options = [s for s in options if not held(s)]
+    samples, kept_out = split_held_out(samples, args.hold_out)
+    options, options_out = split_held_out(options, args.hold_out)
     print(f"{len(options)} option samples, {len(samples)} in all" + (f", {len(kept_out)} held out" if kept_out else ""))
     rank = report("model.CONSTANTS", samples, options, model.CONSTANTS)
     held_out = random_samples(results, fp8=True)

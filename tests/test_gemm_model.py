@@ -385,3 +385,15 @@ def test_cluster_split_k_counts_the_clusters_the_device_holds():
     assert model.estimate_us(roomy, config) < 1.2 * 32 * per_tile
     # Sizes the device count does not cover fall back to the H200's measured counts.
     assert model._cluster_capacity(3, model.Problem(1, 1, 1, clusters=(132, 66)), 1.0) == 3 * 39
+
+
+def test_fit_holds_out_the_records_named():
+    # fit_gemm_model --hold-out: a seed's run (its record file) is scored apart, never fitted on.
+    from fit_gemm_model import Sample, split_held_out
+
+    p = model.Problem(64, 512, 512)
+    a = Sample(p, {"tile_m": 64, "tile_n": 64}, 5.0, "gemm_random_2026-12-05T040620Z_3e725ca.json:x")
+    b = Sample(p, {"tile_m": 64, "tile_n": 64}, 6.0, "gemm_random_2026-12-05T041444Z_3e725ca.json:x")
+    c = Sample(p, {"tile_m": 64, "tile_n": 64}, 7.0, "table:T040620Z")  # the text only in the shape part
+    assert split_held_out([a, b, c], ["T040620Z"]) == ([b, c], [a])
+    assert split_held_out([a, b, c], []) == ([a, b, c], [])
