@@ -397,3 +397,16 @@ def test_fit_holds_out_the_records_named():
     c = Sample(p, {"tile_m": 64, "tile_n": 64}, 7.0, "table:T040620Z")  # the text only in the shape part
     assert split_held_out([a, b, c], ["T040620Z"]) == ([b, c], [a])
     assert split_held_out([a, b, c], []) == ([a, b, c], [])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"size": 0, "smem_bytes": 1024}, r"size.*an int from 1 to 16.*got 0"),
+    ({"size": 2, "smem_bytes": -1}, r"smem_bytes.*an int >= 0.*got -1"),
+    ({"size": 2, "smem_bytes": 1024, "threads": 2048}, r"threads.*an int from 1 to 1024.*got 2048"),
+    ({"size": 2.5, "smem_bytes": 1024}, r"size.*got 2.5"),
+])
+def test_resident_clusters_names_a_bad_argument(kwargs, message):
+    from mgpu_lab.runtime.device import resident_clusters
+
+    with pytest.raises((ValueError, TypeError), match=message):
+        resident_clusters(**kwargs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from ..arguments import count
 from ..compiler.target import device_capability
 from .portable import cuda_check, device_smem_limit
 
@@ -73,6 +74,13 @@ def resident_clusters(size: int, smem_bytes: int, threads: int = 384, dev: int |
     shared memory) the device keeps resident at once (cuOccupancyMaxActiveClusters), or None
     without a GPU. A cluster never straddles a GPC, so for clusters of 3+ this is less than
     SMs / size: an H200 holds 39 clusters of 3 (117 of its 132 SMs)."""
+    where = "resident_clusters"
+    size = count("size", size, minimum=1, maximum=16, expected="an int from 1 to 16 (blocks per cluster)",
+                 where=where)
+    smem_bytes = count("smem_bytes", smem_bytes, minimum=0, expected="an int >= 0 (dynamic shared memory per block)",
+                       where=where)
+    threads = count("threads", threads, minimum=1, maximum=1024, expected="an int from 1 to 1024 (threads per block)",
+                    where=where)
     if not has_gpu():
         return None
     from cuda.bindings import driver
