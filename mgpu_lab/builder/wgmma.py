@@ -70,8 +70,7 @@ class WGMMAAccumulator:
         if isinstance(values, FragmentedArray):
             self.value = _check_array(values)
             return
-        if dtype not in _ACC_TYPES:
-            raise ValueError(f"WGMMAAccumulator: dtype must be 'float32' or 'float16', got {dtype!r}")
+        _check_dtype(dtype)
         if not isinstance(n, int):
             raise TypeError(f"WGMMAAccumulator: n (columns) must be an int, got {n!r}")
         per_value = 2 if dtype == "float32" else 4
@@ -94,8 +93,7 @@ class WGMMAAccumulator:
     @classmethod
     def zeros(cls, n: int, dtype: str = "float32") -> WGMMAAccumulator:
         _check_n(n)
-        if dtype not in _ACC_TYPES:
-            raise ValueError(f"WGMMAAccumulator: dtype must be 'float32' or 'float16', got {dtype!r}")
+        _check_dtype(dtype)
         return cls(FragmentedArray.splat(0.0, WGMMAFragLayout(n), dtype))
 
     @classmethod
@@ -105,8 +103,7 @@ class WGMMAAccumulator:
         which matters where registers are short, e.g. a mainloop holding a second product
         while the first is promoted (the block-scaled FP8 GEMM's overlap_promotion)."""
         _check_n(n)
-        if dtype not in _ACC_TYPES:
-            raise ValueError(f"WGMMAAccumulator: dtype must be 'float32' or 'float16', got {dtype!r}")
+        _check_dtype(dtype)
         layout = WGMMAFragLayout(n)
         undefined = llvm.UndefOp(ir.VectorType.get([layout.vec], mlir_type(dtype))).result
         return cls(FragmentedArray([undefined] * layout.registers, layout))
@@ -158,6 +155,11 @@ def _check_array(array: FragmentedArray) -> FragmentedArray:
                          f"use astype")
     _check_n(layout.n)
     return array
+
+
+def _check_dtype(dtype: str) -> None:
+    if dtype not in _ACC_TYPES:
+        raise ValueError(f"WGMMAAccumulator: dtype must be 'float32' or 'float16', got {dtype!r}")
 
 
 def _check_n(n: int) -> None:
