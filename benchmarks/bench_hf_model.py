@@ -42,7 +42,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -240,8 +239,7 @@ def host_figures(s: Setup, name: str, ours: Callable[[], Any], theirs: Callable[
             times.append((time.perf_counter() - t0) * 1e3)
         s.sync()
         figures[f"{name}_host_ms_{side}"] = statistics.median(times)
-    profile = cProfile.Profile()
-    s.sync()
+    profile = cProfile.Profile()  # the GPU is idle: the loop above ended with a synchronize
     profile.enable()
     for _ in range(calls):
         ours()
