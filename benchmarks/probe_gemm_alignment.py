@@ -16,13 +16,16 @@ blocks, should lose least off the line: the two cluster_m=2 rows test that. Last
 copying A and B into buffers with padded rows: what padding would pay per call for an aligned
 kernel.
 
-Run on a GPU machine:  python benchmarks/probe_gemm_alignment.py [--rounds 4]
+Run on a GPU machine:  python benchmarks/probe_gemm_alignment.py [--rounds 4] [--quick]
+(`MGPU_LAB_TMA_L2_PROMOTION=NONE|L2_64B|L2_128B|L2_256B` in the environment sets the TMA
+descriptors' L2 promotion, recorded in the notes: whether it changes the cost off the line.)
 Writes `gemm_options_<time>_<commit>.json` (notes: probe "alignment") and prints a table last.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 from bench_gemm_options import measure, name_of
@@ -43,8 +46,11 @@ CONFIGS_NT = [
 CONFIGS_NN = [c for c in CONFIGS_NT if c["tile_n"] in (128, 192, 256)]
 
 
-def variants() -> list[tuple[str, Problem, list[dict]]]:
-    """(label, problem, configs): B (n, k) with k on and off the line; B (k, n) with k, then n."""
+def variants(quick: bool = False) -> list[tuple[str, Problem, list[dict]]]:
+    """(label, problem, configs): B (n, k) with k on and off the line; B (k, n) with k, then n.
+    quick: only B (n, k) at k + 40 and k + 64 (both rows off the line, then on it)."""
+    if quick:
+        return [(f"nt k+{dk}", Problem(2048, N0, K0 + dk, True, "alignment"), CONFIGS_NT) for dk in (40, 64)]
     out = []
     for dk in (0, 8, 40, 64):
         out.append((f"nt k+{dk}", Problem(2048, N0, K0 + dk, True, "alignment"), CONFIGS_NT))
@@ -85,12 +91,13 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--quick", action="store_true", help="only B (n, k) with k off the line and on it")
     args = parser.parse_args()
     start = time.perf_counter()
     figures: dict = {}
     times: dict[tuple[str, str], float] = {}
     with GpuSampler() as gpu:
-        for label, p, configs in variants():
+        for label, p, configs in variants(args.quick):
             figures[f"gemm_options_bf16_{p.key}_transpose_b"] = p.transpose_b
             measure("bf16", p, configs, args.rounds, figures)
             for config in [{}] + configs:
@@ -112,10 +119,12 @@ def main() -> None:
             else:
                 cells.append("-")
         rows.append((name, *cells))
-    pad = pad_copy_us(Problem(2048, N0, K0 + 40, True, "alignment"))
-    figures["gemm_alignment_pad_copy_us_2048x2816x4136"] = pad
-    rows.append(("copy A, B to padded rows", f"{pad:.1f} us", "", "", "", ""))
-    notes = {"probe": "alignment", "rounds": args.rounds, "k0": K0, "n0": N0,
+    if not args.quick:
+        pad = pad_copy_us(Problem(2048, N0, K0 + 40, True, "alignment"))
+        figures["gemm_alignment_pad_copy_us_2048x2816x4136"] = pad
+        rows.append(("copy A, B to padded rows", f"{pad:.1f} us", "", "", "", ""))
+    notes = {"probe": "alignment", "rounds": args.rounds, "quick": args.quick,
+             "l2_promotion": os.environ.get("MGPU_LAB_TMA_L2_PROMOTION", "L2_256B"), "k0": K0, "n0": N0,
              "wall_s": round(time.perf_counter() - start, 1)}
     print(f"record: {write_record('gemm_options', figures, notes, sampler=gpu)}")
     print(table(rows))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -35,6 +36,9 @@ _TMA_DATA_TYPES = {
     "uint64": "UINT64", "int64": "INT64", "float64": "FLOAT64",
 }
 _TMA_SWIZZLES = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
+# How much L2 fetches around a TMA load's miss. The variable is for probes that compare the settings
+# (benchmarks/probe_gemm_alignment.py), not a user knob.
+_L2_PROMOTION = os.environ.get("MGPU_LAB_TMA_L2_PROMOTION", "L2_256B")
 _TMA_FIELDS = ("array", "dtype", "global_shape", "global_strides_bytes", "box_shape", "swizzle")
 
 
@@ -137,7 +141,7 @@ class TmaEncoder:
             [d.cuuint32_t(1)] * rank,
             d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
             getattr(d.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_" + _TMA_SWIZZLES[_tma_field(spec, "swizzle")]),
-            d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            getattr(d.CUtensorMapL2promotion, "CU_TENSOR_MAP_L2_PROMOTION_" + _L2_PROMOTION),
             d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )
 
