@@ -12,7 +12,9 @@ is called through CuPy's Cython wrapper `cupy.cuda.driver.launchKernel`, which t
 ints (0.2 us on the host; a ctypes call with 11 arguments costs 0.9 us). For the common case,
 a kernel whose parameters are its arrays' pointers, each signature gets one generated function
 (`call_source`) doing the checks, the parameter writes and the launch with no intermediate
-objects. Kernels with clusters use `cuLaunchKernelEx`.
+objects. Kernels with clusters use `cuLaunchKernelEx`, straight from libcuda through ctypes with
+a launch configuration built once per thread (cuda-bindings' wrapper converts its config object
+on every call; it stays the fallback where libcuda cannot be opened).
 """
 
 from __future__ import annotations
@@ -106,6 +108,47 @@ def device_smem_limit(device: int) -> int:
     return int(cuda_check(driver.cuDeviceGetAttribute(attr, device), "cuDeviceGetAttribute"))
 
 
+class _LaunchAttribute(ctypes.Structure):
+    """cuda.h's CUlaunchAttribute: the attribute id, padding to 8 bytes, a 64-byte value union
+    (a cluster's x, y, z come first in it)."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_uint * 16)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """cuda.h's CUlaunchConfig."""
+
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(_LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
+
+
+_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+
+
+class _ClusterLaunchConfig(threading.local):
+    """A cluster launch's CUlaunchConfig, one per thread (each sets its own stream before its call)."""
+
+    def __init__(self, grid: tuple, block: tuple, smem: int, cluster: tuple):
+        self.attribute = _LaunchAttribute(id=_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+        self.attribute.value[0:3] = cluster
+        self.config = _LaunchConfig(*grid, *block, smem, None, ctypes.pointer(self.attribute), 1)
+        self.address = ctypes.addressof(self.config)
+
+
+@functools.cache
+def _libcuda_launch_ex() -> Any:
+    """libcuda's cuLaunchKernelEx as a ctypes function, or None where it cannot be opened."""
+    try:
+        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    return fn
+
+
 class _ParamStorage(threading.local):
     """Per-thread parameter slots (64-byte aligned, as byval TMA descriptors need) and argv."""
 
@@ -146,6 +189,9 @@ class LoadedFunction:
             cuda_check(driver.cuFuncSetAttribute(self.function, attr, self.smem), "raising the dynamic smem limit")
         self.grid, self.block, cluster = tuple(spec["grid"]), tuple(spec["block"]), tuple(spec["cluster"])
         self.config = self._cluster_config(cluster) if cluster != (1, 1, 1) else None
+        self.launch_ex = _libcuda_launch_ex() if self.config is not None else None
+        if self.launch_ex is not None:
+            self.cluster_config = _ClusterLaunchConfig(self.grid, self.block, self.smem, cluster)
         self.dims = (*self.grid, *self.block, self.smem)  # cuLaunchKernel's 7 ints, in order
         self.launch_kernel, self.launch_error = _driver_launch()
 
@@ -196,6 +242,10 @@ class LoadedFunction:
             except self.launch_error as error:
                 return int(error.status)
             return 0
+        if self.launch_ex is not None:
+            local = self.cluster_config
+            local.config.hStream = stream
+            return self.launch_ex(local.address, self.handle, argv, None)
         self.config.hStream = stream
         (err,) = self._driver.cuLaunchKernelEx(self.config, self.function, argv, 0)
         return int(err)
