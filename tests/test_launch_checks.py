@@ -317,10 +317,21 @@ def test_two_outputs_come_back_as_a_tuple_from_the_generated_call(monkeypatch):
     assert len(launches) == 1
 
 
+def _launched_words(argv: int, count: int) -> list[int]:
+    """The first word of each of `count` parameter slots a launch's kernelParams point at."""
+    import ctypes
+
+    slots = (ctypes.c_uint64 * count).from_address(argv)
+    return [ctypes.c_uint64.from_address(slots[i]).value for i in range(count)]
+
+
 def test_tma_parameters_are_encoded_again_only_when_a_pointer_changes(monkeypatch):
-    """A kernel with TMA descriptors: a loop of launches on the same pointers reuses the
-    parameter block; a new pointer re-encodes and the slots hold the new descriptor."""
+    """A kernel with TMA descriptors: launches on pointers seen before reuse their full
+    parameter block (a loop of calls, or a model's layers taking turns); new pointers encode
+    into a fresh block; the least recently used block goes once too many are kept."""
     from types import SimpleNamespace
+
+    from mgpu_lab.runtime import portable
 
     spec = {"name": "k", "grid": [1, 1, 1], "block": [128, 1, 1], "cluster": [1, 1, 1], "dynamic_smem": 0,
             "inputs": [([16], "float32")], "outputs": [([16], "float32")],
@@ -333,7 +344,7 @@ def test_tma_parameters_are_encoded_again_only_when_a_pointer_changes(monkeypatc
 
     launcher = PortableLauncher(spec, tma_encoder=SimpleNamespace(encode=encode))
     launched = []
-    launcher._functions[0] = SimpleNamespace(launch=lambda stream, argv: launched.append(_slot_words(launcher, 3)))
+    launcher._functions[0] = SimpleNamespace(launch=lambda stream, argv: launched.append(_launched_words(argv, 3)))
     for _ in range(3):
         launcher.launch_pointers([0x10000, 0x20000], 0, 5)
     assert encoded == [0x10000] and launched == [[0x10000, 0x20000, 0x10001]] * 3
@@ -341,6 +352,39 @@ def test_tma_parameters_are_encoded_again_only_when_a_pointer_changes(monkeypatc
     assert encoded == [0x10000, 0x40000] and launched[-1] == [0x40000, 0x20000, 0x40001]
     launcher.launch_pointers([0x10000, 0x50000], 0, 5)  # the output alone changed: its slot too
     assert launched[-1] == [0x10000, 0x50000, 0x10001]
+    launcher.launch_pointers([0x40000, 0x20000], 0, 5)  # a pointer set seen before: nothing encoded
+    assert len(encoded) == 3 and launched[-1] == [0x40000, 0x20000, 0x40001]
+    for i in range(portable._FILLED_BLOCKS):  # as many new sets as are kept: the oldest are dropped
+        launcher.launch_pointers([0x100000 * (i + 1), 0x20000], 0, 5)
+    encoded.clear()
+    launcher.launch_pointers([0x40000, 0x20000], 0, 5)
+    assert encoded == [0x40000] and launched[-1] == [0x40000, 0x20000, 0x40001]
+
+
+def test_a_failed_encode_leaves_no_block_for_its_pointers(monkeypatch):
+    """An encode that raises (a misaligned address) must not leave a half-filled block that a
+    later launch on the same pointers would run with."""
+    from types import SimpleNamespace
+
+    spec = {"name": "k", "grid": [1, 1, 1], "block": [128, 1, 1], "cluster": [1, 1, 1], "dynamic_smem": 0,
+            "inputs": [([16], "float32")], "outputs": [([16], "float32")],
+            "params": [("array", 0), ("tma", 0), ("tma", 1)], "cubin": b"", "profile_words": None}
+    fail = [True]
+
+    def encode(index, arrays):
+        if index == 1 and fail[0]:
+            raise ValueError("array 1: TMA needs a 16-byte aligned base address")
+        return np.full(16, arrays[index] + 1, dtype=np.uint64)
+
+    launcher = PortableLauncher(spec, tma_encoder=SimpleNamespace(encode=encode))
+    launched = []
+    launcher._functions[0] = SimpleNamespace(launch=lambda stream, argv: launched.append(_launched_words(argv, 3)))
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        launcher.launch_pointers([0x10000, 0x20000], 0, 5)
+    assert launched == [] and not launcher._storage.filled
+    fail[0] = False
+    launcher.launch_pointers([0x10000, 0x20000], 0, 5)
+    assert launched == [[0x10000, 0x10001, 0x20001]]
 
 
 def test_a_kernel_call_becomes_one_generated_function_once_its_module_is_loaded(monkeypatch):

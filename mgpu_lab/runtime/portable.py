@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -149,8 +150,9 @@ def _libcuda_launch_ex() -> Any:
     return fn
 
 
-class _ParamStorage(threading.local):
-    """Per-thread parameter slots (64-byte aligned, as byval TMA descriptors need) and argv."""
+class _ParamBlock:
+    """One kernel parameter block: slots 64-byte aligned (as byval TMA descriptors need) and the
+    argv array of their addresses that a launch passes as kernelParams."""
 
     def __init__(self, count: int):
         raw = np.zeros(max(count, 1) * _SLOT_WORDS + 8, dtype=np.uint64)
@@ -161,8 +163,37 @@ class _ParamStorage(threading.local):
         self.slots = (ctypes.c_uint64 * (max(count, 1) * _SLOT_WORDS)).from_address(base)  # ctypes view of words
         self.argv = np.array([base + i * _SLOT_BYTES for i in range(count)] or [0], dtype=np.uint64)
         self.argv_address = int(self.argv.ctypes.data)
+
+
+# Full parameter blocks kept per thread and kernel, by their arrays' pointers. A layer's linear
+# runs one kernel on each layer's weights in turn, and torch's allocator hands the activations
+# back at the same addresses every step, so a model's calls cycle through a few pointer sets:
+# each keeps its encoded TMA descriptors instead of encoding and copying them again.
+_FILLED_BLOCKS = 32
+
+
+class _ParamStorage(_ParamBlock, threading.local):
+    """Per-thread parameter blocks: its own (written in place by the generated pointer-only call,
+    and by profiled launches) and, for kernels with TMA descriptors, up to `_FILLED_BLOCKS` full
+    blocks by pointers (least recently used dropped first)."""
+
+    def __init__(self, count: int):
+        super().__init__(count)
+        self.count = count
         self.parts = (self.slots, self.argv_address)  # one thread-local read on the hot path
-        self.filled_for = None  # the pointers the slots hold a full parameter block for
+        self.filled: OrderedDict[tuple, _ParamBlock] = OrderedDict()
+
+    def filled_block(self, key: tuple, fill: Any) -> _ParamBlock:
+        """The block filled for pointers `key`: kept, or `fill(block)` on a fresh (or the least
+        recently used) one. A fill that raises leaves no block behind for `key`."""
+        block = self.filled.get(key)
+        if block is not None:
+            self.filled.move_to_end(key)
+            return block
+        block = self.filled.popitem(last=False)[1] if len(self.filled) >= _FILLED_BLOCKS else _ParamBlock(self.count)
+        fill(block)
+        self.filled[key] = block
+        return block
 
 
 class LoadedFunction:
@@ -764,29 +795,28 @@ class PortableLauncher(ArgumentChecker):
         storage = self._storage
         if self._pointer_only:
             storage.slots[self._pointer_slots] = pointers
+            argv = storage.argv_address
         elif self._profiled:
             self._fill_slots(storage, pointers, pointers)  # a fresh profile buffer every launch
+            argv = storage.argv_address
         else:
-            # TMA descriptors depend on nothing but the pointers: the same pointers as this
-            # thread's last launch (a loop of calls) leave the parameter block as it is.
-            key = tuple(pointers)
-            if storage.filled_for != key:
-                storage.filled_for = None  # half-filled if an encode raises
-                self._fill_slots(storage, pointers, pointers)
-                storage.filled_for = key
-        fn.launch(stream, storage.argv_address)
+            # TMA descriptors depend on nothing but the pointers: a block filled for these
+            # pointers before (a loop of calls, a model's layers) is launched as it is.
+            block = storage.filled_block(tuple(pointers), lambda b: self._fill_slots(b, pointers, pointers))
+            argv = block.argv_address
+        fn.launch(stream, argv)
         if self._profiled:
             self.last_profile = self._profile_buffer
 
-    def _fill_slots(self, storage: _ParamStorage, arrays: Any, pointers: list[int]) -> None:
+    def _fill_slots(self, block: _ParamBlock, arrays: Any, pointers: list[int]) -> None:
         """Parameters of kernels with TMA descriptors or a profiler buffer, slot by slot."""
-        slots = storage.slots
+        slots = block.slots
         for slot, (kind, index) in enumerate(self.param_kinds):
             word = slot * _SLOT_WORDS
             if kind == "array":
                 slots[word] = pointers[index]
             elif kind == "tma":
-                storage.words[word: word + _SLOT_WORDS] = self._tma.encode(index, arrays)
+                block.words[word: word + _SLOT_WORDS] = self._tma.encode(index, arrays)
             else:
                 slots[word] = self._new_profile_buffer().data.ptr
 
