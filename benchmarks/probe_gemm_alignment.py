@@ -124,7 +124,7 @@ def main() -> None:
         figures["gemm_alignment_pad_copy_us_2048x2816x4136"] = pad
         rows.append(("copy A, B to padded rows", f"{pad:.1f} us", "", "", "", ""))
     notes = {"probe": "alignment", "rounds": args.rounds, "quick": args.quick,
-             "l2_promotion": os.environ.get("MGPU_LAB_TMA_L2_PROMOTION", "L2_256B"), "k0": K0, "n0": N0,
+             "l2_promotion": os.environ.get("MGPU_LAB_TMA_L2_PROMOTION", "L2_128B"), "k0": K0, "n0": N0,
              "wall_s": round(time.perf_counter() - start, 1)}
     print(f"record: {write_record('gemm_options', figures, notes, sampler=gpu)}")
     print(table(rows))

@@ -122,6 +122,32 @@ def test_one_given_tile_side_gets_a_partner_it_builds_with(transpose_b):
                 assert getattr(t, side) == value and not t.swap_ab, (m, n, k, side, value)
 
 
+@pytest.mark.parametrize("given", [
+    {"split_k": 4, "split_k_reduce": "workspace"}, {"split_k": 4, "split_k_reduce": "cluster"},
+    {"persistent": True}, {"cluster_m": 2, "persistent": True}, {"swap_ab": False}, {"split_k": 16}])
+def test_the_block_scheme_a_user_gives_builds_on_any_shape(given):
+    """make_gemm(64, 256, 4096, split_k=4, split_k_reduce='workspace') took the model's pick for
+    the rest, which swaps A and B (a swap sums slices only in a cluster), and refused the user's
+    own valid request. Settings given without tile sizes now get the fastest configuration that
+    takes them, on the few-row shapes whose pick swaps and on drawn ones."""
+    from mgpu_lab.kernels.gemm.split_k import even_split_k
+
+    rng = random.Random(5)
+    shapes = [(64, 256, 4096), (32, 4096, 4096), (7, 14336, 4096)] + [_random_shape(rng)[:3] for _ in range(8)]
+    for m, n, k in shapes:
+        if given.get("cluster_m") and m < 129 or given.get("split_k", 1) > -(-k // 64):
+            continue  # a pair of row tiles needs two of them; a split, as many k-steps
+        t = resolve_tiling(m, n, k, transpose_b=True, **{"split_k": None, **given})
+        for key, value in given.items():
+            have = t.cluster_split if key == "split_k_reduce" and value == "cluster" else getattr(t, key)
+            want = True if key == "split_k_reduce" and value == "cluster" else value
+            if key == "split_k_reduce" and value == "workspace":
+                have, want = t.cluster_split, False
+            if key == "split_k":  # as many slices as leave none empty (split_k.even_split_k)
+                want = even_split_k(t.k_tiles, value)
+            assert have == want, (m, n, k, key, have, want)
+
+
 def test_the_model_is_cheap():
     """No compilation to decide: a new shape's ranking costs milliseconds of host time."""
     model_config(1000, 1000, 1000)  # imports

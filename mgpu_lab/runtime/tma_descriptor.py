@@ -36,9 +36,11 @@ _TMA_DATA_TYPES = {
     "uint64": "UINT64", "int64": "INT64", "float64": "FLOAT64",
 }
 _TMA_SWIZZLES = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
-# How much L2 fetches around a TMA load's miss. The variable is for probes that compare the settings
+# How much L2 fetches around a TMA load's miss. 128 bytes, as CUTLASS: on an H200, bf16 GEMMs whose
+# rows are off the 128-byte line ran 8-17% faster than with 256 (aligned ones the same; records
+# gemm_options_2026-12-05T0558*_04f6125). The variable is for probes that compare the settings
 # (benchmarks/probe_gemm_alignment.py), not a user knob.
-_L2_PROMOTION = os.environ.get("MGPU_LAB_TMA_L2_PROMOTION", "L2_256B")
+_L2_PROMOTION = os.environ.get("MGPU_LAB_TMA_L2_PROMOTION", "L2_128B")
 _TMA_FIELDS = ("array", "dtype", "global_shape", "global_strides_bytes", "box_shape", "swizzle")
 
 

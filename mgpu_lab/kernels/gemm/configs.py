@@ -224,6 +224,36 @@ def config_with_side(m: int, n: int, k: int, side: str, value: int, *, transpose
     return {**base, side: value}  # nothing passes: make_gemm's checks say why
 
 
+# What a configuration without the key means (the keys a user may give without tile sizes).
+_SCHEME_DEFAULTS = {"persistent": False, "split_k": 1, "split_k_reduce": None, "cluster_m": 1, "swap_ab": False}
+
+
+def config_with_settings(m: int, n: int, k: int, picked: dict[str, Any], given: dict[str, Any], *,
+                         transpose_b: bool = False, dtype: str = "bfloat16", out_dtype: str = "bfloat16",
+                         epilogue: bool = False) -> dict[str, Any]:
+    """The configuration for a user who gave some of the block scheme (`given`: persistent,
+    split_k, split_k_reduce, cluster_m, swap_ab) and no tile sizes: the overall pick (`picked`)
+    when it passes the checks with them laid on top; else (split_k_reduce='workspace' on a pick
+    that swaps A and B) the model's fastest valid configuration that agrees with every given
+    setting, else its fastest that passes with them on top, else the heuristic's (make_gemm's
+    checks then say what conflicts)."""
+    settings = dict(transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue)
+    if not given or _valid(m, n, k, {**picked, **given}, **settings):
+        return picked
+
+    def agrees(config: dict[str, Any]) -> bool:
+        return all(config.get(key, _SCHEME_DEFAULTS[key]) == value for key, value in given.items())
+
+    if model_enabled():
+        found = next(_valid_ranked(m, n, k, **settings, keep=agrees), None)
+        if found is not None:
+            return found
+        for config in _valid_ranked(m, n, k, **settings):
+            if _valid(m, n, k, {**config, **given}, **settings):
+                return config
+    return heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)
+
+
 def model_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                  out_dtype: str = "bfloat16", epilogue: bool = False, sms: int | None = None) -> dict[str, Any]:
     """The model's fastest valid configuration of the problem (a copy: callers may edit it)."""

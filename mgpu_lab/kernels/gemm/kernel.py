@@ -59,7 +59,7 @@ from mgpu_lab.profiler.format import words_per_block
 from mgpu_lab.runtime.kernel import Kernel
 from mgpu_lab.user_errors import user_facing
 
-from .configs import auto_settings, config_with_side, gemm_config, heuristic_config
+from .configs import auto_settings, config_with_settings, config_with_side, gemm_config, heuristic_config
 from .padding import aligned_shape, padded_gemm
 from .split_k import MAX_CLUSTER_SPLIT, even_split_k, reduce_in_cluster, split_k_gemm
 from .stream_k import StreamKPlan, check_stream_k, consume, produce, signal_partials, stream_k_gemm, stream_k_inputs
@@ -333,6 +333,12 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
         raise ValueError(SWAP_AB_EPILOGUE)
     if unswapped and picked.get("swap_ab"):
         picked = heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)
+    if tile_m is None and tile_n is None:  # a pick that cannot take the user's settings gives way
+        given = {key: value for key, value in (("persistent", persistent), ("split_k", split_k),
+                                               ("split_k_reduce", split_k_reduce), ("cluster_m", cluster_m),
+                                               ("swap_ab", swap_ab)) if value is not None}
+        picked = config_with_settings(m, n, k, picked, given, transpose_b=transpose_b, dtype=dtype,
+                                      out_dtype=out_dtype, epilogue=unswapped)
     if swap_ab is None:
         swap_ab = picked.get("swap_ab", False)
     tile_m = picked["tile_m"] if tile_m is None else tile_m
