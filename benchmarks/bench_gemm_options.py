@@ -127,7 +127,8 @@ def name_of(options: dict) -> str:
     if "tile_m" not in options:
         return "default_" + "_".join(str(v) for v in options.values())
     scheme = {True: "_persistent", "pingpong": "_pingpong", "stream_k": "_streamk"}.get(options.get("persistent"), "")
-    short = {"split_k": "split", "split_k_reduce": "", "stages": "stages", "cluster_m": "cluster_m", "group_m": "group"}
+    short = {"split_k": "split", "split_k_reduce": "", "stages": "stages", "cluster_m": "cluster_m",
+             "cluster_n": "cluster_n", "group_m": "group"}
     skip = ("tile_m", "tile_n", "persistent", "swap_ab")
     rest = "".join(f"_{short.get(k, k)}{v}" for k, v in options.items() if k not in skip)
     swap = "_swapab" if options.get("swap_ab") else ""
@@ -279,6 +280,9 @@ def main() -> None:
     parser.add_argument("--random", type=int, metavar="N", help="N bf16 shapes drawn from --seed instead of CASES")
     parser.add_argument("--shapes", help="comma-separated MxNxK[:nt|:nn] bf16 shapes (B (n, k) unless :nn): the "
                                          "model's alternatives on them, as --random does on drawn ones")
+    parser.add_argument("--extra", help="with --shapes or --random: configurations timed on every shape besides the "
+                                         "model's, ';'-separated, each key=value,... e.g. "
+                                         "tile_m=256,tile_n=128,persistent=True,cluster_n=2")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--top", type=int, default=4, help="with --random: the model's K best, then one per family")
     parser.add_argument("--budget-s", type=float, default=None,
@@ -294,6 +298,10 @@ def main() -> None:
         cases = list(random_cases(args.random, args.seed, args.top))
     else:
         cases = list(selected_cases(args.only, args.configs))
+    if args.extra and modelled:
+        extra = parse_configs(args.extra)
+        cases = [(dtype, problem, candidates + [c for c in extra if name_of(c) not in {name_of(d) for d in candidates}])
+                 for dtype, problem, candidates in cases]
     figures: dict = {}
     rows = [("problem", "config", "TF/s", "vs peer", "vs default")]
     with GpuSampler() as gpu:
@@ -306,11 +314,26 @@ def main() -> None:
             rows += measure(dtype, problem, candidates, args.rounds, figures, default)
             print(table(rows[-len(candidates) - 1:]), flush=True)
             torch.cuda.empty_cache()
-    notes = {"rounds": args.rounds, "only": args.only, "configs": args.configs, "random": args.random,
+    notes = {"rounds": args.rounds, "only": args.only, "extra": args.extra, "configs": args.configs, "random": args.random,
              "seed": args.seed if args.random is not None else None, "shapes": args.shapes, "top": args.top,
              "wall_s": round(time.perf_counter() - start, 1)}
     print(f"record: {write_record('gemm_options', figures, notes, sampler=gpu)}")
     print(table(rows))
+
+
+def parse_configs(text: str) -> list[dict]:
+    """`--extra`'s configurations: 'tile_m=256,tile_n=128,persistent=True,cluster_n=2;...' as
+    make_gemm keyword arguments (ints, True / False, else the text)."""
+    def value(v: str):
+        return {"True": True, "False": False}.get(v, int(v) if v.lstrip("-").isdigit() else v)
+
+    configs = []
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        pairs = [item.split("=", 1) for item in part.split(",")]
+        if any(len(pair) != 2 for pair in pairs):
+            raise SystemExit(f"--extra: expected key=value,... per configuration, got {part!r}")
+        configs.append({key.strip(): value(v.strip()) for key, v in pairs})
+    return configs
 
 
 def selected_cases(only: str | None, configs: str | None):

@@ -293,19 +293,39 @@ def test_pingpong_rejects_tiles_that_do_not_fit(kwargs, message):
         make_gemm(1024, 1024, 1024, persistent="pingpong", **kwargs)
 
 
-@pytest.mark.parametrize("tile_m, tile_n, transpose_b", [(128, 256, False), (128, 256, True), (256, 128, False)])
-def test_multicast_pairs_compile(tile_m, tile_n, transpose_b):
-    """cluster_m=2: persistent blocks in (2, 1) clusters, each loading its A tile and half of the
-    pair's B tile, multicast into both blocks; slots released in both blocks."""
-    k = make_gemm(4000, 4000, 4000, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, persistent=True,
-                  cluster_m=2)
+@pytest.mark.parametrize("shared, tile_m, tile_n, transpose_b", [
+    ("B", 128, 256, False), ("B", 128, 256, True), ("B", 256, 128, False),
+    ("A", 256, 128, True), ("A", 128, 256, True), ("A", 256, 128, False)])
+def test_multicast_pairs_compile(shared, tile_m, tile_n, transpose_b):
+    """cluster_m=2: persistent blocks in (2, 1) clusters on vertically adjacent tiles, each loading
+    its A tile and half of the pair's B tile, multicast into both blocks; cluster_n=2: on
+    horizontally adjacent tiles, half of the pair's A tile multicast and each block's own B tile.
+    Either way slots are released in both blocks."""
+    pair = {"cluster_m": 2} if shared == "B" else {"cluster_n": 2}
+    k = make_gemm(4000, 4000, 4000, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, persistent=True, **pair)
     assert_clean(k, rf"HGMMA\.64x{tile_n}x16")
     assert k.compiled.cluster == (2, 1, 1) and k.compiled.grid == (132, 1, 1)
     sass = k.compiled.sass
-    assert re.search(r"\bUTMALDG\.2D\.MULTICAST\b", sass), "B is not multicast"
+    assert re.search(r"\bUTMALDG\.2D\.MULTICAST\b", sass), f"{shared} is not multicast"
+    if shared == "A":
+        assert re.search(r"\bUTMALDG\.2D\b(?!\.MULTICAST)", sass), "B is not loaded by each block"
     plain = make_gemm(4000, 4000, 4000, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, persistent=True)
     assert not re.search(r"\bMULTICAST\b", plain.compiled.sass)
     assert re.search(r"\bSYNCS\.ARRIVE\.TRANS64\.RED\b", sass), "no remote arrival on the peer's empty barrier"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"persistent": True, "cluster_n": 4}, r"cluster_n must be 1 or 2, got 4"),
+    ({"persistent": False, "cluster_n": 2}, r"cluster_n=2 \(two blocks sharing A tiles by multicast\) needs "
+                                            r"persistent=True, cluster_m=1 and A as \(m, k\), got persistent=False, "
+                                            r"cluster_m=1$"),
+    ({"persistent": "stream_k", "cluster_n": 2}, r"cluster_n=2 .* got persistent='stream_k'"),
+    ({"persistent": True, "cluster_n": 2, "cluster_m": 2}, r"cluster_n=2 .* got persistent=True, cluster_m=2$"),
+])
+def test_multicast_a_pairs_reject_bad_arguments(kwargs, message):
+    kwargs = {"tile_m": 128, "tile_n": 256, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        make_gemm(1024, 1024, 1024, **kwargs)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -350,15 +370,16 @@ def test_definition_leaves_room_for_the_profiler():
     assert k.compiled.spec.profiler.buffer == "global"
 
 
-@pytest.mark.parametrize("kwargs", [{"split_k": 2, "split_k_reduce": "workspace"}, {"persistent": True, "cluster_m": 2}])
+@pytest.mark.parametrize("kwargs", [{"split_k": 2, "split_k_reduce": "workspace"}, {"persistent": True, "cluster_m": 2},
+                                    {"persistent": True, "cluster_n": 2}])
 def test_a_custom_mainloop_refuses_workspace_split_k_and_multicast_pairs(kwargs):
     """Both need the built-in mainloop (partials summed before the epilogue; slots released in
     both blocks). The cluster split-K takes one: it gets its K slice (the block-scaled FP8's)."""
     from mgpu_lab.kernels.gemm import tiled_gemm_definition
 
     t = resolve_tiling(1024, 1024, 4096, tile_m=128, tile_n=256, **kwargs)
-    with pytest.raises(ValueError, match=r"cluster_m=2, split_k_reduce='workspace' and persistent='stream_k' need "
-                                         r"the built-in mainloop"):
+    with pytest.raises(ValueError, match=r"cluster_m=2, cluster_n=2, split_k_reduce='workspace' and "
+                                         r"persistent='stream_k' need the built-in mainloop"):
         tiled_gemm_definition(t, mainloop=lambda *args: None)
     seen = []
     cluster = resolve_tiling(1024, 1024, 4096, tile_m=128, tile_n=256, split_k=2, split_k_reduce="cluster")

@@ -229,6 +229,24 @@ def test_tune_auto_without_a_gpu_says_so():
         make_gemm(3072, 3072, 3072, tune="auto")
 
 
+def test_tune_auto_lays_what_the_user_gave_over_the_tuned_pick(monkeypatch):
+    """make_gemm(..., tune="auto") unpacks auto_settings' answer in CONFIG_KEYS order: the tuned
+    configuration, each setting the user gave on top (here without a GPU: the tuner's answer
+    stands in)."""
+    from mgpu_lab.kernels.gemm import configs
+
+    tuned = {"tile_m": 128, "tile_n": 256, "persistent": True, "group_m": 16, "source": "auto-tuned"}
+    monkeypatch.setattr(configs, "auto_tuned_config", lambda *args, **kwargs: dict(tuned))
+    k = make_gemm(4096, 4096, 4096, transpose_b=True, tune="auto", cluster_n=2)
+    settings = configs.auto_settings("auto", 4096, 4096, 4096, transpose_b=True, dtype="bfloat16",
+                                     out_dtype="bfloat16", epilogue=False,
+                                     given={"cluster_n": 2, "split_k": None, "cluster_m": None})
+    assert dict(zip(configs.CONFIG_KEYS, settings)) == {
+        "tile_m": 128, "tile_n": 256, "stages": None, "group_m": 16, "persistent": True, "split_k": 1,
+        "split_k_reduce": None, "cluster_m": None, "swap_ab": None, "cluster_n": 2}
+    assert k.compiled.cluster == (2, 1, 1) and k.compiled.grid == (132, 1, 1)  # the tuned tiles, in pairs
+
+
 def test_tune_takes_auto_or_none():
     with pytest.raises(ValueError, match=r"tune must be 'auto' or None, got 'fast'"):
         make_gemm(256, 256, 256, tune="fast")

@@ -1,5 +1,6 @@
 """GPU tests of the persistent GEMMs (one block per SM looping over tiles; 'pingpong': the two
-consumers alternating whole tiles; cluster_m=2: pairs of blocks sharing B tiles by multicast): bf16 on ragged, aligned, decode and small shapes, fused
+consumers alternating whole tiles; cluster_m=2 / cluster_n=2: pairs of blocks sharing B / A tiles by
+multicast): bf16 on ragged, aligned, decode and small shapes, fused
 epilogues, FP8 and block-scaled FP8. A file of its own so that a fault
 here cannot take the other GEMM tests' CUDA context down with it (gpu_check_gemm.sh runs it
 in its own process and tunes without the persistent kernel when it fails)."""
@@ -80,3 +81,22 @@ def test_multicast_pairs_fused_epilogue_and_fp8(rng):
                   bias="bfloat16", activation="gelu", residual="bfloat16", scale=True) <= 1e-2
     assert _run_fp8(4000, 4000, 4096, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": True,
                                                   "cluster_m": 2}) <= 2e-2
+
+
+@pytest.mark.parametrize("m, n, k, tiles", [
+    (4096, 4096, 4096, {"tile_m": 256, "tile_n": 128}),
+    (1000, 2816, 1000, {"tile_m": 128, "tile_n": 256}),  # 11 column tiles: the last pair's right tile is all past N
+    (2048, 2816, 4136, {"tile_m": 128, "tile_n": 256}),  # rows off the 128-byte line, where A's multicast pays
+    (2100, 3000, 1000, {"tile_m": 256, "tile_n": 128}),
+    (300, 200, 100, {"tile_m": 128, "tile_n": 128}),  # one pair per cluster, most clusters idle
+])
+@pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
+def test_multicast_a_pairs_gemm(m, n, k, tiles, transpose_b, rng):
+    """cluster_n=2: the two blocks of a cluster take horizontally adjacent tiles and share their A
+    tile by TMA multicast, each loading half of its rows."""
+    assert _run(m, n, k, rng, transpose_b, runs=1, persistent=True, cluster_n=2, **tiles) <= 1e-2
+
+
+def test_multicast_a_pairs_fused_epilogue(rng):
+    assert _check(3000, 4104, 1000, rng, tiles={"tile_m": 256, "tile_n": 128, "persistent": True, "cluster_n": 2},
+                  bias="bfloat16", activation="gelu", residual="bfloat16", scale=True) <= 1e-2

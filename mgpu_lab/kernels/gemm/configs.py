@@ -39,7 +39,7 @@ TABLE_ENV = "MGPU_LAB_GEMM_TABLE"  # "0", "off", "false" or "no": the model alon
 # (or gemm_config(..., model=False)) brings back the old heuristic.
 MODEL_ENV = "MGPU_LAB_GEMM_MODEL"
 CONFIG_KEYS = ("tile_m", "tile_n", "stages", "group_m", "persistent", "split_k", "split_k_reduce", "cluster_m",
-               "swap_ab")
+               "swap_ab", "cluster_n")
 TUNE_CANDIDATES = 3  # tune="auto" times the model's top few
 
 
@@ -225,7 +225,8 @@ def config_with_side(m: int, n: int, k: int, side: str, value: int, *, transpose
 
 
 # What a configuration without the key means (the keys a user may give without tile sizes).
-_SCHEME_DEFAULTS = {"persistent": False, "split_k": 1, "split_k_reduce": None, "cluster_m": 1, "swap_ab": False}
+_SCHEME_DEFAULTS = {"persistent": False, "split_k": 1, "split_k_reduce": None, "cluster_m": 1, "swap_ab": False,
+                    "cluster_n": 1}
 
 
 def config_with_settings(m: int, n: int, k: int, picked: dict[str, Any], given: dict[str, Any], *,
@@ -345,7 +346,7 @@ def auto_tuned_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtyp
 def auto_settings(tune: Any, m: int, n: int, k: int, *, transpose_b: bool, dtype: str, out_dtype: str,
                   epilogue: bool, given: dict[str, Any]) -> tuple[Any, ...]:
     """make_gemm's (tile_m, tile_n, stages, group_m, persistent, split_k, split_k_reduce,
-    cluster_m, swap_ab) for tune='auto': the auto-tuned configuration, what the caller gave
+    cluster_m, swap_ab, cluster_n) for tune='auto': the auto-tuned configuration, what the caller gave
     (`given`, None where not) on top."""
     from mgpu_lab.arguments import choice
 

@@ -166,6 +166,11 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     if t.cluster_m == 2 and t.tile_n not in (128, 256):
         raise ValueError(f"gemm: cluster_m=2 splits the B tile between the two blocks: tile_n must be 128 or 256, "
                          f"got {t.tile_n}")
+    choice("cluster_n", t.cluster_n, (1, 2), expected="1 or 2", where="gemm")
+    if t.cluster_n == 2 and (t.persistent is not True or t.cluster_m > 1 or t.a_mn_major):
+        raise ValueError(f"gemm: cluster_n=2 (two blocks sharing A tiles by multicast) needs persistent=True, "
+                         f"cluster_m=1 and A as (m, k), got persistent={t.persistent!r}, cluster_m={t.cluster_m}"
+                         f"{', swap_ab=True with B (k, n)' if t.a_mn_major else ''}")
     choice("split_k_reduce", t.split_k_reduce, ("cluster", "workspace"), expected="'cluster' or 'workspace'",
            where="gemm")
     if t.cluster_split and t.split_k > MAX_CLUSTER_SPLIT:
@@ -175,7 +180,7 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: split_k with dtype {t.dtype!r} needs split_k_reduce='cluster' (its scales apply "
                          f"to the sums), got {t.split_k_reduce!r}")
     flag("swap_ab", t.swap_ab, where="gemm")
-    if t.swap_ab and (t.persistent or t.cluster_m > 1 or t.split_k > 1 and not t.cluster_split):
+    if t.swap_ab and (t.persistent or t.cluster_size > 1 or t.split_k > 1 and not t.cluster_split):
         raise ValueError(f"gemm: swap_ab=True (C.T = B @ A.T, written transposed from registers) needs one tile per "
                          f"block and the cluster split-K reduce; got persistent={t.persistent!r}, "
                          f"cluster_m={t.cluster_m!r}, split_k_reduce={t.split_k_reduce!r} (split_k={t.split_k})")
@@ -195,7 +200,7 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
               out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
               stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
               split_k: int | None = None, split_k_reduce: str | None = None, cluster_m: int | None = None,
-              swap_ab: bool | None = None, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
+              swap_ab: bool | None = None, cluster_n: int | None = None, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
               tune: str | None = None, **options) -> mgpu_lab.Kernel:
     """C (m, n) = epilogue(A (m, k) @ B), B of shape (k, n), or (n, k) with transpose_b=True.
 
@@ -216,6 +221,9 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     split is dropped).
     cluster_m: 2 runs persistent blocks in pairs (a (2, 1) cluster) on vertically adjacent tiles,
     each loading half of their common B tile and multicasting it into both (needs persistent=True).
+    cluster_n: 2 pairs horizontally adjacent tiles instead, each block loading half of their
+    common A tile (needs persistent=True and A as (m, k)): the operand off the 128-byte line, or
+    the taller tile's, read once from L2 for two blocks.
     swap_ab: True computes C.T = B @ A.T (no epilogue; bf16/f16 only with B (k, n), which the wgmma
     then reads MN-major): B's n side fills the wgmma's 64-row side and A's few rows a narrow tile_n
     (any multiple of 8), e.g. m = 129 as one 136-wide tile instead of two 128-row tiles, one
@@ -234,8 +242,9 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     m, n, k = check_problem(m, n, k, transpose_b)
     if tune is not None and tile_m is None and tile_n is None:
         settings = dict(stages=stages, group_m=group_m, persistent=persistent, split_k=split_k,
-                        split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab)
-        tile_m, tile_n, stages, group_m, persistent, split_k, split_k_reduce, cluster_m, swap_ab = auto_settings(
+                        split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab, cluster_n=cluster_n)
+        (tile_m, tile_n, stages, group_m, persistent, split_k, split_k_reduce, cluster_m, swap_ab,
+         cluster_n) = auto_settings(
             tune, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue is not None,
             given=settings)
     elif tune is not None:
@@ -244,10 +253,12 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
         return padded_gemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
                           split_k=split_k, split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab,
+                          cluster_n=cluster_n,
                           epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
     resolve = functools.partial(resolve_tiling, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                                 tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
-                                cluster_m=cluster_m, swap_ab=swap_ab, unswapped=epilogue is not None)
+                                cluster_m=cluster_m, swap_ab=swap_ab, cluster_n=cluster_n,
+                                unswapped=epilogue is not None)
     t = resolve(split_k=split_k, split_k_reduce=split_k_reduce)
     if epilogue is not None and t.split_k > 1 and not t.cluster_split:
         if split_k is not None:
@@ -313,7 +324,7 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
                    out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
                    stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
                    split_k: int | None = 1, split_k_reduce: str | None = None, cluster_m: int | None = None,
-                   swap_ab: bool | None = None, unswapped: bool = False,
+                   swap_ab: bool | None = None, cluster_n: int | None = None, unswapped: bool = False,
                    input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
     """The checked GemmTiling: given tile sizes, the rest from `gemm_config` (split_k=None:
     the configuration's, 1 when the tile sizes were given; split_k_reduce=None: 'cluster' up
@@ -336,7 +347,7 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
     if tile_m is None and tile_n is None:  # a pick that cannot take the user's settings gives way
         given = {key: value for key, value in (("persistent", persistent), ("split_k", split_k),
                                                ("split_k_reduce", split_k_reduce), ("cluster_m", cluster_m),
-                                               ("swap_ab", swap_ab)) if value is not None}
+                                               ("swap_ab", swap_ab), ("cluster_n", cluster_n)) if value is not None}
         picked = config_with_settings(m, n, k, picked, given, transpose_b=transpose_b, dtype=dtype,
                                       out_dtype=out_dtype, epilogue=unswapped)
     if swap_ab is None:
@@ -347,6 +358,7 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
     group_m = picked.get("group_m", 8) if group_m is None else group_m
     persistent = picked.get("persistent", False) if persistent is None else persistent
     cluster_m = picked.get("cluster_m", 1) if cluster_m is None else cluster_m
+    cluster_n = picked.get("cluster_n", 1) if cluster_n is None else cluster_n
     if split_k is None:  # the configuration's split, summed its way
         split_k = picked.get("split_k", 1)
         split_k_reduce = picked.get("split_k_reduce") if split_k_reduce is None else split_k_reduce
@@ -357,7 +369,7 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
                    persistent=persistent, split_k=split_k, swap_ab=swap_ab)
     if split_k_reduce is None:
         split_k_reduce = "cluster" if isinstance(split_k, int) and split_k <= MAX_CLUSTER_SPLIT else "workspace"
-    t = dataclasses.replace(t, split_k_reduce=split_k_reduce, cluster_m=cluster_m)
+    t = dataclasses.replace(t, split_k_reduce=split_k_reduce, cluster_m=cluster_m, cluster_n=cluster_n)
     if tile_m in TILE_MS and valid_tile_n(tile_n, transpose_b, swap_ab) and stages is None:
         t = dataclasses.replace(t, stages=_deepest_ring(t if t.dtype in input_dtypes else
                                                         dataclasses.replace(t, dtype="bfloat16")))
@@ -408,8 +420,9 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     split_k, else 0 and None for all of K) and returning its f32 accumulator."""
     if epilogue is not None and not callable(epilogue):
         raise TypeError(f"gemm: epilogue must be a callable f(acc, tile, *refs), got {type(epilogue).__name__}")
-    if mainloop is not None and (t.cluster_m > 1 or t.split_k > 1 and not t.cluster_split or t.stream_k):
-        raise ValueError("gemm: cluster_m=2, split_k_reduce='workspace' and persistent='stream_k' need the built-in "
+    if mainloop is not None and (t.cluster_size > 1 or t.split_k > 1 and not t.cluster_split or t.stream_k):
+        raise ValueError("gemm: cluster_m=2, cluster_n=2, split_k_reduce='workspace' and persistent='stream_k' need "
+                         "the built-in "
                          "mainloop (slots released in both blocks, partials summed before the epilogue)")
     if epilogue is not None and t.swap_ab and not getattr(epilogue, "scalars_only", False):
         raise ValueError(SWAP_AB_EPILOGUE)
@@ -442,7 +455,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         full, empty = smem[1], smem[2]
         full.init(1, sync=False)
         # one arrival per consumer warp (of both blocks when they multicast into each other's slots)
-        empty.init(t.slot_consumers * WARPGROUP_WARPS * t.cluster_m, sync="cluster" if t.cluster_m > 1 else True)
+        empty.init(t.slot_consumers * WARPGROUP_WARPS * t.cluster_size, sync="cluster" if t.cluster_size > 1 else True)
         wg = dsl.warpgroup_idx()
         me = wg - 1  # consumer index
 
@@ -495,11 +508,11 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
             dsl.if_else(wg == 0, producer, consumer)
             return
 
-        # persistent blocks: a cluster (of one block unless cluster_m = 2) loops over work items
-        block = dsl.block_idx("x") // t.cluster_m
-        units = t.grid // t.cluster_m
-        rank = dsl.block_idx("x") % t.cluster_m if t.cluster_m > 1 else None
-        peer = 1 - rank if t.cluster_m > 1 else None
+        # persistent blocks: a cluster (of one block unless a multicast pair) loops over work items
+        block = dsl.block_idx("x") // t.cluster_size
+        units = t.grid // t.cluster_size
+        rank = dsl.block_idx("x") % t.cluster_size if t.cluster_size > 1 else None
+        peer = 1 - rank if t.cluster_size > 1 else None
 
         def origin(item):
             return tile_origin(t, item, rank)
@@ -535,7 +548,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                 with dsl.single_thread("warpgroup"):
                     tiles(lambda tile, first: load_tile(ctx, t, a, b, ring, full, empty, *origin(tile), first,
                                                         rank=rank))
-            if t.cluster_m > 1:  # no block exits while its peer may still write into it or arrive on its barriers
+            if t.cluster_size > 1:  # no block exits while its peer may still write into it or arrive on its barriers
                 dsl.cluster_sync()
 
         def consumer():
@@ -544,13 +557,13 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                 consume(ctx, t, StreamKPlan.of(t), ring, chunks, full, empty, sk_workspace, me, block,
                         dsl.block_idx("x"), peer, origin, finish)
                 drain_stores(ctx)
-                if t.cluster_m > 1:
+                if t.cluster_size > 1:
                     dsl.cluster_sync()
                 return
             if not t.pingpong:
                 tiles(lambda tile, first: compute(*origin(tile), first, release_last=True))
                 drain_stores(ctx)
-                if t.cluster_m > 1:
+                if t.cluster_size > 1:
                     dsl.cluster_sync()
                 return
 
@@ -569,7 +582,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     layout = "nt" if t.transpose_b else "nn"
     # Regions per k-step: 2 events per producer step, 4 per consumer step, plus the epilogue.
     grid = (t.grid, t.split_k) if t.split_k > 1 else t.grid
-    cluster = (1, t.split_k) if t.cluster_split else (t.cluster_m, 1)
+    cluster = (1, t.split_k) if t.cluster_split else (t.cluster_size, 1)
     shape = f"{t.n}x{t.m}x{t.k}_swapab" if t.swap_ab else f"{t.m}x{t.n}x{t.k}"
     return dict(body=gemm, grid=grid, cluster=cluster, block=t.threads, in_shapes=(a_sd, b_sd, *extras, *stream_k),
                 out_shapes=c_sd, smem=t.smem(), name=name or f"gemm_{layout}_{shape}",

@@ -68,6 +68,9 @@ class GemmTiling:
     # 2: persistent blocks work in (2, 1) clusters on vertically adjacent tiles (a "pair"), each
     # block loading half of the shared B tile and multicasting it into both (B traffic from L2 halves)
     cluster_m: int = 1
+    # 2: persistent blocks work in clusters of two on horizontally adjacent tiles, each block
+    # loading half of the shared A tile and multicasting it into both (A traffic from L2 halves)
+    cluster_n: int = 1
     # True: the tiling is of C.T = B @ A.T (m, n: the user's n, m; B is the wgmma A operand, K-major
     # from B (n, k) or MN-major from B (k, n), A (m, k) the K-major B operand): a skinny A becomes a
     # narrow tile_n (a multiple of 8) instead of a mostly empty 64-row wgmma tile; C is written
@@ -227,20 +230,26 @@ class GemmTiling:
         return self.tiles_m * self.tiles_n
 
     @property
+    def cluster_size(self) -> int:
+        """Blocks per cluster of a persistent grid that multicasts (cluster_m or cluster_n = 2)."""
+        return self.cluster_m * self.cluster_n
+
+    @property
     def work_items(self) -> int:
-        """What a persistent block loops over: tiles, or with cluster_m = 2 tile pairs (a
-        cluster's two blocks take the pair's two row tiles)."""
-        return self.tiles_n * -(-self.tiles_m // self.cluster_m)
+        """What a persistent block loops over: tiles, or with cluster_m = 2 (cluster_n = 2) tile
+        pairs (a cluster's two blocks take the pair's two row (column) tiles)."""
+        return -(-self.tiles_n // self.cluster_n) * -(-self.tiles_m // self.cluster_m)
 
     @property
     def grid(self) -> int:
         if not self.persistent:
             return self.tiles
+        size = self.cluster_size
         if self.stream_k:  # every SM: the split tiles spread over all of them
-            return self.sms // self.cluster_m * self.cluster_m
+            return self.sms // size * size
         per_block = 2 if self.pingpong else 1  # a pingpong block keeps both consumers busy
-        clusters = min(-(-self.work_items // per_block), self.sms // self.cluster_m)
-        return clusters * self.cluster_m
+        clusters = min(-(-self.work_items // per_block), self.sms // size)
+        return clusters * size
 
     def smem(self) -> tuple:
         """The smem tree: ((pipeline ring, epilogue tiles), full barriers, empty barriers), each named
@@ -277,11 +286,16 @@ def tile_origin(t: GemmTiling, tile: ir.Value | None = None, rank: ir.Value | No
     """(row, column) in C of tile number `tile` (default: this block's). Tiles are numbered
     down groups of `group_m` tile rows, column by column, so tiles running together share
     tiles of A and B in L2. With cluster_m = 2, `tile` numbers pairs of row tiles the same way
-    and `rank` (the block's in its cluster) picks the pair's upper or lower tile."""
+    and `rank` (the block's in its cluster) picks the pair's upper or lower tile; with cluster_n
+    = 2, pairs of column tiles, `rank` the left or right one."""
     if t.cluster_m > 1:
         pair = GemmTiling(t.m, t.n, t.k, tile_m=t.cluster_m * t.tile_m, tile_n=t.tile_n, group_m=t.group_m)
         row0, col0 = tile_origin(pair, tile)
         return row0 + rank * t.tile_m, col0
+    if t.cluster_n > 1:
+        pair = GemmTiling(t.m, t.n, t.k, tile_m=t.tile_m, tile_n=t.cluster_n * t.tile_n, group_m=t.group_m)
+        row0, col0 = tile_origin(pair, tile)
+        return row0, col0 + rank * t.tile_n
     group_m = max(1, min(t.group_m, t.tiles_m))
     pid = dsl.block_idx("x") if tile is None else tile
     per_group = group_m * t.tiles_n
@@ -321,7 +335,8 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
     uses slot (first + kt) % stages once the consumers have released it (with cluster_m = 2:
     the consumers of both blocks); the boxes hang over the arrays' edges where the shape is
     ragged (zero fill). With cluster_m = 2 the block of cluster rank `rank` loads half of the B
-    tile (rows of B (n, k), or 64-column chunks of B (k, n)) into both blocks' slot."""
+    tile (rows of B (n, k), or 64-column chunks of B (k, n)) into both blocks' slot; with
+    cluster_n = 2, half of the A tile's rows (K-major A only)."""
     a_smem, b_smem = ring
     steps = t.k_steps if steps is None else steps
 
@@ -341,6 +356,12 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
                 for j in range(t.tile_m // t.a_chunk):
                     ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, (slot, j)),
                                    gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(row0 + t.a_chunk * j, t.a_chunk)), **copy)
+            elif t.cluster_n > 1:  # this block's half of the pair's common A rows, into both blocks
+                rows = t.tile_m // t.cluster_n
+                first_row = rank * rows
+                ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, (slot, dsl.ds(first_row, rows))),
+                               gmem_slice=(dsl.ds(row0 + first_row, rows), dsl.ds(k0, t.tile_k)),
+                               **copy, multicast_mask=(1 << t.cluster_n) - 1)
             else:
                 ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, slot),
                                gmem_slice=(dsl.ds(row0, t.tile_m), dsl.ds(k0, t.tile_k)), **copy)
@@ -363,7 +384,7 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
 def release_slot(empty: Any, it: ir.Value, peer: ir.Value | None = None, condition: ir.Value | None = None,
                  lane0: ir.Value | None = None) -> None:
     """A consumer warp is done with the ring slot of pipeline iteration `it`: one arrival per warp
-    on its 'empty' barrier (and, with cluster_m = 2, on the peer block's, whose multicast writes
+    on its 'empty' barrier (and, in a multicast pair, on the peer block's, whose multicast writes
     into this block's slots too); condition: only where it holds. lane0: `lane_idx() == 0`, if
     the caller has it (a loop computes it once)."""
     lane0 = dsl.lane_idx() == 0 if lane0 is None else lane0
