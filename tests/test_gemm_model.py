@@ -223,6 +223,24 @@ def test_rows_off_the_line_cap_all_blocks_l2_reads_and_multicast_halves_them():
     assert model.estimate_us(on, pair) > 0.9 * model.estimate_us(on, single)
 
 
+def test_pairs_sharing_a_are_estimated_and_offered_only_when_switched_on(monkeypatch):
+    """cluster_n=2 pairs read A once for two blocks: the estimate of a tall tile (256 x 128, where
+    A is two thirds of the bytes) drops off the line. The model offers them only with
+    OFFER_A_PAIRS (off until measured on a GPU), and then every one it offers builds."""
+    off = model.Problem(8192, 8192, 8232, transpose_b=True)  # both operands off the line, L2-bound
+    single = {"tile_m": 256, "tile_n": 128, "persistent": True, "group_m": 8}
+    a_pair, b_pair = {**single, "cluster_n": 2}, {**single, "cluster_m": 2}
+    assert model.estimate_us(off, a_pair) < model.estimate_us(off, b_pair) < model.estimate_us(off, single)
+    assert not any(config.get("cluster_n") for config in model.candidates(off))
+    monkeypatch.setattr(model, "OFFER_A_PAIRS", True)
+    offered = [config for config in model.candidates(off) if config.get("cluster_n")]
+    assert offered and all(config["persistent"] is True for config in offered)
+    for config in offered:
+        settings = {key: config[key] for key in CONFIG_KEYS if key in config}
+        t = resolve_tiling(off.m, off.n, off.k, transpose_b=True, split_k=1, **settings)
+        assert t.cluster_n == 2 and t.grid % 2 == 0
+
+
 @pytest.mark.skipif(has_gpu(), reason="checks the no-GPU error")
 def test_tune_auto_without_a_gpu_says_so():
     with pytest.raises(RuntimeError, match=r"tune='auto' times candidates on the GPU, and no CUDA GPU"):

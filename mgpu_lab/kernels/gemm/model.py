@@ -54,6 +54,9 @@ GROUP_WAVES = 4  # group_m 16 is tried where the tiles take this many waves or m
 MAX_ACCUMULATOR = 128 * 128  # kernel.MAX_ACCUMULATOR: f32 per consumer warpgroup
 MAX_SWAP_AB_ACCUMULATOR = 128 * 160
 SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2-4 column tiles of C.T)
+# Pairs sharing A by multicast (make_gemm's cluster_n=2) are estimated but not offered until their
+# GPU tests have passed and options runs have timed them (scripts/a_multicast_steps_n.txt).
+OFFER_A_PAIRS = False
 # Clusters of 2, 3, ... one-SM blocks an H200 keeps resident at once (cuOccupancyMaxActiveClusters,
 # benchmarks/probe_cluster_occupancy.py): a cluster never straddles a GPC, so 32 clusters of 4
 # (128 blocks) run in two waves. configs.py asks the device itself where there is one.
@@ -195,6 +198,8 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                             yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "group_m": g}
                         if tn in (128, 256) and _ceil(p.m, tm) >= 2:
                             yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_m": 2, "group_m": g}
+                        if OFFER_A_PAIRS and tm >= 128 and _ceil(p.n, tn) >= 2 and p.dtype in ("bfloat16", "float16"):
+                            yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_n": 2, "group_m": g}
                             if tm >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
                                 yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_m": 2,
                                        "group_m": g}
@@ -292,6 +297,8 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
     split = config.get("split_k", 1) or 1
     reduce = config.get("split_k_reduce") or ("cluster" if split <= 8 else "workspace")
     cluster_m = config.get("cluster_m", 1) or 1
+    cluster_n = config.get("cluster_n", 1) or 1
+    pair = cluster_m * cluster_n  # blocks per multicast cluster
     group_m = config.get("group_m", 8) or 8
     isz = ITEMSIZE[p.dtype]
     osz = ITEMSIZE.get(p.out_dtype, 4)
@@ -309,13 +316,13 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
     rate = PEAK_TFLOPS.get(p.dtype, 790.0) * 1e6 / p.sms  # flop per us of one SM
     eff = c.eff_pingpong if pingpong else c.eff_two if tm > 64 else c.eff_one
     t_mma = 2.0 * tm * tn * tk / (rate * eff) * (1.0 + (c.pp_narrow if pingpong else c.narrow) / tn)
-    if cluster_m > 1:
+    if pair > 1:
         t_mma *= c.multicast
     rows_a, rows_b = _misaligned_rows(p)
     if swap:
         rows_a, rows_b = rows_b, rows_a
-    stage_bytes = (tm * (c.misaligned if rows_a else 1.0) + tn / cluster_m * (c.misaligned if rows_b else 1.0)) \
-        * tk * isz
+    stage_bytes = (tm / cluster_n * (c.misaligned if rows_a else 1.0)
+                   + tn / cluster_m * (c.misaligned if rows_b else 1.0)) * tk * isz
     t_load = max(stage_bytes / c.sm_bw, c.latency_us / stages)
     t_step = max(t_mma, t_load) + c.step_us
 
@@ -330,7 +337,7 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
         waves = _ceil(tiles * split, capacity)
         compute = waves * (steps * t_step + per_tile)
     else:
-        units = p.sms // cluster_m
+        units = p.sms // pair
         if persistent == "stream_k":
             items = tiles_n * _ceil(tiles_m, cluster_m)
             whole = items // units
@@ -345,13 +352,13 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
             compute = per_block * steps * t_step + _first_tile_us(per_block, c.pingpong_tile_us, c) \
                 + c.latency_us + t_store
         else:
-            items = tiles_n * _ceil(tiles_m, cluster_m)
+            items = _ceil(tiles_n, cluster_n) * _ceil(tiles_m, cluster_m)
             per_block = _ceil(items, units)
             compute = per_block * (steps * t_step + t_store * 0.5) + _first_tile_us(per_block, c.persist_tile_us, c) \
                 + c.latency_us
 
-    # All blocks together: every tile's k-steps load its A and B boxes (B once per multicast pair).
-    t_l2 = tiles * k_tiles * tk * isz * (tm / (c.l2_bw_misaligned if rows_a else c.l2_bw)
+    # All blocks together: every tile's k-steps load its A and B boxes (B, or A, once per multicast pair).
+    t_l2 = tiles * k_tiles * tk * isz * (tm / cluster_n / (c.l2_bw_misaligned if rows_a else c.l2_bw)
                                          + tn / cluster_m / (c.l2_bw_misaligned if rows_b else c.l2_bw))
     compute = max(compute, t_l2)
 
