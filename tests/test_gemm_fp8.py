@@ -13,10 +13,13 @@ from mgpu_lab.kernels.gemm.fp8 import make_fp8_gemm
     ((4096, 4096, 4096), {"tile_m": 128, "tile_n": 256}, r"QGMMA\.64x256x32\.F32\.E4M3\.E4M3"),
     ((4096, 4096, 4096), {"tile_m": 256, "tile_n": 128}, r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3"),
     ((1000, 1000, 1000), {}, r"QGMMA\.64x\d+x32"),  # k rows of 1000 bytes: padded to 1008
+    ((4096, 4096, 4096), {"tile_m": 256, "tile_n": 128, "persistent": True, "cluster_n": 2},
+     r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3"),  # pairs sharing A
 ])
 def test_fp8_gemm_compiles(shape, tiles, qgmma):
     k = make_fp8_gemm(*shape, **tiles)
     assert_clean(k, qgmma)
+    assert k.compiled.cluster == ((2, 1, 1) if tiles.get("cluster_n") else (1, 1, 1))
     assert [str(x.dtype) for x in k.compiled.inputs] == ["float8_e4m3fn", "float8_e4m3fn", "float32", "float32"]
 
 

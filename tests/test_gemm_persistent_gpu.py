@@ -97,6 +97,8 @@ def test_multicast_a_pairs_gemm(m, n, k, tiles, transpose_b, rng):
     assert _run(m, n, k, rng, transpose_b, runs=1, persistent=True, cluster_n=2, **tiles) <= 1e-2
 
 
-def test_multicast_a_pairs_fused_epilogue(rng):
+def test_multicast_a_pairs_fused_epilogue_and_fp8(rng):
     assert _check(3000, 4104, 1000, rng, tiles={"tile_m": 256, "tile_n": 128, "persistent": True, "cluster_n": 2},
                   bias="bfloat16", activation="gelu", residual="bfloat16", scale=True) <= 1e-2
+    assert _run_fp8(4000, 4000, 4096, rng, tiles={"tile_m": 256, "tile_n": 128, "persistent": True,
+                                                  "cluster_n": 2}) <= 2e-2
