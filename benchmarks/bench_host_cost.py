@@ -1,11 +1,14 @@
 """Host cost of a call, against the peer on the same call path, interleaved in rounds.
 
 Four pairs, each timed in blocks of host calls alternating A B B A ... (`common.interleaved_runs`
-with a host timer), for a decode linear layer (16 x 6144 x 4096, weights (n, k)) and 4096^3:
+with a host timer), for a decode linear layer (16 x 6144 x 4096, weights (n, k)), 4096^3, a
+prefill MLP shape (2048 x 5632 x 2048: stream-K pairs, a cluster launch and zero-filled flags per
+call) and a decode shape run as cluster split-K (4 x 2048 x 5632):
 
 - a checked Kernel call on torch tensors (torch in, torch out) against `torch.matmul(a, w.T)`;
 - the Kernel's `as_torch_op` against `F.linear(a, w)`, with w a plain tensor and, under
-  `torch.no_grad()`, an `nn.Parameter` (a layer's weight);
+  `torch.no_grad()`, an `nn.Parameter` (a layer's weight), one or eight taking turns (a model's
+  layers: every call another weight);
 - a checked call on CuPy arrays (vector add, out= passed) against a CuPy RawKernel launch;
 - and, for the loop a decode step runs, the wall time of `--loop` back-to-back calls plus one
   synchronize (GPU time included), ours against torch's.
@@ -35,7 +38,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(1, str(Path(__file__).parent.parent))  # this checkout's mgpu_lab, also without PYTHONPATH
 from common import GpuSampler, interleaved_runs, table, write_record  # noqa: E402
 
-SHAPES = {"decode": (16, 6144, 4096), "square": (4096, 4096, 4096)}
+# The HF benchmark's kinds of call besides: a prefill MLP shape the model runs as stream-K pairs
+# (cluster launch, zero-filled flags from torch's allocator on every call) and a decode shape it
+# runs as cluster split-K (cluster launch).
+SHAPES = {"decode": (16, 6144, 4096), "square": (4096, 4096, 4096), "prefill_mlp": (2048, 5632, 2048),
+          "decode_cluster": (4, 2048, 5632)}
+LAYERS = 8  # op_layers: this many nn.Parameter weights take turns, as a model's layers do
 
 
 class _Runs:
@@ -103,14 +111,21 @@ def main() -> None:
                          f"{dispatched['ours'] / dispatched['peer']:.3f}", "f_linear (diagnostic)"))
             loop = pair({"ours": lambda i: op(a, w), "peer": lambda i: F.linear(a, w)},
                         opts.rounds, host_timer(opts.loop, sync, gpu_included=True))
-            # A layer's weight is an nn.Parameter (what nn.Linear and model code pass), under no_grad.
+            # A layer's weight is an nn.Parameter (what nn.Linear and model code pass), under no_grad;
+            # and LAYERS of them in turn (each call another weight: the parameter block changes).
             weight = torch.nn.Parameter(w)
+            weights = [weight] + [torch.nn.Parameter(torch.randn((n, k), generator=gen, device="cuda")
+                                                     .to(torch.bfloat16)) for _ in range(LAYERS - 1)]
             with torch.no_grad():
                 op_param = pair({"ours": lambda i: op(a, weight), "peer": lambda i: F.linear(a, weight)},
                                 opts.rounds, host_timer(opts.calls, sync))
+                op_layers = pair({"ours": lambda i: op(a, weights[i % LAYERS]),
+                                  "peer": lambda i: F.linear(a, weights[i % LAYERS])},
+                                 opts.rounds, host_timer(opts.calls, sync))
             shape = f"{m}x{n}x{k}"
             for key, result, peer in (("call", host, "torch_matmul"), ("op", op_host, "f_linear"),
-                                      ("op_loop", loop, "f_linear_loop"), ("op_param", op_param, "f_linear")):
+                                      ("op_loop", loop, "f_linear_loop"), ("op_param", op_param, "f_linear"),
+                                      ("op_layers", op_layers, "f_linear")):
                 figures[f"host_us_{key}_{shape}_ours"] = result["ours"]
                 figures[f"host_us_{key}_{shape}_{peer}"] = result["peer"]
                 figures[f"{key}_{shape}_vs_{peer}"] = result["ours"] / result["peer"]
