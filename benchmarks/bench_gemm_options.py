@@ -314,7 +314,8 @@ def main() -> None:
             rows += measure(dtype, problem, candidates, args.rounds, figures, default)
             print(table(rows[-len(candidates) - 1:]), flush=True)
             torch.cuda.empty_cache()
-    notes = {"rounds": args.rounds, "only": args.only, "extra": args.extra, "configs": args.configs, "random": args.random,
+    notes = {"rounds": args.rounds, "only": args.only, "extra": args.extra, "configs": args.configs,
+             "random": args.random,
              "seed": args.seed if args.random is not None else None, "shapes": args.shapes, "top": args.top,
              "wall_s": round(time.perf_counter() - start, 1)}
     print(f"record: {write_record('gemm_options', figures, notes, sampler=gpu)}")

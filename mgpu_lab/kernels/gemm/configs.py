@@ -346,8 +346,8 @@ def auto_tuned_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtyp
 def auto_settings(tune: Any, m: int, n: int, k: int, *, transpose_b: bool, dtype: str, out_dtype: str,
                   epilogue: bool, given: dict[str, Any]) -> tuple[Any, ...]:
     """make_gemm's (tile_m, tile_n, stages, group_m, persistent, split_k, split_k_reduce,
-    cluster_m, swap_ab, cluster_n) for tune='auto': the auto-tuned configuration, what the caller gave
-    (`given`, None where not) on top."""
+    cluster_m, swap_ab, cluster_n) for tune='auto': the auto-tuned configuration, what the
+    caller gave (`given`, None where not) on top."""
     from mgpu_lab.arguments import choice
 
     choice("tune", tune, ("auto",), expected="'auto' or None", where="gemm")

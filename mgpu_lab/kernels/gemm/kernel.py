@@ -200,8 +200,8 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
               out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
               stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
               split_k: int | None = None, split_k_reduce: str | None = None, cluster_m: int | None = None,
-              swap_ab: bool | None = None, cluster_n: int | None = None, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
-              tune: str | None = None, **options) -> mgpu_lab.Kernel:
+              swap_ab: bool | None = None, cluster_n: int | None = None, epilogue: Epilogue | None = None,
+              epilogue_inputs: Sequence[Any] = (), tune: str | None = None, **options) -> mgpu_lab.Kernel:
     """C (m, n) = epilogue(A (m, k) @ B), B of shape (k, n), or (n, k) with transpose_b=True.
 
     Call it as `kernel(a, b, *epilogue_arrays)`. epilogue: `f(acc, tile, *refs) -> FragmentedArray`
@@ -422,8 +422,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         raise TypeError(f"gemm: epilogue must be a callable f(acc, tile, *refs), got {type(epilogue).__name__}")
     if mainloop is not None and (t.cluster_size > 1 or t.split_k > 1 and not t.cluster_split or t.stream_k):
         raise ValueError("gemm: cluster_m=2, cluster_n=2, split_k_reduce='workspace' and persistent='stream_k' need "
-                         "the built-in "
-                         "mainloop (slots released in both blocks, partials summed before the epilogue)")
+                         "the built-in mainloop (slots released in both blocks, partials summed before the epilogue)")
     if epilogue is not None and t.swap_ab and not getattr(epilogue, "scalars_only", False):
         raise ValueError(SWAP_AB_EPILOGUE)
     extras = tuple(_shape_dtype(s, i) for i, s in enumerate(epilogue_inputs))
@@ -455,7 +454,8 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         full, empty = smem[1], smem[2]
         full.init(1, sync=False)
         # one arrival per consumer warp (of both blocks when they multicast into each other's slots)
-        empty.init(t.slot_consumers * WARPGROUP_WARPS * t.cluster_size, sync="cluster" if t.cluster_size > 1 else True)
+        empty.init(t.slot_consumers * WARPGROUP_WARPS * t.cluster_size,
+                   sync="cluster" if t.cluster_size > 1 else True)
         wg = dsl.warpgroup_idx()
         me = wg - 1  # consumer index
 
@@ -548,7 +548,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                 with dsl.single_thread("warpgroup"):
                     tiles(lambda tile, first: load_tile(ctx, t, a, b, ring, full, empty, *origin(tile), first,
                                                         rank=rank))
-            if t.cluster_size > 1:  # no block exits while its peer may still write into it or arrive on its barriers
+            if t.cluster_size > 1:  # no block exits while its peer may write into it or arrive on its barriers
                 dsl.cluster_sync()
 
         def consumer():
