@@ -8,9 +8,12 @@ CuPy arrays over made-up addresses (no allocation needs a GPU). CPU time per cal
 (`time.thread_time`, best of 7 blocks) keeps other processes on a shared machine out of it.
 
 It cannot time CuPy's RawKernel (that needs the CUDA runtime); bench_launch.py compares against
-RawKernel on a GPU. Refuses to run where a real libcuda.so.1 loads.
+RawKernel on a GPU. Refuses to run where a real libcuda.so.1 loads. The no-op driver also answers
+cuda-bindings (cuGetProcAddress finds its functions by name), so a cluster kernel's launch is
+timed too, and a TMA kernel's parameter block on pointers that change every call (the
+descriptors' encode is a no-op here: what is timed is our work around it).
 
-Run:  python benchmarks/bench_launch_host.py [--calls 200000]
+Run:  python benchmarks/bench_launch_host.py [--calls 200000] [--record]
 To compare with another tree: PYTHONPATH=<that tree> python benchmarks/bench_launch_host.py
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import re
 import subprocess
 import sys
 import tempfile
@@ -30,10 +34,29 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import table  # noqa: E402
 
 NO_OP_DRIVER = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
 int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned smem, void* stream, void** params, void** extra) { return 0; }
+int cuLaunchKernelEx(const void* config, void* f, void** params, void** extra) { return 0; }
+int cuTensorMapEncodeTiled(void* map, int type, unsigned rank, void* address, const void* dims,
+                           const void* strides, const void* box, const void* elements, int interleave,
+                           int swizzle, int promotion, int fill) { return 0; }
 int cuGetErrorName(int e, const char** s) { *s = "CUDA_ERROR_UNKNOWN"; return 0; }
 int cuGetErrorString(int e, const char** s) { *s = "no-op driver"; return 0; }
+int cuInit(unsigned flags) { return 0; }
+int cuDriverGetVersion(int* v) { *v = 13000; return 0; }
+static int missing(void) { return 999; }
+/* cuda-bindings finds every driver function through this: the ones above, by name */
+int cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsigned long long flags, int* status) {
+  void* p = dlsym(RTLD_DEFAULT, symbol);
+  *pfn = p ? p : (void*)missing;
+  if (status) *status = p ? 0 : 1;
+  return 0;
+}
+int cuGetProcAddress(const char* symbol, void** pfn, int version, unsigned long long flags) {
+  return cuGetProcAddress_v2(symbol, pfn, version, flags, 0);
+}
 """
 N = 1 << 12
 
@@ -49,8 +72,8 @@ def load_no_op_driver(folder: Path) -> None:
                  "(on a GPU machine, bench_launch.py measures the real thing)")
     source, library = folder / "no_op_driver.c", folder / "libcuda.so.1"
     source.write_text(NO_OP_DRIVER)
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(library), str(source)],
-                   check=True)
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(library), str(source),
+                    "-ldl"], check=True)
     ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
 
 
@@ -77,6 +100,7 @@ def loaded_function(portable: object) -> object:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=200_000)
+    parser.add_argument("--record", action="store_true", help="also write a launch_host record (benchmarks/results)")
     opts = parser.parse_args()
     load_no_op_driver(Path(tempfile.mkdtemp()))
     from mgpu_lab.examples.vector_add import make_vector_add
@@ -102,8 +126,46 @@ def main() -> None:
         fn_call()
         timer = timeit.Timer(fn_call, timer=time.thread_time)
         rows.append((label, f"{min(timer.repeat(number=opts.calls, repeat=7)) / opts.calls * 1e6:.3f}"))
-    print(f"mgpu_lab from {Path(portable.__file__).parents[2]}")
+    rows += cluster_and_tma_rows(portable, opts.calls)
+    tree = Path(portable.__file__).parents[2]
+    print(f"mgpu_lab from {tree}")
     print(table(rows))
+    if opts.record:
+        from common import write_record
+
+        figures = {f"host_us_{re.sub(r'[^a-z0-9]+', '_', label.lower()).strip('_')}": float(us)
+                   for label, us in rows[1:]}
+        notes = {"calls": opts.calls, "timer": "time.thread_time, best of 7 blocks", "driver": "no-op libcuda.so.1",
+                 "mgpu_lab_tree": str(tree)}
+        print(f"record: {write_record('launch_host', figures, notes)}")
+
+
+def cluster_and_tma_rows(portable: object, calls: int) -> list[tuple[str, str]]:
+    """Host work of the launches a model's GEMM layers make: a cluster kernel's launch (cuda-bindings'
+    cuLaunchKernelEx), and a TMA kernel's launch on pointers that change every call, cycling through
+    8 sets (a model's layers taking turns on one kernel), against the same pointers every call."""
+    import numpy as np
+    from cuda.bindings import driver
+
+    from mgpu_lab.examples.scaled_add import make_scaled_add
+
+    fn = loaded_function(portable)
+    fn._driver, fn.function = driver, driver.CUfunction(fn.handle)
+    fn.config = fn._cluster_config((2, 1, 1))
+    argv = np.zeros(4, dtype=np.uint64)
+    cases = [("cluster launch (cuLaunchKernelEx)", lambda: fn.launch(0, int(argv.ctypes.data)))]
+    tma = make_scaled_add(256, 256)._new_launcher().single
+    tma._loaded(0, loaded_function(portable)) if hasattr(tma, "_loaded") else None
+    sets = [[0x7F0000000000 + 0x100000 * i + j * 0x40000 for j in range(3)] for i in range(8)]
+    turn = iter(range(1 << 62))
+    cases += [("TMA kernel, the same pointers every call", lambda: tma.launch_pointers(sets[0], 0, 0)),
+              ("TMA kernel, 8 pointer sets in turn", lambda: tma.launch_pointers(sets[next(turn) % 8], 0, 0))]
+    rows = []
+    for label, fn_call in cases:
+        fn_call()
+        timer = timeit.Timer(fn_call, timer=time.thread_time)
+        rows.append((label, f"{min(timer.repeat(number=calls // 4, repeat=7)) / (calls // 4) * 1e6:.3f}"))
+    return rows
 
 
 if __name__ == "__main__":

@@ -187,16 +187,34 @@ def residuals(samples: list[Sample], c: model.Constants) -> np.ndarray:
     return np.array([math.log(model.estimate_us(s.problem, s.config, c) / s.us) for s in samples])
 
 
+def _scheme(config: dict) -> dict:
+    """A configuration as model.candidates writes it: make_gemm's keys, persistent=False left out."""
+    keys = ("tile_m", "tile_n", "persistent", "split_k", "split_k_reduce", "cluster_m", "cluster_n", "swap_ab",
+            "group_m", "stages")
+    return {k: config[k] for k in keys if k in config and not (k == "persistent" and config[k] is False)}
+
+
+def candidate_order(p: model.Problem, config: dict) -> float:
+    """Where `config` stands among model.candidates(p): the model's own tie-break (model.ranked
+    keeps the earlier of two equal estimates, e.g. 64 x 128 over 128 x 64); inf if absent."""
+    want = _scheme(config)
+    for i, candidate in enumerate(model.candidates(p)):
+        if _scheme(candidate) == want:
+            return i
+    return math.inf
+
+
 def ranking(samples: list[Sample], c: model.Constants, tolerance: float = 0.03) -> dict:
     """Per group of 3+ alternatives timed together: is the model's pick within `tolerance` of
-    the best, and its measured time over the best."""
-    return rank_picks(samples, lambda p, config: model.estimate_us(p, config, c), tolerance)
+    the best, and its measured time over the best (ties broken as model.ranked breaks them)."""
+    return rank_picks(samples, lambda p, config: model.estimate_us(p, config, c), tolerance, order=candidate_order)
 
 
-def rank_picks(samples: list[Sample], estimate, tolerance: float = 0.03) -> dict:
+def rank_picks(samples: list[Sample], estimate, tolerance: float = 0.03, order=None) -> dict:
     """`ranking` for any `estimate(problem, config) -> us`: its fastest alternative of each group
-    is its pick (ties: the group's first); an infinite estimate (a configuration the estimator
-    cannot describe) is never picked, and a group it describes none of is left out."""
+    is its pick (ties: the lowest `order(problem, config)`, else the group's first); an infinite
+    estimate (a configuration the estimator cannot describe) is never picked, and a group it
+    describes none of is left out."""
     groups: dict[str, list[Sample]] = {}
     for s in samples:
         groups.setdefault(s.group, []).append(s)
@@ -208,7 +226,11 @@ def rank_picks(samples: list[Sample], estimate, tolerance: float = 0.03) -> dict
         times = [estimate(s.problem, s.config) for s in group]
         if not any(math.isfinite(t) for t in times):
             continue
-        pick = group[times.index(min(times))]
+        fastest = min(times)
+        tied = [i for i, t in enumerate(times) if t <= fastest * (1 + 1e-9)]
+        if order is not None and len(tied) > 1:
+            tied.sort(key=lambda i: order(group[i].problem, group[i].config))
+        pick = group[tied[0]]
         hits += pick.us <= best * (1 + tolerance)
         losses.append(pick.us / best)
         rows.append((name, len(group), pick.us / best))

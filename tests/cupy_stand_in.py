@@ -281,7 +281,6 @@ class RecordingFunction:
         self.grid, self.block, self.smem = tuple(spec["grid"]), tuple(spec["block"]), spec["dynamic_smem"]
         cluster = tuple(spec["cluster"])
         self.config = self._cluster_config(cluster) if cluster != (1, 1, 1) else None
-        self.launch_ex = None  # cluster launches through cuda-bindings' cuLaunchKernelEx, recorded above
         self.dims = (*self.grid, *self.block, self.smem)
         self.launch_kernel, self.launch_error = self.portable._driver_launch()
         self.loaded[self.handle] = self

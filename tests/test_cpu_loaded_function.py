@@ -30,8 +30,6 @@ class FakeDriver:
         for name in ("cuDeviceGetAttribute", "cuModuleLoadData", "cuModuleGetFunction", "cuFuncSetAttribute",
                      "cuLaunchKernelEx", "cuGetErrorName"):
             monkeypatch.setattr(driver, name, getattr(self, name))
-        self.ex_paths = []  # which cuLaunchKernelEx each cluster launch took: "libcuda" or "cuda-bindings"
-        monkeypatch.setattr(portable, "_libcuda_launch_ex", lambda: self.libcuda_launch_ex)
         cupy = fake_cupy(launch_kernel=self.cu_launch_kernel)
         cupy.cuda.runtime.free = lambda ptr: self.calls.append(("free", ptr))  # makes the context current
         monkeypatch.setitem(sys.modules, "cupy", cupy)
@@ -60,24 +58,11 @@ class FakeDriver:
 
     def cuLaunchKernelEx(self, config, function, argv, extra):
         cluster = config.attrs[0].value.clusterDim
-        self.ex_paths.append("cuda-bindings")
         self.calls.append(("launch ex", (config.gridDimX, config.gridDimY, config.gridDimZ),
                            (config.blockDimX, config.blockDimY, config.blockDimZ), config.sharedMemBytes,
                            (cluster.x, cluster.y, cluster.z), int(config.numAttrs), int(config.hStream), function,
                            argv, extra))
         return (self._result(self.launch_errors.pop(0) if self.launch_errors else None),)
-
-    def libcuda_launch_ex(self, address, function, argv, extra):
-        """libcuda's cuLaunchKernelEx as ctypes calls it: the CUlaunchConfig by address (its layout
-        is checked against cuda-bindings' in test_the_ctypes_launch_config_matches_cuda_bindings)."""
-        config = portable._LaunchConfig.from_address(address)
-        attribute = config.attrs[0]
-        self.ex_paths.append("libcuda")
-        self.calls.append(("launch ex", (config.gridDimX, config.gridDimY, config.gridDimZ),
-                           (config.blockDimX, config.blockDimY, config.blockDimZ), config.sharedMemBytes,
-                           tuple(attribute.value[0:3]), config.numAttrs, config.hStream or 0, function, argv,
-                           0 if extra is None else extra))
-        return int(self._result(self.launch_errors.pop(0) if self.launch_errors else None))
 
     def cu_launch_kernel(self, *args):
         handle, gx, gy, gz, bx, by, bz, smem, stream, argv, extra = launch_kernel_arguments(args)
@@ -144,59 +129,30 @@ def test_a_plain_launch_is_one_culaunchkernel_with_the_baked_configuration(drive
     assert [c for c in driver.calls if c[0].startswith("launch")] == [driver.calls[-1]]
 
 
-@pytest.mark.parametrize("libcuda", [True, False], ids=["libcuda", "cuda-bindings fallback"])
-def test_a_cluster_launch_goes_through_culaunchkernelex(driver, libcuda):
-    if not libcuda:
-        driver.libcuda_launch_ex = None  # libcuda cannot be opened: cuda-bindings' wrapper launches
+def test_a_cluster_launch_goes_through_culaunchkernelex(driver):
     fn = portable.LoadedFunction(spec(cluster=[2, 1, 1]), 0, MemoryError)
     fn.launch(0x77, 0x99)
     assert driver.calls[-1] == ("launch ex", (4, 2, 1), (128, 1, 1), 1024, (2, 1, 1), 1, 0x77, fn.function, 0x99, 0)
     fn.launch(0, 0x99)  # the default stream
     assert driver.calls[-1][6] == 0
-    assert driver.ex_paths == ["libcuda" if libcuda else "cuda-bindings"] * 2
     assert not [c for c in driver.calls if c[0] == "launch"], "a cluster launch never goes through cuLaunchKernel"
 
 
 def test_each_thread_sets_the_stream_in_its_own_launch_config(driver):
+    """A thread switch between one thread's setting its stream and its launch must not send the
+    other thread's kernel to that stream: each thread has its own CUlaunchConfig."""
     import threading
 
     fn = portable.LoadedFunction(spec(cluster=[2, 1, 1]), 0, MemoryError)
     fn.launch(0x77, 0x99)
-    mine = fn.cluster_config.address
+    mine = fn.config.config
     seen = []
-    thread = threading.Thread(target=lambda: (fn.launch(0x55, 0x99), seen.append(fn.cluster_config.address)))
+    thread = threading.Thread(target=lambda: (fn.launch(0x55, 0x99), seen.append(fn.config.config)))
     thread.start()
     thread.join()
-    assert seen and seen[0] != mine, "two threads share one CUlaunchConfig: one could launch on the other's stream"
+    assert seen and seen[0] is not mine, "two threads share one CUlaunchConfig"
     assert [c[6] for c in driver.calls if c[0] == "launch ex"] == [0x77, 0x55]
-    assert portable._LaunchConfig.from_address(mine).hStream == 0x77
-
-
-def test_the_ctypes_launch_config_matches_cuda_bindings():
-    """The CUlaunchConfig and CUlaunchAttribute the ctypes launch passes, byte for byte against
-    the ones cuda-bindings builds from cuda.h (the attrs pointer aside)."""
-    import ctypes
-
-    from cuda.bindings import driver as d
-
-    theirs = d.CUlaunchConfig()
-    theirs.gridDimX, theirs.gridDimY, theirs.gridDimZ = 66, 2, 1
-    theirs.blockDimX, theirs.blockDimY, theirs.blockDimZ = 384, 1, 1
-    theirs.sharedMemBytes, theirs.hStream = 200704, 0x7788
-    attribute = d.CUlaunchAttribute()
-    attribute.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attribute.value.clusterDim.x, attribute.value.clusterDim.y, attribute.value.clusterDim.z = 2, 1, 1
-    theirs.attrs, theirs.numAttrs = [attribute], 1
-    ours = portable._ClusterLaunchConfig((66, 2, 1), (384, 1, 1), 200704, (2, 1, 1))
-    ours.config.hStream = 0x7788
-    size, attrs = ctypes.sizeof(portable._LaunchConfig), portable._LaunchConfig.attrs
-    their_bytes, our_bytes = ctypes.string_at(theirs.getPtr(), size), ctypes.string_at(ours.address, size)
-    pointer = slice(attrs.offset, attrs.offset + 8)
-    assert their_bytes[:pointer.start] == our_bytes[:pointer.start]
-    assert their_bytes[pointer.stop:pointer.stop + 4] == our_bytes[pointer.stop:pointer.stop + 4]  # numAttrs
-    their_attribute = int.from_bytes(their_bytes[pointer], "little")
-    assert ctypes.string_at(their_attribute, ctypes.sizeof(portable._LaunchAttribute)) == \
-        ctypes.string_at(ctypes.addressof(ours.attribute), ctypes.sizeof(portable._LaunchAttribute))
+    assert int(mine.hStream) == 0x77 and int(seen[0].hStream) == 0x55
 
 
 @pytest.mark.parametrize("cluster", [[1, 1, 1], [2, 1, 1]])

@@ -409,6 +409,22 @@ def test_nvidia_heuristics_estimate_our_configurations_or_say_they_cannot():
     assert rank["groups"] == 1 and rank["pick_over_best_geomean"] == pytest.approx(160.0 / 150.0)
 
 
+def test_the_fit_scores_the_pick_the_model_makes_when_two_estimates_tie():
+    """64 x 128 and 128 x 64 one-tile blocks have the same estimate on 2048 x 512 x 2048; the
+    model picks the earlier candidate (64 x 128), so the fit's ranking must too, whatever order
+    the record lists them in (it scored the other, 1.21x slower, before)."""
+    from fit_gemm_model import Sample, ranking
+
+    p = model.Problem(2048, 512, 2048, transpose_b=True)
+    wide, tall = {"tile_m": 64, "tile_n": 128}, {"tile_m": 128, "tile_n": 64}
+    assert model.estimate_us(p, wide) == pytest.approx(model.estimate_us(p, tall), rel=1e-12)
+    assert model.ranked(p)[0][1] == {**wide, "persistent": False}
+    group = [Sample(p, tall, 13.2, "g"), Sample(p, {"tile_m": 128, "tile_n": 256, "split_k": 4,
+                                                     "split_k_reduce": "workspace"}, 19.7, "g"),
+             Sample(p, wide, 10.9, "g")]
+    assert ranking(group, model.CONSTANTS)["pick_over_best_geomean"] == pytest.approx(1.0)
+
+
 def test_options_on_named_shapes_take_both_layouts_and_refuse_bad_specs():
     # bench_gemm_options --shapes: the model's alternatives on a model's layers (the HF prefill's)
     from bench_gemm_options import given_cases

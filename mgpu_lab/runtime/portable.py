@@ -12,9 +12,9 @@ is called through CuPy's Cython wrapper `cupy.cuda.driver.launchKernel`, which t
 ints (0.2 us on the host; a ctypes call with 11 arguments costs 0.9 us). For the common case,
 a kernel whose parameters are its arrays' pointers, each signature gets one generated function
 (`call_source`) doing the checks, the parameter writes and the launch with no intermediate
-objects. Kernels with clusters use `cuLaunchKernelEx`, straight from libcuda through ctypes with
-a launch configuration built once per thread (cuda-bindings' wrapper converts its config object
-on every call; it stays the fallback where libcuda cannot be opened).
+objects. Kernels with clusters use cuda-bindings' `cuLaunchKernelEx` with a launch configuration
+per thread (libcuda's by ctypes with a prebuilt struct was no faster: 1.36 us of host work against
+1.28, benchmarks/bench_launch_host.py).
 """
 
 from __future__ import annotations
@@ -109,45 +109,21 @@ def device_smem_limit(device: int) -> int:
     return int(cuda_check(driver.cuDeviceGetAttribute(attr, device), "cuDeviceGetAttribute"))
 
 
-class _LaunchAttribute(ctypes.Structure):
-    """cuda.h's CUlaunchAttribute: the attribute id, padding to 8 bytes, a 64-byte value union
-    (a cluster's x, y, z come first in it)."""
-
-    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_uint * 16)]
-
-
-class _LaunchConfig(ctypes.Structure):
-    """cuda.h's CUlaunchConfig."""
-
-    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
-                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
-                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
-                ("attrs", ctypes.POINTER(_LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
-
-
-_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
-
-
 class _ClusterLaunchConfig(threading.local):
-    """A cluster launch's CUlaunchConfig, one per thread (each sets its own stream before its call)."""
+    """A cluster kernel's CUlaunchConfig (cuda-bindings'), one per thread: each thread sets its own
+    stream in it right before its launch, so two threads never launch on each other's stream."""
 
-    def __init__(self, grid: tuple, block: tuple, smem: int, cluster: tuple):
-        self.attribute = _LaunchAttribute(id=_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
-        self.attribute.value[0:3] = cluster
-        self.config = _LaunchConfig(*grid, *block, smem, None, ctypes.pointer(self.attribute), 1)
-        self.address = ctypes.addressof(self.config)
-
-
-@functools.cache
-def _libcuda_launch_ex() -> Any:
-    """libcuda's cuLaunchKernelEx as a ctypes function, or None where it cannot be opened."""
-    try:
-        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
-    except (OSError, AttributeError):
-        return None
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    return fn
+    def __init__(self, driver: Any, grid: tuple, block: tuple, smem: int, cluster: tuple):
+        config = driver.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = block
+        config.sharedMemBytes = smem
+        attr = driver.CUlaunchAttribute()
+        attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+        config.attrs = [attr]
+        config.numAttrs = 1
+        self.config = config
 
 
 class _ParamBlock:
@@ -182,6 +158,7 @@ class _ParamStorage(_ParamBlock, threading.local):
         self.count = count
         self.parts = (self.slots, self.argv_address)  # one thread-local read on the hot path
         self.filled: OrderedDict[tuple, _ParamBlock] = OrderedDict()
+        self.last_key, self.last_argv = None, 0  # the last TMA launch's pointers and argv (a loop's calls)
 
     def filled_block(self, key: tuple, fill: Any) -> _ParamBlock:
         """The block filled for pointers `key`: kept, or `fill(block)` on a fresh (or the least
@@ -189,10 +166,13 @@ class _ParamStorage(_ParamBlock, threading.local):
         block = self.filled.get(key)
         if block is not None:
             self.filled.move_to_end(key)
-            return block
-        block = self.filled.popitem(last=False)[1] if len(self.filled) >= _FILLED_BLOCKS else _ParamBlock(self.count)
-        fill(block)
-        self.filled[key] = block
+        else:
+            block = self.filled.popitem(last=False)[1] if len(self.filled) >= _FILLED_BLOCKS \
+                else _ParamBlock(self.count)
+            self.last_key = None  # the block may have been the last launch's: refilled below
+            fill(block)
+            self.filled[key] = block
+        self.last_key, self.last_argv = key, block.argv_address
         return block
 
 
@@ -220,9 +200,6 @@ class LoadedFunction:
             cuda_check(driver.cuFuncSetAttribute(self.function, attr, self.smem), "raising the dynamic smem limit")
         self.grid, self.block, cluster = tuple(spec["grid"]), tuple(spec["block"]), tuple(spec["cluster"])
         self.config = self._cluster_config(cluster) if cluster != (1, 1, 1) else None
-        self.launch_ex = _libcuda_launch_ex() if self.config is not None else None
-        if self.launch_ex is not None:
-            self.cluster_config = _ClusterLaunchConfig(self.grid, self.block, self.smem, cluster)
         self.dims = (*self.grid, *self.block, self.smem)  # cuLaunchKernel's 7 ints, in order
         self.launch_kernel, self.launch_error = _driver_launch()
 
@@ -235,18 +212,8 @@ class LoadedFunction:
             return cuda_check(driver.cuModuleLoadData(spec["ptx"].encode() + b"\0"), f"JIT-loading {spec['name']}'s PTX")
         return cuda_check((err, module), f"loading {spec['name']}'s cubin")
 
-    def _cluster_config(self, cluster: tuple) -> Any:
-        driver = self._driver
-        config = driver.CUlaunchConfig()
-        config.gridDimX, config.gridDimY, config.gridDimZ = self.grid
-        config.blockDimX, config.blockDimY, config.blockDimZ = self.block
-        config.sharedMemBytes = self.smem
-        attr = driver.CUlaunchAttribute()
-        attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
-        config.attrs = [attr]
-        config.numAttrs = 1
-        return config
+    def _cluster_config(self, cluster: tuple) -> _ClusterLaunchConfig:
+        return _ClusterLaunchConfig(self._driver, self.grid, self.block, self.smem, cluster)
 
     def launch(self, stream: int, argv: int) -> None:
         """Launch on `stream` with `argv` (the kernelParams array's address), both ints.
@@ -273,12 +240,9 @@ class LoadedFunction:
             except self.launch_error as error:
                 return int(error.status)
             return 0
-        if self.launch_ex is not None:
-            local = self.cluster_config
-            local.config.hStream = stream
-            return self.launch_ex(local.address, self.handle, argv, None)
-        self.config.hStream = stream
-        (err,) = self._driver.cuLaunchKernelEx(self.config, self.function, argv, 0)
+        config = self.config.config  # this thread's
+        config.hStream = stream
+        (err,) = self._driver.cuLaunchKernelEx(config, self.function, argv, 0)
         return int(err)
 
 
@@ -802,8 +766,11 @@ class PortableLauncher(ArgumentChecker):
         else:
             # TMA descriptors depend on nothing but the pointers: a block filled for these
             # pointers before (a loop of calls, a model's layers) is launched as it is.
-            block = storage.filled_block(tuple(pointers), lambda b: self._fill_slots(b, pointers, pointers))
-            argv = block.argv_address
+            key = tuple(pointers)
+            if storage.last_key == key:  # a loop of calls on the same arrays
+                argv = storage.last_argv
+            else:
+                argv = storage.filled_block(key, lambda b: self._fill_slots(b, pointers, pointers)).argv_address
         fn.launch(stream, argv)
         if self._profiled:
             self.last_profile = self._profile_buffer
