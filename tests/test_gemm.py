@@ -317,9 +317,9 @@ def test_multicast_pairs_compile(shared, tile_m, tile_n, transpose_b):
 @pytest.mark.parametrize("kwargs, message", [
     ({"persistent": True, "cluster_n": 4}, r"cluster_n must be 1 or 2, got 4"),
     ({"persistent": False, "cluster_n": 2}, r"cluster_n=2 \(two blocks sharing A tiles by multicast\) needs "
-                                            r"persistent=True, cluster_m=1 and A as \(m, k\), got persistent=False, "
-                                            r"cluster_m=1$"),
-    ({"persistent": "stream_k", "cluster_n": 2}, r"cluster_n=2 .* got persistent='stream_k'"),
+                                            r"persistent=True \(or 'stream_k'\), cluster_m=1 and A as \(m, k\), got "
+                                            r"persistent=False, cluster_m=1$"),
+    ({"persistent": "pingpong", "cluster_n": 2, "tile_n": 128}, r"cluster_n=2 .* got persistent='pingpong'"),
     ({"persistent": True, "cluster_n": 2, "cluster_m": 2}, r"cluster_n=2 .* got persistent=True, cluster_m=2$"),
 ])
 def test_multicast_a_pairs_reject_bad_arguments(kwargs, message):

@@ -167,10 +167,10 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: cluster_m=2 splits the B tile between the two blocks: tile_n must be 128 or 256, "
                          f"got {t.tile_n}")
     choice("cluster_n", t.cluster_n, (1, 2), expected="1 or 2", where="gemm")
-    if t.cluster_n == 2 and (t.persistent is not True or t.cluster_m > 1 or t.a_mn_major):
-        raise ValueError(f"gemm: cluster_n=2 (two blocks sharing A tiles by multicast) needs persistent=True, "
-                         f"cluster_m=1 and A as (m, k), got persistent={t.persistent!r}, cluster_m={t.cluster_m}"
-                         f"{', swap_ab=True with B (k, n)' if t.a_mn_major else ''}")
+    if t.cluster_n == 2 and (t.persistent not in (True, "stream_k") or t.cluster_m > 1 or t.a_mn_major):
+        raise ValueError(f"gemm: cluster_n=2 (two blocks sharing A tiles by multicast) needs persistent=True (or "
+                         f"'stream_k'), cluster_m=1 and A as (m, k), got persistent={t.persistent!r}, "
+                         f"cluster_m={t.cluster_m}{', swap_ab=True with B (k, n)' if t.a_mn_major else ''}")
     choice("split_k_reduce", t.split_k_reduce, ("cluster", "workspace"), expected="'cluster' or 'workspace'",
            where="gemm")
     if t.cluster_split and t.split_k > MAX_CLUSTER_SPLIT:
@@ -222,8 +222,8 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     cluster_m: 2 runs persistent blocks in pairs (a (2, 1) cluster) on vertically adjacent tiles,
     each loading half of their common B tile and multicasting it into both (needs persistent=True).
     cluster_n: 2 pairs horizontally adjacent tiles instead, each block loading half of their
-    common A tile (needs persistent=True and A as (m, k)): the operand off the 128-byte line, or
-    the taller tile's, read once from L2 for two blocks.
+    common A tile (needs persistent=True or "stream_k", and A as (m, k)): the operand off the
+    128-byte line, or the taller tile's, read once from L2 for two blocks.
     swap_ab: True computes C.T = B @ A.T (no epilogue; bf16/f16 only with B (k, n), which the wgmma
     then reads MN-major): B's n side fills the wgmma's 64-row side and A's few rows a narrow tile_n
     (any multiple of 8), e.g. m = 129 as one 136-wide tile instead of two 128-row tiles, one

@@ -200,6 +200,9 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                             yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_m": 2, "group_m": g}
                         if OFFER_A_PAIRS and tm >= 128 and _ceil(p.n, tn) >= 2 and p.dtype in ("bfloat16", "float16"):
                             yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_n": 2, "group_m": g}
+                            if tn >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
+                                yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_n": 2,
+                                       "group_m": g}
                             if tm >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
                                 yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_m": 2,
                                        "group_m": g}
@@ -339,7 +342,7 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
     else:
         units = p.sms // pair
         if persistent == "stream_k":
-            items = tiles_n * _ceil(tiles_m, cluster_m)
+            items = _ceil(tiles_n, cluster_n) * _ceil(tiles_m, cluster_m)
             whole = items // units
             rest = items - whole * units
             unit_steps = whole * steps + _ceil(rest * steps, units)

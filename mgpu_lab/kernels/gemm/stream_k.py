@@ -1,7 +1,7 @@
 """Stream-K for the persistent GEMM (persistent="stream_k"): every block gets the same number of
 k-steps, so no SM idles through a last, partial wave.
 
-A persistent grid of P units (blocks, or clusters of cluster_m blocks) over T work items
+A persistent grid of P units (blocks, or multicast pairs: cluster_m or cluster_n = 2) over T work items
 (tiles, or tile pairs) of ks k-steps each: with whole tiles per unit, T / P rounds up, and the
 power-of-two tile counts of most shapes leave 4 of the H200's 132 SMs idle in every wave (512
 tiles are 3.88 waves: 3% of the SM time). Here the first `dp_rounds` = T // P rounds are whole
@@ -61,7 +61,7 @@ class StreamKPlan:
 
     @classmethod
     def of(cls, t: GemmTiling) -> StreamKPlan:
-        return cls(t.grid // t.cluster_m, t.work_items, t.k_steps)
+        return cls(t.grid // t.cluster_size, t.work_items, t.k_steps)
 
     @functools.cached_property
     def dp_rounds(self) -> int:
@@ -249,7 +249,7 @@ def produce(ctx: Any, t: GemmTiling, plan: StreamKPlan, a: Any, b: Any, ring: tu
 
         @dsl.for_range(0, me.contributor_count, dtype="int32")
         def _(d0):  # unit - (d0 + 1)'s partial: one copy of the code, however many may contribute
-            source = (unit - dsl.as_index(d0 + 1)) * t.cluster_m + (0 if rank is None else rank)
+            source = (unit - dsl.as_index(d0 + 1)) * t.cluster_size + (0 if rank is None else rank)
             with ctx.named_region("flag"):
                 dsl.wait_signal(flags, source)
             for chunk in range(t.partial_chunks):
