@@ -349,6 +349,22 @@ def _noise_floor(s: Setup, name: str, ids: Any, torch_logits: Any) -> dict[str, 
             torch.cuda.empty_cache()
 
 
+def time_generations(s: Setup, name: str, ours: Callable[[int], object], theirs: Callable[[int], object],
+                     figures: dict, rows: list, row: tuple[str, str, str]) -> None:
+    """A B B A rounds of whole generations of --new-tokens (SM clock and power sampled), the
+    figures (per generation and per token) and the table row (label, error, first call)."""
+    new_tokens = s.args.new_tokens
+    with GpuSampler() as gpu:
+        result = interleave(s, ours, theirs, warmup=1, iters=s.args.decode_iters)
+    speedup = result.b_ms / result.a_ms
+    figures.update({f"{name}_vs_torch": speedup, f"{name}_ours_ms": result.a_ms, f"{name}_torch_ms": result.b_ms,
+                    f"{name}_ours_ms_per_token": result.a_ms / new_tokens,
+                    f"{name}_torch_ms_per_token": result.b_ms / new_tokens, **shape_gpu_figures(name, gpu.summary())})
+    label, error, first = row
+    rows.append((label, f"{result.a_ms / new_tokens:.2f} ms/token", f"{result.b_ms / new_tokens:.2f} ms/token",
+                 f"{speedup:.3f}", error, first))
+
+
 def decode_phase(s: Setup, batch: int, figures: dict, rows: list) -> None:
     """Greedy decode of --new-tokens after a --prompt-len prompt, the whole generation timed."""
     import torch
@@ -369,17 +385,10 @@ def decode_phase(s: Setup, batch: int, figures: dict, rows: list) -> None:
     figures[f"{name}_tokens_matching_torch"] = float((ours_tokens == torch_tokens).float().mean())
     if not _close_enough(name, errors, figures, rows, s.args.tolerance):
         return
-    with GpuSampler() as gpu:
-        result = interleave(s, lambda i: greedy_decode(s.ours_model, prompts[i % 2], new_tokens),
-                            lambda i: greedy_decode(s.torch_model, prompts[i % 2], new_tokens),
-                            warmup=1, iters=s.args.decode_iters)
-    speedup = result.b_ms / result.a_ms
-    figures.update({f"{name}_vs_torch": speedup, f"{name}_ours_ms": result.a_ms, f"{name}_torch_ms": result.b_ms,
-                    f"{name}_ours_ms_per_token": result.a_ms / new_tokens,
-                    f"{name}_torch_ms_per_token": result.b_ms / new_tokens, **shape_gpu_figures(name, gpu.summary())})
-    rows.append((f"decode b{batch}, {new_tokens} tokens", f"{result.a_ms / new_tokens:.2f} ms/token",
-                 f"{result.b_ms / new_tokens:.2f} ms/token", f"{speedup:.3f}", f"{errors['max_rel_error']:.1e}",
-                 f"{ours_first_s:.1f} s ({len(built)} shapes)"))
+    time_generations(s, name, lambda i: greedy_decode(s.ours_model, prompts[i % 2], new_tokens),
+                     lambda i: greedy_decode(s.torch_model, prompts[i % 2], new_tokens), figures, rows,
+                     (f"decode b{batch}, {new_tokens} tokens", f"{errors['max_rel_error']:.1e}",
+                      f"{ours_first_s:.1f} s ({len(built)} shapes)"))
     breakdown(s, name, lambda: greedy_decode(s.ours_model, prompts[0], new_tokens),
               lambda: greedy_decode(s.torch_model, prompts[0], new_tokens), figures)
 
@@ -408,16 +417,9 @@ def graph_decode_phase(s: Setup, batch: int, figures: dict, rows: list) -> None:
                     f"{name}_torch_tokens_matching_eager": float((torch_tokens == eager_tokens).float().mean())})
     if not _close_enough(name, errors, figures, rows, s.args.tolerance):
         return
-    with GpuSampler() as gpu:
-        result = interleave(s, lambda i: ours.generate(prompts[i % 2]), lambda i: theirs.generate(prompts[i % 2]),
-                            warmup=1, iters=s.args.decode_iters)
-    speedup = result.b_ms / result.a_ms
-    figures.update({f"{name}_vs_torch": speedup, f"{name}_ours_ms": result.a_ms, f"{name}_torch_ms": result.b_ms,
-                    f"{name}_ours_ms_per_token": result.a_ms / new_tokens,
-                    f"{name}_torch_ms_per_token": result.b_ms / new_tokens, **shape_gpu_figures(name, gpu.summary())})
-    rows.append((f"decode b{batch}, CUDA graphs", f"{result.a_ms / new_tokens:.2f} ms/token",
-                 f"{result.b_ms / new_tokens:.2f} ms/token", f"{speedup:.3f}", f"{errors['max_rel_error']:.1e}",
-                 f"{ours_first_s:.1f} s capture ({len(built)} shapes)"))
+    time_generations(s, name, lambda i: ours.generate(prompts[i % 2]), lambda i: theirs.generate(prompts[i % 2]),
+                     figures, rows, (f"decode b{batch}, CUDA graphs", f"{errors['max_rel_error']:.1e}",
+                                     f"{ours_first_s:.1f} s capture ({len(built)} shapes)"))
 
 
 def _first_call_figures(name: str, ours_s: float, torch_s: float, built: dict[str, float]) -> dict:
