@@ -11,7 +11,10 @@ Phases (each skipped once --budget-s is spent; a failing phase is recorded and t
 - prefill: one forward of batch x length tokens (default 4 x 512), logits of every position;
 - decode (per --decode-batch): a manual greedy loop, the short prompt's forward then --new-tokens
   - 1 single-token forwards on the KV cache (argmax on the GPU, no host sync inside), the same
-  code on both sides; timed per whole generation (prompt included), reported per token too.
+  code on both sides; timed per whole generation (prompt included), reported per token too;
+- decode with CUDA graphs (per --graph-decode-batch): as a server runs it, a static KV cache and
+  each single-token step one replay of a graph captured once per side (GraphDecoder): the host's
+  Python out of the loop, the GEMMs' GPU time in it. `hf_llama_decode_graph_b<B>_vs_torch`.
 In each phase: the first call of ours is timed on its own (it builds the phase's new shapes; the
 kernel cache starts empty unless --warm-cache: what a new user's first forward costs), with the
 build seconds of each shape; the logits compared with torch's (max |ours - torch| / max |torch|
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import os
 import statistics
 import sys
@@ -101,6 +105,78 @@ def greedy_decode(model: Any, prompt: Any, new_tokens: int) -> tuple[Any, Any]:
         token = out.logits[:, -1].argmax(-1, keepdim=True)
         tokens.append(token)
     return torch.cat(tokens, dim=1), first_logits
+
+
+class GraphDecoder:
+    """A serving-style greedy decode: a static KV cache (prompt + new tokens long), the prompt's
+    forward run eagerly, then every single-token step as one CUDA graph replay (captured once per
+    model and batch; on a CPU, `capture=False`, the same steps run eagerly). The step reads the
+    token, position and output index from device buffers and writes the next ones there, so a
+    replay needs nothing from the host: what a serving loop runs, host cost out of the picture."""
+
+    def __init__(self, model: Any, batch: int, prompt_len: int, new_tokens: int, device: str, capture: bool):
+        import inspect
+
+        import torch
+        from transformers import StaticCache
+
+        self.model, self.new_tokens, self.prompt_len = model, new_tokens, prompt_len
+        self.cache_keyword, self.last_only = _forward_keywords(model)
+        options = inspect.signature(StaticCache.__init__).parameters
+        extra = {k: v for k, v in (("max_batch_size", batch), ("device", device), ("dtype", model.dtype))
+                 if k in options}  # transformers before 5 sized the cache up front
+        self.cache = StaticCache(config=model.config, max_cache_len=prompt_len + new_tokens, **extra)
+        zeros = functools.partial(torch.zeros, dtype=torch.long, device=device)
+        self.token, self.position, self.index = zeros((batch, 1)), zeros(1), zeros(1)
+        self.tokens = zeros((batch, new_tokens))
+        self.graph = None
+        if capture:
+            self.prefill(torch.zeros((batch, prompt_len), dtype=torch.long, device=device))
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up off the capture, as torch's CUDA-graph notes ask
+                self.step()
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.step()
+
+    def _forward(self, ids: Any, positions: Any) -> Any:
+        return self.model(input_ids=ids, use_cache=True, cache_position=positions, **self.last_only,
+                          **{self.cache_keyword: self.cache})
+
+    def step(self) -> None:
+        """One token: the forward at the current position, argmax into the buffers, all on the GPU."""
+        logits = self._forward(self.token, self.position).logits[:, -1]
+        following = logits.argmax(-1, keepdim=True)
+        self.token.copy_(following)
+        self.tokens.index_copy_(1, self.index, following)
+        self.position.add_(1)
+        self.index.add_(1)
+
+    def prefill(self, prompt: Any) -> Any:
+        """The prompt's forward into the emptied static cache (its fill counters back to 0: the
+        cache counts the positions it holds on the device); returns its last-position logits."""
+        import torch
+
+        self.cache.reset()
+        first = self._forward(prompt, torch.arange(prompt.shape[1], device=prompt.device)).logits[:, -1]
+        token = first.argmax(-1, keepdim=True)
+        self.token.copy_(token)
+        self.tokens[:, :1].copy_(token)
+        self.position.fill_(prompt.shape[1])
+        self.index.fill_(1)
+        return first
+
+    def generate(self, prompt: Any) -> tuple[Any, Any]:
+        """(the new tokens (batch, new_tokens), the prompt's last-position logits), as greedy_decode."""
+        first = self.prefill(prompt)
+        for _ in range(self.new_tokens - 1):
+            if self.graph is None:
+                self.step()
+            else:
+                self.graph.replay()
+        return self.tokens, first
 
 
 # --------------------------------------------------------------------------- comparisons, timers
@@ -273,6 +349,22 @@ def _noise_floor(s: Setup, name: str, ids: Any, torch_logits: Any) -> dict[str, 
             torch.cuda.empty_cache()
 
 
+def time_generations(s: Setup, name: str, ours: Callable[[int], object], theirs: Callable[[int], object],
+                     figures: dict, rows: list, row: tuple[str, str, str]) -> None:
+    """A B B A rounds of whole generations of --new-tokens (SM clock and power sampled), the
+    figures (per generation and per token) and the table row (label, error, first call)."""
+    new_tokens = s.args.new_tokens
+    with GpuSampler() as gpu:
+        result = interleave(s, ours, theirs, warmup=1, iters=s.args.decode_iters)
+    speedup = result.b_ms / result.a_ms
+    figures.update({f"{name}_vs_torch": speedup, f"{name}_ours_ms": result.a_ms, f"{name}_torch_ms": result.b_ms,
+                    f"{name}_ours_ms_per_token": result.a_ms / new_tokens,
+                    f"{name}_torch_ms_per_token": result.b_ms / new_tokens, **shape_gpu_figures(name, gpu.summary())})
+    label, error, first = row
+    rows.append((label, f"{result.a_ms / new_tokens:.2f} ms/token", f"{result.b_ms / new_tokens:.2f} ms/token",
+                 f"{speedup:.3f}", error, first))
+
+
 def decode_phase(s: Setup, batch: int, figures: dict, rows: list) -> None:
     """Greedy decode of --new-tokens after a --prompt-len prompt, the whole generation timed."""
     import torch
@@ -293,19 +385,41 @@ def decode_phase(s: Setup, batch: int, figures: dict, rows: list) -> None:
     figures[f"{name}_tokens_matching_torch"] = float((ours_tokens == torch_tokens).float().mean())
     if not _close_enough(name, errors, figures, rows, s.args.tolerance):
         return
-    with GpuSampler() as gpu:
-        result = interleave(s, lambda i: greedy_decode(s.ours_model, prompts[i % 2], new_tokens),
-                            lambda i: greedy_decode(s.torch_model, prompts[i % 2], new_tokens),
-                            warmup=1, iters=s.args.decode_iters)
-    speedup = result.b_ms / result.a_ms
-    figures.update({f"{name}_vs_torch": speedup, f"{name}_ours_ms": result.a_ms, f"{name}_torch_ms": result.b_ms,
-                    f"{name}_ours_ms_per_token": result.a_ms / new_tokens,
-                    f"{name}_torch_ms_per_token": result.b_ms / new_tokens, **shape_gpu_figures(name, gpu.summary())})
-    rows.append((f"decode b{batch}, {new_tokens} tokens", f"{result.a_ms / new_tokens:.2f} ms/token",
-                 f"{result.b_ms / new_tokens:.2f} ms/token", f"{speedup:.3f}", f"{errors['max_rel_error']:.1e}",
-                 f"{ours_first_s:.1f} s ({len(built)} shapes)"))
+    time_generations(s, name, lambda i: greedy_decode(s.ours_model, prompts[i % 2], new_tokens),
+                     lambda i: greedy_decode(s.torch_model, prompts[i % 2], new_tokens), figures, rows,
+                     (f"decode b{batch}, {new_tokens} tokens", f"{errors['max_rel_error']:.1e}",
+                      f"{ours_first_s:.1f} s ({len(built)} shapes)"))
     breakdown(s, name, lambda: greedy_decode(s.ours_model, prompts[0], new_tokens),
               lambda: greedy_decode(s.torch_model, prompts[0], new_tokens), figures)
+
+
+def graph_decode_phase(s: Setup, batch: int, figures: dict, rows: list) -> None:
+    """The decode phase as a server runs it: a static KV cache and each token one CUDA graph replay
+    (GraphDecoder), both sides; timed per whole generation (the eager prompt forward included)."""
+    import torch
+
+    name = f"{PREFIX}_decode_graph_b{batch}"
+    new_tokens, capture = s.args.new_tokens, s.device == "cuda"
+    gen = torch.Generator(device=s.device).manual_seed(2 + batch)  # the eager decode phase's prompts
+    prompts = [torch.randint(0, s.vocab, (batch, s.args.prompt_len), generator=gen, device=s.device)
+               for _ in range(2)]
+    (ours, ours_first_s, built) = first_call(s, lambda: GraphDecoder(s.ours_model, batch, s.args.prompt_len,
+                                                                     new_tokens, s.device, capture))
+    theirs = GraphDecoder(s.torch_model, batch, s.args.prompt_len, new_tokens, s.device, capture)
+    ours_tokens, ours_logits = (t.clone() for t in ours.generate(prompts[0]))
+    torch_tokens, torch_logits = (t.clone() for t in theirs.generate(prompts[0]))
+    eager_tokens, _ = greedy_decode(s.torch_model, prompts[0], new_tokens)
+    errors = logits_errors(ours_logits, torch_logits)
+    figures.update({f"{name}_capture_s": ours_first_s, f"{name}_shapes_built": len(built),
+                    **{f"{name}_prompt_logits_{key}": value for key, value in errors.items()},
+                    f"{name}_tokens_matching_torch": float((ours_tokens == torch_tokens).float().mean()),
+                    # the static cache and the graph against torch's own eager loop: the harness's check
+                    f"{name}_torch_tokens_matching_eager": float((torch_tokens == eager_tokens).float().mean())})
+    if not _close_enough(name, errors, figures, rows, s.args.tolerance):
+        return
+    time_generations(s, name, lambda i: ours.generate(prompts[i % 2]), lambda i: theirs.generate(prompts[i % 2]),
+                     figures, rows, (f"decode b{batch}, CUDA graphs", f"{errors['max_rel_error']:.1e}",
+                                     f"{ours_first_s:.1f} s capture ({len(built)} shapes)"))
 
 
 def _first_call_figures(name: str, ours_s: float, torch_s: float, built: dict[str, float]) -> dict:
@@ -337,6 +451,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--prefill-batch", type=int, default=4)
     parser.add_argument("--prefill-len", type=int, default=512)
     parser.add_argument("--decode-batch", type=int, nargs="+", default=[1, 4], help="a decode phase per batch size")
+    parser.add_argument("--graph-decode-batch", type=int, nargs="*", default=[1, 4],
+                        help="a decode phase per batch size with a static KV cache and each step a CUDA graph "
+                             "replay (none: skip)")
     parser.add_argument("--prompt-len", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=6, help="A B B A ... rounds per phase")
@@ -380,6 +497,8 @@ def main(argv: list[str] | None = None) -> None:
     rows: list = [("phase", "ours", "torch", "torch / ours", "logits max rel err", "ours first call (builds)")]
     phases = [("prefill", lambda: prefill_phase(s, figures, rows))]
     phases += [(f"decode b{b}", lambda b=b: decode_phase(s, b, figures, rows)) for b in args.decode_batch]
+    phases += [(f"decode graph b{b}", lambda b=b: graph_decode_phase(s, b, figures, rows))
+               for b in args.graph_decode_batch]
     with GpuSampler() as gpu, torch.inference_mode():
         for phase, run in phases:
             if time.perf_counter() > deadline:

@@ -89,10 +89,36 @@ class LinearRouter:
         count = 0
         for module in model.modules():
             if isinstance(module, torch.nn.Linear) and "forward" not in vars(module):
-                module.forward = functools.partial(self.forward, module)
+                module.forward = self._fast_forward(module)
                 self._routed.append(module)
                 count += 1
         return count
+
+    def _fast_forward(self, linear: Any) -> Callable[[Any], Any]:
+        """`forward(linear, x)` for one Linear with what it can hold between calls held: its
+        parameter dict (read per call, so a replaced weight is seen, without nn.Module's Python
+        __getattr__), its ops by shape. Anything unusual (a dtype that differs, an empty or
+        non-contiguous input, a non-contiguous weight) takes `forward`, which explains or falls back."""
+        params, ops = linear._parameters, {}
+        general = functools.partial(self.forward, linear)
+
+        def forward(x: Any) -> Any:
+            weight, bias = params["weight"], params["bias"]
+            dtype = weight.dtype
+            if x.dtype is not dtype or (bias is not None and bias.dtype is not dtype) or not x.is_contiguous() \
+                    or not weight.is_contiguous() or not x.numel():
+                return general(x)
+            n, k = weight.shape
+            x2 = x.view(-1, k)
+            key = (x2.shape[0], n, k, bias is not None)
+            op = ops.get(key)
+            if op is None:
+                op = ops[key] = self.op_for(*key)
+            self.routed_calls += 1
+            y = op(x2, weight) if bias is None else op(x2, weight, bias)
+            return y.view(*x.shape[:-1], n)
+
+        return forward
 
     def unroute(self) -> None:
         """Give every routed Linear its own forward back."""

@@ -134,6 +134,10 @@ ROWS = [  # (record, label, our figure, peer figure, ratio key, unit, goal)
     ("hf_model", "Llama-style HF model, greedy decode batch 4, per token", "hf_llama_decode_b4_ours_ms_per_token",
      "hf_llama_decode_b4_torch_ms_per_token", "hf_llama_decode_b4_vs_torch",
      "ms per token vs torch (speedup: torch / ours)", ">= 1.0"),
+    *(("hf_model", f"Llama-style HF model, decode batch {b} with CUDA graphs (static cache), per token",
+       f"hf_llama_decode_graph_b{b}_ours_ms_per_token", f"hf_llama_decode_graph_b{b}_torch_ms_per_token",
+       f"hf_llama_decode_graph_b{b}_vs_torch", "ms per token vs torch (speedup: torch / ours)", ">= 1.0")
+      for b in (1, 4)),
     ("isolation", "isolation: faults survived of 100 injected", None, None, "isolation_faults_survived",
      "faults (OOB near/far, trap, mbarrier timeout, misaligned)", "100"),
     ("isolation", "isolation: next correct launch after a fault", None, None, "isolation_recovery_s",

@@ -21,7 +21,8 @@ import bench_hf_model  # noqa: E402
 def test_cpu_dry_run_writes_every_phase_with_both_sides(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OUT", str(tmp_path))
     bench_hf_model.main(["--cpu-dry-run", "--prefill-batch", "2", "--prefill-len", "12", "--decode-batch", "1", "2",
-                         "--new-tokens", "3", "--rounds", "1", "--prefill-iters", "1", "--decode-iters", "1"])
+                         "--new-tokens", "3", "--rounds", "1", "--prefill-iters", "1", "--decode-iters", "1",
+                         "--graph-decode-batch", "2"])
     (path,) = tmp_path.glob("hf_model_*.json")
     figures = json.loads(path.read_text())["figures"]
     assert "errors" not in figures
@@ -35,4 +36,8 @@ def test_cpu_dry_run_writes_every_phase_with_both_sides(tmp_path, monkeypatch, c
     assert figures["hf_llama_decode_b2_tokens_matching_torch"] == 1.0
     # prefill: 5 shapes (q/o, k/v, gate/up, down, lm_head); decode b1: the prompt's 4 and the token's 5
     assert figures["hf_llama_prefill_2x12_shapes_built"] == 5 and figures["hf_llama_decode_b1_shapes_built"] == 9
+    # the static-cache decode (its steps eager on a CPU): the same tokens as torch's and as the eager loop
+    assert figures["hf_llama_decode_graph_b2_vs_torch"] > 0
+    assert figures["hf_llama_decode_graph_b2_tokens_matching_torch"] == 1.0
+    assert figures["hf_llama_decode_graph_b2_torch_tokens_matching_eager"] == 1.0
     assert "torch / ours" in capsys.readouterr().out

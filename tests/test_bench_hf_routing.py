@@ -94,3 +94,21 @@ def test_op_names_are_identifiers_and_unique_per_shape():
     names = {op_name(m, n, k, b) for m in (1, 2048) for n in (512, 32000) for k in (2048, 5632) for b in (False, True)}
     assert len(names) == 16
     assert all(name.split("::")[0].isidentifier() and name.split("::")[1].isidentifier() for name in names)
+
+
+def test_a_routed_layer_reads_its_weight_per_call_and_builds_once_per_shape():
+    """The routed forward holds the layer's parameter dict, not its tensors: a weight replaced
+    after routing is the one used; each shape's op is made once, however many calls."""
+    layer = torch.nn.Linear(8, 4, bias=False)
+    made: list = []
+    router = LinearRouter(stand_in_factory(made))
+    router.route(layer)
+    x = torch.randn(3, 5, 8)
+    with torch.inference_mode():
+        first = layer(x)
+        layer.weight = torch.nn.Parameter(2 * layer.weight.detach())
+        second = layer(x)
+        for _ in range(3):
+            layer(x)
+    torch.testing.assert_close(second, 2 * first)
+    assert made == [(15, 4, 8, False)] and router.routed_calls == 5

@@ -90,8 +90,9 @@ def test_stream_k_repeats_bit_for_bit_and_leaves_the_flags_zero(rng):
 
 
 def test_stream_k_as_a_torch_op(rng):
-    """The op takes its workspace and zeroed flags from torch's allocator on every call: calls
-    back to back (and a CUDA graph replay) each give the product."""
+    """The op keeps its workspace and zeroed flags per stream (torch's allocator, zero-filled once):
+    calls back to back, each on the flags the one before left zero, and a CUDA graph replay (its
+    own buffers, taken during capture) each give the product."""
     torch = pytest.importorskip("torch")
     m, n, k = 2048, 4096, 1024
     op = make_gemm(m, n, k, transpose_b=True, tile_m=128, tile_n=256, persistent="stream_k").as_torch_op(

@@ -31,3 +31,69 @@ def test_exported_module_offers_as_torch_op_without_importing_torch_at_load():
     assert callable(namespace["as_torch_op"])
     # torch is imported inside register_torch_op only, so the module loads where torch is absent.
     assert "import torch" not in source.split("def register_torch_op")[0]
+
+
+def _fake_torch(streams: list, capturing: list, allocations: list):
+    """Just what TorchEagerCall touches of torch: tensors with pointers, zeros/empty that record
+    each allocation, the current raw stream and whether it is being captured."""
+    from types import SimpleNamespace
+
+    class Tensor:
+        def __init__(self, shape, dtype, pointer):
+            self.shape, self.dtype, self._pointer = tuple(shape), dtype, pointer
+            self.requires_grad, self.device = False, SimpleNamespace(index=0)
+
+        def is_contiguous(self):
+            return True
+
+        def get_device(self):
+            return 0
+
+        def data_ptr(self):
+            return self._pointer
+
+    def allocator(kind):
+        def make(shape, dtype=None, device=None):
+            allocations.append((kind, tuple(shape)))
+            return Tensor(shape, dtype, 0x100000 * len(allocations))
+        return make
+
+    torch = SimpleNamespace(Tensor=Tensor, nn=SimpleNamespace(Parameter=Tensor), zeros=allocator("zeros"),
+                            empty=allocator("empty"), is_grad_enabled=lambda: False,
+                            cuda=SimpleNamespace(is_current_stream_capturing=lambda: capturing[-1]),
+                            _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: streams[-1]))
+    return torch, Tensor
+
+
+def test_eager_op_keeps_scratch_per_stream_and_allocates_it_fresh_while_capturing(monkeypatch):
+    """A stream-K op's zeroed flags and workspace: allocated (and zero-filled) once per (device,
+    stream) in eager calls, not a fill kernel per call; per call while a CUDA graph is captured,
+    so the graph owns its own; another stream gets its own."""
+    import sys
+    from types import SimpleNamespace
+
+    from mgpu_lab.runtime.torch_op import TorchEagerCall
+
+    streams, capturing, allocations, launches = [7], [False], [], []
+    torch, Tensor = _fake_torch(streams, capturing, allocations)
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(runtime=SimpleNamespace(
+        getDevice=lambda: 0))))
+    scratch = [((64,), "float32", "float32", False), ((132,), "int32", "int32", True)]
+    call = TorchEagerCall(torch, [((4, 4), "bf16")], [((4, 4), "bf16")], scratch,
+                          lambda pointers, index, stream, temps=None: launches.append((stream, tuple(temps))))
+    x = Tensor((4, 4), "bf16", 0x7000)
+    for _ in range(3):
+        call((x,))
+    assert [a for a in allocations if a[1] != (4, 4)] == [("empty", (64,)), ("zeros", (132,))]
+    assert len({temps for _, temps in launches}) == 1, "eager calls on one stream reuse their scratch"
+    streams.append(9)
+    call((x,))
+    assert launches[-1][0] == 9 and launches[-1][1] != launches[0][1], "another stream, its own scratch"
+    capturing.append(True)
+    call((x,))
+    call((x,))
+    fresh = [launch[1] for launch in launches[-2:]]
+    assert fresh[0] != fresh[1] and launches[0][1] not in fresh, "a capture allocates per call"
+    capturing.append(False)
+    call((x,))
+    assert launches[-1][1] == launches[3][1], "after the capture, the stream's kept scratch again"

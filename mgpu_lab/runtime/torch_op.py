@@ -11,8 +11,11 @@ What the op does on a call:
 - tensors cross as CuPy views of their memory (no copies, no DLPack stream handshake, which would
   record events on other streams and break graph capture); bf16 and float8 map without copies;
 - scratch buffers a launcher declares (`spec["scratch"]`: (shape, dtype) or (shape, dtype, "zeros"),
-  e.g. split-K's f32 partial sums, stream-K's zeroed flags) come from torch's allocator on every call
-  too, so concurrent streams never share one and graphs capture them;
+  e.g. split-K's f32 partial sums, stream-K's zeroed flags) come from torch's allocator: in eager
+  calls once per (device, stream), kept for later calls on that stream (stream order keeps them
+  apart, and a kernel leaves zeroed scratch zero, as the CuPy path's kept buffers rely on too: no
+  fill kernel per call), and on every call while a CUDA graph is being captured, so the graph
+  owns its own;
 - the launcher's own checks (shape, dtype, contiguity, alignment, device) run on every call, so the
   errors read as they do on the CuPy path; the fake implementation repeats the shape and dtype
   checks, so `torch.compile` reports them while tracing.
@@ -175,6 +178,8 @@ class TorchEagerCall:
     inputs / outputs: [(shape, torch dtype)]; scratch: [(shape, torch dtype, held as, zero-filled)];
     run_pointers: the program launcher's `run_pointers` (None for programs with copies)."""
 
+    _KEPT_STREAMS = 8  # (device, stream) pairs whose scratch buffers are kept, newest last
+
     def __init__(self, torch: Any, inputs: list, outputs: list, scratch: list, run_pointers: Any):
         # Plain tensors and parameters (a layer's weight): subclasses with behaviour of their own
         # (fake, functional, distributed tensors) go the way that lets them see the call.
@@ -187,6 +192,8 @@ class TorchEagerCall:
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # an int: ~2 us less than a Stream object
         self._raw_stream = raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream)
         self._grad_enabled = torch.is_grad_enabled
+        self._capturing = torch.cuda.is_current_stream_capturing
+        self._kept: dict[tuple[int, int], tuple[list, list[int]]] = {}  # (device, stream) -> (tensors, pointers)
         self._current_device = None  # CuPy's getDevice, bound on first use (CuPy imports late)
         self.usable = run_pointers is not None and bool(inputs) and all(d is not None for _, d in inputs + outputs)
 
@@ -216,12 +223,27 @@ class TorchEagerCall:
         device, empty = tensors[0].device, self._empty
         outs = [empty(shape, dtype=dtype, device=device) for shape, dtype in self._outputs]
         pointers += [o.data_ptr() for o in outs]
+        stream = self._raw_stream(index)
         if self._scratch:
-            temps = [make(shape, dtype=dtype, device=device) for make, shape, dtype in self._scratch]
-            self._run(pointers, index, self._raw_stream(index), [t.data_ptr() for t in temps])
+            self._run(pointers, index, stream, self._scratch_pointers(index, stream, device))
         else:
-            self._run(pointers, index, self._raw_stream(index))
+            self._run(pointers, index, stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+    def _scratch_pointers(self, index: int, stream: int, device: Any) -> list[int]:
+        """The scratch buffers' pointers for a launch on (index, stream): kept ones outside graph
+        capture (allocated, and zero-filled where declared, on first use), fresh ones inside."""
+        capturing = self._capturing()
+        kept = None if capturing else self._kept.get((index, stream))
+        if kept is None:
+            temps = [make(shape, dtype=dtype, device=device) for make, shape, dtype in self._scratch]
+            kept = (temps, [t.data_ptr() for t in temps])
+            if not capturing:
+                if len(self._kept) >= self._KEPT_STREAMS:
+                    del self._kept[next(iter(self._kept))]  # the oldest stream's
+                self._kept[(index, stream)] = kept
+        return kept[1]
 
 
 class TorchOp:
