@@ -111,8 +111,8 @@ class GraphDecoder:
     """A serving-style greedy decode: a static KV cache (prompt + new tokens long), the prompt's
     forward run eagerly, then every single-token step as one CUDA graph replay (captured once per
     model and batch; on a CPU, `capture=False`, the same steps run eagerly). The step reads the
-    token, position and output index from device buffers and writes the next ones there, so a
-    replay needs nothing from the host: what a serving loop runs, host cost out of the picture."""
+    token and position from device buffers and writes the next ones there, so a replay needs
+    nothing from the host: what a serving loop runs, host cost out of the picture."""
 
     def __init__(self, model: Any, batch: int, prompt_len: int, new_tokens: int, device: str, capture: bool):
         import inspect
@@ -127,7 +127,7 @@ class GraphDecoder:
                  if k in options}  # transformers before 5 sized the cache up front
         self.cache = StaticCache(config=model.config, max_cache_len=prompt_len + new_tokens, **extra)
         zeros = functools.partial(torch.zeros, dtype=torch.long, device=device)
-        self.token, self.position, self.index = zeros((batch, 1)), zeros(1), zeros(1)
+        self.token, self.position = zeros((batch, 1)), zeros(1)
         self.tokens = zeros((batch, new_tokens))
         self.graph = None
         if capture:
@@ -150,9 +150,8 @@ class GraphDecoder:
         logits = self._forward(self.token, self.position).logits[:, -1]
         following = logits.argmax(-1, keepdim=True)
         self.token.copy_(following)
-        self.tokens.index_copy_(1, self.index, following)
+        self.tokens.index_copy_(1, self.position - (self.prompt_len - 1), following)  # the token's column
         self.position.add_(1)
-        self.index.add_(1)
 
     def prefill(self, prompt: Any) -> Any:
         """The prompt's forward into the emptied static cache (its fill counters back to 0: the
@@ -165,7 +164,6 @@ class GraphDecoder:
         self.token.copy_(token)
         self.tokens[:, :1].copy_(token)
         self.position.fill_(prompt.shape[1])
-        self.index.fill_(1)
         return first
 
     def generate(self, prompt: Any) -> tuple[Any, Any]:

@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE))
 from gemm_sweep import bf16_problems, fp8_problems  # noqa: E402
 
 from mgpu_lab.kernels.gemm import model  # noqa: E402
-from mgpu_lab.kernels.gemm.configs import CONFIG_FILE  # noqa: E402
+from mgpu_lab.kernels.gemm.configs import CONFIG_FILE, CONFIG_KEYS  # noqa: E402
 
 DTYPES = {"bf16": "bfloat16", "fp8": "float8_e4m3fn"}
 FLAGS = {"persistent": ("persistent", True), "pingpong": ("persistent", "pingpong"),
@@ -189,9 +189,7 @@ def residuals(samples: list[Sample], c: model.Constants) -> np.ndarray:
 
 def _scheme(config: dict) -> dict:
     """A configuration as model.candidates writes it: make_gemm's keys, persistent=False left out."""
-    keys = ("tile_m", "tile_n", "persistent", "split_k", "split_k_reduce", "cluster_m", "cluster_n", "swap_ab",
-            "group_m", "stages")
-    return {k: config[k] for k in keys if k in config and not (k == "persistent" and config[k] is False)}
+    return {k: config[k] for k in CONFIG_KEYS if k in config and not (k == "persistent" and config[k] is False)}
 
 
 def candidate_order(p: model.Problem, config: dict) -> float:

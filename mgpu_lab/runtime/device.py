@@ -6,7 +6,7 @@ import functools
 
 from ..arguments import count
 from ..compiler.target import device_capability
-from .portable import cuda_check, device_smem_limit
+from .portable import cluster_launch_config, cuda_check, device_smem_limit
 
 
 def has_gpu() -> bool:
@@ -89,15 +89,7 @@ def resident_clusters(size: int, smem_bytes: int, threads: int = 384, dev: int |
 
     dev = current_device() if dev is None else dev
     _, function = _stand_in_function(dev)
-    config = driver.CUlaunchConfig()
-    config.gridDimX, config.gridDimY, config.gridDimZ = size * 256, 1, 1
-    config.blockDimX, config.blockDimY, config.blockDimZ = threads, 1, 1
-    config.sharedMemBytes = smem_bytes
-    attr = driver.CUlaunchAttribute()
-    attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = size, 1, 1
-    config.attrs = [attr]
-    config.numAttrs = 1
+    config = cluster_launch_config(driver, (size * 256, 1, 1), (threads, 1, 1), smem_bytes, (size, 1, 1))
     with cupy.cuda.Device(dev):
         return int(cuda_check(driver.cuOccupancyMaxActiveClusters(function, config),
                               f"cuOccupancyMaxActiveClusters(clusters of {size})"))

@@ -109,21 +109,26 @@ def device_smem_limit(device: int) -> int:
     return int(cuda_check(driver.cuDeviceGetAttribute(attr, device), "cuDeviceGetAttribute"))
 
 
+def cluster_launch_config(driver: Any, grid: tuple, block: tuple, smem: int, cluster: tuple) -> Any:
+    """cuda-bindings' CUlaunchConfig of a launch in clusters of `cluster` blocks (stream unset)."""
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = block
+    config.sharedMemBytes = smem
+    attr = driver.CUlaunchAttribute()
+    attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+    config.attrs = [attr]
+    config.numAttrs = 1
+    return config
+
+
 class _ClusterLaunchConfig(threading.local):
-    """A cluster kernel's CUlaunchConfig (cuda-bindings'), one per thread: each thread sets its own
-    stream in it right before its launch, so two threads never launch on each other's stream."""
+    """A cluster kernel's CUlaunchConfig, one per thread: each thread sets its own stream in it
+    right before its launch, so two threads never launch on each other's stream."""
 
     def __init__(self, driver: Any, grid: tuple, block: tuple, smem: int, cluster: tuple):
-        config = driver.CUlaunchConfig()
-        config.gridDimX, config.gridDimY, config.gridDimZ = grid
-        config.blockDimX, config.blockDimY, config.blockDimZ = block
-        config.sharedMemBytes = smem
-        attr = driver.CUlaunchAttribute()
-        attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
-        config.attrs = [attr]
-        config.numAttrs = 1
-        self.config = config
+        self.config = cluster_launch_config(driver, grid, block, smem, cluster)
 
 
 class _ParamBlock:
