@@ -335,12 +335,32 @@ def test_multicast_a_pairs_reject_bad_arguments(kwargs, message):
                                             r"split_k=1"),
     ({"persistent": "pingpong", "cluster_m": 2, "tile_m": 128, "tile_n": 128},
      r"needs persistent=True \(or 'stream_k'\) and split_k=1, got persistent='pingpong'"),
-    ({"persistent": True, "cluster_m": 2, "tile_n": 64}, r"tile_n must be 128 or 256, got 64"),
+    ({"persistent": True, "cluster_m": 2, "tile_n": 64}, r"64-column boxes of B \(k, n\)\): tile_n must be 128, "
+                                                        r"192 or 256, got 64"),
+    ({"persistent": True, "cluster_m": 2, "tile_n": 16, "transpose_b": True},
+     r"8-row halves of B \(n, k\).*tile_n must be a multiple of 16 from 32, got 16"),
 ])
 def test_multicast_pairs_reject_bad_arguments(kwargs, message):
     kwargs = {"tile_m": 128, "tile_n": 256, **kwargs}
     with pytest.raises(ValueError, match=message):
         make_gemm(1024, 1024, 1024, **kwargs)
+
+
+@pytest.mark.parametrize("tile_n, transpose_b, persistent", [
+    (176, True, True), (208, True, True), (160, True, "stream_k"), (192, False, True), (192, False, "stream_k")])
+def test_multicast_pairs_share_b_tiles_of_any_width_they_split(tile_n, transpose_b, persistent):
+    """Pairs sharing B at widths other than 128 and 256: B (n, k) in two tile_n / 2-row halves (8-row
+    multiples: the swizzle's period), B (k, n)'s three 64-column boxes as two and one, the third
+    loaded by the first block only. Either way both blocks receive the whole tile (one expect_tx)."""
+    m, n, k = 4000, 3000, 4000
+    kernel = make_gemm(m, n, k, tile_m=128, tile_n=tile_n, transpose_b=transpose_b, persistent=persistent,
+                       cluster_m=2)
+    assert_clean(kernel, rf"HGMMA\.64x{tile_n}x16")
+    assert kernel.compiled.cluster == (2, 1, 1)
+    loads = re.findall(r"\bUTMALDG\.2D(\.MULTICAST)?\b", kernel.compiled.sass)
+    # per copy of the load loop: A per block (plain), B's part multicast: one box of B (n, k), two of
+    # B (k, n) (the second under a condition)
+    assert loads.count("") >= 1 and loads.count(".MULTICAST") == loads.count("") * (1 if transpose_b else 2), loads
 
 
 def test_definition_leaves_room_for_the_profiler():

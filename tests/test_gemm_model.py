@@ -241,6 +241,33 @@ def test_pairs_sharing_a_are_estimated_and_offered_only_when_switched_on(monkeyp
         assert t.cluster_n == 2 and t.grid % 2 == 0
 
 
+def test_pairs_sharing_b_are_offered_persistent_and_stream_k_whatever_else_is_switched_off():
+    """The switches for new pairs add candidates and take none away: with both off, a large
+    problem still gets B pairs both ways (a misplaced switch once hid the stream-K ones)."""
+    assert not model.OFFER_A_PAIRS and not model.OFFER_WIDE_B_PAIRS
+    offered = {(c["persistent"], c["tile_n"]) for c in model.candidates(model.Problem(8192, 8192, 8192))
+               if c.get("cluster_m") == 2}
+    assert offered == {(True, 128), (True, 256), ("stream_k", 128), ("stream_k", 256)}
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_wide_pairs_sharing_b_are_offered_only_when_switched_on_and_all_build(monkeypatch, transpose_b):
+    """Pairs at tile_n 160, 192, 224 (B (n, k)) or 192 (B (k, n)): off until timed on a GPU; on,
+    every width offered is one the kernel splits (kernel.pairs_split_b) and every pair builds."""
+    from mgpu_lab.kernels.gemm.kernel import pairs_split_b
+
+    narrow = model.Problem(8192, 536, 8192, transpose_b=transpose_b)  # 3 tiles of 192: 7% waste, not 30%
+    assert {c["tile_n"] for c in model.candidates(narrow) if c.get("cluster_m")} <= {128, 256}
+    monkeypatch.setattr(model, "OFFER_WIDE_B_PAIRS", True)
+    pairs = [c for c in model.candidates(narrow) if c.get("cluster_m")]
+    assert {c["tile_n"] for c in pairs} == ({128, 160, 192, 224, 256} if transpose_b else {128, 192, 256})
+    assert all(pairs_split_b(c["tile_n"], transpose_b) for c in pairs)
+    for config in pairs:
+        settings = {key: config[key] for key in CONFIG_KEYS if key in config}
+        t = resolve_tiling(narrow.m, narrow.n, narrow.k, transpose_b=transpose_b, split_k=1, **settings)
+        assert t.cluster_m == 2 and t.grid % 2 == 0
+
+
 @pytest.mark.skipif(has_gpu(), reason="checks the no-GPU error")
 def test_tune_auto_without_a_gpu_says_so():
     with pytest.raises(RuntimeError, match=r"tune='auto' times candidates on the GPU, and no CUDA GPU"):

@@ -76,11 +76,24 @@ def test_multicast_pairs_gemm(m, n, k, tiles, transpose_b, rng):
     assert _run(m, n, k, rng, transpose_b, runs=1, persistent=True, cluster_m=2, **tiles) <= 1e-2
 
 
+@pytest.mark.parametrize("m, n, k, tile_n, transpose_b", [
+    (5286, 536, 2168, 192, False),  # three 64-column boxes of B (k, n): the first block loads two
+    (5286, 536, 2168, 176, True),  # B (n, k) in two 88-row halves
+    (2944, 848, 1000, 208, True),  # 23 row tiles: the last pair's lower tile is all past M
+    (2944, 952, 4136, 192, False),  # rows of A off the 128-byte line
+])
+def test_multicast_pairs_share_b_tiles_of_any_width_they_split(m, n, k, tile_n, transpose_b, rng):
+    assert _run(m, n, k, rng, transpose_b, runs=1, persistent=True, cluster_m=2, tile_m=128,
+                tile_n=tile_n) <= 1e-2
+
+
 def test_multicast_pairs_fused_epilogue_and_fp8(rng):
     assert _check(3000, 4104, 1000, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": True, "cluster_m": 2},
                   bias="bfloat16", activation="gelu", residual="bfloat16", scale=True) <= 1e-2
     assert _run_fp8(4000, 4000, 4096, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": True,
                                                   "cluster_m": 2}) <= 2e-2
+    assert _run_fp8(4000, 848, 4096, rng, tiles={"tile_m": 128, "tile_n": 208, "persistent": True,
+                                                 "cluster_m": 2}) <= 2e-2
 
 
 @pytest.mark.parametrize("m, n, k, tiles", [

@@ -122,6 +122,15 @@ def valid_tile_n(tile_n: Any, transpose_b: bool, swap_ab: bool = False) -> bool:
     return step <= tile_n <= 256 and tile_n % step == 0
 
 
+def pairs_split_b(tile_n: int, b_k_major: bool) -> bool:
+    """A multicast pair (cluster_m=2) can share a B tile this wide: each block loads half of its
+    rows of B (n, k) (8-row multiples, where the 128-byte swizzle repeats), or of its 64-column
+    boxes of B (k, n) (two each, or two and one)."""
+    if b_k_major:
+        return 32 <= tile_n <= 256 and tile_n % 16 == 0
+    return tile_n in (128, 192, 256)
+
+
 def check_problem(m: Any, n: Any, k: Any, transpose_b: Any = False, *, where: str = "gemm") -> tuple[int, int, int]:
     """The sizes as ints, checked before anything computes with them (k=True would otherwise
     pad to a k=8 GEMM), and transpose_b a bool."""
@@ -163,9 +172,10 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     if t.cluster_m == 2 and (t.persistent not in (True, "stream_k") or t.split_k > 1):
         raise ValueError(f"gemm: cluster_m=2 (two blocks sharing B tiles by multicast) needs persistent=True (or "
                          f"'stream_k') and split_k=1, got persistent={t.persistent!r}, split_k={t.split_k}")
-    if t.cluster_m == 2 and t.tile_n not in (128, 256):
-        raise ValueError(f"gemm: cluster_m=2 splits the B tile between the two blocks: tile_n must be 128 or 256, "
-                         f"got {t.tile_n}")
+    if t.cluster_m == 2 and not pairs_split_b(t.tile_n, t.b_k_major):
+        raise ValueError(f"gemm: cluster_m=2 splits the B tile between the two blocks (in 8-row halves of B (n, k), "
+                         f"or 64-column boxes of B (k, n)): tile_n must be "
+                         f"{'a multiple of 16 from 32' if t.b_k_major else '128, 192 or 256'}, got {t.tile_n}")
     choice("cluster_n", t.cluster_n, (1, 2), expected="1 or 2", where="gemm")
     if t.cluster_n == 2 and (t.persistent not in (True, "stream_k") or t.cluster_m > 1 or t.a_mn_major):
         raise ValueError(f"gemm: cluster_n=2 (two blocks sharing A tiles by multicast) needs persistent=True (or "
@@ -220,7 +230,8 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     by a second kernel from an f32 workspace, no epilogue (with one, a configured workspace
     split is dropped).
     cluster_m: 2 runs persistent blocks in pairs (a (2, 1) cluster) on vertically adjacent tiles,
-    each loading half of their common B tile and multicasting it into both (needs persistent=True).
+    each loading half of their common B tile and multicasting it into both (needs persistent=True
+    or "stream_k"; tile_n a multiple of 16 from 32 with B (n, k), 128, 192 or 256 with B (k, n)).
     cluster_n: 2 pairs horizontally adjacent tiles instead, each block loading half of their
     common A tile (needs persistent=True or "stream_k", and A as (m, k)): the operand off the
     128-byte line, or the taller tile's, read once from L2 for two blocks.

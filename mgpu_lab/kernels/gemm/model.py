@@ -57,6 +57,11 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 # Pairs sharing A by multicast (make_gemm's cluster_n=2) are estimated but not offered until their
 # GPU tests have passed and options runs have timed them (scripts/a_multicast_steps_n.txt).
 OFFER_A_PAIRS = False
+# Pairs sharing B (cluster_m=2) at tile_n 160, 192 and 224 (kernel.pairs_split_b: the B tile
+# split in 8-row halves of B (n, k), or two and one 64-column boxes of B (k, n)): a narrow n
+# (536, 848) in three or four such tiles wastes less than in 128- or 256-wide ones. Offered once
+# timed (scripts/verify_steps_p.txt); 128 and 256 always.
+OFFER_WIDE_B_PAIRS = False
 # Clusters of 2, 3, ... one-SM blocks an H200 keeps resident at once (cuOccupancyMaxActiveClusters,
 # benchmarks/probe_cluster_occupancy.py): a cluster never straddles a GPC, so 32 clusters of 4
 # (128 blocks) run in two waves. configs.py asks the device itself where there is one.
@@ -160,6 +165,13 @@ def _tile_ns(transpose_b: bool) -> tuple[int, ...]:
     return (32, 64, 128, 192, 256)
 
 
+def _b_pair_widths(transpose_b: bool) -> tuple[int, ...]:
+    """tile_n values offered with cluster_m=2 (among _tile_ns: kernel.pairs_split_b takes them)."""
+    if not OFFER_WIDE_B_PAIRS:
+        return (128, 256)
+    return (128, 160, 192, 224, 256) if transpose_b else (128, 192, 256)
+
+
 def _fits_accumulator(tile_m: int, tile_n: int, pingpong: bool = False) -> bool:
     rows = tile_m if pingpong else (tile_m // 2 if tile_m > 64 else tile_m)
     return rows * tile_n <= MAX_ACCUMULATOR
@@ -196,15 +208,15 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                         yield {"tile_m": tm, "tile_n": tn, "persistent": True, "group_m": g}
                         if tm >= 128 and tn >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms):
                             yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "group_m": g}
-                        if tn in (128, 256) and _ceil(p.m, tm) >= 2:
+                        if tn in _b_pair_widths(p.transpose_b) and _ceil(p.m, tm) >= 2:
                             yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_m": 2, "group_m": g}
+                            if tm >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
+                                yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_m": 2,
+                                       "group_m": g}
                         if OFFER_A_PAIRS and tm >= 128 and _ceil(p.n, tn) >= 2 and p.dtype in ("bfloat16", "float16"):
                             yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_n": 2, "group_m": g}
                             if tn >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
                                 yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_n": 2,
-                                       "group_m": g}
-                            if tm >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
-                                yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_m": 2,
                                        "group_m": g}
             if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}

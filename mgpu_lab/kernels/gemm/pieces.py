@@ -374,11 +374,20 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
                                gmem_slice=(dsl.ds(col0 + first_row, rows), dsl.ds(k0, t.tile_k)), **copy)
                 return
             copy["swizzle"] = t.b_chunk * t.itemsize
-            chunks = t.tile_n // t.b_chunk // t.cluster_m
-            for i in range(chunks):
-                j = i if t.cluster_m == 1 else rank * chunks + i
-                ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, j)),
-                               gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(col0 + t.b_chunk * j, t.b_chunk)), **copy)
+            boxes = t.tile_n // t.b_chunk
+            mine = -(-boxes // t.cluster_m)  # a pair's odd box out (tile_n = 192) is the first block's
+            for i in range(mine):
+                j = i if t.cluster_m == 1 else rank * mine + i
+
+                def load_box(j=j):
+                    ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, j)),
+                                   gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(col0 + t.b_chunk * j, t.b_chunk)), **copy)
+
+                if t.cluster_m > 1 and boxes % t.cluster_m and i == mine - 1:
+                    with dsl.when(rank == 0):
+                        load_box()
+                else:
+                    load_box()
 
 
 def release_slot(empty: Any, it: ir.Value, peer: ir.Value | None = None, condition: ir.Value | None = None,
