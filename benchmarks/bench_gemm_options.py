@@ -32,6 +32,7 @@ Writes `gemm_options_<time>_<commit>.json` (under $OUT when set) and prints a ta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 
@@ -215,16 +216,41 @@ def family(config: dict) -> tuple:
     """What kind of kernel a model configuration runs (the tile size left out)."""
     split = (config.get("split_k") or 1) > 1
     return (config.get("persistent", False), bool(config.get("swap_ab")),
-            config.get("split_k_reduce", "cluster") if split else None, (config.get("cluster_m") or 1) > 1)
+            config.get("split_k_reduce", "cluster") if split else None, (config.get("cluster_m") or 1) > 1,
+            (config.get("cluster_n") or 1) > 1)
 
 
-def model_alternatives(p: Problem, top: int) -> list[dict]:
-    """The model's ranked configurations of `p` after its pick: the next `top - 1`, then the
-    fastest of every family not among them (so a family the model misjudges gets timed)."""
+OFFERS = {"a_pairs": "OFFER_A_PAIRS", "wide_b_pairs": "OFFER_WIDE_B_PAIRS"}  # --offer: model switches
+
+
+@contextlib.contextmanager
+def offering(names: tuple[str, ...]):
+    """The model with the switches `names` (OFFERS' keys) on, for candidates not offered by default."""
     from mgpu_lab.kernels.gemm import model
 
-    ranked = [config for _, config in model.ranked(model.Problem(p.m, p.n, p.k, transpose_b=p.transpose_b))]
+    saved = {OFFERS[name]: getattr(model, OFFERS[name]) for name in names}
+    try:
+        for attribute in saved:
+            setattr(model, attribute, True)
+        yield
+    finally:
+        for attribute, value in saved.items():
+            setattr(model, attribute, value)
+
+
+def model_alternatives(p: Problem, top: int, offer: tuple[str, ...] = ()) -> list[dict]:
+    """The model's ranked configurations of `p` after its pick: the next `top - 1`, then the
+    fastest of every family not among them (so a family the model misjudges gets timed). With
+    `offer` (switches of configurations the default does not offer yet), ranked with them on, and
+    the switched model's own pick timed too (the default, with them off, always runs)."""
+    from mgpu_lab.kernels.gemm import model
+
+    with offering(offer):
+        ranked = [config for _, config in model.ranked(model.Problem(p.m, p.n, p.k, transpose_b=p.transpose_b))]
     picks = ranked[1:top]
+    if offer:  # the switched model's pick first; the default's configuration runs as "default"
+        default = name_of(model_pick(p))
+        picks = [config for config in [ranked[0]] + picks if name_of(config) != default]
     seen = {family(ranked[0])} | {family(c) for c in picks}
     for config in ranked[top:]:
         if family(config) not in seen:
@@ -241,7 +267,7 @@ def model_pick(p: Problem) -> dict:
     return {key: value for key, value in config.items() if key not in ("source", "model_us")}
 
 
-def random_cases(count: int, seed: int, top: int):
+def random_cases(count: int, seed: int, top: int, offer: tuple[str, ...] = ()):
     """(dtype, Problem, candidates) of `count` bf16 shapes drawn from `seed`, one per (m, n, k)."""
     from gemm_random import random_problems
 
@@ -249,10 +275,10 @@ def random_cases(count: int, seed: int, top: int):
     for p in random_problems(count, seed):
         if p.key not in keys:  # the record's keys name the shape, not B's layout
             keys.add(p.key)
-            yield "bf16", p, model_alternatives(p, top)
+            yield "bf16", p, model_alternatives(p, top, offer)
 
 
-def given_cases(shapes: str, top: int):
+def given_cases(shapes: str, top: int, offer: tuple[str, ...] = ()):
     """(dtype, Problem, candidates) of `--shapes` ("2048x5632x2048,129x28672x4096:nn"; B (n, k)
     unless ":nn"): the model's alternatives on shapes a user names, e.g. a model's layers."""
     for spec in shapes.split(","):
@@ -264,7 +290,7 @@ def given_cases(shapes: str, top: int):
         except ValueError:
             raise SystemExit(f"--shapes: {spec!r} is not MxNxK[:nt|:nn]") from None
         p = Problem(m, n, k, layout != "nn", "given")
-        yield "bf16", p, model_alternatives(p, top)
+        yield "bf16", p, model_alternatives(p, top, offer)
 
 
 def main() -> None:
@@ -283,6 +309,9 @@ def main() -> None:
     parser.add_argument("--extra", help="with --shapes or --random: configurations timed on every shape besides the "
                                          "model's, ';'-separated, each key=value,... e.g. "
                                          "tile_m=256,tile_n=128,persistent=True,cluster_n=2")
+    parser.add_argument("--offer", default="", help=f"with --shapes or --random: comma-separated model switches "
+                                                     f"({', '.join(OFFERS)}) on for the alternatives (and the switched "
+                                                     f"model's pick); the default is timed with them off")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--top", type=int, default=4, help="with --random: the model's K best, then one per family")
     parser.add_argument("--budget-s", type=float, default=None,
@@ -292,10 +321,14 @@ def main() -> None:
     modelled = args.random is not None or args.shapes is not None
     if modelled:
         os.environ["MGPU_LAB_GEMM_TABLE"] = "0"  # the default is the model's pick
+    offer = tuple(name for name in args.offer.split(",") if name)
+    unknown = [name for name in offer if name not in OFFERS]
+    if unknown:
+        raise SystemExit(f"--offer: expected names among {', '.join(OFFERS)}, got {', '.join(unknown)}")
     if args.shapes is not None:
-        cases = list(given_cases(args.shapes, args.top))
+        cases = list(given_cases(args.shapes, args.top, offer))
     elif args.random is not None:
-        cases = list(random_cases(args.random, args.seed, args.top))
+        cases = list(random_cases(args.random, args.seed, args.top, offer))
     else:
         cases = list(selected_cases(args.only, args.configs))
     if args.extra and modelled:
@@ -314,7 +347,7 @@ def main() -> None:
             rows += measure(dtype, problem, candidates, args.rounds, figures, default)
             print(table(rows[-len(candidates) - 1:]), flush=True)
             torch.cuda.empty_cache()
-    notes = {"rounds": args.rounds, "only": args.only, "extra": args.extra, "configs": args.configs,
+    notes = {"rounds": args.rounds, "only": args.only, "extra": args.extra, "offer": list(offer), "configs": args.configs,
              "random": args.random,
              "seed": args.seed if args.random is not None else None, "shapes": args.shapes, "top": args.top,
              "wall_s": round(time.perf_counter() - start, 1)}
