@@ -64,8 +64,12 @@ def commit() -> str:
 
 
 def run_identity() -> dict:
-    """Device, driver and commit of this run: what every record (benchmark, notebook, demo) names."""
-    return {"device": device_name(), "driver": driver_version(), "commit": commit()}
+    """Device, driver and commit of this run, and the TMA L2 promotion its kernels ask for (it
+    changes times off the 128-byte line; fit_gemm_model.py reads it): what every record names."""
+    from mgpu_lab.runtime.tma_descriptor import l2_promotion
+
+    return {"device": device_name(), "driver": driver_version(), "commit": commit(),
+            "tma_l2_promotion": l2_promotion()}
 
 
 # --------------------------------------------------------------------------- clocks and power

@@ -14,7 +14,13 @@ Ranking: for every (options record, shape) with 3+ alternatives, whether the mod
 alternative is within 3% of the measured fastest, and the measured time of the model's pick over
 the best (geomean).
 
-Run:  python benchmarks/fit_gemm_model.py [--since 2026-12-01T14] [--fit] [--iters 4000]
+TMA L2 promotion: rows off the 128-byte line run 8-17% faster at 128 bytes than at 256 (aligned
+ones the same: gemm_options_2026-12-05T0558*), so a sample off the line counts only at the
+promotion asked for (`--promotion`, default the library's); aligned ones count whatever their
+record's. A record names its promotion (`tma_l2_promotion`, or a probe's `l2_promotion` note);
+one that names none ran at 256 bytes, the default until 0136675.
+
+Run:  python benchmarks/fit_gemm_model.py [--since 2026-12-01T14] [--fit] [--iters 4000] [--promotion any]
 Without --fit it scores the constants in model.py; with it, prints the fitted Constants too.
 """
 
@@ -36,6 +42,7 @@ from gemm_sweep import bf16_problems, fp8_problems  # noqa: E402
 
 from mgpu_lab.kernels.gemm import model  # noqa: E402
 from mgpu_lab.kernels.gemm.configs import CONFIG_FILE, CONFIG_KEYS  # noqa: E402
+from mgpu_lab.runtime.tma_descriptor import L2_PROMOTIONS, l2_promotion  # noqa: E402
 
 DTYPES = {"bf16": "bfloat16", "fp8": "float8_e4m3fn"}
 FLAGS = {"persistent": ("persistent", True), "pingpong": ("persistent", "pingpong"),
@@ -50,6 +57,25 @@ class Sample:
     us: float
     group: str  # samples of one group were timed against each other in one run
     drawn: bool = False  # a shape drawn at run time (bench_gemm_options --random), not the sweep's
+    promotion: str = "L2_256B"  # the TMA L2 promotion its kernels ran with (record_promotion)
+
+
+LEGACY_PROMOTION = "L2_256B"  # records that name none: the default before 0136675 (2026-12-05)
+
+
+def record_promotion(record: dict) -> str:
+    """The TMA L2 promotion a record's kernels ran with: its `tma_l2_promotion`, else a probe's
+    `l2_promotion` note, else 256 bytes."""
+    return record.get("tma_l2_promotion") or (record.get("notes") or {}).get("l2_promotion") or LEGACY_PROMOTION
+
+
+def at_promotion(samples: list[Sample], wanted: str | None) -> tuple[list[Sample], list[Sample]]:
+    """(samples that count at promotion `wanted`, the others): those timed at it, and those whose
+    rows are all on the 128-byte line (the promotion did not change their times). None: all count."""
+    def counts(s: Sample) -> bool:
+        return wanted is None or s.promotion == wanted or model._misaligned_rows(s.problem) == (False, False)
+
+    return [s for s in samples if counts(s)], [s for s in samples if not counts(s)]
 
 
 def parse_option(name: str) -> dict | None:
@@ -90,6 +116,7 @@ def option_samples(results: Path) -> list[Sample]:
     for path in sorted(results.glob("gemm_options_*.json")):
         record = json.loads(path.read_text())
         figures, drawn = record["figures"], bool((record.get("notes") or {}).get("random"))
+        promotion = record_promotion(record)
         for key, tflops in figures.items():
             m = re.match(r"gemm_options_(bf16|fp8)_(\d+)x(\d+)x(\d+)_(.*)_tflops$", key)
             if not m or m[5] in ("cublas", "scaled_mm") or not tflops:
@@ -106,7 +133,7 @@ def option_samples(results: Path) -> list[Sample]:
                 transpose = _problems(m[1]).get(f"{size[0]}x{size[1]}x{size[2]}", True)
             p = model.Problem(*size, transpose_b=transpose, dtype=DTYPES[m[1]])
             us = 2.0 * size[0] * size[1] * size[2] / (tflops * 1e6)
-            samples.append(Sample(p, config, us, f"{path.name}:{m[1]}_{m[2]}x{m[3]}x{m[4]}", drawn))
+            samples.append(Sample(p, config, us, f"{path.name}:{m[1]}_{m[2]}x{m[3]}x{m[4]}", drawn, promotion))
     return samples
 
 
@@ -130,7 +157,7 @@ def sweep_samples(results: Path, since: str) -> list[Sample]:
             settings = {k: v for k, v in config.items() if k != "source"}
             p = model.Problem(*size, transpose_b=transpose, dtype=DTYPES[m[1]])
             samples.append(Sample(p, settings, 2.0 * size[0] * size[1] * size[2] / (tflops * 1e6),
-                                  f"{path.name}:{m[0]}"))
+                                  f"{path.name}:{m[0]}", promotion=record_promotion(record)))
     return samples
 
 
@@ -147,7 +174,8 @@ def random_samples(results: Path, fp8: bool = False) -> list[Sample]:
                  "float8_e4m3fn"))
     for pattern, key_re, dtype in patterns[1:] if fp8 else patterns[:1]:
         for path in sorted(results.glob(pattern)):
-            figures = json.loads(path.read_text())["figures"]
+            record = json.loads(path.read_text())
+            figures, promotion = record["figures"], record_promotion(record)
             for key, config in figures.items():
                 m = re.match(key_re, key)
                 us = figures.get(key.replace("_config", "_ours_us"))
@@ -155,7 +183,7 @@ def random_samples(results: Path, fp8: bool = False) -> list[Sample]:
                     continue
                 settings = {k: v for k, v in config.items() if k not in ("source", "model_us")}
                 p = model.Problem(int(m[2]), int(m[3]), int(m[4]), transpose_b=m[5] != "nn", dtype=dtype)
-                samples.append(Sample(p, settings, float(us), f"{path.name}:{m[0]}"))
+                samples.append(Sample(p, settings, float(us), f"{path.name}:{m[0]}", promotion=promotion))
     return samples
 
 
@@ -323,6 +351,9 @@ def main() -> None:
                              "only the model's picks, no alternatives to rank, but 265 of their 592 shapes have "
                              "rows off the 128-byte line; model.CONSTANTS are fitted with it (on the 2026-12-04 records: "
                              "57 of 78 picks within 3%% of the best, against 56 without)")
+    parser.add_argument("--promotion", default=l2_promotion(), choices=[*L2_PROMOTIONS, "any"],
+                        help="count samples off the 128-byte line only if timed at this TMA L2 promotion "
+                             "(default: the library's, %(default)s); any: all of them")
     parser.add_argument("--hold-out", action="append", default=[], metavar="TEXT",
                         help="leave out of the fit every sample whose record file name contains TEXT (e.g. "
                              "2026-12-05T0227: one seed's run) and score the constants on them apart; repeatable")
@@ -332,11 +363,16 @@ def main() -> None:
     samples = options + sweep_samples(results, args.since) + table_samples()
     if args.random:
         samples += random_samples(results)
+    wanted = None if args.promotion == "any" else args.promotion
+    samples, other = at_promotion(samples, wanted)
+    options, _ = at_promotion(options, wanted)
     samples, kept_out = split_held_out(samples, args.hold_out)
     options, options_out = split_held_out(options, args.hold_out)
-    print(f"{len(options)} option samples, {len(samples)} in all" + (f", {len(kept_out)} held out" if kept_out else ""))
+    print(f"{len(options)} option samples, {len(samples)} in all" + (f", {len(kept_out)} held out" if kept_out else "")
+          + (f"; {len(other)} off the 128-byte line left out: timed at another TMA L2 promotion than "
+             f"{wanted} (--promotion any counts them)" if other else ""))
     rank = report("model.CONSTANTS", samples, options, model.CONSTANTS)
-    held_out = random_samples(results, fp8=True)
+    held_out, _ = at_promotion(random_samples(results, fp8=True), wanted)
     report("model.CONSTANTS on FP8 drawn picks (not fitted on)", held_out, [], model.CONSTANTS)
     if kept_out:
         report("model.CONSTANTS on the held-out records", kept_out, options_out, model.CONSTANTS)

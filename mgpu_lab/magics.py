@@ -258,7 +258,8 @@ def register(ipython: Any) -> None:
         @cell_magic
         @user_facing
         def mosaic(self, line: str, cell: str) -> None:
-            import mgpu_lab
+            from .builder.kernel import kernel as build_kernel
+            from .tuning import tune
 
             args = parse_magic_line(line)
             ns = self.shell.user_ns
@@ -287,7 +288,7 @@ def register(ipython: Any) -> None:
                 # The cell reads tuning parameters as plain names: they shadow the notebook's.
                 scope: dict[str, Any] = {}
                 exec(code, {**ns, **config}, scope)  # noqa: S102 - the body function from the user's cell
-                return mgpu_lab.kernel(
+                return build_kernel(
                     scope[args.name], grid=evaluate(args.grid, "--grid", config),
                     block=evaluate(args.block, "--block", config),
                     in_shapes=[s for _, s in ins], out_shapes=[s for _, s in outs],
@@ -302,8 +303,8 @@ def register(ipython: Any) -> None:
                 reference = evaluate(args.reference, "--reference") if args.reference else None
                 # Cell functions cannot be pickled into worker processes: compile on threads.
                 with concurrent.futures.ThreadPoolExecutor(4) as pool:
-                    result = mgpu_lab.tune(make_kernel, space, args=evaluate(args.args, "--args"),
-                                           reference=reference, executor=pool, use_cache=False)
+                    result = tune(make_kernel, space, args=evaluate(args.args, "--args"),
+                                  reference=reference, executor=pool, use_cache=False)
                 ns[f"{args.name}_tuning"] = result
                 print(result)
                 if result.best_kernel is None:

@@ -389,6 +389,36 @@ def test_options_on_drawn_shapes_time_every_family_and_read_back_as_samples(tmp_
     assert layouts == {(p.m, p.n, p.k): p.transpose_b for _, p, _ in cases}
 
 
+def test_the_fit_counts_rows_off_the_line_only_at_the_promotion_they_ran_with(tmp_path):
+    # TMA L2 promotion changes times off the 128-byte line (8-17% at 128 vs 256 bytes), not on it:
+    # a record names its promotion (none named: 256 bytes, the old default), and the fit keeps an
+    # off-line sample only at the promotion asked for, an aligned one whatever its record's.
+    import json
+
+    from common import run_identity
+    from fit_gemm_model import at_promotion, option_samples
+
+    from mgpu_lab.runtime.tma_descriptor import l2_promotion
+
+    assert run_identity()["tma_l2_promotion"] == l2_promotion() == "L2_128B"
+    figures = {"gemm_options_bf16_2048x2816x4136_128x256_tflops": 400.0,  # K off the line
+               "gemm_options_bf16_2048x2816x4136_transpose_b": True,
+               "gemm_options_bf16_2048x2816x4160_128x256_tflops": 500.0,  # on it
+               "gemm_options_bf16_2048x2816x4160_transpose_b": True}
+    for name, extra in (("old", {}), ("probe", {"notes": {"l2_promotion": "L2_128B"}}),
+                        ("new", {"tma_l2_promotion": "L2_128B"})):
+        (tmp_path / f"gemm_options_2026-12-05T000000Z_{name}.json").write_text(json.dumps({"figures": figures,
+                                                                                         **extra}))
+    samples = option_samples(tmp_path)
+    assert sorted((s.group.split(".json")[0].split("_")[-1], s.promotion) for s in samples if s.problem.k == 4136) == [
+        ("new", "L2_128B"), ("old", "L2_256B"), ("probe", "L2_128B")]
+    kept, left = at_promotion(samples, "L2_128B")
+    assert {(s.problem.k, s.promotion) for s in left} == {(4136, "L2_256B")}
+    assert len(kept) == 5 and at_promotion(samples, None) == (samples, [])
+    kept, left = at_promotion(samples, "L2_256B")
+    assert {(s.problem.k, s.promotion) for s in left} == {(4136, "L2_128B")} and len(left) == 2
+
+
 def test_drawn_shape_records_read_back_per_dtype(tmp_path):
     # fit_gemm_model: bench_gemm.py --random's bf16 picks are fitted on; its FP8 per-tensor picks
     # are the held-out check (B (n, k), FP8 problems); block-scaled ones have nothing to choose.

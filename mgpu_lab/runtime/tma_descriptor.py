@@ -40,8 +40,14 @@ _TMA_SWIZZLES = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
 # rows are off the 128-byte line ran 8-17% faster than with 256 (aligned ones the same; records
 # gemm_options_2026-12-05T0558*_04f6125). The variable is for probes that compare the settings
 # (benchmarks/probe_gemm_alignment.py), not a user knob.
-_L2_PROMOTIONS = ("NONE", "L2_64B", "L2_128B", "L2_256B")
+L2_PROMOTIONS = ("NONE", "L2_64B", "L2_128B", "L2_256B")
 _L2_PROMOTION = os.environ.get("MGPU_LAB_TMA_L2_PROMOTION", "L2_128B")
+
+
+def l2_promotion() -> str:
+    """The L2 promotion this process's TMA descriptors ask for (benchmark records name it: the
+    GEMM model's fit counts times off the 128-byte line only at the promotion they ran with)."""
+    return _L2_PROMOTION
 _TMA_FIELDS = ("array", "dtype", "global_shape", "global_strides_bytes", "box_shape", "swizzle")
 
 
@@ -133,8 +139,8 @@ class TmaEncoder:
 
     def _static_args(self, spec: Any) -> tuple:
         d = self._driver
-        if _L2_PROMOTION not in _L2_PROMOTIONS:
-            raise ValueError(f"MGPU_LAB_TMA_L2_PROMOTION must be one of {', '.join(_L2_PROMOTIONS)}, "
+        if _L2_PROMOTION not in L2_PROMOTIONS:
+            raise ValueError(f"MGPU_LAB_TMA_L2_PROMOTION must be one of {', '.join(L2_PROMOTIONS)}, "
                              f"got {_L2_PROMOTION!r}")
         shape = [int(x) for x in _tma_field(spec, "global_shape")]
         rank = len(shape)
