@@ -220,7 +220,8 @@ def family(config: dict) -> tuple:
             (config.get("cluster_n") or 1) > 1)
 
 
-OFFERS = {"a_pairs": "OFFER_A_PAIRS", "wide_b_pairs": "OFFER_WIDE_B_PAIRS"}  # --offer: model switches
+OFFERS = {"a_pairs": "OFFER_A_PAIRS", "wide_b_pairs": "OFFER_WIDE_B_PAIRS",  # --offer: model switches
+          "swap_persistent": "OFFER_SWAP_PERSISTENT"}
 
 
 @contextlib.contextmanager
@@ -247,15 +248,15 @@ def model_alternatives(p: Problem, top: int, offer: tuple[str, ...] = ()) -> lis
 
     with offering(offer):
         ranked = [config for _, config in model.ranked(model.Problem(p.m, p.n, p.k, transpose_b=p.transpose_b))]
-    picks = ranked[1:top]
-    if offer:  # the switched model's pick first; the default's configuration runs as "default"
-        default = name_of(model_pick(p))
-        picks = [config for config in [ranked[0]] + picks if name_of(config) != default]
+    picks = [ranked[0]] + ranked[1:top] if offer else ranked[1:top]  # switched: its own pick first
     seen = {family(ranked[0])} | {family(c) for c in picks}
     for config in ranked[top:]:
         if family(config) not in seen:
             seen.add(family(config))
             picks.append(config)
+    if offer:  # the default's configuration (switches off) runs as "default", not twice
+        default = name_of(model_pick(p))
+        picks = [config for config in picks if name_of(config) != default]
     return picks
 
 

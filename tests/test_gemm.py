@@ -110,10 +110,11 @@ def test_configs():
     ({"tile_n": 96}, r"tile_n must be one of \(32, 64, 128, 192, 256\) .*got 96"),
     ({"tile_n": 40, "transpose_b": True}, r"tile_n must be a multiple of 16 from 16 to 256 \(B \(n, k\)\), got 40"),
     ({"tile_n": 272, "transpose_b": True}, r"tile_n must be a multiple of 16 from 16 to 256 \(B \(n, k\)\), got 272"),
-    ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 64, "persistent": True},
-     r"swap_ab=True .* needs one tile per block and the cluster split-K reduce; got persistent=True"),
-    ({"swap_ab": True, "tile_m": 64, "tile_n": 64, "persistent": True},
-     r"swap_ab=True .* needs one tile per block and the cluster split-K reduce; got persistent=True"),
+    ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 64, "persistent": "pingpong"},
+     r"swap_ab=True .* runs one tile per block or persistent blocks \(True or 'stream_k'\), without multicast "
+     r"pairs, and the cluster split-K reduce; got persistent='pingpong'"),
+    ({"swap_ab": True, "tile_m": 128, "tile_n": 64, "persistent": True, "cluster_m": 2},
+     r"swap_ab=True .* without multicast pairs.*got persistent=True, cluster_m=2, cluster_n=1"),
     ({"swap_ab": "yes", "transpose_b": True, "tile_m": 64, "tile_n": 64}, r"swap_ab must be True or False, got 'yes'"),
     ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 36},
      r"tile_n must be a multiple of 8 from 8 to 256 \(swap_ab\), got 36"),
@@ -210,6 +211,28 @@ def test_swap_ab_takes_wider_accumulators():
     k = make_gemm(129, 4096, 4104, transpose_b=True, swap_ab=True, tile_m=256, tile_n=136, split_k=4)
     assert_clean(k, r"HGMMA\.64x136x16\.F32\.BF16", tma_store=False)
     assert tuple(k.compiled.spec.grid)[:2] == (16, 4) and tuple(k.compiled.spec.cluster)[:2] == (1, 4)
+
+
+@pytest.mark.parametrize("m, n, k, tile_m, tile_n, persistent, transpose_b", [
+    (530, 5920, 3152, 128, 184, True, False),  # m = 530 in three 184-wide tiles (96% used; 128 rows: 83%)
+    (1161, 1424, 11496, 128, 240, True, True),
+    (1161, 1424, 11496, 256, 160, True, False),  # 128 x 160 f32 a consumer, the widest swapped: no spills
+    (530, 5920, 3152, 128, 192, "stream_k", True),
+    (1161, 1424, 11496, 256, 128, "stream_k", False),  # 128 x 128 f32 a consumer; B (k, n) read MN-major
+])
+def test_swap_ab_runs_persistent(m, n, k, tile_m, tile_n, persistent, transpose_b):
+    """Persistent swapped blocks loop over tiles of C.T (tile_m over n, tile_n over m: any
+    multiple of 8, so an m of a few hundred to a few thousand rows splits evenly), each written
+    from the registers; the epilogue buffer a persistent block keeps overlaps the ring instead,
+    so the ring keeps the one-tile kernel's stages."""
+    kernel = make_gemm(m, n, k, transpose_b=transpose_b, swap_ab=True, tile_m=tile_m, tile_n=tile_n,
+                       persistent=persistent)
+    ops = assert_clean(kernel, rf"HGMMA\.64x{tile_n}x16\.F32\.BF16", tma_store=False)
+    assert any(op.startswith("STG") for op in ops)
+    t = kernel.config["tiling"]
+    assert t.swap_ab and t.persistent == persistent and kernel.compiled.grid[0] == t.grid <= 132
+    one_tile = resolve_tiling(m, n, k, transpose_b=transpose_b, swap_ab=True, tile_m=tile_m, tile_n=tile_n)
+    assert t.stages == one_tile.stages and t.smem_bytes == one_tile.smem_bytes
 
 
 @pytest.mark.parametrize("shape, message", [((0, 64, 64), r"m must be a positive int, got 0"),

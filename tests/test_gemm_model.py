@@ -268,6 +268,31 @@ def test_wide_pairs_sharing_b_are_offered_only_when_switched_on_and_all_build(mo
         assert t.cluster_m == 2 and t.grid % 2 == 0
 
 
+@pytest.mark.parametrize("m, transpose_b", [(530, False), (1161, True), (300, True)])
+def test_persistent_swapped_tiles_are_offered_only_when_switched_on_and_all_build(monkeypatch, m, transpose_b):
+    """swap_ab with persistent blocks: C.T's tile_n over m in even shares (530: 184 or 192 wide,
+    three tiles), offered with OFFER_SWAP_PERSISTENT up to SWAP_PERSISTENT_MAX_M rows; one-tile
+    swapped blocks stay where they were (m <= SWAP_AB_MAX_M) either way."""
+    p = model.Problem(m, 5920, 3152, transpose_b=transpose_b)
+    def swapped(persistent):
+        return [c for c in model.candidates(p) if c.get("swap_ab") and bool(c["persistent"]) == persistent]
+    one_tile = swapped(False)
+    assert not swapped(True) and bool(one_tile) == (m <= model.SWAP_AB_MAX_M)
+    monkeypatch.setattr(model, "OFFER_SWAP_PERSISTENT", True)
+    assert swapped(False) == one_tile
+    offered = swapped(True)
+    # stream-K where a width slices evenly (tile_n * 32 / tile_m columns): 192 of 530's, none of 1161's
+    assert {c["persistent"] for c in offered} == ({True} if m == 1161 else {True, "stream_k"})
+    widths = {c["tile_n"] for c in offered}
+    assert all(-(-m // w) in range(-(-m // 256), -(-m // 256) + 3) for w in widths)
+    if m == 530:
+        assert widths & {184, 192}
+    for config in offered:
+        settings = {key: config[key] for key in CONFIG_KEYS if key in config}
+        t = resolve_tiling(p.m, p.n, p.k, transpose_b=transpose_b, split_k=1, **settings)
+        assert t.swap_ab and t.persistent == config["persistent"] and t.grid <= p.sms
+
+
 @pytest.mark.skipif(has_gpu(), reason="checks the no-GPU error")
 def test_tune_auto_without_a_gpu_says_so():
     with pytest.raises(RuntimeError, match=r"tune='auto' times candidates on the GPU, and no CUDA GPU"):
@@ -417,6 +442,23 @@ def test_the_fit_counts_rows_off_the_line_only_at_the_promotion_they_ran_with(tm
     assert len(kept) == 5 and at_promotion(samples, None) == (samples, [])
     kept, left = at_promotion(samples, "L2_256B")
     assert {(s.problem.k, s.promotion) for s in left} == {(4136, "L2_128B")} and len(left) == 2
+
+
+def test_options_with_switches_on_time_the_switched_picks_beside_the_default():
+    # bench_gemm_options --offer: the alternatives ranked with the model's new switches on (the
+    # switched pick first), the default's configuration not among them (it runs as "default"),
+    # each name read back by fit_gemm_model as the configuration that ran; the switches restored.
+    from bench_gemm_options import given_cases, model_pick, name_of
+    from fit_gemm_model import parse_option
+
+    [(_, p, plain)] = given_cases("530x5920x3152:nn", 3)
+    [(_, _, switched)] = given_cases("530x5920x3152:nn", 3, ("a_pairs", "wide_b_pairs", "swap_persistent"))
+    assert not (model.OFFER_A_PAIRS or model.OFFER_WIDE_B_PAIRS or model.OFFER_SWAP_PERSISTENT)
+    assert name_of(model_pick(p)) not in {name_of(c) for c in switched}
+    new = [c for c in switched if c.get("cluster_n") or (c.get("swap_ab") and c.get("persistent"))]
+    assert new and not any(c.get("cluster_n") or (c.get("swap_ab") and c.get("persistent")) for c in plain)
+    for c in switched:
+        assert parse_option(name_of(c)) == {k: v for k, v in c.items() if not (k == "persistent" and v is False)}
 
 
 def test_drawn_shape_records_read_back_per_dtype(tmp_path):

@@ -190,10 +190,11 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: split_k with dtype {t.dtype!r} needs split_k_reduce='cluster' (its scales apply "
                          f"to the sums), got {t.split_k_reduce!r}")
     flag("swap_ab", t.swap_ab, where="gemm")
-    if t.swap_ab and (t.persistent or t.cluster_size > 1 or t.split_k > 1 and not t.cluster_split):
-        raise ValueError(f"gemm: swap_ab=True (C.T = B @ A.T, written transposed from registers) needs one tile per "
-                         f"block and the cluster split-K reduce; got persistent={t.persistent!r}, "
-                         f"cluster_m={t.cluster_m!r}, split_k_reduce={t.split_k_reduce!r} (split_k={t.split_k})")
+    if t.swap_ab and (t.pingpong or t.cluster_size > 1 or t.split_k > 1 and not t.cluster_split):
+        raise ValueError(f"gemm: swap_ab=True (C.T = B @ A.T, written transposed from registers) runs one tile per "
+                         f"block or persistent blocks (True or 'stream_k'), without multicast pairs, and the "
+                         f"cluster split-K reduce; got persistent={t.persistent!r}, cluster_m={t.cluster_m!r}, "
+                         f"cluster_n={t.cluster_n!r}, split_k_reduce={t.split_k_reduce!r} (split_k={t.split_k})")
     if t.a_mn_major and t.itemsize != 2:
         raise ValueError(f"gemm: swap_ab=True with B (k, n) reads B as an MN-major wgmma operand, which needs 16-bit "
                          f"inputs, got dtype {t.dtype!r}; pass B as (n, k) (transpose_b=True)")
@@ -241,7 +242,9 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     nearly empty; m = 257 as two 136-wide tiles; tile_m and tile_n then tile
     C.T (tile_m over n, tile_n over m) and C is written transposed straight from the registers.
     With no epilogue to hold registers, a swapped consumer may keep 128 x 160 f32 (tile_m=256,
-    tile_n up to 160; other tilings 128 x 128).
+    tile_n up to 160; other tilings 128 x 128). Swapped blocks run one tile each (with the
+    cluster split-K) or persistent (True or "stream_k": m = 530 as three 184-wide tiles looped
+    over by 132 blocks), not pingpong or in multicast pairs.
     Tile sizes (and split_k, swap_ab) left out come from `gemm_config` (tuned table, else the
     performance model; with an epilogue, a tuned entry that swaps gives way to the model). Given
     one of tile_m and tile_n, the other and the rest come from the model's fastest configuration

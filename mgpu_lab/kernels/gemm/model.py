@@ -62,6 +62,11 @@ OFFER_A_PAIRS = False
 # (536, 848) in three or four such tiles wastes less than in 128- or 256-wide ones. Offered once
 # timed (scripts/verify_steps_p.txt); 128 and 256 always.
 OFFER_WIDE_B_PAIRS = False
+# Persistent swapped tiles (swap_ab with persistent=True or "stream_k"): C.T's tile_n runs over m
+# in even shares (m = 530: three 184-wide tiles, 96% used, where 128-row tiles use 83%), so rows
+# up to SWAP_PERSISTENT_MAX_M get them, as cuBLAS tiles its N side. Offered once timed.
+OFFER_SWAP_PERSISTENT = False
+SWAP_PERSISTENT_MAX_M = 2048
 # Clusters of 2, 3, ... one-SM blocks an H200 keeps resident at once (cuOccupancyMaxActiveClusters,
 # benchmarks/probe_cluster_occupancy.py): a cluster never straddles a GPC, so 32 clusters of 4
 # (128 blocks) run in two waves. configs.py asks the device itself where there is one.
@@ -220,7 +225,8 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                                        "group_m": g}
             if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}
-    if p.m <= SWAP_AB_MAX_M and not p.epilogue and (p.transpose_b or ITEMSIZE[p.dtype] == 2):
+    swap_rows = SWAP_PERSISTENT_MAX_M if OFFER_SWAP_PERSISTENT else SWAP_AB_MAX_M
+    if p.m <= swap_rows and not p.epilogue and (p.transpose_b or ITEMSIZE[p.dtype] == 2):
         yield from _swap_candidates(p, k_tiles)
 
 
@@ -249,9 +255,12 @@ def _stream_k_ok(tm: int, tn: int, tiles: int, k_tiles: int, sms: int, cluster_m
 def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
     """C.T = B @ A.T: tile_m over n (B's rows, or with B (k, n) its columns, read MN-major),
     tile_n all of m, or an even share of it over 2-4 column tiles (m = 257: two 136-wide tiles,
-    not three 128-row ones), rounded up to 8 (and 16), at most 256."""
+    not three 128-row ones), rounded up to 8 (and 16), at most 256. One tile per block up to
+    SWAP_AB_MAX_M rows; with OFFER_SWAP_PERSISTENT, persistent ones too (over the fewest column
+    tiles of 256 and the next two counts, up to SWAP_PERSISTENT_MAX_M rows)."""
     widths = {}
-    for parts in range(1, 5):
+    fewest = _ceil(p.m, 256)
+    for parts in range(1, 5) if fewest == 1 else range(fewest, fewest + 3):
         for step in (8, 16):
             width = _ceil(_ceil(p.m, parts), step) * step
             if width <= 256 and _ceil(p.m, width) == parts:
@@ -261,11 +270,16 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
             if (tm // 2 if tm > 64 else tm) * width > MAX_SWAP_AB_ACCUMULATOR:
                 continue
             tiles = _ceil(p.n, tm) * parts
-            yield {"tile_m": tm, "tile_n": width, "persistent": False, "swap_ab": True}
-            if tiles < p.sms:
-                for s in _splits(tiles, k_tiles, p.sms, SPLITS):
-                    yield {"tile_m": tm, "tile_n": width, "persistent": False, "swap_ab": True, "split_k": s,
-                           "split_k_reduce": "cluster"}
+            if p.m <= SWAP_AB_MAX_M:
+                yield {"tile_m": tm, "tile_n": width, "persistent": False, "swap_ab": True}
+                if tiles < p.sms:
+                    for s in _splits(tiles, k_tiles, p.sms, SPLITS):
+                        yield {"tile_m": tm, "tile_n": width, "persistent": False, "swap_ab": True, "split_k": s,
+                               "split_k_reduce": "cluster"}
+            if OFFER_SWAP_PERSISTENT and tm >= 128 and tiles > p.sms // 2:
+                yield {"tile_m": tm, "tile_n": width, "persistent": True, "swap_ab": True, "group_m": 8}
+                if _stream_k_ok(tm, width, tiles, k_tiles, p.sms):
+                    yield {"tile_m": tm, "tile_n": width, "persistent": "stream_k", "swap_ab": True, "group_m": 8}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -344,8 +358,9 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
     # the epilogue's store of one tile (C, or the split's f32 partial into the workspace)
     store_bytes = tm * tn * (4 if split > 1 and reduce == "workspace" else osz)
     t_store = store_bytes / c.sm_bw
+    t_swap = c.swap_us * tm * tn / 16384 if swap else 0.0  # swap-AB's transposed stores from the registers
     if not persistent:
-        per_tile = c.tile_us + t_store + (c.swap_us * tm * tn / 16384 if swap else 0.0)
+        per_tile = c.tile_us + t_store + t_swap
         if split > 1 and reduce == "cluster":
             per_tile += c.cluster_reduce_us * (tm * tn / 16384) * (1.0 + c.reduce_growth * (split - 2))
         capacity = _cluster_capacity(split, p, c.cluster_fill) if split > 1 and reduce == "cluster" else p.sms
@@ -359,7 +374,7 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
             rest = items - whole * units
             unit_steps = whole * steps + _ceil(rest * steps, units)
             held = whole + (1 if rest else 0)
-            compute = unit_steps * t_step + _first_tile_us(held, c.persist_tile_us, c) + held * t_store * 0.5
+            compute = unit_steps * t_step + _first_tile_us(held, c.persist_tile_us, c) + held * (t_store * 0.5 + t_swap)
             compute += c.latency_us + (c.stream_k_us if rest else 0.0)
         elif pingpong:
             grid = min(_ceil(tiles, 2), p.sms)
@@ -369,8 +384,8 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
         else:
             items = _ceil(tiles_n, cluster_n) * _ceil(tiles_m, cluster_m)
             per_block = _ceil(items, units)
-            compute = per_block * (steps * t_step + t_store * 0.5) + _first_tile_us(per_block, c.persist_tile_us, c) \
-                + c.latency_us
+            compute = per_block * (steps * t_step + t_store * 0.5 + t_swap) \
+                + _first_tile_us(per_block, c.persist_tile_us, c) + c.latency_us
 
     # All blocks together: every tile's k-steps load its A and B boxes (B, or A, once per multicast pair).
     t_l2 = tiles * k_tiles * tk * isz * (tm / cluster_n / (c.l2_bw_misaligned if rows_a else c.l2_bw)

@@ -217,7 +217,7 @@ class GemmTiling:
         if self.cluster_split:  # partials over the ring, one output box per consumer beside them
             staging = self.consumers * self.consumer_rows * self.out_width * dtype_itemsize(self.out_dtype)
             return max(self.pipeline_bytes, self.partials_bytes) + staging + 2 * self.stages * 8
-        if self.persistent:  # the ring keeps loading the next tile while the epilogue writes
+        if self.persistent and not self.swap_ab:  # the ring keeps loading the next tile while the epilogue writes
             return self.pipeline_bytes + self.epilogue_bytes + 2 * self.stages * 8
         return max(self.pipeline_bytes, self.epilogue_bytes) + 2 * self.stages * 8
 
@@ -278,7 +278,9 @@ class GemmTiling:
             staging = sd((self.consumers, self.consumer_rows, self.out_width), self.out_dtype, name="c_staging")
             both = (dsl.Union([ring, partials]), staging)
         else:
-            both = (ring, epilogue) if self.persistent else dsl.Union([ring, epilogue])
+            # swap_ab writes C from the registers: a persistent block's epilogue buffer goes unused,
+            # so it overlaps the ring instead of taking stages from it
+            both = (ring, epilogue) if self.persistent and not self.swap_ab else dsl.Union([ring, epilogue])
         return (both, dsl.Barriers(self.stages, name="full"), dsl.Barriers(self.stages, name="empty"))
 
 
