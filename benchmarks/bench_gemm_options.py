@@ -43,6 +43,7 @@ from gemm_sweep import Problem, bf16_problems, blocking_timer, cupy_view, fp8_pr
 from mgpu_lab.builder.dtypes import numpy_dtype
 from mgpu_lab.kernels.gemm import make_gemm
 from mgpu_lab.kernels.gemm.fp8 import make_fp8_gemm
+from mgpu_lab.kernels.gemm.model import OFFERS as OFFER_NAMES
 
 TOLERANCE = {"bf16": 1e-2, "fp8": 2e-2}
 FP8_SCALES = (0.05, 0.02)
@@ -220,8 +221,7 @@ def family(config: dict) -> tuple:
             (config.get("cluster_n") or 1) > 1)
 
 
-OFFERS = {"a_pairs": "OFFER_A_PAIRS", "wide_b_pairs": "OFFER_WIDE_B_PAIRS",  # --offer: model switches
-          "swap_persistent": "OFFER_SWAP_PERSISTENT"}
+OFFERS = {name: f"OFFER_{name.upper()}" for name in OFFER_NAMES}  # --offer: the model's switches
 
 
 @contextlib.contextmanager
@@ -348,7 +348,8 @@ def main() -> None:
             rows += measure(dtype, problem, candidates, args.rounds, figures, default)
             print(table(rows[-len(candidates) - 1:]), flush=True)
             torch.cuda.empty_cache()
-    notes = {"rounds": args.rounds, "only": args.only, "extra": args.extra, "offer": list(offer), "configs": args.configs,
+    notes = {"rounds": args.rounds, "only": args.only, "extra": args.extra, "offer": list(offer),
+             "configs": args.configs,
              "random": args.random,
              "seed": args.seed if args.random is not None else None, "shapes": args.shapes, "top": args.top,
              "wall_s": round(time.perf_counter() - start, 1)}

@@ -68,8 +68,10 @@ def run_identity() -> dict:
     changes times off the 128-byte line; fit_gemm_model.py reads it): what every record names."""
     from mgpu_lab.runtime.tma_descriptor import l2_promotion
 
-    return {"device": device_name(), "driver": driver_version(), "commit": commit(),
-            "tma_l2_promotion": l2_promotion()}
+    identity = {"device": device_name(), "driver": driver_version(), "commit": commit(),
+                "tma_l2_promotion": l2_promotion()}
+    offered = os.environ.get("MGPU_LAB_GEMM_OFFER")  # the GEMM model's switches on for a probe
+    return {**identity, "gemm_offer": offered} if offered else identity
 
 
 # --------------------------------------------------------------------------- clocks and power

@@ -444,6 +444,27 @@ def test_the_fit_counts_rows_off_the_line_only_at_the_promotion_they_ran_with(tm
     assert {(s.problem.k, s.promotion) for s in left} == {(4136, "L2_128B")} and len(left) == 2
 
 
+def test_the_switches_can_be_turned_on_for_a_probe_by_the_environment_and_name_a_bad_value():
+    # MGPU_LAB_GEMM_OFFER (read at import, so that a benchmark's spawned build workers pick as it
+    # does); records name it. A name not among the switches is refused naming the variable.
+    import os
+    import subprocess
+    import sys
+
+    code = ("from mgpu_lab.kernels.gemm import model; from common import run_identity; "
+            "print(model.OFFER_A_PAIRS, model.OFFER_WIDE_B_PAIRS, model.OFFER_SWAP_PERSISTENT, "
+            "run_identity().get('gemm_offer'))")
+    bench = str(Path(__file__).parent.parent / "benchmarks")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([bench, *sys.path]),
+           "MGPU_LAB_GEMM_OFFER": "a_pairs,swap_persistent"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "False", "True", "a_pairs,swap_persistent"], out.stderr
+    env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,b_pairs"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
+                                    "swap_persistent (comma-separated), got 'a_pairs,b_pairs'") in out.stderr
+
+
 def test_options_with_switches_on_time_the_switched_picks_beside_the_default():
     # bench_gemm_options --offer: the alternatives ranked with the model's new switches on (the
     # switched pick first), the default's configuration not among them (it runs as "default"),

@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,18 +55,34 @@ GROUP_WAVES = 4  # group_m 16 is tried where the tiles take this many waves or m
 MAX_ACCUMULATOR = 128 * 128  # kernel.MAX_ACCUMULATOR: f32 per consumer warpgroup
 MAX_SWAP_AB_ACCUMULATOR = 128 * 160
 SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2-4 column tiles of C.T)
+# Configurations the model estimates but offers only once measured on a GPU (below), switched on
+# for a probe by OFFER_ENV: "a_pairs,wide_b_pairs,swap_persistent" (read at import, so that the
+# build workers a benchmark spawns pick as it does; benchmarks/bench_gemm.py --random).
+OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
+OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent")
+
+
+def _offered(value: str) -> set[str]:
+    names = {name.strip() for name in value.split(",") if name.strip()}
+    if names - set(OFFERS):
+        raise ValueError(f"{OFFER_ENV} must name switches among {', '.join(OFFERS)} (comma-separated), "
+                         f"got {value!r}")
+    return names
+
+
+_OFFERED = _offered(os.environ.get(OFFER_ENV, ""))
 # Pairs sharing A by multicast (make_gemm's cluster_n=2) are estimated but not offered until their
-# GPU tests have passed and options runs have timed them (scripts/a_multicast_steps_n.txt).
-OFFER_A_PAIRS = False
+# GPU tests have passed and options runs have timed them (scripts/verify_steps_p.txt).
+OFFER_A_PAIRS = "a_pairs" in _OFFERED
 # Pairs sharing B (cluster_m=2) at tile_n 160, 192 and 224 (kernel.pairs_split_b: the B tile
 # split in 8-row halves of B (n, k), or two and one 64-column boxes of B (k, n)): a narrow n
 # (536, 848) in three or four such tiles wastes less than in 128- or 256-wide ones. Offered once
 # timed (scripts/verify_steps_p.txt); 128 and 256 always.
-OFFER_WIDE_B_PAIRS = False
+OFFER_WIDE_B_PAIRS = "wide_b_pairs" in _OFFERED
 # Persistent swapped tiles (swap_ab with persistent=True or "stream_k"): C.T's tile_n runs over m
 # in even shares (m = 530: three 184-wide tiles, 96% used, where 128-row tiles use 83%), so rows
 # up to SWAP_PERSISTENT_MAX_M get them, as cuBLAS tiles its N side. Offered once timed.
-OFFER_SWAP_PERSISTENT = False
+OFFER_SWAP_PERSISTENT = "swap_persistent" in _OFFERED
 SWAP_PERSISTENT_MAX_M = 2048
 # Clusters of 2, 3, ... one-SM blocks an H200 keeps resident at once (cuOccupancyMaxActiveClusters,
 # benchmarks/probe_cluster_occupancy.py): a cluster never straddles a GPC, so 32 clusters of 4
