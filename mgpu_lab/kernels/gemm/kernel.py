@@ -61,14 +61,17 @@ from mgpu_lab.user_errors import user_facing
 
 from .configs import auto_settings, config_with_settings, config_with_side, gemm_config, heuristic_config
 from .padding import aligned_shape, padded_gemm
-from .split_k import MAX_CLUSTER_SPLIT, even_split_k, reduce_in_cluster, split_k_gemm
+from .split_k import MAX_CLUSTER_SPLIT, even_split_k, reduce_in_cluster, split_k_gemm, split_k_name
 from .stream_k import StreamKPlan, check_stream_k, consume, produce, signal_partials, stream_k_gemm, stream_k_inputs
 from .pieces import (
+    SMEM_LIMIT,
     Epilogue,
     EpilogueTile,
     TURN_BARRIER,
+    WARPGROUP,
     GemmTiling,
     consumer_registers,
+    deepest_ring,
     drain_stores,
     load_operands,
     load_tile,
@@ -82,8 +85,6 @@ from .pieces import (
 
 TILE_MS = (64, 128, 256)
 TILE_NS = (32, 64, 128, 192, 256)
-SMEM_LIMIT = 227 * 1024
-MAX_STAGES = 8
 SWAP_AB_EPILOGUE = ("gemm: swap_ab=True writes C transposed straight from the registers and applies no epilogue; "
                     "use swap_ab=False with an epilogue")
 MAX_ACCUMULATOR = 128 * 128  # f32 accumulator elements per consumer warpgroup (128 registers a thread)
@@ -102,12 +103,7 @@ def gemm_smem_bytes(tile_n: int, stages: int, out_dtype: str = "bfloat16", tile_
 
 def default_stages(tile_n: int, tile_m: int = 128, dtype: str = "bfloat16", persistent: bool | str = False) -> int:
     """The deepest ring (at most 8 slots) that fits in a block's shared memory."""
-    return _deepest_ring(GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, dtype=dtype, persistent=persistent))
-
-
-def _deepest_ring(t: GemmTiling) -> int:
-    fits = [s for s in range(2, MAX_STAGES + 1) if dataclasses.replace(t, stages=s).smem_bytes <= SMEM_LIMIT]
-    return max(fits) if fits else 2
+    return deepest_ring(GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, dtype=dtype, persistent=persistent))
 
 
 def valid_tile_n(tile_n: Any, transpose_b: bool, swap_ab: bool = False) -> bool:
@@ -256,9 +252,17 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
                              f"{MAX_CLUSTER_SPLIT} slices) or split_k=1")
         t = resolve(split_k=1)  # the configuration's workspace split: none
     if t.split_k > 1 and not t.cluster_split:
-        return split_k_gemm(t, options, stages_given=stages is not None)
+        return workspace_split_k_gemm(t, options, stages_given=stages is not None)
     return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=epilogue,
                              epilogue_inputs=epilogue_inputs)
+
+
+def workspace_split_k_gemm(t: GemmTiling, options: dict[str, Any], *, stages_given: bool = True) -> mgpu_lab.Kernel:
+    """The program of a split whose K slices are summed through a workspace: the GEMM of `t`
+    writing f32 partial sums, then split_k.py's reduce."""
+    partial = build_gemm_kernel(dataclasses.replace(t, out_dtype="float32"), dict(options),
+                                stages_given=stages_given, name=split_k_name(t))
+    return split_k_gemm(partial, t, options)
 
 
 def build_gemm_kernel(t: GemmTiling, options: dict[str, Any], *, stages_given: bool,
@@ -359,7 +363,7 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
         split_k_reduce = "cluster" if isinstance(split_k, int) and split_k <= MAX_CLUSTER_SPLIT else "workspace"
     t = dataclasses.replace(t, split_k_reduce=split_k_reduce, cluster_m=cluster_m)
     if tile_m in TILE_MS and valid_tile_n(tile_n, transpose_b, swap_ab) and stages is None:
-        t = dataclasses.replace(t, stages=_deepest_ring(t if t.dtype in input_dtypes else
+        t = dataclasses.replace(t, stages=deepest_ring(t if t.dtype in input_dtypes else
                                                         dataclasses.replace(t, dtype="bfloat16")))
     check_tiling(t, input_dtypes)
     return dataclasses.replace(t, split_k=even_split_k(t.k_tiles, t.split_k))  # no empty K slice
@@ -574,9 +578,6 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     return dict(body=gemm, grid=grid, cluster=cluster, block=t.threads, in_shapes=(a_sd, b_sd, *extras, *stream_k),
                 out_shapes=c_sd, smem=t.smem(), name=name or f"gemm_{layout}_{shape}",
                 profile_capacity=profile_events(t))
-
-
-WARPGROUP = 128
 
 
 WARPGROUP_WARPS = 4

@@ -253,14 +253,11 @@ def ring_stages(tile_m: int, tile_n: int, dtype: str, persistent: bool | str, cl
                 out_dtype: str = "bfloat16") -> int:
     """The deepest ring (resolve_tiling's default) of these tiles: smem of the ring, the
     epilogue's buffer and, for a cluster split, the parked partial tile."""
-    from .kernel import SMEM_LIMIT, MAX_STAGES
-    from .pieces import GemmTiling
+    from .pieces import GemmTiling, deepest_ring  # the kernel's own rule (pieces loads MLIR: not at import)
 
-    t = GemmTiling(4096, 4096, 1 << 20, tile_m=tile_m, tile_n=tile_n, stages=2, dtype=dtype, out_dtype=out_dtype,
-                   persistent=persistent, split_k=2 if cluster_split else 1,
-                   split_k_reduce="cluster" if cluster_split else "workspace")
-    fits = [s for s in range(2, MAX_STAGES + 1) if dataclasses.replace(t, stages=s).smem_bytes <= SMEM_LIMIT]
-    return max(fits) if fits else 2
+    return deepest_ring(GemmTiling(4096, 4096, 1 << 20, tile_m=tile_m, tile_n=tile_n, stages=2, dtype=dtype,
+                                   out_dtype=out_dtype, persistent=persistent, split_k=2 if cluster_split else 1,
+                                   split_k_reduce="cluster" if cluster_split else "workspace"))
 
 
 def clusters_resident(size: int, p: Problem, fill: float = CONSTANTS.cluster_fill) -> int:
