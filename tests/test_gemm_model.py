@@ -110,7 +110,7 @@ def test_one_given_tile_side_gets_a_partner_it_builds_with(transpose_b):
     """make_gemm(..., tile_n=256) on a shape whose tuned or modelled pick is 256 x 128 used to pair
     the given 256 with tile_m=256 and fail; now each side a user may give resolves to a checked
     tiling with that side, on the notebook's shape and on drawn ones."""
-    from mgpu_lab.kernels.gemm.kernel import TILE_MS
+    from mgpu_lab.kernels.gemm.tiling import TILE_MS
     from mgpu_lab.kernels.gemm.model import _tile_ns
 
     rng = random.Random(3)
