@@ -36,7 +36,8 @@ from gemm_sweep import Problem, bf16_problems, blocking_timer, cupy_view, fp8_pr
 
 from mgpu_lab.tuning import compile_candidates
 from mgpu_lab.builder.dtypes import numpy_dtype
-from mgpu_lab.kernels.gemm.kernel import MAX_SWAP_AB_ACCUMULATOR, make_gemm
+from mgpu_lab.kernels.gemm.kernel import make_gemm
+from mgpu_lab.kernels.gemm.tiling import MAX_SWAP_AB_ACCUMULATOR
 from mgpu_lab.kernels.gemm.configs import CONFIG_FILE, SMS, device_name, shape_key
 from mgpu_lab.kernels.gemm.fp8 import make_fp8_gemm
 from mgpu_lab.kernels.gemm.split_k import MAX_CLUSTER_SPLIT, SPLIT_K_MIN_STEPS, even_split_k

@@ -110,7 +110,7 @@ def test_one_given_tile_side_gets_a_partner_it_builds_with(transpose_b):
     """make_gemm(..., tile_n=256) on a shape whose tuned or modelled pick is 256 x 128 used to pair
     the given 256 with tile_m=256 and fail; now each side a user may give resolves to a checked
     tiling with that side, on the notebook's shape and on drawn ones."""
-    from mgpu_lab.kernels.gemm.kernel import TILE_MS
+    from mgpu_lab.kernels.gemm.tiling import TILE_MS
     from mgpu_lab.kernels.gemm.model import _tile_ns
 
     rng = random.Random(3)
@@ -253,8 +253,8 @@ def test_pairs_sharing_b_are_offered_persistent_and_stream_k_whatever_else_is_sw
 @pytest.mark.parametrize("transpose_b", [False, True])
 def test_wide_pairs_sharing_b_are_offered_only_when_switched_on_and_all_build(monkeypatch, transpose_b):
     """Pairs at tile_n 160, 192, 224 (B (n, k)) or 192 (B (k, n)): off until timed on a GPU; on,
-    every width offered is one the kernel splits (kernel.pairs_split_b) and every pair builds."""
-    from mgpu_lab.kernels.gemm.kernel import pairs_split_b
+    every width offered is one the kernel splits (tiling.pairs_split_b) and every pair builds."""
+    from mgpu_lab.kernels.gemm.tiling import pairs_split_b
 
     narrow = model.Problem(8192, 536, 8192, transpose_b=transpose_b)  # 3 tiles of 192: 7% waste, not 30%
     assert {c["tile_n"] for c in model.candidates(narrow) if c.get("cluster_m")} <= {128, 256}
@@ -308,7 +308,7 @@ def test_tune_auto_lays_what_the_user_gave_over_the_tuned_pick(monkeypatch):
     tuned = {"tile_m": 128, "tile_n": 256, "persistent": True, "group_m": 16, "source": "auto-tuned"}
     monkeypatch.setattr(configs, "auto_tuned_config", lambda *args, **kwargs: dict(tuned))
     k = make_gemm(4096, 4096, 4096, transpose_b=True, tune="auto", cluster_n=2)
-    settings = configs.auto_settings("auto", 4096, 4096, 4096, transpose_b=True, dtype="bfloat16",
+    settings = configs.auto_settings("auto", 4096, 4096, 4096, make=make_gemm, transpose_b=True, dtype="bfloat16",
                                      out_dtype="bfloat16", epilogue=False,
                                      given={"cluster_n": 2, "split_k": None, "cluster_m": None})
     assert dict(zip(configs.CONFIG_KEYS, settings)) == {

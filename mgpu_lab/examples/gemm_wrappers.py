@@ -8,9 +8,9 @@ from mgpu_lab.deprecation import removed_wrapper
 
 
 def _split_k(t: Any, options: dict, *, stages_given: bool = True) -> Any:
-    from mgpu_lab.kernels.gemm.split_k import split_k_gemm
+    from mgpu_lab.kernels.gemm.kernel import workspace_split_k_gemm
 
-    return split_k_gemm(t, options, stages_given=stages_given)
+    return workspace_split_k_gemm(t, options, stages_given=stages_given)
 
 
 def _stream_k(kernel: Any, tiling: Any) -> Any:

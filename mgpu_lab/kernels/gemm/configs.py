@@ -5,7 +5,7 @@ per device name and shape (benchmarks/tune_gemm_configs.py writes it): an exact-
 Shapes it lacks, devices it does not know, and every shape when the table is switched off
 (`gemm_config(..., table=False)`, or MGPU_LAB_GEMM_TABLE=0 in the environment: what
 `bench_gemm.py --random` measures) get `model_config`: the fastest configuration by the
-analytical model (model.py), validated with resolve_tiling (the next one where a pick fails
+analytical model (model.py), validated with tiling.py's rules (the next one where a pick fails
 the checks, `heuristic_config` last). `heuristic_config` is the older rule: the largest tile
 that still gives most SMs a block (decode shapes with M <= 64 take 64-row tiles and narrower N
 tiles), split_k where the tiles fill fewer than half the SMs over a long K; make_gemm falls back
@@ -152,9 +152,9 @@ def _valid(m: int, n: int, k: int, config: dict[str, Any], *, transpose_b: bool,
            epilogue: bool) -> bool:
     """Whether make_gemm (or make_fp8_gemm) accepts the configuration: resolve_tiling's checks,
     on the padded sizes of the padded path. Cheap: nothing is compiled."""
-    from .kernel import _INPUT_DTYPES, resolve_tiling
     from .padding import aligned_shape
     from .pieces import round_up
+    from .tiling import _INPUT_DTYPES, settle_tiling
 
     if dtype not in model.ITEMSIZE:
         return False
@@ -164,10 +164,12 @@ def _valid(m: int, n: int, k: int, config: dict[str, Any], *, transpose_b: bool,
         n = round_up(n, 16 // (osz if transpose_b else min(isz, osz)))
     settings = {key: config[key] for key in CONFIG_KEYS if key in config}
     settings.setdefault("split_k", 1)
+    if "tile_m" not in settings or "tile_n" not in settings or epilogue and settings.get("swap_ab"):
+        return False  # (an epilogue needs C's own tiles)
     inputs = _INPUT_DTYPES if dtype in _INPUT_DTYPES else (dtype,)
     try:
-        resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, unswapped=epilogue,
-                       input_dtypes=inputs, **settings)
+        settle_tiling(m, n, k, {}, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, input_dtypes=inputs,
+                      **settings)
     except (ValueError, TypeError):
         return False
     return True
@@ -307,19 +309,18 @@ def _tune_reference(transpose_b: bool, a: Any, b: Any) -> Any:
     return a32 @ (b32.T if transpose_b else b32)
 
 
-def _tune_candidate(m: int, n: int, k: int, transpose_b: bool, dtype: str, out_dtype: str,
-                    configs: tuple[tuple[tuple[str, Any], ...], ...], choice: int) -> Any:
-    """make_gemm of the model's candidate `choice` (picklable for the tuner's build pool)."""
-    from .kernel import make_gemm
-
-    return make_gemm(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, **dict(configs[choice]))
+def _tune_candidate(make: Callable[..., Any], m: int, n: int, k: int, transpose_b: bool, dtype: str,
+                    out_dtype: str, configs: tuple[tuple[tuple[str, Any], ...], ...], choice: int) -> Any:
+    """make_gemm (`make`) of the model's candidate `choice` (picklable for the tuner's build pool)."""
+    return make(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, **dict(configs[choice]))
 
 
-def auto_tuned_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
-                      out_dtype: str = "bfloat16", epilogue: bool = False) -> dict[str, Any]:
-    """The fastest of the model's TUNE_CANDIDATES top configurations, timed once on the current
-    GPU (mgpu_lab.tune: each candidate in a worker process per GPU, checked against an f32
-    product) and cached per device model, shape and toolchain; later calls read the cache.
+def auto_tuned_config(m: int, n: int, k: int, *, make: Callable[..., Any], transpose_b: bool = False,
+                      dtype: str = "bfloat16", out_dtype: str = "bfloat16", epilogue: bool = False) -> dict[str, Any]:
+    """The fastest of the model's TUNE_CANDIDATES top configurations, built by `make` (make_gemm,
+    a module-level function: the tuner's build workers unpickle it) and timed once on the
+    current GPU (mgpu_lab.tune: each candidate in a worker process per GPU, checked against an
+    f32 product), cached per device model, shape and toolchain; later calls read the cache.
     RuntimeError without a GPU (tuning needs one)."""
     from mgpu_lab.runtime.device import has_gpu
 
@@ -334,24 +335,25 @@ def auto_tuned_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtyp
     configs = tuple(tuple((key, c[key]) for key in CONFIG_KEYS if key in c) for c in ranked)
     if len(configs) == 1:
         return dict(ranked[0])
-    make = functools.partial(_tune_candidate, m, n, k, transpose_b, dtype, out_dtype, configs)
+    build = functools.partial(_tune_candidate, make, m, n, k, transpose_b, dtype, out_dtype, configs)
     inputs = functools.partial(_tune_inputs, m, n, k, transpose_b, dtype)
-    result = tune(make, {"choice": list(range(len(configs)))}, inputs,
+    result = tune(build, {"choice": list(range(len(configs)))}, inputs,
                   functools.partial(_tune_reference, transpose_b), progress=False)
     if result.best is None:
         return dict(ranked[0])
     return {**dict(configs[result.best.config["choice"]]), "source": "auto-tuned"}
 
 
-def auto_settings(tune: Any, m: int, n: int, k: int, *, transpose_b: bool, dtype: str, out_dtype: str,
-                  epilogue: bool, given: dict[str, Any]) -> tuple[Any, ...]:
+def auto_settings(tune: Any, m: int, n: int, k: int, *, make: Callable[..., Any], transpose_b: bool, dtype: str,
+                  out_dtype: str, epilogue: bool, given: dict[str, Any]) -> tuple[Any, ...]:
     """make_gemm's (tile_m, tile_n, stages, group_m, persistent, split_k, split_k_reduce,
-    cluster_m, swap_ab, cluster_n) for tune='auto': the auto-tuned configuration, what the
-    caller gave (`given`, None where not) on top."""
+    cluster_m, swap_ab, cluster_n) for tune='auto': the configuration auto-tuned with `make`
+    (make_gemm itself), what the caller gave (`given`, None where not) on top."""
     from mgpu_lab.arguments import choice
 
     choice("tune", tune, ("auto",), expected="'auto' or None", where="gemm")
-    picked = auto_tuned_config(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue)
+    picked = auto_tuned_config(m, n, k, make=make, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+                               epilogue=epilogue)
     merged = {**{key: picked.get(key) for key in CONFIG_KEYS}, **{key: v for key, v in given.items() if v is not None}}
     if merged["split_k"] is None:
         merged["split_k"] = 1

@@ -19,7 +19,8 @@ from mgpu_lab import dsl
 from mgpu_lab.arguments import choice
 from mgpu_lab.user_errors import user_facing
 
-from .kernel import build_gemm_kernel, check_problem, resolve_tiling
+from .kernel import build_gemm_kernel, resolve_tiling
+from .tiling import check_problem
 from .padding import aligned_shape, padded_gemm
 from .pieces import Epilogue, EpilogueTile
 

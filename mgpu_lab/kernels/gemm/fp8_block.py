@@ -26,10 +26,11 @@ from mgpu_lab.arguments import choice, count
 from mgpu_lab.dsl import ir, memref, vector
 from mgpu_lab.user_errors import user_facing
 
-from .kernel import build_gemm_kernel, check_problem, resolve_tiling
+from .kernel import build_gemm_kernel, resolve_tiling
 from .padding import aligned_shape, padded_gemm
 from .pieces import WGMMA_ROWS, SWIZZLE, Epilogue, EpilogueTile, GemmTiling
 from .split_k import MAX_CLUSTER_SPLIT, choose_split_k, even_split_k
+from .tiling import check_problem
 
 FP8 = "float8_e4m3fn"
 BLOCK = 128  # k and n extent of one scale block

@@ -53,7 +53,7 @@ import numpy as np
 
 import mgpu_lab
 from mgpu_lab import dsl
-from mgpu_lab.arguments import alternatives, choice, count, flag, size
+from mgpu_lab.arguments import choice
 from mgpu_lab.builder.profiling import check_buffer_mode
 from mgpu_lab.profiler.format import words_per_block
 from mgpu_lab.runtime.kernel import Kernel
@@ -61,14 +61,18 @@ from mgpu_lab.user_errors import user_facing
 
 from .configs import auto_settings, config_with_settings, config_with_side, gemm_config, heuristic_config
 from .padding import aligned_shape, padded_gemm
-from .split_k import MAX_CLUSTER_SPLIT, even_split_k, reduce_in_cluster, split_k_gemm
-from .stream_k import StreamKPlan, check_stream_k, consume, produce, signal_partials, stream_k_gemm, stream_k_inputs
+from .split_k import MAX_CLUSTER_SPLIT, reduce_in_cluster, split_k_gemm, split_k_name
+from .stream_k import StreamKPlan, consume, produce, signal_partials, stream_k_gemm, stream_k_inputs
+from .tiling import _INPUT_DTYPES, SWAP_AB_EPILOGUE, check_problem, settle_tiling
 from .pieces import (
+    SMEM_LIMIT,
     Epilogue,
     EpilogueTile,
     TURN_BARRIER,
+    WARPGROUP,
     GemmTiling,
     consumer_registers,
+    deepest_ring,
     drain_stores,
     load_operands,
     load_tile,
@@ -80,21 +84,6 @@ from .pieces import (
     tile_origin,
 )
 
-TILE_MS = (64, 128, 256)
-TILE_NS = (32, 64, 128, 192, 256)
-SMEM_LIMIT = 227 * 1024
-MAX_STAGES = 8
-SWAP_AB_EPILOGUE = ("gemm: swap_ab=True writes C transposed straight from the registers and applies no epilogue; "
-                    "use swap_ab=False with an epilogue")
-MAX_ACCUMULATOR = 128 * 128  # f32 accumulator elements per consumer warpgroup (128 registers a thread)
-# swap_ab tiles take no epilogue but the FP8 scales: 160 registers of accumulator leave no spills
-# there (a fused bias + GELU + residual epilogue spills above 128), and m = 129..160 fits one tile
-MAX_SWAP_AB_ACCUMULATOR = 128 * 160
-_INPUT_DTYPES = ("bfloat16", "float16")
-_OUTPUT_DTYPES = ("bfloat16", "float16", "float32")
-_PERSISTENT = (False, True, "pingpong", "stream_k")
-
-
 def gemm_smem_bytes(tile_n: int, stages: int, out_dtype: str = "bfloat16", tile_m: int = 128) -> int:
     """Shared memory of one block: the pipeline ring (or the epilogue tile, if larger) + barriers."""
     return GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, stages=stages, out_dtype=out_dtype).smem_bytes
@@ -102,108 +91,7 @@ def gemm_smem_bytes(tile_n: int, stages: int, out_dtype: str = "bfloat16", tile_
 
 def default_stages(tile_n: int, tile_m: int = 128, dtype: str = "bfloat16", persistent: bool | str = False) -> int:
     """The deepest ring (at most 8 slots) that fits in a block's shared memory."""
-    return _deepest_ring(GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, dtype=dtype, persistent=persistent))
-
-
-def _deepest_ring(t: GemmTiling) -> int:
-    fits = [s for s in range(2, MAX_STAGES + 1) if dataclasses.replace(t, stages=s).smem_bytes <= SMEM_LIMIT]
-    return max(fits) if fits else 2
-
-
-def valid_tile_n(tile_n: Any, transpose_b: bool, swap_ab: bool = False) -> bool:
-    """B (k, n) is loaded in 64-column boxes: TILE_NS; B (n, k) tiles are tile_n rows of k: any
-    multiple of 16 up to 256 (the narrowest store box is 16 columns), or of 8 with swap_ab
-    (C is written from the registers: no store box; 8 is a wgmma's narrowest N)."""
-    if isinstance(tile_n, bool) or not isinstance(tile_n, int):
-        return False
-    if not transpose_b and swap_ab is not True:  # swapped, tile_n is over A (m, k)'s rows: K-major
-        return tile_n in TILE_NS
-    step = 8 if swap_ab is True else 16
-    return step <= tile_n <= 256 and tile_n % step == 0
-
-
-def pairs_split_b(tile_n: int, b_k_major: bool) -> bool:
-    """A multicast pair (cluster_m=2) can share a B tile this wide: each block loads half of its
-    rows of B (n, k) (8-row multiples, where the 128-byte swizzle repeats), or of its 64-column
-    boxes of B (k, n) (two each, or two and one)."""
-    if b_k_major:
-        return 32 <= tile_n <= 256 and tile_n % 16 == 0
-    return tile_n in (128, 192, 256)
-
-
-def check_problem(m: Any, n: Any, k: Any, transpose_b: Any = False, *, where: str = "gemm") -> tuple[int, int, int]:
-    """The sizes as ints, checked before anything computes with them (k=True would otherwise
-    pad to a k=8 GEMM), and transpose_b a bool."""
-    flag("transpose_b", transpose_b, where=where)
-    return size("m", m, where=where), size("n", n, where=where), size("k", k, where=where)
-
-
-def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> None:
-    """ValueError naming the argument for anything the kernel cannot do."""
-    check_problem(t.m, t.n, t.k, t.transpose_b)
-    choice("tile_m", t.tile_m, TILE_MS, where="gemm")
-    if not valid_tile_n(t.tile_n, t.transpose_b, t.swap_ab):
-        if t.b_k_major:
-            step = 8 if t.swap_ab is True else 16
-            raise ValueError(f"gemm: tile_n must be a multiple of {step} from {step} to 256 ("
-                             f"{'swap_ab' if step == 8 else 'B (n, k)'}), got {t.tile_n!r}")
-        raise ValueError(f"gemm: tile_n must be one of {TILE_NS} (B (k, n) loads 64-column boxes; B (n, k) takes "
-                         f"any multiple of 16), got {t.tile_n!r}")
-
-    choice("dtype", t.dtype, input_dtypes, expected=f"one of {', '.join(map(repr, input_dtypes))}", where="gemm")
-    choice("out_dtype", t.out_dtype, _OUTPUT_DTYPES, expected=alternatives(_OUTPUT_DTYPES), where="gemm")
-    count("stages", t.stages, minimum=2, where="gemm")
-    choice("persistent", t.persistent, _PERSISTENT, expected=alternatives(_PERSISTENT), where="gemm")
-    if t.pingpong and t.tile_m not in (64, 128):
-        raise ValueError(f"gemm: persistent='pingpong' gives each consumer whole tiles: tile_m must be 64 or 128, "
-                         f"got {t.tile_m}")
-    limit = MAX_SWAP_AB_ACCUMULATOR if t.swap_ab is True else MAX_ACCUMULATOR
-    if t.consumer_rows * t.tile_n > limit:
-        how = "persistent='pingpong' with " if t.pingpong else "swap_ab=True with " if t.swap_ab is True else ""
-        raise ValueError(f"gemm: {how}tile_m={t.tile_m} keeps a {t.consumer_rows} x tile_n f32 accumulator per "
-                         f"consumer; tile_n must be at most {limit // t.consumer_rows} to fit in "
-                         f"registers, got {t.tile_n}")
-    count("split_k", t.split_k, minimum=1, maximum=t.k_tiles, expected=f"an int from 1 to the {t.k_tiles} k-steps "
-          f"of k={t.k}", where="gemm")
-    if t.split_k > 1 and t.persistent:
-        raise ValueError(f"gemm: split_k={t.split_k} runs one tile slice per block; it cannot be combined with "
-                         f"persistent={t.persistent!r}")
-    choice("cluster_m", t.cluster_m, (1, 2), expected="1 or 2", where="gemm")
-    if t.cluster_m == 2 and (t.persistent not in (True, "stream_k") or t.split_k > 1):
-        raise ValueError(f"gemm: cluster_m=2 (two blocks sharing B tiles by multicast) needs persistent=True (or "
-                         f"'stream_k') and split_k=1, got persistent={t.persistent!r}, split_k={t.split_k}")
-    if t.cluster_m == 2 and not pairs_split_b(t.tile_n, t.b_k_major):
-        raise ValueError(f"gemm: cluster_m=2 splits the B tile between the two blocks (in 8-row halves of B (n, k), "
-                         f"or 64-column boxes of B (k, n)): tile_n must be "
-                         f"{'a multiple of 16 from 32' if t.b_k_major else '128, 192 or 256'}, got {t.tile_n}")
-    choice("cluster_n", t.cluster_n, (1, 2), expected="1 or 2", where="gemm")
-    if t.cluster_n == 2 and (t.persistent not in (True, "stream_k") or t.cluster_m > 1 or t.a_mn_major):
-        raise ValueError(f"gemm: cluster_n=2 (two blocks sharing A tiles by multicast) needs persistent=True (or "
-                         f"'stream_k'), cluster_m=1 and A as (m, k), got persistent={t.persistent!r}, "
-                         f"cluster_m={t.cluster_m}{', swap_ab=True with B (k, n)' if t.a_mn_major else ''}")
-    choice("split_k_reduce", t.split_k_reduce, ("cluster", "workspace"), expected="'cluster' or 'workspace'",
-           where="gemm")
-    if t.cluster_split and t.split_k > MAX_CLUSTER_SPLIT:
-        raise ValueError(f"gemm: split_k_reduce='cluster' sums the K slices in one cluster of at most "
-                         f"{MAX_CLUSTER_SPLIT} blocks, got split_k={t.split_k}; use split_k_reduce='workspace'")
-    if t.split_k > 1 and t.dtype not in _INPUT_DTYPES and not t.cluster_split:
-        raise ValueError(f"gemm: split_k with dtype {t.dtype!r} needs split_k_reduce='cluster' (its scales apply "
-                         f"to the sums), got {t.split_k_reduce!r}")
-    flag("swap_ab", t.swap_ab, where="gemm")
-    if t.swap_ab and (t.pingpong or t.cluster_size > 1 or t.split_k > 1 and not t.cluster_split):
-        raise ValueError(f"gemm: swap_ab=True (C.T = B @ A.T, written transposed from registers) runs one tile per "
-                         f"block or persistent blocks (True or 'stream_k'), without multicast pairs, and the "
-                         f"cluster split-K reduce; got persistent={t.persistent!r}, cluster_m={t.cluster_m!r}, "
-                         f"cluster_n={t.cluster_n!r}, split_k_reduce={t.split_k_reduce!r} (split_k={t.split_k})")
-    if t.a_mn_major and t.itemsize != 2:
-        raise ValueError(f"gemm: swap_ab=True with B (k, n) reads B as an MN-major wgmma operand, which needs 16-bit "
-                         f"inputs, got dtype {t.dtype!r}; pass B as (n, k) (transpose_b=True)")
-    count("group_m", t.group_m, minimum=1, where="gemm")
-    if t.stream_k:
-        check_stream_k(t)
-    if t.smem_bytes > SMEM_LIMIT:
-        raise ValueError(f"gemm: {t.stages} stages of a {t.tile_m}x{t.tile_n}x{t.tile_k} tile need {t.smem_bytes} "
-                         f"bytes of smem, more than the {SMEM_LIMIT} a Hopper block can have; use fewer stages")
+    return deepest_ring(GemmTiling(1, 1, 1, tile_m=tile_m, tile_n=tile_n, dtype=dtype, persistent=persistent))
 
 
 @user_facing  # an argument error shows the caller's line, not the library's frames
@@ -259,8 +147,8 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
                         split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab, cluster_n=cluster_n)
         (tile_m, tile_n, stages, group_m, persistent, split_k, split_k_reduce, cluster_m, swap_ab,
          cluster_n) = auto_settings(
-            tune, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue is not None,
-            given=settings)
+            tune, m, n, k, make=make_gemm, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+            epilogue=epilogue is not None, given=settings)
     elif tune is not None:
         choice("tune", tune, ("auto", None), expected="'auto' or None", where="gemm")
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
@@ -281,9 +169,17 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
                              f"{MAX_CLUSTER_SPLIT} slices) or split_k=1")
         t = resolve(split_k=1)  # the configuration's workspace split: none
     if t.split_k > 1 and not t.cluster_split:
-        return split_k_gemm(t, options, stages_given=stages is not None)
+        return workspace_split_k_gemm(t, options, stages_given=stages is not None)
     return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=epilogue,
                              epilogue_inputs=epilogue_inputs)
+
+
+def workspace_split_k_gemm(t: GemmTiling, options: dict[str, Any], *, stages_given: bool = True) -> mgpu_lab.Kernel:
+    """The program of a split whose K slices are summed through a workspace: the GEMM of `t`
+    writing f32 partial sums, then split_k.py's reduce."""
+    partial = build_gemm_kernel(dataclasses.replace(t, out_dtype="float32"), dict(options),
+                                stages_given=stages_given, name=split_k_name(t))
+    return split_k_gemm(partial, t, options)
 
 
 def build_gemm_kernel(t: GemmTiling, options: dict[str, Any], *, stages_given: bool,
@@ -364,31 +260,10 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
                                                ("swap_ab", swap_ab), ("cluster_n", cluster_n)) if value is not None}
         picked = config_with_settings(m, n, k, picked, given, transpose_b=transpose_b, dtype=dtype,
                                       out_dtype=out_dtype, epilogue=unswapped)
-    if swap_ab is None:
-        swap_ab = picked.get("swap_ab", False)
-    tile_m = picked["tile_m"] if tile_m is None else tile_m
-    tile_n = picked["tile_n"] if tile_n is None else tile_n
-    stages = picked.get("stages") if stages is None else stages
-    group_m = picked.get("group_m", 8) if group_m is None else group_m
-    persistent = picked.get("persistent", False) if persistent is None else persistent
-    cluster_m = picked.get("cluster_m", 1) if cluster_m is None else cluster_m
-    cluster_n = picked.get("cluster_n", 1) if cluster_n is None else cluster_n
-    if split_k is None:  # the configuration's split, summed its way
-        split_k = picked.get("split_k", 1)
-        split_k_reduce = picked.get("split_k_reduce") if split_k_reduce is None else split_k_reduce
-    if swap_ab is True:
-        m, n = n, m
-    t = GemmTiling(m, n, k, tile_m=tile_m, tile_n=tile_n, stages=stages if stages is not None else 2,
-                   group_m=group_m, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
-                   persistent=persistent, split_k=split_k, swap_ab=swap_ab)
-    if split_k_reduce is None:
-        split_k_reduce = "cluster" if isinstance(split_k, int) and split_k <= MAX_CLUSTER_SPLIT else "workspace"
-    t = dataclasses.replace(t, split_k_reduce=split_k_reduce, cluster_m=cluster_m, cluster_n=cluster_n)
-    if tile_m in TILE_MS and valid_tile_n(tile_n, transpose_b, swap_ab) and stages is None:
-        t = dataclasses.replace(t, stages=_deepest_ring(t if t.dtype in input_dtypes else
-                                                        dataclasses.replace(t, dtype="bfloat16")))
-    check_tiling(t, input_dtypes)
-    return dataclasses.replace(t, split_k=even_split_k(t.k_tiles, t.split_k))  # no empty K slice
+    return settle_tiling(m, n, k, picked, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
+                         tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, split_k=split_k,
+                         split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab, cluster_n=cluster_n,
+                         input_dtypes=input_dtypes)
 
 
 @user_facing
@@ -601,9 +476,6 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     return dict(body=gemm, grid=grid, cluster=cluster, block=t.threads, in_shapes=(a_sd, b_sd, *extras, *stream_k),
                 out_shapes=c_sd, smem=t.smem(), name=name or f"gemm_{layout}_{shape}",
                 profile_capacity=profile_events(t))
-
-
-WARPGROUP = 128
 
 
 WARPGROUP_WARPS = 4

@@ -74,7 +74,7 @@ _OFFERED = _offered(os.environ.get(OFFER_ENV, ""))
 # Pairs sharing A by multicast (make_gemm's cluster_n=2) are estimated but not offered until their
 # GPU tests have passed and options runs have timed them (scripts/verify_steps_p.txt).
 OFFER_A_PAIRS = "a_pairs" in _OFFERED
-# Pairs sharing B (cluster_m=2) at tile_n 160, 192 and 224 (kernel.pairs_split_b: the B tile
+# Pairs sharing B (cluster_m=2) at tile_n 160, 192 and 224 (tiling.pairs_split_b: the B tile
 # split in 8-row halves of B (n, k), or two and one 64-column boxes of B (k, n)): a narrow n
 # (536, 848) in three or four such tiles wastes less than in 128- or 256-wide ones. Offered once
 # timed (scripts/verify_steps_p.txt); 128 and 256 always.
@@ -188,7 +188,7 @@ def _tile_ns(transpose_b: bool) -> tuple[int, ...]:
 
 
 def _b_pair_widths(transpose_b: bool) -> tuple[int, ...]:
-    """tile_n values offered with cluster_m=2 (among _tile_ns: kernel.pairs_split_b takes them)."""
+    """tile_n values offered with cluster_m=2 (among _tile_ns: tiling.pairs_split_b takes them)."""
     if not OFFER_WIDE_B_PAIRS:
         return (128, 256)
     return (128, 160, 192, 224, 256) if transpose_b else (128, 192, 256)
@@ -304,14 +304,11 @@ def ring_stages(tile_m: int, tile_n: int, dtype: str, persistent: bool | str, cl
                 out_dtype: str = "bfloat16") -> int:
     """The deepest ring (resolve_tiling's default) of these tiles: smem of the ring, the
     epilogue's buffer and, for a cluster split, the parked partial tile."""
-    from .kernel import SMEM_LIMIT, MAX_STAGES
-    from .pieces import GemmTiling
+    from .pieces import GemmTiling, deepest_ring  # the kernel's own rule (pieces loads MLIR: not at import)
 
-    t = GemmTiling(4096, 4096, 1 << 20, tile_m=tile_m, tile_n=tile_n, stages=2, dtype=dtype, out_dtype=out_dtype,
-                   persistent=persistent, split_k=2 if cluster_split else 1,
-                   split_k_reduce="cluster" if cluster_split else "workspace")
-    fits = [s for s in range(2, MAX_STAGES + 1) if dataclasses.replace(t, stages=s).smem_bytes <= SMEM_LIMIT]
-    return max(fits) if fits else 2
+    return deepest_ring(GemmTiling(4096, 4096, 1 << 20, tile_m=tile_m, tile_n=tile_n, stages=2, dtype=dtype,
+                                   out_dtype=out_dtype, persistent=persistent, split_k=2 if cluster_split else 1,
+                                   split_k_reduce="cluster" if cluster_split else "workspace"))
 
 
 def clusters_resident(size: int, p: Problem, fill: float = CONSTANTS.cluster_fill) -> int:

@@ -19,6 +19,7 @@ bias vectors, residual tiles and scalars at this tile's coordinates (see epilogu
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,8 @@ CONSUMER_BARRIER = 1  # named barrier of all consumer threads
 WG_BARRIER = 2  # + consumer index: named barrier of one consumer warpgroup
 TURN_BARRIER = 4  # + consumer index (pingpong): 'your mainloop may start', the other consumer arrives
 EPILOGUE_SLOTS_BYTES = 16 * 1024  # a persistent consumer's epilogue buffer, at most (two slots)
+SMEM_LIMIT = 227 * 1024  # shared memory a Hopper block can have
+MAX_STAGES = 8
 
 
 @dataclass(frozen=True)
@@ -282,6 +285,13 @@ class GemmTiling:
             # so it overlaps the ring instead of taking stages from it
             both = (ring, epilogue) if self.persistent and not self.swap_ab else dsl.Union([ring, epilogue])
         return (both, dsl.Barriers(self.stages, name="full"), dsl.Barriers(self.stages, name="empty"))
+
+
+def deepest_ring(t: GemmTiling) -> int:
+    """The most ring slots (2 to MAX_STAGES) whose smem fits in a block: the default `stages`
+    (the kernel's resolve_tiling and the model's estimates both read it here)."""
+    fits = [s for s in range(2, MAX_STAGES + 1) if dataclasses.replace(t, stages=s).smem_bytes <= SMEM_LIMIT]
+    return max(fits) if fits else 2
 
 
 def tile_origin(t: GemmTiling, tile: ir.Value | None = None, rank: ir.Value | None = None) -> tuple[ir.Value, ir.Value]:

@@ -20,7 +20,6 @@ applies none.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -173,22 +172,23 @@ def make_split_k_reduce(split_k: int, m: int, n: int, out_dtype: str, **options:
                            **options)
 
 
-def split_k_gemm(t: GemmTiling, options: dict[str, Any], *, stages_given: bool = True) -> Any:
-    """`make_gemm`'s Kernel when the K slices are summed through a workspace: a program of two
-    launches, the GEMM writing f32 partial sums into a (split_k, m, n) scratch buffer and the
-    reduce summing them into C. The workspace is the program's: kept per device and stream in
-    process, from torch's allocator in a torch op, allocated by an exported module itself.
-    (profile=True profiles the GEMM launch, not the reduce.)"""
-    from .kernel import build_gemm_kernel
+def split_k_name(t: GemmTiling) -> str:
+    """The name of a workspace split's GEMM launch and of its program."""
+    return f"gemm_split{t.split_k}_{'nt' if t.transpose_b else 'nn'}_{t.m}x{t.n}x{t.k}"
 
-    name = f"gemm_split{t.split_k}_{'nt' if t.transpose_b else 'nn'}_{t.m}x{t.n}x{t.k}"
-    partial = build_gemm_kernel(dataclasses.replace(t, out_dtype="float32"), dict(options),
-                                stages_given=stages_given, name=name)
+
+def split_k_gemm(partial: Any, t: GemmTiling, options: dict[str, Any]) -> Any:
+    """`make_gemm`'s Kernel when the K slices are summed through a workspace: a program of two
+    launches, `partial` (the GEMM of `t` writing f32 partial sums into a (split_k, m, n) scratch
+    buffer; make_gemm builds it, named `split_k_name(t)`) and the reduce summing them into C. The
+    workspace is the program's: kept per device and stream in process, from torch's allocator
+    in a torch op, allocated by an exported module itself. (profile=True profiles the GEMM
+    launch, not the reduce.)"""
     plain = {key: value for key, value in options.items() if not key.startswith("profile")}
     reduce = make_split_k_reduce(t.split_k, t.m, t.n, t.out_dtype, **plain)
     workspace = Ref("scratch", 0)
     program = Program(
-        name, inputs=tuple(partial.compiled.inputs), outputs=tuple(reduce.compiled.outputs),
+        split_k_name(t), inputs=tuple(partial.compiled.inputs), outputs=tuple(reduce.compiled.outputs),
         scratch=(Scratch((t.split_k, t.m, t.n), "float32", name="split_k_partials"),),
         steps=(Launch(partial.compiled, inputs(len(partial.compiled.inputs)) + (workspace,)),
                Launch(reduce.compiled, (workspace, Ref("output", 0)))),
@@ -196,5 +196,5 @@ def split_k_gemm(t: GemmTiling, options: dict[str, Any], *, stages_given: bool =
     return Kernel(program, isolate=options.get("isolate"))
 
 
-__all__ = ["MAX_CLUSTER_SPLIT", "split_k_gemm", "choose_split_k", "even_split_k", "make_split_k_reduce",
+__all__ = ["MAX_CLUSTER_SPLIT", "split_k_gemm", "split_k_name", "choose_split_k", "even_split_k", "make_split_k_reduce",
            "reduce_in_cluster"]
