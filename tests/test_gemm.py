@@ -235,6 +235,21 @@ def test_swap_ab_runs_persistent(m, n, k, tile_m, tile_n, persistent, transpose_
     assert t.stages == one_tile.stages and t.smem_bytes == one_tile.smem_bytes
 
 
+@pytest.mark.parametrize("name, home", [("TILE_MS", "tiling"), ("MAX_SWAP_AB_ACCUMULATOR", "tiling"),
+                                        ("check_tiling", "tiling"), ("MAX_STAGES", "pieces")])
+def test_the_tiling_rules_moved_out_of_kernel_py_still_read_there_with_a_warning(name, home):
+    import importlib
+
+    from mgpu_lab.kernels.gemm import kernel
+
+    with pytest.warns(DeprecationWarning, match=rf"mgpu_lab\.kernels\.gemm\.kernel\.{name} is deprecated and goes "
+                                                rf"away in mgpu_lab 0\.3: use mgpu_lab\.kernels\.gemm\.{home}\.{name}"):
+        value = getattr(kernel, name)
+    assert value is getattr(importlib.import_module(f"mgpu_lab.kernels.gemm.{home}"), name)
+    with pytest.raises(AttributeError, match="has no attribute 'TILE_KS'"):
+        kernel.TILE_KS
+
+
 @pytest.mark.parametrize("shape, message", [((0, 64, 64), r"m must be a positive int, got 0"),
                                             ((64, 64, 6.5), r"k must be a positive int, got 6.5")])
 def test_gemm_rejects_bad_sizes(shape, message):

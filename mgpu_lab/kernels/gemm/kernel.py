@@ -499,5 +499,23 @@ def reference_gemm(a: np.ndarray, b: np.ndarray, transpose_b: bool = False) -> n
     return a32 @ (b32.T if transpose_b else b32)
 
 
+# Names that lived here until the tiling rules got a file of their own: read through with a
+# DeprecationWarning naming their home, until mgpu_lab 0.3.
+_MOVED = {name: "tiling" for name in ("TILE_MS", "TILE_NS", "MAX_ACCUMULATOR", "MAX_SWAP_AB_ACCUMULATOR",
+                                      "valid_tile_n", "check_tiling")} | {"MAX_STAGES": "pieces"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    from mgpu_lab.deprecation import warn_moved
+
+    home = f"mgpu_lab.kernels.gemm.{_MOVED[name]}"
+    warn_moved(f"{__name__}.{name}", f"{home}.{name}")
+    return getattr(importlib.import_module(home), name)
+
+
 __all__ = ["GemmTiling", "build_gemm_kernel", "default_stages", "gemm_definition", "gemm_smem_bytes",
            "make_gemm", "reference_gemm", "resolve_tiling", "tiled_gemm_definition"]
