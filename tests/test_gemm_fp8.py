@@ -46,6 +46,18 @@ def test_fp8_swap_ab_compiles_and_keeps_its_scales():
     assert [tuple(x.shape) for x in k.compiled.inputs] == [(16, 4096), (4096, 4096), (1,), (1,)]
 
 
+@pytest.mark.parametrize("tiles", [{"tile_m": 128, "tile_n": 136, "persistent": True},
+                                   {"tile_m": 256, "tile_n": 144, "persistent": True},
+                                   {"tile_m": 128, "tile_n": 224, "persistent": "stream_k"}])
+def test_fp8_swap_ab_runs_persistent(tiles):
+    """FP8 swapped tiles in persistent blocks: m = 572 as four 144-wide (or 136) tiles of C.T,
+    the scales applied in each, written from the registers, no spills."""
+    k = make_fp8_gemm(572, 7920, 22176, swap_ab=True, **tiles)
+    ops = assert_clean(k, rf"QGMMA\.64x{tiles['tile_n']}x32", tma_store=False)
+    assert any(op.startswith("STG") for op in ops) and k.compiled.grid[0] <= 132
+    assert k.config["tiling"].persistent == tiles["persistent"]
+
+
 def test_fp8_swap_ab_refuses_a_user_epilogue():
     e = fused(16, 4096, bias="bfloat16")
     with pytest.raises(ValueError, match=r"gemm: swap_ab=True writes C transposed .* applies no epilogue"):

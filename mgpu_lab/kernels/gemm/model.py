@@ -235,7 +235,7 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                             if tm >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
                                 yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_m": 2,
                                        "group_m": g}
-                        if OFFER_A_PAIRS and tm >= 128 and _ceil(p.n, tn) >= 2 and p.dtype in ("bfloat16", "float16"):
+                        if OFFER_A_PAIRS and tm >= 128 and _ceil(p.n, tn) >= 2:
                             yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_n": 2, "group_m": g}
                             if tn >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
                                 yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_n": 2,
