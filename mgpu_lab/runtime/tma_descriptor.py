@@ -48,6 +48,8 @@ def l2_promotion() -> str:
     """The L2 promotion this process's TMA descriptors ask for (benchmark records name it: the
     GEMM model's fit counts times off the 128-byte line only at the promotion they ran with)."""
     return _L2_PROMOTION
+
+
 _TMA_FIELDS = ("array", "dtype", "global_shape", "global_strides_bytes", "box_shape", "swizzle")
 
 

@@ -196,5 +196,5 @@ def split_k_gemm(partial: Any, t: GemmTiling, options: dict[str, Any]) -> Any:
     return Kernel(program, isolate=options.get("isolate"))
 
 
-__all__ = ["MAX_CLUSTER_SPLIT", "split_k_gemm", "split_k_name", "choose_split_k", "even_split_k", "make_split_k_reduce",
-           "reduce_in_cluster"]
+__all__ = ["MAX_CLUSTER_SPLIT", "split_k_gemm", "split_k_name", "choose_split_k", "even_split_k",
+           "make_split_k_reduce", "reduce_in_cluster"]
