@@ -50,6 +50,9 @@ FLAGS = {"persistent": ("persistent", True), "pingpong": ("persistent", "pingpon
          "workspace": ("split_k_reduce", "workspace"), "cluster": ("split_k_reduce", "cluster")}
 
 
+LEGACY_PROMOTION = "L2_256B"  # records that name none: the default before 0136675 (2026-12-05)
+
+
 @dataclasses.dataclass(frozen=True)
 class Sample:
     problem: model.Problem
@@ -57,10 +60,7 @@ class Sample:
     us: float
     group: str  # samples of one group were timed against each other in one run
     drawn: bool = False  # a shape drawn at run time (bench_gemm_options --random), not the sweep's
-    promotion: str = "L2_256B"  # the TMA L2 promotion its kernels ran with (record_promotion)
-
-
-LEGACY_PROMOTION = "L2_256B"  # records that name none: the default before 0136675 (2026-12-05)
+    promotion: str = LEGACY_PROMOTION  # the TMA L2 promotion its kernels ran with (record_promotion)
 
 
 def record_promotion(record: dict) -> str:

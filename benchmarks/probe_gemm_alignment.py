@@ -25,12 +25,13 @@ Writes `gemm_options_<time>_<commit>.json` (notes: probe "alignment") and prints
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 from bench_gemm_options import measure, name_of
 from common import GpuSampler, table, write_record
 from gemm_sweep import Problem
+
+from mgpu_lab.runtime.tma_descriptor import l2_promotion
 
 K0 = 4096
 N0 = 2816
@@ -126,7 +127,7 @@ def main() -> None:
         figures["gemm_alignment_pad_copy_us_2048x2816x4136"] = pad
         rows.append(("copy A, B to padded rows", f"{pad:.1f} us", "", "", "", ""))
     notes = {"probe": "alignment", "rounds": args.rounds, "quick": args.quick,
-             "l2_promotion": os.environ.get("MGPU_LAB_TMA_L2_PROMOTION", "L2_128B"), "k0": K0, "n0": N0,
+             "l2_promotion": l2_promotion(), "k0": K0, "n0": N0,
              "wall_s": round(time.perf_counter() - start, 1)}
     print(f"record: {write_record('gemm_options', figures, notes, sampler=gpu)}")
     print(table(rows))

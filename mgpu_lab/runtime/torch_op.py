@@ -230,7 +230,6 @@ class TorchEagerCall:
             self._run(pointers, index, stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-
     def _scratch_pointers(self, index: int, stream: int, device: Any) -> list[int]:
         """The scratch buffers' pointers for a launch on (index, stream): kept ones outside graph
         capture (allocated, and zero-filled where declared, on first use), fresh ones inside."""
