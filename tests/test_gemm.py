@@ -352,13 +352,59 @@ def test_multicast_pairs_compile(shared, tile_m, tile_n, transpose_b):
     assert re.search(r"\bSYNCS\.ARRIVE\.TRANS64\.RED\b", sass), "no remote arrival on the peer's empty barrier"
 
 
+@pytest.mark.parametrize("m, n, tile_m, tile_n, transpose_b", [
+    (4000, 4000, 128, 256, True), (1161, 1424, 128, 128, False), (5286, 536, 256, 96, True),
+    (700, 900, 128, 192, False)])
+def test_multicast_quads_compile(m, n, tile_m, tile_n, transpose_b):
+    """cluster_m=2 with cluster_n=2: 2 x 2 quads of tiles in clusters of four blocks, each loading
+    half of its row's A tile (multicast to the ranks of its row) and half of its column's B tile
+    (to its column), releasing each slot in the two blocks whose loads land in it (not the
+    diagonal one): 3 x 8 consumer warps arrive on every 'empty' barrier. At most 30 quads run
+    (the H200 keeps 30 clusters of four resident)."""
+    k = make_gemm(m, n, 4104, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, persistent=True,
+                  cluster_m=2, cluster_n=2)
+    assert_clean(k, rf"HGMMA\.64x{tile_n}x16")
+    quads = -(-m // (2 * tile_m)) * -(-n // (2 * tile_n))
+    assert k.compiled.cluster == (4, 1, 1) and k.compiled.grid == (4 * min(quads, 30), 1, 1)
+    sass, ptx = k.compiled.sass, k.compiled.ptx
+    assert not re.search(r"\bUTMALDG\.2D\b(?!\.MULTICAST)", sass), "a load that is not multicast"
+    assert len(re.findall(r"\bUTMALDG\.2D\.MULTICAST\b", sass)) >= 2
+    # the masks: A to ranks {row, row + 2} (5 * (row + 1)), B to {2 col, 2 col + 1} (3 * (3 col + 1))
+    assert re.search(r"mad\.lo\.s16\s+%rs\d+, %rs\d+, 5, 5;", ptx) and re.search(r"mad\.lo\.s16\s+%rs\d+, %rs\d+, 9, 3;", ptx)
+    assert re.search(r"xor\.b32\s+%r\d+, %r\d+, 1;", ptx) and re.search(r"xor\.b32\s+%r\d+, %r\d+, 2;", ptx)
+    assert re.search(r"mov\.b32\s+%r\d+, 24;", ptx), "the empty barriers do not count 3 blocks x 8 warps"
+
+
+def test_quad_positions_peers_and_tiles():
+    """Ranks run down a quad's columns: rank = row + 2 * column. A block's peers are the block
+    above or below (sharing B) and beside it (sharing A); the four tiles of quad q are the
+    2 x 2 block of tiles a (2 tile_m, 2 tile_n) tiling puts at q."""
+    from mgpu_lab.kernels.gemm.pieces import GemmTiling, cluster_position, multicast_masks, multicast_peers
+
+    quad = GemmTiling(1000, 1000, 1000, tile_m=128, tile_n=128, persistent=True, cluster_m=2, cluster_n=2)
+    assert [cluster_position(quad, r) for r in range(4)] == [(0, 0), (1, 0), (0, 1), (1, 1)]
+    assert [multicast_peers(quad, r) for r in range(4)] == [(1, 2), (0, 3), (3, 0), (2, 1)]
+    assert [multicast_masks(quad, r) for r in range(4)] == [(0b0101, 0b0011), (0b1010, 0b0011),
+                                                             (0b0101, 0b1100), (0b1010, 0b1100)]
+    assert quad.slot_writers == 3 and quad.work_items == 16 and quad.grid == 64
+    pair = GemmTiling(1000, 1000, 1000, tile_m=128, tile_n=128, persistent=True, cluster_m=2)
+    assert [multicast_peers(pair, r) for r in range(2)] == [(1,), (0,)] and pair.slot_writers == 2
+    assert multicast_masks(pair, 0) == (None, 0b11)
+    big = GemmTiling(8192, 8192, 1000, tile_m=128, tile_n=256, persistent=True, cluster_m=2, cluster_n=2)
+    assert big.grid == 120  # 30 quads, not 33: the rest would wait for a second wave
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"persistent": True, "cluster_n": 4}, r"cluster_n must be 1 or 2, got 4"),
     ({"persistent": False, "cluster_n": 2}, r"cluster_n=2 \(two blocks sharing A tiles by multicast\) needs "
-                                            r"persistent=True \(or 'stream_k'\), cluster_m=1 and A as \(m, k\), got "
-                                            r"persistent=False, cluster_m=1$"),
+                                            r"persistent=True \(or 'stream_k'\) and A as \(m, k\), got "
+                                            r"persistent=False$"),
     ({"persistent": "pingpong", "cluster_n": 2, "tile_n": 128}, r"cluster_n=2 .* got persistent='pingpong'"),
-    ({"persistent": True, "cluster_n": 2, "cluster_m": 2}, r"cluster_n=2 .* got persistent=True, cluster_m=2$"),
+    ({"persistent": "stream_k", "cluster_n": 2, "cluster_m": 2},
+     r"cluster_m=2 with cluster_n=2 \(2 x 2 quads sharing A along rows and B along columns\) needs "
+     r"persistent=True, got persistent='stream_k'$"),
+    ({"persistent": True, "cluster_n": 2, "cluster_m": 2, "tile_n": 64},
+     r"cluster_m=2 splits the B tile .* tile_n must be 128, 192 or 256, got 64"),
 ])
 def test_multicast_a_pairs_reject_bad_arguments(kwargs, message):
     kwargs = {"tile_m": 128, "tile_n": 256, **kwargs}

@@ -115,3 +115,29 @@ def test_multicast_a_pairs_fused_epilogue_and_fp8(rng):
                   bias="bfloat16", activation="gelu", residual="bfloat16", scale=True) <= 1e-2
     assert _run_fp8(4000, 4000, 4096, rng, tiles={"tile_m": 256, "tile_n": 128, "persistent": True,
                                                   "cluster_n": 2}) <= 2e-2
+
+
+@pytest.mark.parametrize("m, n, k, tiles", [
+    (4096, 4096, 4096, {"tile_m": 128, "tile_n": 256}),  # 128 quads on 30 clusters: four rounds and a tail
+    (1161, 1424, 11496, {"tile_m": 128, "tile_n": 128}),  # both operands off the line, 30 quads in one round
+    (1000, 2816, 1000, {"tile_m": 128, "tile_n": 256}),  # 11 column tiles: the last quads' right tiles past N
+    (1100, 700, 520, {"tile_m": 256, "tile_n": 128}),  # 5 x 6 tiles: the last quads' lower tiles past M too
+    (700, 900, 520, {"tile_m": 128, "tile_n": 192}),  # B (k, n): three boxes, the odd one from the upper row
+    (300, 200, 100, {"tile_m": 128, "tile_n": 128}),  # one quad, one of its tiles past both edges
+])
+@pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
+def test_multicast_quads_gemm(m, n, k, tiles, transpose_b, rng):
+    """cluster_m=2 with cluster_n=2: the four blocks of a cluster take a 2 x 2 quad of tiles, each
+    loading half of its row's A tile and half of its column's B tile, multicast to the two
+    blocks that share each; every slot is released in the block and the two whose loads land in it."""
+    if transpose_b and tiles["tile_n"] == 192:
+        tiles = {**tiles, "tile_n": 160}  # B (n, k) halves: 80 rows each
+    assert _run(m, n, k, rng, transpose_b, runs=2, persistent=True, cluster_m=2, cluster_n=2, **tiles) <= 1e-2
+
+
+def test_multicast_quads_fused_epilogue_and_fp8(rng):
+    assert _check(3000, 4104, 1000, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": True, "cluster_m": 2,
+                                                "cluster_n": 2},
+                  bias="bfloat16", activation="gelu", residual="bfloat16", scale=True) <= 1e-2
+    assert _run_fp8(4000, 4000, 4096, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": True,
+                                                  "cluster_m": 2, "cluster_n": 2}) <= 2e-2

@@ -76,6 +76,7 @@ from .pieces import (
     drain_stores,
     load_operands,
     load_tile,
+    multicast_peers,
     multiply,
     producer_registers,
     run_epilogue,
@@ -123,7 +124,9 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     or "stream_k"; tile_n a multiple of 16 from 32 with B (n, k), 128, 192 or 256 with B (k, n)).
     cluster_n: 2 pairs horizontally adjacent tiles instead, each block loading half of their
     common A tile (needs persistent=True or "stream_k", and A as (m, k)): the operand off the
-    128-byte line, or the taller tile's, read once from L2 for two blocks.
+    128-byte line, or the taller tile's, read once from L2 for two blocks. Both 2: clusters of
+    four blocks on 2 x 2 quads of tiles (persistent=True), each loading half of its row's A tile
+    and half of its column's B tile (at most 30 quads run: what an H200 keeps resident).
     swap_ab: True computes C.T = B @ A.T (no epilogue; bf16/f16 only with B (k, n), which the wgmma
     then reads MN-major): B's n side fills the wgmma's 64-row side and A's few rows a narrow tile_n
     (any multiple of 8), e.g. m = 129 as one 136-wide tile instead of two 128-row tiles, one
@@ -342,8 +345,8 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
             ring, epilogue_smem = smem[0]  # one-tile blocks: a Union (the epilogue overlaps the ring)
         full, empty = smem[1], smem[2]
         full.init(1, sync=False)
-        # one arrival per consumer warp (of both blocks when they multicast into each other's slots)
-        empty.init(t.slot_consumers * WARPGROUP_WARPS * t.cluster_size,
+        # one arrival per consumer warp of every block whose loads land in this block's slots
+        empty.init(t.slot_consumers * WARPGROUP_WARPS * t.slot_writers,
                    sync="cluster" if t.cluster_size > 1 else True)
         wg = dsl.warpgroup_idx()
         me = wg - 1  # consumer index
@@ -352,7 +355,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
             """This consumer's tile at (row0, col0): the mainloop, the epilogue, the store."""
             tile = EpilogueTile(t, row0 + t.row_offset(me), col0)
             if mainloop is None:
-                acc = multiply(ctx, t, ring, full, empty, me, first, release_last, steps, peer)
+                acc = multiply(ctx, t, ring, full, empty, me, first, release_last, steps, peers)
             else:
                 acc = mainloop(ctx, t, ring, full, empty, me, first, release_last, tile, extra_refs, k_first, steps)
             if after_mainloop is not None:
@@ -377,7 +380,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                     store_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me, split)
 
         split = dsl.block_idx("y") if t.split_k > 1 else None
-        peer = None
+        peers = ()
         if not t.persistent:
             row0, col0 = tile_origin(t)
             # split-K: this block's K slice; the last one may be shorter (resolve_tiling leaves none empty)
@@ -401,7 +404,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
         block = dsl.block_idx("x") // t.cluster_size
         units = t.grid // t.cluster_size
         rank = dsl.block_idx("x") % t.cluster_size if t.cluster_size > 1 else None
-        peer = 1 - rank if t.cluster_size > 1 else None
+        peers = multicast_peers(t, rank)
 
         def origin(item):
             return tile_origin(t, item, rank)
@@ -444,7 +447,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
             consumer_registers(t)
             if t.stream_k:
                 consume(ctx, t, StreamKPlan.of(t), ring, chunks, full, empty, sk_workspace, me, block,
-                        dsl.block_idx("x"), peer, origin, finish)
+                        dsl.block_idx("x"), peers, origin, finish)
                 drain_stores(ctx)
                 if t.cluster_size > 1:
                     dsl.cluster_sync()

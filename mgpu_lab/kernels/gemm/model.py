@@ -59,7 +59,7 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 # for a probe by OFFER_ENV: "a_pairs,wide_b_pairs,swap_persistent" (read at import, so that the
 # build workers a benchmark spawns pick as it does; benchmarks/bench_gemm.py --random).
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
-OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent")
+OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "quads")
 
 
 def _offered(value: str) -> set[str]:
@@ -83,6 +83,11 @@ OFFER_WIDE_B_PAIRS = "wide_b_pairs" in _OFFERED
 # in even shares (m = 530: three 184-wide tiles, 96% used, where 128-row tiles use 83%), so rows
 # up to SWAP_PERSISTENT_MAX_M get them, as cuBLAS tiles its N side. Offered once timed.
 OFFER_SWAP_PERSISTENT = "swap_persistent" in _OFFERED
+# 2 x 2 quads (cluster_m=2 with cluster_n=2, persistent=True): each block reads half of its A
+# tile and half of its B tile from L2, what a block off the 128-byte line is short of (cuBLAS
+# runs 2 x 1, 1 x 2 and 4 x 2 clusters there); 30 quads resident on an H200 (120 SMs). Offered
+# once timed.
+OFFER_QUADS = "quads" in _OFFERED
 SWAP_PERSISTENT_MAX_M = 2048
 # Clusters of 2, 3, ... one-SM blocks an H200 keeps resident at once (cuOccupancyMaxActiveClusters,
 # benchmarks/probe_cluster_occupancy.py): a cluster never straddles a GPC, so 32 clusters of 4
@@ -240,6 +245,10 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                             if tn >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
                                 yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_n": 2,
                                        "group_m": g}
+                        if (OFFER_QUADS and tm >= 128 and tn in _b_pair_widths(p.transpose_b)
+                                and _ceil(p.m, tm) >= 2 and _ceil(p.n, tn) >= 2):
+                            yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_m": 2, "cluster_n": 2,
+                                   "group_m": g}
             if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}
     swap_rows = SWAP_PERSISTENT_MAX_M if OFFER_SWAP_PERSISTENT else SWAP_AB_MAX_M
@@ -381,7 +390,7 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
         waves = _ceil(tiles * split, capacity)
         compute = waves * (steps * t_step + per_tile)
     else:
-        units = p.sms // pair
+        units = clusters_resident(pair, p, c.cluster_fill) if pair > 2 else p.sms // pair
         if persistent == "stream_k":
             items = _ceil(tiles_n, cluster_n) * _ceil(tiles_m, cluster_m)
             whole = items // units

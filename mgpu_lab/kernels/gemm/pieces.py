@@ -38,6 +38,9 @@ TURN_BARRIER = 4  # + consumer index (pingpong): 'your mainloop may start', the 
 EPILOGUE_SLOTS_BYTES = 16 * 1024  # a persistent consumer's epilogue buffer, at most (two slots)
 SMEM_LIMIT = 227 * 1024  # shared memory a Hopper block can have
 MAX_STAGES = 8
+# Clusters of four one-SM blocks an H200 keeps resident (cuOccupancyMaxActiveClusters, model.H200_CLUSTERS;
+# a cluster never straddles a GPC): a persistent grid of quads launches no more, or the rest wait a wave
+RESIDENT_QUADS = 30
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,9 @@ class GemmTiling:
     # block loading half of the shared B tile and multicasting it into both (B traffic from L2 halves)
     cluster_m: int = 1
     # 2: persistent blocks work in clusters of two on horizontally adjacent tiles, each block
-    # loading half of the shared A tile and multicasting it into both (A traffic from L2 halves)
+    # loading half of the shared A tile and multicasting it into both (A traffic from L2 halves);
+    # with cluster_m = 2 as well, a 2 x 2 "quad" of tiles: each block loads half of its row's A
+    # tile and half of its column's B tile (what one block reads from L2 per k-step halves)
     cluster_n: int = 1
     # True: the tiling is of C.T = B @ A.T (m, n: the user's n, m; B is the wgmma A operand, K-major
     # from B (n, k) or MN-major from B (k, n), A (m, k) the K-major B operand): a skinny A becomes a
@@ -238,9 +243,16 @@ class GemmTiling:
         return self.cluster_m * self.cluster_n
 
     @property
+    def slot_writers(self) -> int:
+        """Blocks whose loads land in a block's ring slots, its own included: the blocks of its
+        cluster column (sharing B) and of its cluster row (sharing A); not a quad's diagonal one."""
+        return self.cluster_m + self.cluster_n - 1
+
+    @property
     def work_items(self) -> int:
         """What a persistent block loops over: tiles, or with cluster_m = 2 (cluster_n = 2) tile
-        pairs (a cluster's two blocks take the pair's two row (column) tiles)."""
+        pairs (a cluster's two blocks take the pair's two row (column) tiles), or with both 2 x 2
+        quads of tiles."""
         return -(-self.tiles_n // self.cluster_n) * -(-self.tiles_m // self.cluster_m)
 
     @property
@@ -251,7 +263,8 @@ class GemmTiling:
         if self.stream_k:  # every SM: the split tiles spread over all of them
             return self.sms // size * size
         per_block = 2 if self.pingpong else 1  # a pingpong block keeps both consumers busy
-        clusters = min(-(-self.work_items // per_block), self.sms // size)
+        resident = self.sms // size if size < 4 else min(self.sms // size, RESIDENT_QUADS)
+        clusters = min(-(-self.work_items // per_block), resident)
         return clusters * size
 
     def smem(self) -> tuple:
@@ -299,15 +312,14 @@ def tile_origin(t: GemmTiling, tile: ir.Value | None = None, rank: ir.Value | No
     down groups of `group_m` tile rows, column by column, so tiles running together share
     tiles of A and B in L2. With cluster_m = 2, `tile` numbers pairs of row tiles the same way
     and `rank` (the block's in its cluster) picks the pair's upper or lower tile; with cluster_n
-    = 2, pairs of column tiles, `rank` the left or right one."""
-    if t.cluster_m > 1:
-        pair = GemmTiling(t.m, t.n, t.k, tile_m=t.cluster_m * t.tile_m, tile_n=t.tile_n, group_m=t.group_m)
-        row0, col0 = tile_origin(pair, tile)
-        return row0 + rank * t.tile_m, col0
-    if t.cluster_n > 1:
-        pair = GemmTiling(t.m, t.n, t.k, tile_m=t.tile_m, tile_n=t.cluster_n * t.tile_n, group_m=t.group_m)
-        row0, col0 = tile_origin(pair, tile)
-        return row0, col0 + rank * t.tile_n
+    = 2, pairs of column tiles, `rank` the left or right one; with both, 2 x 2 quads of tiles
+    (`cluster_position`)."""
+    if t.cluster_size > 1:
+        group = GemmTiling(t.m, t.n, t.k, tile_m=t.cluster_m * t.tile_m, tile_n=t.cluster_n * t.tile_n,
+                           group_m=t.group_m)
+        row0, col0 = tile_origin(group, tile)
+        row, col = cluster_position(t, rank)
+        return row0 + row * t.tile_m if t.cluster_m > 1 else row0, col0 + col * t.tile_n if t.cluster_n > 1 else col0
     group_m = max(1, min(t.group_m, t.tiles_m))
     pid = dsl.block_idx("x") if tile is None else tile
     per_group = group_m * t.tiles_n
@@ -315,6 +327,43 @@ def tile_origin(t: GemmTiling, tile: ir.Value | None = None, rank: ir.Value | No
     size = dsl.min(t.tiles_m - first_m, group_m) if t.tiles_m % group_m else group_m  # the last group is shorter
     in_group = pid % per_group
     return (first_m + in_group % size) * t.tile_m, in_group // size * t.tile_n
+
+
+def cluster_position(t: GemmTiling, rank: Any) -> tuple[Any, Any]:
+    """(row, column) of the block of cluster rank `rank` among the cluster_m x cluster_n tiles
+    of its cluster: ranks run down a column first (rank = row + cluster_m * column)."""
+    if t.cluster_n == 1:
+        return rank, 0
+    if t.cluster_m == 1:
+        return 0, rank
+    return rank % t.cluster_m, rank // t.cluster_m
+
+
+def multicast_peers(t: GemmTiling, rank: Any) -> tuple:
+    """The cluster ranks whose loads land in this block's slots besides its own (the block
+    below or above, sharing B; the block beside, sharing A), whose 'empty' barriers this
+    block's consumers release each slot in too. () outside a cluster."""
+    if t.cluster_size == 1:
+        return ()
+    row, col = cluster_position(t, rank)
+    peers = []
+    if t.cluster_m > 1:
+        peers.append(1 - rank if t.cluster_n == 1 else col * t.cluster_m + (1 - row))
+    if t.cluster_n > 1:
+        peers.append(1 - rank if t.cluster_m == 1 else (1 - col) * t.cluster_m + row)
+    return tuple(peers)
+
+
+def multicast_masks(t: GemmTiling, rank: Any) -> tuple[Any, Any]:
+    """The multicast masks of this block's A half (the ranks of its cluster row) and B half (of
+    its cluster column), ints where they do not depend on the rank; None where not shared."""
+    row, col = cluster_position(t, rank)
+    a_mask = b_mask = None
+    if t.cluster_n > 1:
+        a_mask = 0b11 if t.cluster_m == 1 else 0b101 * (row + 1)  # ranks row and row + 2: 0b0101 or 0b1010
+    if t.cluster_m > 1:
+        b_mask = 0b11 if t.cluster_n == 1 else 0b11 * (3 * col + 1)  # ranks 2 col, 2 col + 1: 0b0011 or 0b1100
+    return a_mask, b_mask
 
 
 def producer_registers(t: GemmTiling) -> None:
@@ -348,9 +397,12 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
     the consumers of both blocks); the boxes hang over the arrays' edges where the shape is
     ragged (zero fill). With cluster_m = 2 the block of cluster rank `rank` loads half of the B
     tile (rows of B (n, k), or 64-column chunks of B (k, n)) into both blocks' slot; with
-    cluster_n = 2, half of the A tile's rows (K-major A only)."""
+    cluster_n = 2, half of the A tile's rows (K-major A only); in a quad, half of each, into
+    the blocks of its cluster column (B) and row (A)."""
     a_smem, b_smem = ring
     steps = t.k_steps if steps is None else steps
+    row, col = cluster_position(t, rank) if t.cluster_size > 1 else (0, 0)
+    a_mask, b_mask = multicast_masks(t, rank) if t.cluster_size > 1 else (None, None)
 
     # rolled as the consumers' k-loop is (multiply): unrolled in full, a short K's 8 steps of
     # boxes spilled the producer's 40 registers (3009x3296x472 in multicast pairs: 76 bytes)
@@ -368,20 +420,20 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
                 for j in range(t.tile_m // t.a_chunk):
                     ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, (slot, j)),
                                    gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(row0 + t.a_chunk * j, t.a_chunk)), **copy)
-            elif t.cluster_n > 1:  # this block's half of the pair's common A rows, into both blocks
+            elif t.cluster_n > 1:  # this block's half of its cluster row's common A rows, into the row's blocks
                 rows = t.tile_m // t.cluster_n
-                first_row = rank * rows
+                first_row = col * rows
                 ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, (slot, dsl.ds(first_row, rows))),
                                gmem_slice=(dsl.ds(row0 + first_row, rows), dsl.ds(k0, t.tile_k)),
-                               **copy, multicast_mask=(1 << t.cluster_n) - 1)
+                               **copy, multicast_mask=a_mask)
             else:
                 ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, slot),
                                gmem_slice=(dsl.ds(row0, t.tile_m), dsl.ds(k0, t.tile_k)), **copy)
             if t.cluster_m > 1:
-                copy["multicast_mask"] = (1 << t.cluster_m) - 1
+                copy["multicast_mask"] = b_mask
             if t.b_k_major:
                 rows = t.tile_n // t.cluster_m
-                first_row = 0 if t.cluster_m == 1 else rank * rows
+                first_row = row * rows
                 ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, dsl.ds(first_row, rows))),
                                gmem_slice=(dsl.ds(col0 + first_row, rows), dsl.ds(k0, t.tile_k)), **copy)
                 return
@@ -389,30 +441,30 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
             boxes = t.tile_n // t.b_chunk
             mine = -(-boxes // t.cluster_m)  # a pair's odd box out (tile_n = 192) is the first block's
             for i in range(mine):
-                j = i if t.cluster_m == 1 else rank * mine + i
+                j = i if t.cluster_m == 1 else row * mine + i
 
                 def load_box(j=j):
                     ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, j)),
                                    gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(col0 + t.b_chunk * j, t.b_chunk)), **copy)
 
                 if t.cluster_m > 1 and boxes % t.cluster_m and i == mine - 1:
-                    with dsl.when(rank == 0):
+                    with dsl.when(row == 0):
                         load_box()
                 else:
                     load_box()
 
 
-def release_slot(empty: Any, it: ir.Value, peer: ir.Value | None = None, condition: ir.Value | None = None,
+def release_slot(empty: Any, it: ir.Value, peers: Sequence[Any] = (), condition: ir.Value | None = None,
                  lane0: ir.Value | None = None) -> None:
     """A consumer warp is done with the ring slot of pipeline iteration `it`: one arrival per warp
-    on its 'empty' barrier (and, in a multicast pair, on the peer block's, whose multicast writes
-    into this block's slots too); condition: only where it holds. lane0: `lane_idx() == 0`, if
-    the caller has it (a loop computes it once)."""
+    on its 'empty' barrier, and on that of each of `peers` (cluster ranks: `multicast_peers`,
+    whose multicast writes into this block's slots too); condition: only where it holds. lane0:
+    `lane_idx() == 0`, if the caller has it (a loop computes it once)."""
     lane0 = dsl.lane_idx() == 0 if lane0 is None else lane0
     with dsl.when(lane0 if condition is None else lane0 & condition):
         slot = empty.for_iteration(it)[0]
         slot.arrive()
-        if peer is not None:
+        for peer in peers:
             slot.arrive(cta=peer)
 
 
@@ -421,15 +473,15 @@ _FULL_UNROLL_STEPS = 8  # static k-loops LLVM unrolls in full (it did at 3 and 6
 
 def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir.Value,
              first: ir.Value | int = 0, release_last: bool = False,
-             steps: ir.Value | int | None = None, peer: ir.Value | None = None) -> dsl.FragmentedArray:
+             steps: ir.Value | int | None = None, peers: Sequence[Any] = ()) -> dsl.FragmentedArray:
     """Consumer warpgroup `wg` (0-based): its rows of the tile times B over every k-step
     (pipeline iterations first .. first + steps - 1; steps: k_steps unless given).
 
     Returns the f32 accumulator, (consumer_rows, tile_n) in the WGMMA layout. Each slot is
     released once the wgmma group after it is done; the last one only with release_last
     (a persistent block reuses it; a one-tile block must keep it until the epilogue, which
-    writes over the ring). With cluster_m = 2, `peer` is the other block of the cluster: its
-    multicast writes into this block's slots too, so each warp releases a slot in both blocks."""
+    writes over the ring). In a multicast cluster, `peers` are the blocks whose multicast writes
+    into this block's slots too (`multicast_peers`): each warp releases a slot in those as well."""
     a_smem, b_smem = ring
     lane0 = dsl.lane_idx() == 0
     parts = t.consumer_rows // WGMMA_ROWS  # wgmma row tiles per consumer
@@ -448,7 +500,7 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
         return [dsl.WGMMAAccumulator(list(values[i * width:(i + 1) * width]), t.tile_n) for i in range(parts)]
 
     def release(it: ir.Value, condition: ir.Value | None = None) -> None:
-        release_slot(empty, it, peer, condition, lane0)
+        release_slot(empty, it, peers, condition, lane0)
 
     steps = t.k_steps if steps is None else steps
 

@@ -275,7 +275,7 @@ def signal_partials(t: GemmTiling, plan: StreamKPlan, flags: Any, unit: Any, blo
 
 
 def consume(ctx: Any, t: GemmTiling, plan: StreamKPlan, ring: tuple, chunks: Any, full: Any, empty: Any,
-            workspace: Any, wg: Any, unit: Any, block: Any, peer: Any, origin: Callable[[Any], tuple],
+            workspace: Any, wg: Any, unit: Any, block: Any, peers: tuple, origin: Callable[[Any], tuple],
             finish: Callable[[dsl.FragmentedArray, Any, Any], None]) -> None:
     """(A consumer warpgroup.) The unit's whole tiles, then its split segments, in one loop
     (`_Unit.for_jobs`): a job that ends its tile is finished here (`finish(acc, row0, col0)`:
@@ -285,7 +285,7 @@ def consume(ctx: Any, t: GemmTiling, plan: StreamKPlan, ring: tuple, chunks: Any
         @dsl.for_range(unit, plan.dp_items, plan.units)
         def _(item):
             acc = multiply(ctx, t, ring, full, empty, wg, (item - unit) // plan.units * plan.k_steps,
-                           release_last=True, peer=peer)
+                           release_last=True, peers=peers)
             finish(acc, *origin(item))
         return
     me = _Unit.of(plan, unit)
@@ -295,11 +295,11 @@ def consume(ctx: Any, t: GemmTiling, plan: StreamKPlan, ring: tuple, chunks: Any
     after = me.partials_first_iteration
 
     def job(item, k_first, steps, first):  # a whole tile ends its tile and owns no partials
-        acc = multiply(ctx, t, ring, full, empty, wg, first, release_last=True, steps=steps, peer=peer)
+        acc = multiply(ctx, t, ring, full, empty, wg, first, release_last=True, steps=steps, peers=peers)
         ends_tile = k_first + steps == plan.k_steps
         owner = ends_tile & (k_first != 0)
         acc = dsl.if_else(owner, lambda: _add_partials(ctx, t, contributors, after, acc, chunks, full, empty, wg,
-                                                       peer), lambda: acc)
+                                                       peers), lambda: acc)
         row0, col0 = origin(item)
         dsl.if_else(ends_tile, lambda: finish(acc, row0, col0),
                     lambda: _park(ctx, t, acc, workspace, block, wg))
@@ -317,7 +317,7 @@ def _park(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, workspace: Any, blo
 
 
 def _add_partials(ctx: Any, t: GemmTiling, contributors: Any, after: Any, acc: dsl.FragmentedArray, chunks: Any,
-                  full: Any, empty: Any, wg: Any, peer: Any) -> dsl.FragmentedArray:
+                  full: Any, empty: Any, wg: Any, peers: tuple) -> dsl.FragmentedArray:
     """The accumulator plus the partials of unit - 1, unit - 2, ... (`contributors` of them, an
     i32), in that order, read from the ring from pipeline iteration `after` on. A loop over the
     contributors, not a copy of the sum per possible one: each copy loads and adds the whole tile
@@ -336,7 +336,7 @@ def _add_partials(ctx: Any, t: GemmTiling, contributors: Any, after: Any, acc: d
                     full.wait_for_iteration(it)
                 part = dsl.FragmentedArray.load_by_thread(dsl.memref_slice(chunks, (it % t.stages, wg)), layout,
                                                           pack=2)
-                release_slot(empty, it, peer)
+                release_slot(empty, it, peers)
                 # summed before the next chunk's loads: deferred, every chunk would be live at once (spills)
                 out.append(dsl.optimization_barrier(piece + part)[0])
             return out

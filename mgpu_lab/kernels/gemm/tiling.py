@@ -100,10 +100,13 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
                          f"or 64-column boxes of B (k, n)): tile_n must be "
                          f"{'a multiple of 16 from 32' if t.b_k_major else '128, 192 or 256'}, got {t.tile_n}")
     choice("cluster_n", t.cluster_n, (1, 2), expected="1 or 2", where="gemm")
-    if t.cluster_n == 2 and (t.persistent not in (True, "stream_k") or t.cluster_m > 1 or t.a_mn_major):
+    if t.cluster_n == 2 and (t.persistent not in (True, "stream_k") or t.a_mn_major):
         raise ValueError(f"gemm: cluster_n=2 (two blocks sharing A tiles by multicast) needs persistent=True (or "
-                         f"'stream_k'), cluster_m=1 and A as (m, k), got persistent={t.persistent!r}, "
-                         f"cluster_m={t.cluster_m}{', swap_ab=True with B (k, n)' if t.a_mn_major else ''}")
+                         f"'stream_k') and A as (m, k), got persistent={t.persistent!r}"
+                         f"{', swap_ab=True with B (k, n)' if t.a_mn_major else ''}")
+    if t.cluster_m == 2 and t.cluster_n == 2 and t.persistent is not True:
+        raise ValueError(f"gemm: cluster_m=2 with cluster_n=2 (2 x 2 quads sharing A along rows and B along "
+                         f"columns) needs persistent=True, got persistent={t.persistent!r}")
     choice("split_k_reduce", t.split_k_reduce, ("cluster", "workspace"), expected="'cluster' or 'workspace'",
            where="gemm")
     if t.cluster_split and t.split_k > MAX_CLUSTER_SPLIT:
