@@ -352,6 +352,26 @@ def test_multicast_pairs_compile(shared, tile_m, tile_n, transpose_b):
     assert re.search(r"\bSYNCS\.ARRIVE\.TRANS64\.RED\b", sass), "no remote arrival on the peer's empty barrier"
 
 
+@pytest.mark.parametrize("cluster_m, cluster_n, m, n, tile_m, tile_n, transpose_b", [
+    (4, 1, 5286, 536, 128, 128, True), (4, 1, 8000, 1000, 128, 256, False), (1, 4, 700, 9000, 128, 128, True),
+    (1, 4, 600, 6000, 64, 256, False)])
+def test_multicast_clusters_of_four_in_a_line_compile(cluster_m, cluster_n, m, n, tile_m, tile_n, transpose_b):
+    """cluster_m=4 (cluster_n=4): four vertically (horizontally) adjacent tiles share B (A), each
+    block loading a quarter of it multicast to all four, releasing each slot in all four."""
+    k = make_gemm(m, n, 4104, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, persistent=True,
+                  cluster_m=cluster_m, cluster_n=cluster_n)
+    assert_clean(k, rf"HGMMA\.64x{tile_n}x16")
+    groups = -(-m // (cluster_m * tile_m)) * -(-n // (cluster_n * tile_n))
+    assert k.compiled.cluster == (4, 1, 1) and k.compiled.grid == (4 * min(groups, 30), 1, 1)
+    sass, ptx = k.compiled.sass, k.compiled.ptx
+    assert re.search(r"\bUTMALDG\.2D\.MULTICAST\b", sass)
+    assert re.search(r"\bUTMALDG\.2D\b(?!\.MULTICAST)", sass), "the unshared operand is not loaded by each block"
+    for d in (1, 2, 3):
+        assert re.search(rf"xor\.b32\s+%r\d+, %r\d+, {d};", ptx), f"no release in the block of rank ^ {d}"
+    arrivals = 4 * 4 * (2 if tile_m > 64 else 1)  # consumer warps of the four blocks (one consumer at tile_m=64)
+    assert re.search(rf"mov\.b32\s+%r\d+, {arrivals};", ptx), f"the empty barriers do not count {arrivals} warps"
+
+
 @pytest.mark.parametrize("m, n, tile_m, tile_n, transpose_b", [
     (4000, 4000, 128, 256, True), (1161, 1424, 128, 128, False), (5286, 536, 256, 96, True),
     (700, 900, 128, 192, False)])
@@ -392,19 +412,28 @@ def test_quad_positions_peers_and_tiles():
     assert multicast_masks(pair, 0) == (None, 0b11)
     big = GemmTiling(8192, 8192, 1000, tile_m=128, tile_n=256, persistent=True, cluster_m=2, cluster_n=2)
     assert big.grid == 120  # 30 quads, not 33: the rest would wait for a second wave
+    line = GemmTiling(8192, 8192, 1000, tile_m=128, tile_n=256, persistent=True, cluster_m=4)
+    assert [cluster_position(line, r) for r in range(4)] == [(r, 0) for r in range(4)]
+    assert line.slot_writers == 4 and multicast_masks(line, 2) == (None, 0b1111) and line.grid == 120
+    row = GemmTiling(8192, 8192, 1000, tile_m=128, tile_n=256, persistent=True, cluster_n=4)
+    assert [cluster_position(row, r) for r in range(4)] == [(0, r) for r in range(4)]
+    assert multicast_masks(row, 3) == (0b1111, None) and row.work_items == 64 * 8
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"persistent": True, "cluster_n": 4}, r"cluster_n must be 1 or 2, got 4"),
-    ({"persistent": False, "cluster_n": 2}, r"cluster_n=2 \(two blocks sharing A tiles by multicast\) needs "
+    ({"persistent": True, "cluster_n": 3}, r"cluster_n must be 1, 2 or 4, got 3"),
+    ({"persistent": False, "cluster_n": 2}, r"cluster_n=2 \(2 blocks sharing A tiles by multicast\) needs "
                                             r"persistent=True \(or 'stream_k'\) and A as \(m, k\), got "
                                             r"persistent=False$"),
     ({"persistent": "pingpong", "cluster_n": 2, "tile_n": 128}, r"cluster_n=2 .* got persistent='pingpong'"),
     ({"persistent": "stream_k", "cluster_n": 2, "cluster_m": 2},
-     r"cluster_m=2 with cluster_n=2 \(2 x 2 quads sharing A along rows and B along columns\) needs "
-     r"persistent=True, got persistent='stream_k'$"),
+     r"clusters of four blocks \(cluster_m=2, cluster_n=2\) need persistent=True, got persistent='stream_k'$"),
+    ({"persistent": "stream_k", "cluster_n": 4},
+     r"clusters of four blocks \(cluster_m=1, cluster_n=4\) need persistent=True, got persistent='stream_k'$"),
     ({"persistent": True, "cluster_n": 2, "cluster_m": 2, "tile_n": 64},
      r"cluster_m=2 splits the B tile .* tile_n must be 128, 192 or 256, got 64"),
+    ({"persistent": True, "cluster_n": 4, "cluster_m": 2},
+     r"a cluster holds at most four blocks \(2 x 2, 4 x 1 or 1 x 4\), got cluster_m=2 with cluster_n=4$"),
 ])
 def test_multicast_a_pairs_reject_bad_arguments(kwargs, message):
     kwargs = {"tile_m": 128, "tile_n": 256, **kwargs}
@@ -413,8 +442,12 @@ def test_multicast_a_pairs_reject_bad_arguments(kwargs, message):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"persistent": True, "cluster_m": 3}, r"cluster_m must be 1 or 2, got 3"),
-    ({"persistent": False, "cluster_m": 2}, r"cluster_m=2 \(two blocks sharing B tiles by multicast\) needs "
+    ({"persistent": True, "cluster_m": 3}, r"cluster_m must be 1, 2 or 4, got 3"),
+    ({"persistent": True, "cluster_m": 4, "tile_n": 192}, r"8-row quarters of B \(n, k\), or 64-column boxes of B "
+                                                         r"\(k, n\)\): tile_n must be 256, got 192"),
+    ({"persistent": True, "cluster_m": 4, "tile_n": 48, "transpose_b": True},
+     r"tile_n must be a multiple of 32 from 64, got 48"),
+    ({"persistent": False, "cluster_m": 2}, r"cluster_m=2 \(2 blocks sharing B tiles by multicast\) needs "
                                             r"persistent=True \(or 'stream_k'\) and split_k=1, got persistent=False, "
                                             r"split_k=1"),
     ({"persistent": "pingpong", "cluster_m": 2, "tile_m": 128, "tile_n": 128},

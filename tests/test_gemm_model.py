@@ -242,20 +242,23 @@ def test_pairs_sharing_a_are_estimated_and_offered_only_when_switched_on(monkeyp
 
 
 @pytest.mark.parametrize("transpose_b", [False, True])
-def test_quads_are_offered_only_when_switched_on_take_nothing_away_and_all_build(monkeypatch, transpose_b):
+def test_clusters_of_four_are_offered_only_when_switched_on_take_nothing_away_and_all_build(monkeypatch,
+                                                                                             transpose_b):
     """2 x 2 quads (cluster_m=2 with cluster_n=2): each block reads half of A and half of B, so
-    off the line the estimate drops below both pairs'; at most 30 run at once (120 SMs). Off until
-    timed on a GPU; on, the switch adds quads and nothing else, and every quad offered builds."""
+    off the line the estimate drops below both pairs'; at most 30 clusters of four run at once
+    (120 SMs). Off until timed on a GPU; on, the switch adds clusters of four (quads, 4 x 1, 1 x 4)
+    and nothing else, and every one offered builds."""
     off = model.Problem(1161, 1424, 11496, transpose_b=transpose_b)  # both operands off the line
     quad = {"tile_m": 128, "tile_n": 128, "persistent": True, "group_m": 8, "cluster_m": 2, "cluster_n": 2}
     pairs = [{**quad, "cluster_n": 1}, {**quad, "cluster_m": 1}]
     assert all(model.estimate_us(off, quad) < model.estimate_us(off, pair) for pair in pairs)
     before = [c for c in model.candidates(off)]
-    assert not any(c.get("cluster_m") == c.get("cluster_n") == 2 for c in before)
-    monkeypatch.setattr(model, "OFFER_QUADS", True)
+    assert not any(c.get("cluster_m", 1) * c.get("cluster_n", 1) == 4 for c in before)
+    monkeypatch.setattr(model, "OFFER_CLUSTERS_OF_FOUR", True)
     after = [c for c in model.candidates(off)]
     added = [c for c in after if c not in before]
-    assert added and all(c.get("cluster_m") == c.get("cluster_n") == 2 and c["persistent"] is True for c in added)
+    assert all(c.get("cluster_m", 1) * c.get("cluster_n", 1) == 4 and c["persistent"] is True for c in added)
+    assert {(c.get("cluster_m", 1), c.get("cluster_n", 1)) for c in added} == {(2, 2), (4, 1), (1, 4)}
     assert [c for c in after if c not in added] == before
     for config in added:
         settings = {key: config[key] for key in CONFIG_KEYS if key in config}
@@ -484,7 +487,7 @@ def test_the_switches_can_be_turned_on_for_a_probe_by_the_environment_and_name_a
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,b_pairs"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
-                                    "swap_persistent, quads (comma-separated), got 'a_pairs,b_pairs'") in out.stderr
+                                    "swap_persistent, clusters_of_four (comma-separated), got 'a_pairs,b_pairs'") in out.stderr
 
 
 def test_options_with_switches_on_time_the_switched_picks_beside_the_default():

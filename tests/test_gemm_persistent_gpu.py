@@ -1,6 +1,6 @@
 """GPU tests of the persistent GEMMs (one block per SM looping over tiles; 'pingpong': the two
 consumers alternating whole tiles; cluster_m=2 / cluster_n=2: pairs of blocks sharing B / A tiles by
-multicast): bf16 on ragged, aligned, decode and small shapes, fused
+multicast; both, or 4 on one side: clusters of four): bf16 on ragged, aligned, decode and small shapes, fused
 epilogues, FP8 and block-scaled FP8. A file of its own so that a fault
 here cannot take the other GEMM tests' CUDA context down with it (gpu_check_gemm.sh runs it
 in its own process and tunes without the persistent kernel when it fails)."""
@@ -141,3 +141,16 @@ def test_multicast_quads_fused_epilogue_and_fp8(rng):
                   bias="bfloat16", activation="gelu", residual="bfloat16", scale=True) <= 1e-2
     assert _run_fp8(4000, 4000, 4096, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": True,
                                                   "cluster_m": 2, "cluster_n": 2}) <= 2e-2
+
+
+@pytest.mark.parametrize("clusters, m, n, k, tiles, transpose_b", [
+    ({"cluster_m": 4}, 5286, 536, 8656, {"tile_m": 128, "tile_n": 128}, True),  # 42 row tiles: the last four's last two past M
+    ({"cluster_m": 4}, 3000, 1000, 1000, {"tile_m": 128, "tile_n": 256}, False),  # B (k, n): one 64-column box a block
+    ({"cluster_m": 4}, 2048, 2816, 4136, {"tile_m": 128, "tile_n": 96}, True),  # 24-row quarters of B, rows off the line
+    ({"cluster_n": 4}, 700, 9000, 1000, {"tile_m": 128, "tile_n": 128}, True),  # 71 column tiles: the last four's last past N
+    ({"cluster_n": 4}, 600, 6000, 520, {"tile_m": 64, "tile_n": 256}, False),  # 16-row quarters of A, one consumer
+], ids=["4x1-nt", "4x1-nn", "4x1-nt-offline", "1x4-nt", "1x4-nn"])
+def test_multicast_clusters_of_four_in_a_line_gemm(clusters, m, n, k, tiles, transpose_b, rng):
+    """cluster_m=4 / cluster_n=4: four tiles in a column (row) share B (A) by TMA multicast, each
+    block loading a quarter of it; every slot is released in all four blocks."""
+    assert _run(m, n, k, rng, transpose_b, runs=2, persistent=True, **clusters, **tiles) <= 1e-2

@@ -121,12 +121,14 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     split is dropped).
     cluster_m: 2 runs persistent blocks in pairs (a (2, 1) cluster) on vertically adjacent tiles,
     each loading half of their common B tile and multicasting it into both (needs persistent=True
-    or "stream_k"; tile_n a multiple of 16 from 32 with B (n, k), 128, 192 or 256 with B (k, n)).
-    cluster_n: 2 pairs horizontally adjacent tiles instead, each block loading half of their
-    common A tile (needs persistent=True or "stream_k", and A as (m, k)): the operand off the
-    128-byte line, or the taller tile's, read once from L2 for two blocks. Both 2: clusters of
-    four blocks on 2 x 2 quads of tiles (persistent=True), each loading half of its row's A tile
-    and half of its column's B tile (at most 30 quads run: what an H200 keeps resident).
+    or "stream_k"; tile_n a multiple of 16 from 32 with B (n, k), 128, 192 or 256 with B (k, n));
+    4: four such tiles, a quarter of B each (tile_n a multiple of 32 from 64, or 256).
+    cluster_n: 2 (4) pairs horizontally adjacent tiles instead, each block loading half (a
+    quarter) of their common A tile (needs persistent=True or "stream_k", and A as (m, k)): the
+    operand off the 128-byte line, or the taller tile's, read once from L2 for two blocks. Both
+    2: clusters of four blocks on 2 x 2 quads of tiles, each loading half of its row's A tile and
+    half of its column's B tile. Clusters of four need persistent=True; at most 30 run (what an
+    H200 keeps resident).
     swap_ab: True computes C.T = B @ A.T (no epilogue; bf16/f16 only with B (k, n), which the wgmma
     then reads MN-major): B's n side fills the wgmma's 64-row side and A's few rows a narrow tile_n
     (any multiple of 8), e.g. m = 129 as one 136-wide tile instead of two 128-row tiles, one

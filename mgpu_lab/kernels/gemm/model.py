@@ -59,7 +59,7 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 # for a probe by OFFER_ENV: "a_pairs,wide_b_pairs,swap_persistent" (read at import, so that the
 # build workers a benchmark spawns pick as it does; benchmarks/bench_gemm.py --random).
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
-OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "quads")
+OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "clusters_of_four")
 
 
 def _offered(value: str) -> set[str]:
@@ -83,11 +83,12 @@ OFFER_WIDE_B_PAIRS = "wide_b_pairs" in _OFFERED
 # in even shares (m = 530: three 184-wide tiles, 96% used, where 128-row tiles use 83%), so rows
 # up to SWAP_PERSISTENT_MAX_M get them, as cuBLAS tiles its N side. Offered once timed.
 OFFER_SWAP_PERSISTENT = "swap_persistent" in _OFFERED
-# 2 x 2 quads (cluster_m=2 with cluster_n=2, persistent=True): each block reads half of its A
-# tile and half of its B tile from L2, what a block off the 128-byte line is short of (cuBLAS
-# runs 2 x 1, 1 x 2 and 4 x 2 clusters there); 30 quads resident on an H200 (120 SMs). Offered
-# once timed.
-OFFER_QUADS = "quads" in _OFFERED
+# Clusters of four blocks (persistent=True): 2 x 2 quads (cluster_m=2 with cluster_n=2), each
+# block reading half of its A tile and half of its B tile from L2, what a block off the 128-byte
+# line is short of (cuBLAS runs 2 x 1, 1 x 2 and 4 x 2 clusters there); four tiles in a column
+# sharing B (cluster_m=4) or in a row sharing A (cluster_n=4), a quarter each. 30 resident on an
+# H200 (120 SMs). Offered once timed.
+OFFER_CLUSTERS_OF_FOUR = "clusters_of_four" in _OFFERED
 SWAP_PERSISTENT_MAX_M = 2048
 # Clusters of 2, 3, ... one-SM blocks an H200 keeps resident at once (cuOccupancyMaxActiveClusters,
 # benchmarks/probe_cluster_occupancy.py): a cluster never straddles a GPC, so 32 clusters of 4
@@ -199,6 +200,20 @@ def _b_pair_widths(transpose_b: bool) -> tuple[int, ...]:
     return (128, 160, 192, 224, 256) if transpose_b else (128, 192, 256)
 
 
+def _clusters_of_four(p: Problem, tm: int, tn: int, group_m: int) -> Iterator[dict[str, Any]]:
+    """Persistent clusters of four blocks on these tiles where the problem has the tiles for
+    them: 2 x 2 quads, four tiles in a column sharing B (tiling.pairs_split_b: a quarter of B
+    each), four in a row sharing A (a quarter of A's rows each, tile_m >= 128 as A pairs)."""
+    rows, cols = _ceil(p.m, tm), _ceil(p.n, tn)
+    config = {"tile_m": tm, "tile_n": tn, "persistent": True, "group_m": group_m}
+    if tm >= 128 and tn in _b_pair_widths(p.transpose_b) and rows >= 2 and cols >= 2:
+        yield {**config, "cluster_m": 2, "cluster_n": 2}
+    if rows >= 4 and (tn % 32 == 0 and tn >= 64 if p.transpose_b else tn == 256):
+        yield {**config, "cluster_m": 4}
+    if tm >= 128 and cols >= 4:
+        yield {**config, "cluster_n": 4}
+
+
 def _fits_accumulator(tile_m: int, tile_n: int, pingpong: bool = False) -> bool:
     rows = tile_m if pingpong else (tile_m // 2 if tile_m > 64 else tile_m)
     return rows * tile_n <= MAX_ACCUMULATOR
@@ -245,10 +260,8 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                             if tn >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
                                 yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_n": 2,
                                        "group_m": g}
-                        if (OFFER_QUADS and tm >= 128 and tn in _b_pair_widths(p.transpose_b)
-                                and _ceil(p.m, tm) >= 2 and _ceil(p.n, tn) >= 2):
-                            yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_m": 2, "cluster_n": 2,
-                                   "group_m": g}
+                        if OFFER_CLUSTERS_OF_FOUR:
+                            yield from _clusters_of_four(p, tm, tn, g)
             if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}
     swap_rows = SWAP_PERSISTENT_MAX_M if OFFER_SWAP_PERSISTENT else SWAP_AB_MAX_M

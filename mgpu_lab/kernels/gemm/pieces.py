@@ -39,8 +39,9 @@ EPILOGUE_SLOTS_BYTES = 16 * 1024  # a persistent consumer's epilogue buffer, at 
 SMEM_LIMIT = 227 * 1024  # shared memory a Hopper block can have
 MAX_STAGES = 8
 # Clusters of four one-SM blocks an H200 keeps resident (cuOccupancyMaxActiveClusters, model.H200_CLUSTERS;
-# a cluster never straddles a GPC): a persistent grid of quads launches no more, or the rest wait a wave
-RESIDENT_QUADS = 30
+# a cluster never straddles a GPC): a persistent grid of such clusters launches no more, or the rest
+# would wait for a second wave
+RESIDENT_CLUSTERS_OF_4 = 30
 
 
 @dataclass(frozen=True)
@@ -71,13 +72,13 @@ class GemmTiling:
     # f32 workspace (split_k, m, n) ("workspace")
     split_k: int = 1
     split_k_reduce: str = "cluster"
-    # 2: persistent blocks work in (2, 1) clusters on vertically adjacent tiles (a "pair"), each
-    # block loading half of the shared B tile and multicasting it into both (B traffic from L2 halves)
+    # 2 (4): persistent blocks work in clusters on 2 (4) vertically adjacent tiles (a "pair"), each
+    # block loading its share of the column's common B tile and multicasting it into all of them
+    # (B traffic from L2 halved (quartered))
     cluster_m: int = 1
-    # 2: persistent blocks work in clusters of two on horizontally adjacent tiles, each block
-    # loading half of the shared A tile and multicasting it into both (A traffic from L2 halves);
-    # with cluster_m = 2 as well, a 2 x 2 "quad" of tiles: each block loads half of its row's A
-    # tile and half of its column's B tile (what one block reads from L2 per k-step halves)
+    # 2 (4): the same on horizontally adjacent tiles sharing A; with cluster_m = 2 as well, a
+    # 2 x 2 "quad" of tiles: each block loads half of its row's A tile and half of its column's B
+    # tile (what one block reads from L2 per k-step halves). At most four blocks a cluster.
     cluster_n: int = 1
     # True: the tiling is of C.T = B @ A.T (m, n: the user's n, m; B is the wgmma A operand, K-major
     # from B (n, k) or MN-major from B (k, n), A (m, k) the K-major B operand): a skinny A becomes a
@@ -263,7 +264,7 @@ class GemmTiling:
         if self.stream_k:  # every SM: the split tiles spread over all of them
             return self.sms // size * size
         per_block = 2 if self.pingpong else 1  # a pingpong block keeps both consumers busy
-        resident = self.sms // size if size < 4 else min(self.sms // size, RESIDENT_QUADS)
+        resident = self.sms // size if size < 4 else min(self.sms // size, RESIDENT_CLUSTERS_OF_4)
         clusters = min(-(-self.work_items // per_block), resident)
         return clusters * size
 
@@ -340,29 +341,27 @@ def cluster_position(t: GemmTiling, rank: Any) -> tuple[Any, Any]:
 
 
 def multicast_peers(t: GemmTiling, rank: Any) -> tuple:
-    """The cluster ranks whose loads land in this block's slots besides its own (the block
-    below or above, sharing B; the block beside, sharing A), whose 'empty' barriers this
-    block's consumers release each slot in too. () outside a cluster."""
+    """The cluster ranks whose loads land in this block's slots besides its own (the others of
+    its cluster column, sharing B; of its row, sharing A; never a quad's diagonal block), whose
+    'empty' barriers this block's consumers release each slot in too. () outside a cluster.
+    (cluster_m and cluster_n are powers of two: flipping a rank's row bits stays in its column.)"""
     if t.cluster_size == 1:
         return ()
-    row, col = cluster_position(t, rank)
-    peers = []
-    if t.cluster_m > 1:
-        peers.append(1 - rank if t.cluster_n == 1 else col * t.cluster_m + (1 - row))
-    if t.cluster_n > 1:
-        peers.append(1 - rank if t.cluster_m == 1 else (1 - col) * t.cluster_m + row)
-    return tuple(peers)
+    if t.cluster_size == 2:
+        return (1 - rank,)
+    return (tuple(rank ^ d for d in range(1, t.cluster_m))
+            + tuple(rank ^ (d * t.cluster_m) for d in range(1, t.cluster_n)))
 
 
 def multicast_masks(t: GemmTiling, rank: Any) -> tuple[Any, Any]:
-    """The multicast masks of this block's A half (the ranks of its cluster row) and B half (of
+    """The multicast masks of this block's share of A (the ranks of its cluster row) and of B (of
     its cluster column), ints where they do not depend on the rank; None where not shared."""
     row, col = cluster_position(t, rank)
     a_mask = b_mask = None
-    if t.cluster_n > 1:
-        a_mask = 0b11 if t.cluster_m == 1 else 0b101 * (row + 1)  # ranks row and row + 2: 0b0101 or 0b1010
-    if t.cluster_m > 1:
-        b_mask = 0b11 if t.cluster_n == 1 else 0b11 * (3 * col + 1)  # ranks 2 col, 2 col + 1: 0b0011 or 0b1100
+    if t.cluster_n > 1:  # a quad: ranks row and row + 2, 0b0101 or 0b1010
+        a_mask = (1 << t.cluster_n) - 1 if t.cluster_m == 1 else 0b101 * (row + 1)
+    if t.cluster_m > 1:  # a quad: ranks 2 col and 2 col + 1, 0b0011 or 0b1100
+        b_mask = (1 << t.cluster_m) - 1 if t.cluster_n == 1 else 0b11 * (3 * col + 1)
     return a_mask, b_mask
 
 

@@ -45,13 +45,13 @@ def valid_tile_n(tile_n: Any, transpose_b: bool, swap_ab: bool = False) -> bool:
     return step <= tile_n <= 256 and tile_n % step == 0
 
 
-def pairs_split_b(tile_n: int, b_k_major: bool) -> bool:
-    """A multicast pair (cluster_m=2) can share a B tile this wide: each block loads half of its
-    rows of B (n, k) (8-row multiples, where the 128-byte swizzle repeats), or of its 64-column
-    boxes of B (k, n) (two each, or two and one)."""
+def pairs_split_b(tile_n: int, b_k_major: bool, parts: int = 2) -> bool:
+    """`parts` blocks sharing B (cluster_m=parts) can split a B tile this wide: each loads its
+    share of the rows of B (n, k) (8-row multiples, where the 128-byte swizzle repeats), or of its
+    64-column boxes of B (k, n) (pairs: two each, or two and one; four blocks: one each)."""
     if b_k_major:
-        return 32 <= tile_n <= 256 and tile_n % 16 == 0
-    return tile_n in (128, 192, 256)
+        return 16 * parts <= tile_n <= 256 and tile_n % (8 * parts) == 0
+    return tile_n in ((128, 192, 256) if parts == 2 else (64 * parts,))
 
 
 def check_problem(m: Any, n: Any, k: Any, transpose_b: Any = False, *, where: str = "gemm") -> tuple[int, int, int]:
@@ -91,22 +91,28 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     if t.split_k > 1 and t.persistent:
         raise ValueError(f"gemm: split_k={t.split_k} runs one tile slice per block; it cannot be combined with "
                          f"persistent={t.persistent!r}")
-    choice("cluster_m", t.cluster_m, (1, 2), expected="1 or 2", where="gemm")
-    if t.cluster_m == 2 and (t.persistent not in (True, "stream_k") or t.split_k > 1):
-        raise ValueError(f"gemm: cluster_m=2 (two blocks sharing B tiles by multicast) needs persistent=True (or "
-                         f"'stream_k') and split_k=1, got persistent={t.persistent!r}, split_k={t.split_k}")
-    if t.cluster_m == 2 and not pairs_split_b(t.tile_n, t.b_k_major):
-        raise ValueError(f"gemm: cluster_m=2 splits the B tile between the two blocks (in 8-row halves of B (n, k), "
-                         f"or 64-column boxes of B (k, n)): tile_n must be "
-                         f"{'a multiple of 16 from 32' if t.b_k_major else '128, 192 or 256'}, got {t.tile_n}")
-    choice("cluster_n", t.cluster_n, (1, 2), expected="1 or 2", where="gemm")
-    if t.cluster_n == 2 and (t.persistent not in (True, "stream_k") or t.a_mn_major):
-        raise ValueError(f"gemm: cluster_n=2 (two blocks sharing A tiles by multicast) needs persistent=True (or "
-                         f"'stream_k') and A as (m, k), got persistent={t.persistent!r}"
+    choice("cluster_m", t.cluster_m, (1, 2, 4), expected="1, 2 or 4", where="gemm")
+    if t.cluster_m > 1 and (t.persistent not in (True, "stream_k") or t.split_k > 1):
+        raise ValueError(f"gemm: cluster_m={t.cluster_m} ({t.cluster_m} blocks sharing B tiles by multicast) needs "
+                         f"persistent=True (or 'stream_k') and split_k=1, got persistent={t.persistent!r}, "
+                         f"split_k={t.split_k}")
+    if t.cluster_m > 1 and not pairs_split_b(t.tile_n, t.b_k_major, t.cluster_m):
+        share = "halves" if t.cluster_m == 2 else "quarters"
+        widths = (f"a multiple of {8 * t.cluster_m} from {16 * t.cluster_m}" if t.b_k_major
+                  else "128, 192 or 256" if t.cluster_m == 2 else "256")
+        raise ValueError(f"gemm: cluster_m={t.cluster_m} splits the B tile between the blocks (in 8-row {share} of "
+                         f"B (n, k), or 64-column boxes of B (k, n)): tile_n must be {widths}, got {t.tile_n}")
+    choice("cluster_n", t.cluster_n, (1, 2, 4), expected="1, 2 or 4", where="gemm")
+    if t.cluster_n > 1 and (t.persistent not in (True, "stream_k") or t.a_mn_major):
+        raise ValueError(f"gemm: cluster_n={t.cluster_n} ({t.cluster_n} blocks sharing A tiles by multicast) needs "
+                         f"persistent=True (or 'stream_k') and A as (m, k), got persistent={t.persistent!r}"
                          f"{', swap_ab=True with B (k, n)' if t.a_mn_major else ''}")
-    if t.cluster_m == 2 and t.cluster_n == 2 and t.persistent is not True:
-        raise ValueError(f"gemm: cluster_m=2 with cluster_n=2 (2 x 2 quads sharing A along rows and B along "
-                         f"columns) needs persistent=True, got persistent={t.persistent!r}")
+    if t.cluster_size > 4:
+        raise ValueError(f"gemm: a cluster holds at most four blocks (2 x 2, 4 x 1 or 1 x 4), got cluster_m="
+                         f"{t.cluster_m} with cluster_n={t.cluster_n}")
+    if t.cluster_size == 4 and t.persistent is not True:
+        raise ValueError(f"gemm: clusters of four blocks (cluster_m={t.cluster_m}, cluster_n={t.cluster_n}) need "
+                         f"persistent=True, got persistent={t.persistent!r}")
     choice("split_k_reduce", t.split_k_reduce, ("cluster", "workspace"), expected="'cluster' or 'workspace'",
            where="gemm")
     if t.cluster_split and t.split_k > MAX_CLUSTER_SPLIT:
