@@ -31,6 +31,10 @@ time against cuBLAS, the configuration, SM clock and power; `gemm_random_seed<S>
 `_p10_vs_cublas`, `_min_vs_cublas`, `_call_geomean_vs_cublas`, and the m <= 64 subset
 (`_m64_geomean_vs_cublas`, `_m64_bandwidth_share_of_copy_geomean`).
 
+    python benchmarks/bench_gemm.py --random 32 --seed 7 --epilogue bias   # + a bias, against torch.addmm
+the same with a (n,) bias added in our epilogue, against cuBLASLt's bias epilogue (torch.addmm):
+an nn.Linear with a bias; figures `gemm_random_bias_seed<S>_...`.
+
     python benchmarks/bench_gemm.py --random 32 --seed 7 --fp8         # FP8, per-tensor scales
     python benchmarks/bench_gemm.py --random 32 --seed 7 --fp8 block   # FP8, 1x128 / 128x128 block scales
 the same draw made FP8-legal (gemm_fp8_random.py), against torch._scaled_mm; a `gemm_fp8_random`
@@ -46,6 +50,7 @@ import time
 
 import numpy as np
 from common import GpuSampler, interleaved_rounds, table, write_record
+from gemm_random import EPILOGUES
 from gemm_random import describe as _describe
 from gemm_sweep import (
     Problem,
@@ -350,12 +355,16 @@ def main() -> None:
     parser.add_argument("--random", type=int, default=None, metavar="N",
                         help="time N random shapes drawn from --seed instead of the sweep (gemm_random.py)")
     parser.add_argument("--seed", type=int, default=0, help="the seed of --random's shapes")
+    parser.add_argument("--epilogue", default=None, choices=EPILOGUES,
+                        help="with --random (bf16): add a (n,) bias in our GEMM's epilogue, against torch.addmm")
     parser.add_argument("--fp8", nargs="?", const="tensor", default=None, choices=("tensor", "block"),
                         help="with --random: the FP8 GEMM against torch._scaled_mm, per-tensor scales (default) or "
                              "1x128 / 128x128 block scales (gemm_fp8_random.py)")
     args = parser.parse_args()
     if args.fp8 is not None and args.random is None:
         parser.error("--fp8 goes with --random N (the fixed FP8 sweep runs unless --no-fp8)")
+    if args.epilogue is not None and (args.random is None or args.fp8 is not None):
+        parser.error("--epilogue goes with --random N, bf16 (not --fp8)")
     if args.random is not None:
         (fp8_random_main if args.fp8 else random_main)(args)
         return
@@ -416,16 +425,24 @@ def _random_record(args: argparse.Namespace, record: str, prefix: str, header: t
 
 
 def random_main(args: argparse.Namespace) -> None:
-    """--random N --seed S: the model's configurations on shapes drawn at run time (gemm_random.py)."""
-    from gemm_random import run_random
+    """--random N --seed S [--epilogue bias]: the model's configurations on shapes drawn at run
+    time (gemm_random.py)."""
+    import functools
 
-    _random_record(args, "gemm_random", f"gemm_random_seed{args.seed}",
-                   ("problem", "what", "ours us", "cuBLAS us", "kernel: cuBLAS / ours", "call: cuBLAS / ours",
-                    "config", "rel err"), run_random, {
+    from gemm_random import figure_prefix, run_random
+
+    peer = "torch.addmm(bias, ...)" if args.epilogue else "torch.matmul"
+    notes = {
         "ratio": "cuBLAS median time / our median time (above 1: ours faster)",
-        "kernel": "launch_unchecked on CuPy views vs torch.matmul(out=), launches queued behind a blocking kernel",
-        "call": "the Kernel called on torch tensors vs torch.matmul, CUDA events around each call",
-        "configs": "the model alone (MGPU_LAB_GEMM_TABLE=0); tuned shapes dropped"})
+        "kernel": f"launch_unchecked on CuPy views vs {peer} (out=), launches queued behind a blocking kernel",
+        "call": f"the Kernel called on torch tensors vs {peer}, CUDA events around each call",
+        "configs": "the model alone (MGPU_LAB_GEMM_TABLE=0); tuned shapes dropped"}
+    if args.epilogue:
+        notes["epilogue"] = ("bias: a (n,) bf16 bias added in our GEMM's epilogue (fused(m, n, bias=...)), in "
+                             "cuBLASLt's by torch.addmm")
+    _random_record(args, "gemm_random", figure_prefix(args.seed, args.epilogue),
+                   ("problem", "what", "ours us", "cuBLAS us", "kernel: cuBLAS / ours", "call: cuBLAS / ours",
+                    "config", "rel err"), functools.partial(run_random, epilogue=args.epilogue), notes)
 
 
 FP8_RANDOM_PEERS = {

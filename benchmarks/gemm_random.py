@@ -24,6 +24,11 @@ on disk, so the timing process loads them), then each shape is checked and timed
   same call path, CUDA events around each call (so host time counts where it dominates);
 - the chosen configuration, the model's estimate, the SM clock and board power during the shape.
 Launches per block are bounded by a time budget per shape (BLOCK_MS), rounds kept small.
+
+`--epilogue bias` (`EPILOGUES`): C = A @ B + bias, a (n,) bf16 bias added in our GEMM's epilogue
+(`fused(m, n, bias=...)`, the configuration the model picks for a kernel with an epilogue)
+against `torch.addmm(bias, A, B)`, which cuBLASLt runs with its bias epilogue: what an
+nn.Linear with a bias costs on either side. Figures under `gemm_random_bias_seed<S>_...`.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ BLOCK_MS = 8.0  # GPU time per timed block (kernel-only)
 CALL_ITERS = (3, 30)  # user-call launches per block, at least / at most
 ROUNDS = 3
 TOLERANCE = 1e-2
+EPILOGUES = ("bias",)  # --epilogue: what the GEMM adds to A @ B in its epilogue (and the peer in cuBLASLt's)
 
 
 def _log_uniform(rng: random.Random, lo: float, hi: float) -> float:
@@ -97,19 +103,35 @@ def random_problems(count: int, seed: int, exclude: set[tuple[int, int, int]] | 
     return problems
 
 
-def tag(seed: int, p: Problem) -> str:
-    return f"gemm_random_seed{seed}_{p.key}_{'nt' if p.transpose_b else 'nn'}"
+def figure_prefix(seed: int, epilogue: str | None = None) -> str:
+    """The record's figure prefix of a seed's run (with --epilogue: `gemm_random_<epilogue>_seed<S>`)."""
+    return f"gemm_random_{epilogue}_seed{seed}" if epilogue else f"gemm_random_seed{seed}"
 
 
-def _build(m: int, n: int, k: int, transpose_b: bool) -> tuple[dict, float]:
+def tag(seed: int, p: Problem, epilogue: str | None = None) -> str:
+    return f"{figure_prefix(seed, epilogue)}_{p.key}_{'nt' if p.transpose_b else 'nn'}"
+
+
+def make_ours(m: int, n: int, k: int, transpose_b: bool, epilogue: str | None = None) -> Any:
+    """Our GEMM of the shape as a user makes it: plain, or with `epilogue` (EPILOGUES) fused."""
+    from mgpu_lab.kernels.gemm import fused, make_gemm
+
+    if epilogue is None:
+        return make_gemm(m, n, k, transpose_b=transpose_b)
+    if epilogue not in EPILOGUES:
+        raise ValueError(f"epilogue: expected one of {EPILOGUES} or None, got {epilogue!r}")
+    e = fused(m, n, bias="bfloat16")
+    return make_gemm(m, n, k, transpose_b=transpose_b, epilogue=e.fn, epilogue_inputs=e.inputs)
+
+
+def _build(m: int, n: int, k: int, transpose_b: bool, epilogue: str | None = None) -> tuple[dict, float]:
     """In a pool worker: the model's configuration and the host time of the cold build (which
     fills the on-disk kernel cache for the timing process)."""
-    from mgpu_lab.kernels.gemm import make_gemm
     from mgpu_lab.kernels.gemm.configs import gemm_config
 
     t0 = time.perf_counter()
-    config = gemm_config(m, n, k, transpose_b=transpose_b, table=False)
-    make_gemm(m, n, k, transpose_b=transpose_b)
+    config = gemm_config(m, n, k, transpose_b=transpose_b, table=False, epilogue=epilogue is not None)
+    make_ours(m, n, k, transpose_b, epilogue)
     return config, time.perf_counter() - t0
 
 
@@ -147,35 +169,42 @@ def shape_gpu_figures(name: str, summary: dict) -> dict:
 
 
 def time_problem(seed: int, p: Problem, built: tuple[dict, float], figures: dict, rows: list, rounds: int,
-                 sampler_cls: Any) -> float | None:
-    """Check and time one problem; its kernel-only ratio (cuBLAS time / ours), None when wrong."""
+                 sampler_cls: Any, epilogue: str | None = None) -> float | None:
+    """Check and time one problem; its kernel-only ratio (cuBLAS time / ours), None when wrong.
+    epilogue='bias': ours with the bias in its epilogue against torch.addmm (cuBLASLt's)."""
     import torch
 
     from mgpu_lab.builder.dtypes import numpy_dtype
-    from mgpu_lab.kernels.gemm import make_gemm
     from mgpu_lab.runtime.timing import time_cuda
 
     from common import interleaved_rounds
 
     config, cold_s = built
-    name = tag(seed, p)
+    name = tag(seed, p, epilogue)
     bf16 = numpy_dtype("bfloat16")
     t0 = time.perf_counter()
-    kern = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b)
+    kern = make_ours(p.m, p.n, p.k, p.transpose_b, epilogue)
     figures[f"{name}_build_s"] = time.perf_counter() - t0
     figures[f"{name}_cold_build_s"] = cold_s
     figures[f"{name}_config"] = config
     sets = operand_sets(p, torch, torch.bfloat16, seed=seed * 100_003 + p.m + 7 * p.n + 13 * p.k)
     views = [(cupy_view(a, bf16), cupy_view(b, bf16)) for a, b in sets]
+    extra = ()  # the epilogue's inputs after a and b: a fresh bias
+    if epilogue == "bias":
+        generator = torch.Generator(device="cuda").manual_seed(seed * 7 + p.n)
+        extra = (torch.randn(p.n, device="cuda", generator=generator).to(torch.bfloat16),)
+    extra_views = tuple(cupy_view(x, bf16) for x in extra)
     ours_out = torch.empty((p.m, p.n), dtype=torch.bfloat16, device="cuda")
     out_view = cupy_view(ours_out, bf16)
     peer_out = torch.empty((p.m, p.n), dtype=torch.bfloat16, device="cuda")
     a0, b0 = sets[0]
     want = torch.matmul(a0.float(), b0.float().T if p.transpose_b else b0.float())
+    if extra:
+        want += extra[0].float()
     ours_out.fill_(float("nan"))
-    kern(*views[0], out=out_view)
+    kern(*views[0], *extra_views, out=out_view)
     err = float((ours_out.float() - want).norm() / want.norm())
-    called = kern(a0, b0)  # the user's call path: torch in, torch out
+    called = kern(a0, b0, *extra)  # the user's call path: torch in, torch out
     call_err = float((called.float() - want).norm() / want.norm())
     del want, called
     figures[f"{name}_rel_error"] = err
@@ -188,19 +217,25 @@ def time_problem(seed: int, p: Problem, built: tuple[dict, float], figures: dict
 
     def ours(i: int) -> None:
         a, b = views[i % count]
-        launch(a, b, out_view)
+        launch(a, b, *extra_views, out_view)
 
     def peer(i: int) -> None:
         a, b = sets[i % count]
-        torch.matmul(a, b.T if p.transpose_b else b, out=peer_out)
+        if extra:
+            torch.addmm(extra[0], a, b.T if p.transpose_b else b, out=peer_out)
+        else:
+            torch.matmul(a, b.T if p.transpose_b else b, out=peer_out)
 
     def ours_call(i: int) -> None:
         a, b = sets[i % count]
-        kern(a, b)
+        kern(a, b, *extra)
 
     def peer_call(i: int) -> None:
         a, b = sets[i % count]
-        torch.matmul(a, b.T if p.transpose_b else b)
+        if extra:
+            torch.addmm(extra[0], a, b.T if p.transpose_b else b)
+        else:
+            torch.matmul(a, b.T if p.transpose_b else b)
 
     estimate_ms = p.estimate_ms()
     with sampler_cls() as gpu:
@@ -251,13 +286,13 @@ def ratio_totals(prefix: str, peer: str, ratios: list[float]) -> dict[str, float
             f"{prefix}_min_vs_{peer}": min(ratios)}
 
 
-def summarize(seed: int, problems: list[Problem], figures: dict, rows: list) -> None:
+def summarize(seed: int, problems: list[Problem], figures: dict, rows: list, epilogue: str | None = None) -> None:
     """Totals: geomean, 10th percentile and min of the kernel-only ratio, the user-call geomean,
     and the m <= 64 subset with its achieved bandwidth as a share of the device copy's."""
-    prefix = f"gemm_random_seed{seed}"
+    prefix = figure_prefix(seed, epilogue)
     ratios, calls, small, shares = [], [], [], []
     for p in problems:
-        name = tag(seed, p)
+        name = tag(seed, p, epilogue)
         if f"{name}_kernel_vs_cublas" not in figures:
             continue
         ratios.append(figures[f"{name}_kernel_vs_cublas"])
@@ -323,17 +358,23 @@ def time_all(problems: list[Problem], built: dict[Problem, tuple[dict, float] | 
 
 
 def run_random(count: int, seed: int, figures: dict, rows: list, *, rounds: int = ROUNDS,
-               deadline: float = float("inf"), workers: int | None = None) -> list[Problem]:
-    """Draw, build (process pool), check and time `count` shapes; totals into figures."""
+               deadline: float = float("inf"), workers: int | None = None,
+               epilogue: str | None = None) -> list[Problem]:
+    """Draw, build (process pool), check and time `count` shapes; totals into figures.
+    epilogue: None (C = A @ B against torch.matmul) or one of EPILOGUES."""
+    import functools
+
     from common import GpuSampler
 
+    if epilogue is not None and epilogue not in EPILOGUES:
+        raise ValueError(f"epilogue: expected one of {EPILOGUES} or None, got {epilogue!r}")
     model_configs_only()
     problems = random_problems(count, seed)
     t0 = time.perf_counter()
-    built = build_all(problems, workers or default_workers())
-    figures[f"gemm_random_seed{seed}_build_wall_s"] = time.perf_counter() - t0
-    time_all(problems, built, lambda p: tag(seed, p),
-             lambda p, result: time_problem(seed, p, result, figures, rows, rounds, GpuSampler),
+    built = build_all(problems, workers or default_workers(), functools.partial(_build, epilogue=epilogue))
+    figures[f"{figure_prefix(seed, epilogue)}_build_wall_s"] = time.perf_counter() - t0
+    time_all(problems, built, lambda p: tag(seed, p, epilogue),
+             lambda p, result: time_problem(seed, p, result, figures, rows, rounds, GpuSampler, epilogue),
              figures, rows, deadline)
-    summarize(seed, problems, figures, rows)
+    summarize(seed, problems, figures, rows, epilogue)
     return problems

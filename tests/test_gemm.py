@@ -151,18 +151,58 @@ def test_swap_ab_refuses_an_epilogue():
 
 def test_a_tuned_swapped_configuration_gives_way_to_an_epilogue():
     """The table swaps A and B for the 8B model's decode QKV projection; with a bias epilogue the
-    kernel (and a %%mosaic cell's gemm_definition) takes the heuristic's plain tiling instead."""
+    kernel (and a %%mosaic cell's gemm_definition) takes the model's fastest configuration with
+    C's own tiles instead (it used to take the old heuristic's plain tiling)."""
     from mgpu_lab.kernels.gemm import gemm_definition
+    from mgpu_lab.kernels.gemm.configs import model_config
     from mgpu_lab.kernels.gemm.epilogues import fused
 
     assert gemm_config(16, 6144, 4096, transpose_b=True).get("swap_ab") is True  # the tuned table's pick
     assert make_gemm(16, 6144, 4096, transpose_b=True).name.endswith("_swapab")
     e = fused(16, 6144, bias="bfloat16")
     k = make_gemm(16, 6144, 4096, transpose_b=True, epilogue=e.fn, epilogue_inputs=e.inputs)
-    heuristic = heuristic_config(16, 6144, 4096, transpose_b=True)
-    assert not k.name.endswith("_swapab") and k.compiled.grid[0] == -(-6144 // heuristic["tile_n"])
+    pick = model_config(16, 6144, 4096, transpose_b=True, epilogue=True)
+    assert pick != heuristic_config(16, 6144, 4096, transpose_b=True)
+    assert gemm_config(16, 6144, 4096, transpose_b=True, epilogue=True) == pick
+    assert not k.name.endswith("_swapab")
+    assert k.compiled.grid[0] == -(-16 // pick["tile_m"]) * -(-6144 // pick["tile_n"])
     definition = gemm_definition(16, 6144, 4096, transpose_b=True, epilogue=e.fn, epilogue_inputs=e.inputs)
     assert not definition["name"].endswith("_swapab")
+
+
+def test_with_an_epilogue_the_pick_is_the_models_fastest_that_applies_it():
+    """An epilogue needs C's own tiles and K slices summed in a cluster. Where the fastest
+    configuration without one swaps A and B or sums its slices through a workspace (most drawn
+    shapes under ~500 rows), the kernel with an epilogue takes the model's fastest configuration
+    that can apply it: not the old heuristic's tiles, nor the first pick with its split dropped
+    (200x1072x27360 ran 128 x 224 tiles over all of K: 6x the model's time)."""
+    import sys
+    from pathlib import Path
+
+    from mgpu_lab.kernels.gemm.configs import model_config
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    from gemm_random import random_problems
+
+    scheme = ("tile_m", "tile_n", "persistent", "split_k", "cluster_m", "group_m")
+    moved = 0
+    for p in random_problems(48, 21) + [gemm_random_problem(200, 1072, 27360, True)]:
+        plain = resolve_tiling(p.m, p.n, p.k, transpose_b=p.transpose_b, split_k=None)
+        t = resolve_tiling(p.m, p.n, p.k, transpose_b=p.transpose_b, split_k=None, unswapped=True)
+        pick = model_config(p.m, p.n, p.k, transpose_b=p.transpose_b, epilogue=True)
+        assert not t.swap_ab and (t.split_k == 1 or t.cluster_split), (p, t)
+        if gemm_config(p.m, p.n, p.k, transpose_b=p.transpose_b).get("source") == "tuned":
+            continue
+        defaults = {"persistent": False, "split_k": 1, "cluster_m": 1, "group_m": 8}
+        assert {key: getattr(t, key) for key in scheme} == {key: pick.get(key, defaults.get(key)) for key in scheme}, p
+        moved += plain.swap_ab or (plain.split_k > 1 and not plain.cluster_split)
+    assert moved >= 10  # the shapes whose plain pick an epilogue cannot take
+
+
+def gemm_random_problem(m: int, n: int, k: int, transpose_b: bool):
+    from gemm_sweep import Problem
+
+    return Problem(m, n, k, transpose_b, "drawn")
 
 
 def test_swap_ab_tiles_the_transposed_product():

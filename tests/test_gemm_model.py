@@ -402,6 +402,35 @@ def test_random_summary_figures():
         moved / 20e-6 / 4.04e12)
 
 
+def test_drawn_shapes_with_a_bias_build_the_users_kernel_and_name_their_figures():
+    """bench_gemm.py --random N --seed S --epilogue bias: each shape's kernel is the one a user
+    gets with a bias in the epilogue (the model's pick for a kernel with one: C's own tiles, no
+    workspace split), built in the pool's worker function; figures under gemm_random_bias_seed<S>."""
+    import subprocess
+    import sys
+
+    from gemm_random import _build, figure_prefix, make_ours, summarize, tag
+    from gemm_sweep import Problem
+
+    p = Problem(200, 1072, 27360, True, "drawn")  # plain: a 12-slice workspace split; with a bias: a cluster split
+    config, seconds = _build(p.m, p.n, p.k, p.transpose_b, epilogue="bias")
+    assert not config.get("swap_ab") and config.get("split_k_reduce", "cluster") == "cluster" and seconds > 0
+    kern = make_ours(p.m, p.n, p.k, p.transpose_b, "bias")
+    assert [s.shape for s in kern.compiled.inputs] == [(200, 27360), (1072, 27360), (1072,)]
+    assert kern.compiled.grid[1] == config["split_k"] > 1 and len(kern.launches) == 1
+    assert tag(5, p, "bias") == "gemm_random_bias_seed5_200x1072x27360_nt" and figure_prefix(5) == "gemm_random_seed5"
+    figures = {f"{tag(5, p, 'bias')}_kernel_vs_cublas": 0.9, f"{tag(5, p, 'bias')}_call_vs_cublas": 0.8,
+               f"{tag(5, p, 'bias')}_ours_us": 50.0}
+    summarize(5, [p], figures, [], "bias")
+    assert figures["gemm_random_bias_seed5_geomean_vs_cublas"] == 0.9 and "gemm_random_seed5_geomean_vs_cublas" not in figures
+    with pytest.raises(ValueError, match=r"epilogue: expected one of \('bias',\) or None, got 'gelu'"):
+        make_ours(p.m, p.n, p.k, p.transpose_b, "gelu")
+    bench = str(Path(__file__).parent.parent / "benchmarks" / "bench_gemm.py")
+    out = subprocess.run([sys.executable, bench, "--random", "4", "--fp8", "--epilogue", "bias"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "--epilogue goes with --random N, bf16 (not --fp8)" in out.stderr
+
+
 def test_options_on_drawn_shapes_time_every_family_and_read_back_as_samples(tmp_path):
     # bench_gemm_options --random: the model's alternatives on drawn shapes, named so that
     # fit_gemm_model reads each back as the configuration that ran, with B's recorded layout.

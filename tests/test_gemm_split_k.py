@@ -90,13 +90,18 @@ def test_heuristic_splits_k_only_for_few_tiles_over_a_long_k():
     assert choose_split_k(2048, 2048, 8192, 128, 256, 132) == 1
 
 
-def test_split_k_with_an_epilogue_from_the_config_is_dropped():
+def test_split_k_with_an_epilogue_from_the_config_sums_in_a_cluster():
+    """With an epilogue the configuration's K slices are summed in a cluster, which applies it to
+    the sums: one launch, never a workspace's second kernel (which applies none)."""
     from mgpu_lab.kernels.gemm.epilogues import relu
 
     assert resolve_tiling(16, 4096, 14336, transpose_b=True, split_k=None).split_k > 1  # what the config picks
     kern = make_gemm(16, 4096, 14336, transpose_b=True, epilogue=lambda acc, tile: relu(acc))
-    assert len(kern.launches) == 1
-    assert kern.compiled.grid[1] == 1 and kern.compiled.cluster == (1, 1, 1)
+    split = kern.compiled.grid[1]
+    assert len(kern.launches) == 1 and split > 1 and kern.compiled.cluster == (1, split, 1)
+    for m, n, k in [(64, 1024, 32768), (8, 512, 65536), (200, 1072, 27360)]:  # workspace splits without one
+        kern = make_gemm(m, n, k, transpose_b=True, epilogue=lambda acc, tile: relu(acc))
+        assert len(kern.launches) == 1 and kern.compiled.cluster == (1, kern.compiled.grid[1], 1)
 
 
 @pytest.mark.parametrize("kwargs, message", [

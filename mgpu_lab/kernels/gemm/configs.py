@@ -93,6 +93,14 @@ def _split(m: int, n: int, k: int, config: dict[str, Any], dtype: str) -> dict[s
     return {"split_k": split} if split > 1 else {}
 
 
+def _takes_an_epilogue(config: dict[str, Any]) -> bool:
+    """Whether a configuration can apply an epilogue: C's own tiles (no swap) and K slices, if
+    any, summed in a cluster (a workspace's second kernel applies none)."""
+    split = config.get("split_k", 1) or 1
+    reduce = config.get("split_k_reduce") or ("cluster" if split <= MAX_CLUSTER_SPLIT else "workspace")
+    return not config.get("swap_ab") and (split == 1 or reduce == "cluster")
+
+
 def model_enabled(model: bool | None = None) -> bool:
     """Whether untuned shapes get the model's pick: `model` when given, else not switched off by
     MGPU_LAB_GEMM_MODEL=0 (see MODEL_ENV)."""
@@ -269,6 +277,9 @@ def gemm_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str
                 out_dtype: str = "bfloat16", model: bool | None = None) -> dict[str, Any]:
     """tile_m, tile_n, group_m, maybe stages, persistent, split_k, split_k_reduce, cluster_m and
     swap_ab (tile sizes then of C.T), and `source` ('tuned', 'model' or 'heuristic').
+    epilogue: True for a kernel with one, which needs C's own tiles and K slices summed in a
+    cluster: a tuned entry that swaps or splits through a workspace gives way to the model's
+    fastest configuration that can apply it.
     table: False skips the tuned table (default: on unless MGPU_LAB_GEMM_TABLE=0). model: True
     gives untuned shapes the performance model's pick (default: on unless MGPU_LAB_GEMM_MODEL=0),
     False the old heuristic's."""
@@ -277,7 +288,9 @@ def gemm_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str
             shape_key(m, n, k, transpose_b=transpose_b, dtype=dtype))
         if entry is not None:
             config = {**{key: entry[key] for key in CONFIG_KEYS if key in entry}, "source": "tuned"}
-            return config if "split_k" in entry else config | _split(m, n, k, config, dtype)
+            config = config if "split_k" in entry else config | _split(m, n, k, config, dtype)
+            if not (epilogue and not _takes_an_epilogue(config)):  # else the model's pick with C's own tiles
+                return config
     if not model_enabled(model) or \
             not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in (m, n, k)):
         return heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype)  # bad sizes: make_gemm's checks name it

@@ -244,11 +244,12 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
     """The checked GemmTiling: given tile sizes, the rest from `gemm_config` (split_k=None:
     the configuration's, 1 when the tile sizes were given; split_k_reduce=None: 'cluster' up
     to MAX_CLUSTER_SPLIT slices, else 'workspace'). With swap_ab the tiling is of C.T (m and n
-    swapped, B the wgmma A operand). unswapped=True (an epilogue, which needs C's own tiles):
-    a configuration that swaps gives way to the heuristic's, and swap_ab=True is refused."""
+    swapped, B the wgmma A operand). unswapped=True (an epilogue, which needs C's own tiles and
+    K slices summed in a cluster): the pick is the fastest configuration that can apply it (the
+    model's, where a tuned one swaps or splits through a workspace), and swap_ab=True is refused."""
     m, n, k = check_problem(m, n, k, transpose_b)
     if tile_m is None and tile_n is None:
-        picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype)
+        picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=unswapped)
     elif tile_m is None or tile_n is None:  # one side given: a partner it builds with
         side, value = ("tile_m", tile_m) if tile_n is None else ("tile_n", tile_n)
         picked = config_with_side(m, n, k, side, value, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
