@@ -141,12 +141,44 @@ def test_swap_ab_refuses_the_workspace_split():
                   split_k_reduce="workspace")
 
 
-def test_swap_ab_refuses_an_epilogue():
-    """C is written transposed from the registers, so an epilogue (its tile is of C) cannot apply;
-    a table's swapped configuration falls back to a plain tiling instead."""
-    with pytest.raises(ValueError, match=r"swap_ab=True writes C transposed .* applies no epilogue"):
+def test_swap_ab_refuses_an_epilogue_not_marked_swap_safe():
+    """A swapped tile is of C.T: an epilogue applies to it only if marked swap_safe (it reads
+    its arrays through the tile's loaders, which speak C's terms either way); others are refused,
+    and an unmarked one that reads positions is refused by the tile too."""
+    with pytest.raises(ValueError, match=r"swap_ab=True holds C.T's tiles and applies only an epilogue marked "
+                                         r"swap_safe .*; use swap_ab=False with this epilogue"):
         make_gemm(16, 256, 64, transpose_b=True, swap_ab=True, tile_m=64, tile_n=16,
                   epilogue=lambda acc, tile: acc)
+
+    def positional(acc, tile):
+        tile.thread_rows()
+        return acc
+
+    positional.swap_safe = True  # wrongly: it reads positions
+    with pytest.raises(mgpu_lab.errors.KernelBuildError,
+                       match=r"EpilogueTile.thread_rows: this tile is of C.T \(swap_ab=True\)"):
+        make_gemm(16, 256, 64, transpose_b=True, swap_ab=True, tile_m=64, tile_n=16, epilogue=positional)
+
+
+@pytest.mark.parametrize("m, n, k, transpose_b, what, tiles", [
+    (129, 4096, 1024, True, {"bias": "bfloat16", "activation": "gelu", "residual": "bfloat16", "scale": True},
+     {"tile_m": 128, "tile_n": 136}),
+    (7, 6144, 4096, True, {"bias": "bfloat16"}, {"tile_m": 128, "tile_n": 8, "split_k": 4}),
+    (301, 3584, 2048, False, {"residual": "bfloat16", "activation": "silu"}, {"tile_m": 128, "tile_n": 152}),
+    (530, 5920, 3152, False, {"bias": "bfloat16"}, {"tile_m": 128, "tile_n": 184, "persistent": True}),
+])
+def test_fused_epilogues_apply_to_swapped_tiles(m, n, k, transpose_b, what, tiles):
+    """`fused`'s epilogues are swap_safe: on C.T's tiles the bias loads along the accumulator's
+    rows and the residual's tile transposed (an odd m: one element at a time), the rest elementwise;
+    one tile per block, a cluster split, persistent. Compiled clean here; checked on the GPU
+    (test_gemm_swap_ab_gpu.py)."""
+    from mgpu_lab.kernels.gemm.epilogues import fused
+
+    e = fused(m, n, **what)
+    kern = make_gemm(m, n, k, transpose_b=transpose_b, swap_ab=True, epilogue=e, epilogue_inputs=e.inputs, **tiles)
+    assert kern.name.endswith("_swapab")
+    assert_clean(kern, rf"HGMMA\.64x{tiles['tile_n']}x16", tma_store=False)
+    assert [s.shape for s in kern.compiled.inputs][2:] == [s.shape for s in e.inputs]
 
 
 def test_a_tuned_swapped_configuration_gives_way_to_an_epilogue():

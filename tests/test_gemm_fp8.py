@@ -58,10 +58,17 @@ def test_fp8_swap_ab_runs_persistent(tiles):
     assert k.config["tiling"].persistent == tiles["persistent"]
 
 
-def test_fp8_swap_ab_refuses_a_user_epilogue():
+def test_fp8_swap_ab_takes_a_swap_safe_user_epilogue_only():
+    """After the scales, a user epilogue on C.T's tiles: `fused`'s (swap_safe) builds, an
+    unmarked one is refused."""
     e = fused(16, 4096, bias="bfloat16")
-    with pytest.raises(ValueError, match=r"gemm: swap_ab=True writes C transposed .* applies no epilogue"):
-        make_fp8_gemm(16, 4096, 4096, tile_m=64, tile_n=16, swap_ab=True, epilogue=e.fn, epilogue_inputs=e.inputs)
+    k = make_fp8_gemm(16, 4096, 4096, tile_m=64, tile_n=16, swap_ab=True, epilogue=e.fn, epilogue_inputs=e.inputs)
+    assert k.name.endswith("_swapab")
+    assert_clean(k, r"QGMMA\.64x16x32", tma_store=False)
+    with pytest.raises(ValueError, match=r"gemm: swap_ab=True holds C.T's tiles and applies only an epilogue marked "
+                                         r"swap_safe"):
+        make_fp8_gemm(16, 4096, 4096, tile_m=64, tile_n=16, swap_ab=True, epilogue=lambda acc, tile, bias: acc,
+                      epilogue_inputs=e.inputs)
 
 
 def test_fp8_gemm_errors():

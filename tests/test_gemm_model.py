@@ -266,6 +266,33 @@ def test_clusters_of_four_are_offered_only_when_switched_on_take_nothing_away_an
         assert t.cluster_size == 4 and t.grid % 4 == 0 and t.grid <= 120
 
 
+def test_swapped_tiles_for_a_swap_safe_epilogue_only_when_switched_on_or_asked_for(monkeypatch):
+    """`fused`'s epilogues apply to C.T's tiles too. With OFFER_SWAP_EPILOGUE off the choice for a
+    kernel with one is the same as for any epilogue (C's own tiles); on, the model may swap for it
+    (a decode-sized nn.Linear with a bias, 4 x 4096 x 4096, swaps as one without does), never
+    through a workspace and never above 128 x 128 f32 a consumer. swap_ab=True asked for is
+    given either way; an unmarked epilogue never swaps."""
+    from mgpu_lab.kernels.gemm import fused, make_gemm
+
+    e = fused(4, 4096, bias="bfloat16")
+    plain = resolve_tiling(4, 4096, 4096, transpose_b=True, split_k=None)
+    assert plain.swap_ab  # without an epilogue
+    off = resolve_tiling(4, 4096, 4096, transpose_b=True, split_k=None, swappable_epilogue=True)
+    assert not off.swap_ab and off == resolve_tiling(4, 4096, 4096, transpose_b=True, split_k=None, unswapped=True)
+    asked = resolve_tiling(4, 4096, 4096, transpose_b=True, split_k=None, swappable_epilogue=True, swap_ab=True)
+    assert asked.swap_ab and (asked.split_k == 1 or asked.cluster_split)
+    monkeypatch.setattr(model, "OFFER_SWAP_EPILOGUE", True)
+    on = resolve_tiling(4, 4096, 4096, transpose_b=True, split_k=None, swappable_epilogue=True)
+    assert on.swap_ab and (on.split_k == 1 or on.cluster_split)
+    assert make_gemm(4, 4096, 4096, transpose_b=True, epilogue=e, epilogue_inputs=e.inputs).name.endswith("_swapab")
+    assert not make_gemm(4, 4096, 4096, transpose_b=True, epilogue=lambda acc, tile, bias: acc,
+                         epilogue_inputs=e.inputs).name.endswith("_swapab")
+    p = model.Problem(300, 3584, 18944, transpose_b=True, epilogue=model.SWAPPABLE)
+    swapped = [c for c in model.candidates(p) if c.get("swap_ab")]
+    assert swapped and all((c["tile_m"] // 2 if c["tile_m"] > 64 else c["tile_m"]) * c["tile_n"] <= 128 * 128
+                           and c.get("split_k_reduce", "cluster") == "cluster" for c in swapped)
+
+
 def test_pairs_sharing_b_are_offered_persistent_and_stream_k_whatever_else_is_switched_off():
     """The switches for new pairs add candidates and take none away: with both off, a large
     problem still gets B pairs both ways (a misplaced switch once hid the stream-K ones)."""
@@ -516,7 +543,7 @@ def test_the_switches_can_be_turned_on_for_a_probe_by_the_environment_and_name_a
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,b_pairs"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
-                                    "swap_persistent, clusters_of_four (comma-separated), got 'a_pairs,b_pairs'") in out.stderr
+                                    "swap_persistent, clusters_of_four, swap_epilogue (comma-separated), got 'a_pairs,b_pairs'") in out.stderr
 
 
 def test_options_with_switches_on_time_the_switched_picks_beside_the_default():

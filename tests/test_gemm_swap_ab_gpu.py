@@ -98,3 +98,18 @@ def test_epilogue_on_a_96_wide_tile(rng):
     """Bias and activation on a split-K tile whose store boxes are 32 columns."""
     assert _check(16, 6144, 4096, rng, bias="bfloat16", activation="gelu",
                   tiles={"tile_m": 64, "tile_n": 96, "split_k": 2}) <= 1e-2
+
+
+@pytest.mark.parametrize("m, n, k, transpose_b, options, tiles", [
+    (129, 4096, 1024, True, {"bias": "bfloat16", "activation": "gelu", "residual": "bfloat16", "scale": True},
+     {"tile_m": 128, "tile_n": 136}),
+    (7, 6144, 4096, True, {"bias": "bfloat16"}, {"tile_m": 128, "tile_n": 8, "split_k": 4}),  # cluster split-K sums
+    (301, 3584, 2048, False, {"residual": "bfloat16", "activation": "silu"}, {"tile_m": 128, "tile_n": 152}),  # odd m
+    (530, 5920, 3152, False, {"bias": "float32", "scale": True}, {"tile_m": 128, "tile_n": 184, "persistent": True}),
+    (33, 4104, 2048, True, {"bias": "bfloat16", "residual": "bfloat16"},
+     {"tile_m": 64, "tile_n": 48, "persistent": "stream_k"}),
+], ids=["gelu-all", "bias-split", "residual-odd-m", "bias-f32-persistent", "stream-k"])
+def test_fused_epilogue_on_swapped_tiles(m, n, k, transpose_b, options, tiles, rng):
+    """`fused` epilogues on C.T's tiles (swap_ab): the bias along the accumulator's rows, the
+    residual's tile read transposed, against the f64 reference on C; outputs poisoned first."""
+    assert _check(m, n, k, rng, transpose_b=transpose_b, tiles={"swap_ab": True, **tiles}, **options) <= 1e-2

@@ -20,7 +20,7 @@ from mgpu_lab.arguments import choice
 from mgpu_lab.user_errors import user_facing
 
 from .kernel import build_gemm_kernel, resolve_tiling
-from .tiling import check_problem
+from .tiling import check_problem, swap_safe
 from .padding import aligned_shape, padded_gemm
 from .pieces import Epilogue, EpilogueTile
 
@@ -52,7 +52,8 @@ def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m
     t = resolve_tiling(m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype, tile_m=tile_m, tile_n=tile_n,
                        stages=stages, group_m=group_m, persistent=persistent, cluster_m=cluster_m,
                        split_k=split_k, split_k_reduce=split_k_reduce, swap_ab=swap_ab, cluster_n=cluster_n,
-                       unswapped=epilogue is not None, input_dtypes=(FP8,))
+                       unswapped=epilogue is not None and not swap_safe(epilogue),
+                       swappable_epilogue=epilogue is not None and swap_safe(epilogue), input_dtypes=(FP8,))
 
     def scaled(acc: dsl.FragmentedArray, tile: EpilogueTile, scale_a: Any, scale_b: Any,
                *refs: Any) -> dsl.FragmentedArray:
@@ -60,6 +61,7 @@ def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m
         return acc if epilogue is None else epilogue(acc, tile, *refs)
 
     scaled.scalars_only = epilogue is None  # the same on C or C.T: swap_ab may take it
+    scaled.swap_safe = epilogue is None or swap_safe(epilogue)  # (the user's, read through the tile's loaders)
     scales = (dsl.ShapeDtype((1,), "float32"), dsl.ShapeDtype((1,), "float32"))
     swapped = "_swapab" if t.swap_ab else ""
     return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=scaled,

@@ -63,7 +63,9 @@ from .configs import auto_settings, config_with_settings, config_with_side, gemm
 from .padding import aligned_shape, padded_gemm
 from .split_k import MAX_CLUSTER_SPLIT, reduce_in_cluster, split_k_gemm, split_k_name
 from .stream_k import StreamKPlan, consume, produce, signal_partials, stream_k_gemm, stream_k_inputs
-from .tiling import _INPUT_DTYPES, SWAP_AB_EPILOGUE, check_problem, settle_tiling
+from . import model
+from .model import SWAPPABLE
+from .tiling import _INPUT_DTYPES, SWAP_AB_EPILOGUE, check_problem, settle_tiling, swap_safe
 from .pieces import (
     SMEM_LIMIT,
     Epilogue,
@@ -129,7 +131,8 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     2: clusters of four blocks on 2 x 2 quads of tiles, each loading half of its row's A tile and
     half of its column's B tile. Clusters of four need persistent=True; at most 30 run (what an
     H200 keeps resident).
-    swap_ab: True computes C.T = B @ A.T (no epilogue; bf16/f16 only with B (k, n), which the wgmma
+    swap_ab: True computes C.T = B @ A.T (an epilogue only if marked swap_safe, as `fused`'s are:
+    its loaders then read the bias and residual transposed; bf16/f16 only with B (k, n), which the wgmma
     then reads MN-major): B's n side fills the wgmma's 64-row side and A's few rows a narrow tile_n
     (any multiple of 8), e.g. m = 129 as one 136-wide tile instead of two 128-row tiles, one
     nearly empty; m = 257 as two 136-wide tiles; tile_m and tile_n then tile
@@ -153,7 +156,7 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
         (tile_m, tile_n, stages, group_m, persistent, split_k, split_k_reduce, cluster_m, swap_ab,
          cluster_n) = auto_settings(
             tune, m, n, k, make=make_gemm, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
-            epilogue=epilogue is not None, given=settings)
+            epilogue=epilogue_kind(epilogue), given=settings)
     elif tune is not None:
         choice("tune", tune, ("auto", None), expected="'auto' or None", where="gemm")
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
@@ -165,7 +168,7 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     resolve = functools.partial(resolve_tiling, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                                 tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
                                 cluster_m=cluster_m, swap_ab=swap_ab, cluster_n=cluster_n,
-                                unswapped=epilogue is not None)
+                                **_resolve_epilogue(epilogue))
     t = resolve(split_k=split_k, split_k_reduce=split_k_reduce)
     if epilogue is not None and t.split_k > 1 and not t.cluster_split:
         if split_k is not None:
@@ -177,6 +180,23 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
         return workspace_split_k_gemm(t, options, stages_given=stages is not None)
     return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=epilogue,
                              epilogue_inputs=epilogue_inputs)
+
+
+def epilogue_kind(epilogue: Any) -> bool | str:
+    """What the configuration choice needs to know of an epilogue (configs' `epilogue`): False
+    (none), True (one on C's own tiles) or model.SWAPPABLE (one that applies to C.T's too,
+    `swap_safe`, where swapped tiles are offered for it: model.OFFER_SWAP_EPILOGUE)."""
+    if epilogue is None:
+        return False
+    return SWAPPABLE if swap_safe(epilogue) and model.OFFER_SWAP_EPILOGUE else True
+
+
+def _resolve_epilogue(epilogue: Any) -> dict[str, bool]:
+    """resolve_tiling's keywords for an epilogue: none, one on C's own tiles (unswapped), or one
+    that applies to C.T's too (swappable_epilogue)."""
+    if epilogue is None:
+        return {}
+    return {"swappable_epilogue": True} if swap_safe(epilogue) else {"unswapped": True}
 
 
 def workspace_split_k_gemm(t: GemmTiling, options: dict[str, Any], *, stages_given: bool = True) -> mgpu_lab.Kernel:
@@ -240,20 +260,26 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
                    stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
                    split_k: int | None = 1, split_k_reduce: str | None = None, cluster_m: int | None = None,
                    swap_ab: bool | None = None, cluster_n: int | None = None, unswapped: bool = False,
+                   swappable_epilogue: bool = False,
                    input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
     """The checked GemmTiling: given tile sizes, the rest from `gemm_config` (split_k=None:
     the configuration's, 1 when the tile sizes were given; split_k_reduce=None: 'cluster' up
     to MAX_CLUSTER_SPLIT slices, else 'workspace'). With swap_ab the tiling is of C.T (m and n
     swapped, B the wgmma A operand). unswapped=True (an epilogue, which needs C's own tiles and
     K slices summed in a cluster): the pick is the fastest configuration that can apply it (the
-    model's, where a tuned one swaps or splits through a workspace), and swap_ab=True is refused."""
+    model's, where a tuned one swaps or splits through a workspace), and swap_ab=True is refused.
+    swappable_epilogue=True (an epilogue marked swap_safe: it applies to C.T's tiles too): K slices
+    summed in a cluster, tiles that may swap."""
     m, n, k = check_problem(m, n, k, transpose_b)
+    # configs' `epilogue`: swapped tiles for a swappable one where offered (model.OFFER_SWAP_EPILOGUE) or asked for
+    offered = swappable_epilogue and (model.OFFER_SWAP_EPILOGUE or swap_ab is True)
+    kind = True if unswapped or swappable_epilogue and not offered else SWAPPABLE if offered else False
     if tile_m is None and tile_n is None:
-        picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=unswapped)
+        picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=kind)
     elif tile_m is None or tile_n is None:  # one side given: a partner it builds with
         side, value = ("tile_m", tile_m) if tile_n is None else ("tile_n", tile_n)
         picked = config_with_side(m, n, k, side, value, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
-                                  epilogue=unswapped)
+                                  epilogue=kind)
     else:
         picked = {}
     if unswapped and swap_ab is True:
@@ -265,7 +291,7 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
                                                ("split_k_reduce", split_k_reduce), ("cluster_m", cluster_m),
                                                ("swap_ab", swap_ab), ("cluster_n", cluster_n)) if value is not None}
         picked = config_with_settings(m, n, k, picked, given, transpose_b=transpose_b, dtype=dtype,
-                                      out_dtype=out_dtype, epilogue=unswapped)
+                                      out_dtype=out_dtype, epilogue=kind)
     return settle_tiling(m, n, k, picked, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
                          tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, split_k=split_k,
                          split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab, cluster_n=cluster_n,
@@ -296,7 +322,7 @@ def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
                          f"{m}x{n}x{k} ({dtype} in, {out_dtype} out) is not: use make_gemm (it pads)")
     t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
                        tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
-                       unswapped=epilogue is not None)
+                       **_resolve_epilogue(epilogue))
     if t.stream_k and persistent is None:
         t = dataclasses.replace(t, persistent=True)
     check_buffer_mode(profile_buffer)
@@ -318,7 +344,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     if mainloop is not None and (t.cluster_size > 1 or t.split_k > 1 and not t.cluster_split or t.stream_k):
         raise ValueError("gemm: cluster_m=2, cluster_n=2, split_k_reduce='workspace' and persistent='stream_k' need "
                          "the built-in mainloop (slots released in both blocks, partials summed before the epilogue)")
-    if epilogue is not None and t.swap_ab and not getattr(epilogue, "scalars_only", False):
+    if epilogue is not None and t.swap_ab and not swap_safe(epilogue):
         raise ValueError(SWAP_AB_EPILOGUE)
     extras = tuple(_shape_dtype(s, i) for i, s in enumerate(epilogue_inputs))
     if extras and epilogue is None:

@@ -59,7 +59,7 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 # for a probe by OFFER_ENV: "a_pairs,wide_b_pairs,swap_persistent" (read at import, so that the
 # build workers a benchmark spawns pick as it does; benchmarks/bench_gemm.py --random).
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
-OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "clusters_of_four")
+OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "clusters_of_four", "swap_epilogue")
 
 
 def _offered(value: str) -> set[str]:
@@ -89,6 +89,12 @@ OFFER_SWAP_PERSISTENT = "swap_persistent" in _OFFERED
 # sharing B (cluster_m=4) or in a row sharing A (cluster_n=4), a quarter each. 30 resident on an
 # H200 (120 SMs). Offered once timed.
 OFFER_CLUSTERS_OF_FOUR = "clusters_of_four" in _OFFERED
+# Swapped tiles for a kernel whose epilogue applies to C.T as well (`fused`'s bias / activation /
+# residual / scale, read through EpilogueTile's loaders): an nn.Linear with a bias at decode sizes
+# gets what one without gets. Offered once timed: until then make_gemm asks for such a kernel's
+# configuration as for any epilogue's (kernel.resolve_tiling), unless the caller asks swap_ab=True.
+OFFER_SWAP_EPILOGUE = "swap_epilogue" in _OFFERED
+SWAPPABLE = "swappable"  # Problem.epilogue of an epilogue that applies to C.T too (swap_safe)
 SWAP_PERSISTENT_MAX_M = 2048
 # Clusters of 2, 3, ... one-SM blocks an H200 keeps resident at once (cuOccupancyMaxActiveClusters,
 # benchmarks/probe_cluster_occupancy.py): a cluster never straddles a GPC, so 32 clusters of 4
@@ -106,7 +112,7 @@ class Problem:
     k: int
     transpose_b: bool = False
     dtype: str = "bfloat16"
-    epilogue: bool = False
+    epilogue: bool | str = False  # an epilogue: True (on C's own tiles) or SWAPPABLE (on C.T too)
     sms: int = 132
     out_dtype: str = "bfloat16"
     clusters: tuple[int, ...] = ()  # clusters of 1, 2, ... one-SM blocks resident at once (() : H200_CLUSTERS)
@@ -265,7 +271,7 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
             if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}
     swap_rows = SWAP_PERSISTENT_MAX_M if OFFER_SWAP_PERSISTENT else SWAP_AB_MAX_M
-    if p.m <= swap_rows and not p.epilogue and (p.transpose_b or ITEMSIZE[p.dtype] == 2):
+    if p.m <= swap_rows and p.epilogue in (False, SWAPPABLE) and (p.transpose_b or ITEMSIZE[p.dtype] == 2):
         yield from _swap_candidates(p, k_tiles)
 
 
@@ -298,6 +304,8 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
     SWAP_AB_MAX_M rows; with OFFER_SWAP_PERSISTENT, persistent ones too (over the fewest column
     tiles of 256 and the next two counts, up to SWAP_PERSISTENT_MAX_M rows)."""
     widths = {}
+    # an epilogue's registers beside 128 x 160 f32 spill (bias + GELU + residual did): 128 x 128 then
+    limit = MAX_ACCUMULATOR if p.epilogue else MAX_SWAP_AB_ACCUMULATOR
     fewest = _ceil(p.m, 256)
     for parts in range(1, 5) if fewest == 1 else range(fewest, fewest + 3):
         for step in (8, 16):
@@ -306,7 +314,7 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
                 widths[width] = parts
     for width, parts in sorted(widths.items()):
         for tm in (64, 128, 256):
-            if (tm // 2 if tm > 64 else tm) * width > MAX_SWAP_AB_ACCUMULATOR:
+            if (tm // 2 if tm > 64 else tm) * width > limit:
                 continue
             tiles = _ceil(p.n, tm) * parts
             if p.m <= SWAP_AB_MAX_M:

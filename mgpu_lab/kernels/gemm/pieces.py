@@ -605,48 +605,51 @@ def drain_stores(ctx: Any) -> None:
 class EpilogueTile:
     """What an epilogue callable gets beside the accumulator: where its tile sits in C and
     loaders of matching register tiles. Loads clamp indices to the arrays, so tiles that hang
-    over C's edges read valid memory (those values are never stored)."""
+    over C's edges read valid memory (those values are never stored).
+
+    The loaders speak C's terms whichever way the kernel tiles it: under swap_ab the accumulator
+    holds a tile of C.T (its rows are C's columns), and `columns(bias)` then loads the bias along
+    the accumulator's rows, `load(residual)` the residual's transposed tile. An epilogue that
+    uses only these loaders and elementwise arithmetic (what `fused` builds) gives the same C
+    either way; mark it `fn.swap_safe = True` and the configuration may swap A and B. Positions
+    (`thread_rows`, `thread_cols`) exist only on C's own tiles."""
 
     def __init__(self, t: GemmTiling, row0: ir.Value, col0: ir.Value, width: int | None = None):
         self.tiling = t
         self.shape = (t.consumer_rows, t.tile_n if width is None else width)  # width: a piece of the tile (split-K)
-        self.row0 = row0  # first row of this consumer's tile in C
+        self.row0 = row0  # first row of this consumer's tile in the tiled product (C, or C.T under swap_ab)
         self.col0 = col0
+        self.transposed = t.swap_ab is True
 
     def thread_rows(self) -> list[ir.Value]:
         """C rows of this thread's registers, per (row tile, half), clamped to m - 1."""
-        base, _ = _thread_base()
-        top = self.row0 + base
-        return [dsl.min(top + (WGMMA_ROWS * i + 8 * h), self.tiling.m - 1)
-                for i in range(self.shape[0] // WGMMA_ROWS) for h in range(2)]
+        self._c_tiles_only("thread_rows")
+        return self._acc_rows()
 
     def thread_cols(self, n: int) -> list[ir.Value]:
         """First C column of each of this thread's column pairs, clamped so the pair is inside [0, n)."""
-        _, base = _thread_base()
-        left = self.col0 + base
-        return [dsl.min(left + 8 * j, max(n - 2, 0)) for j in range(self.shape[1] // 8)]
+        self._c_tiles_only("thread_cols")
+        return self._acc_cols(n)
 
     def columns(self, ref: ir.Value) -> dsl.FragmentedArray:
-        """A (n,) vector (e.g. a bias) at this tile's columns, broadcast over its rows, as f32."""
-        n = _shape(ref, 1, "EpilogueTile.columns")[0]
-        pair = ir.VectorType.get([2], ir.MemRefType(ref.type).element_type)
-        regs = [vector.load(pair, ref, [col]) for col in self.thread_cols(n)]
-        vec = dsl.FragmentedArray(regs, dsl.WGMMAColLayout(self.shape[1])).astype("float32")
-        return vec.broadcast(self.shape)
+        """A (n,) vector (e.g. a bias) at this tile's columns of C, broadcast over its rows, as f32."""
+        if self.transposed:
+            return self._along_rows(ref, "EpilogueTile.columns")
+        return self._along_columns(ref, "EpilogueTile.columns")
 
     def rows(self, ref: ir.Value) -> dsl.FragmentedArray:
-        """A (m,) vector (e.g. per-row scales) at this tile's rows, broadcast over its columns, as f32."""
-        _shape(ref, 1, "EpilogueTile.rows")
-        one = ir.VectorType.get([1], ir.MemRefType(ref.type).element_type)
-        regs = [vector.load(one, ref, [row]) for row in self.thread_rows()]
-        vec = dsl.FragmentedArray(regs, dsl.WGMMARowLayout(self.shape[0])).astype("float32")
-        return vec.broadcast(self.shape)
+        """A (m,) vector (e.g. per-row scales) at this tile's rows of C, broadcast over its columns, as f32."""
+        if self.transposed:
+            return self._along_columns(ref, "EpilogueTile.rows")
+        return self._along_rows(ref, "EpilogueTile.rows")
 
     def load(self, ref: ir.Value) -> dsl.FragmentedArray:
-        """This tile of an (m, n) array (e.g. a residual), as f32 in the accumulator's layout."""
+        """This tile of an (m, n) array of C's shape (e.g. a residual), as f32 in the accumulator's layout."""
         n = _shape(ref, 2, "EpilogueTile.load")[1]
+        if self.transposed:
+            return self._load_transposed(ref)
         pair = ir.VectorType.get([2], ir.MemRefType(ref.type).element_type)
-        rows, cols = self.thread_rows(), self.thread_cols(n)
+        rows, cols = self._acc_rows(), self._acc_cols(n)
         per_tile = len(cols) * 2
         regs = []
         for i in range(self.shape[0] // WGMMA_ROWS):  # register order: (row tile, column group, half)
@@ -664,6 +667,66 @@ class EpilogueTile:
         if value.type != f32:
             value = arith.extf(f32, value) if _bits(value.type) < 32 else arith.truncf(f32, value)
         return dsl.FragmentedArray.splat(value, dsl.WGMMAFragLayout(self.shape[1], self.shape[0]))
+
+    # -- the accumulator's own positions (rows and columns of the tiled product) ---------------
+    def _c_tiles_only(self, what: str) -> None:
+        if self.transposed:
+            raise ValueError(f"EpilogueTile.{what}: this tile is of C.T (swap_ab=True), its registers' positions "
+                             f"are not C's; an epilogue that reads positions needs C's own tiles (swap_ab=False, or "
+                             f"leave the epilogue unmarked: only one with swap_safe = True is swapped)")
+
+    def _acc_rows(self) -> list[ir.Value]:
+        """Rows of the tiled product of this thread's registers, per (row tile, half), clamped to its m - 1."""
+        base, _ = _thread_base()
+        top = self.row0 + base
+        return [dsl.min(top + (WGMMA_ROWS * i + 8 * h), self.tiling.m - 1)
+                for i in range(self.shape[0] // WGMMA_ROWS) for h in range(2)]
+
+    def _acc_cols(self, n: int) -> list[ir.Value]:
+        """First column of the tiled product of each of this thread's column pairs, clamped so the
+        pair is inside [0, n)."""
+        _, base = _thread_base()
+        left = self.col0 + base
+        return [dsl.min(left + 8 * j, max(n - 2, 0)) for j in range(self.shape[1] // 8)]
+
+    def _along_columns(self, ref: ir.Value, what: str) -> dsl.FragmentedArray:
+        """A vector indexed by the accumulator's columns, broadcast over its rows. Pairs load as one
+        vector where the length is even (a pair then never straddles 4 bytes); else two scalars."""
+        n = _shape(ref, 1, what)[0]
+        elem = ir.MemRefType(ref.type).element_type
+        if n % 2 == 0:
+            pair = ir.VectorType.get([2], elem)
+            regs = [vector.load(pair, ref, [col]) for col in self._acc_cols(n)]
+        else:  # an odd length (swap_ab: C's m): the clamped pair may start at an odd element
+            pair = ir.VectorType.get([2], elem)
+            regs = [vector.from_elements(pair, [memref.load(ref, [dsl.as_index(dsl.min(col + e, n - 1))])
+                                                for e in range(2)]) for col in self._acc_cols(n + 1)]
+        vec = dsl.FragmentedArray(regs, dsl.WGMMAColLayout(self.shape[1])).astype("float32")
+        return vec.broadcast(self.shape)
+
+    def _along_rows(self, ref: ir.Value, what: str) -> dsl.FragmentedArray:
+        """A vector indexed by the accumulator's rows, broadcast over its columns."""
+        _shape(ref, 1, what)
+        one = ir.VectorType.get([1], ir.MemRefType(ref.type).element_type)
+        regs = [vector.load(one, ref, [row]) for row in self._acc_rows()]
+        vec = dsl.FragmentedArray(regs, dsl.WGMMARowLayout(self.shape[0])).astype("float32")
+        return vec.broadcast(self.shape)
+
+    def _load_transposed(self, ref: ir.Value) -> dsl.FragmentedArray:
+        """Under swap_ab: the accumulator's (i, j) is C's (j, i), so each register's pair (i, j),
+        (i, j + 1) is two elements of a column of `ref` (C's shape), loaded one by one."""
+        shape = _shape(ref, 2, "EpilogueTile.load")
+        pair = ir.VectorType.get([2], ir.MemRefType(ref.type).element_type)
+        c_rows = shape[0]  # C's m: the accumulator's columns
+        rows = self._acc_rows()  # C's columns, clamped to its n - 1
+        regs = []
+        for i in range(self.shape[0] // WGMMA_ROWS):  # register order: (row tile, column group, half)
+            for col in self._acc_cols(c_rows + (c_rows % 2)):
+                for h in range(2):
+                    regs.append(vector.from_elements(pair, [
+                        memref.load(ref, [dsl.as_index(dsl.min(col + e, c_rows - 1)), dsl.as_index(rows[2 * i + h])])
+                        for e in range(2)]))
+        return dsl.FragmentedArray(regs, dsl.WGMMAFragLayout(self.shape[1], self.shape[0])).astype("float32")
 
 
 def _bits(t: ir.Type) -> int:

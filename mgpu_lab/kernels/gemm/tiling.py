@@ -22,8 +22,9 @@ from .stream_k import check_stream_k
 
 TILE_MS = (64, 128, 256)
 TILE_NS = (32, 64, 128, 192, 256)
-SWAP_AB_EPILOGUE = ("gemm: swap_ab=True writes C transposed straight from the registers and applies no epilogue; "
-                    "use swap_ab=False with an epilogue")
+SWAP_AB_EPILOGUE = ("gemm: swap_ab=True holds C.T's tiles and applies only an epilogue marked swap_safe (one that "
+                    "reads its arrays through the tile's loaders, as `fused(...)` does); use swap_ab=False with this "
+                    "epilogue")
 MAX_ACCUMULATOR = 128 * 128  # f32 accumulator elements per consumer warpgroup (128 registers a thread)
 # swap_ab tiles take no epilogue but the FP8 scales: 160 registers of accumulator leave no spills
 # there (a fused bias + GELU + residual epilogue spills above 128), and m = 129..160 fits one tile
@@ -52,6 +53,13 @@ def pairs_split_b(tile_n: int, b_k_major: bool, parts: int = 2) -> bool:
     if b_k_major:
         return 16 * parts <= tile_n <= 256 and tile_n % (8 * parts) == 0
     return tile_n in ((128, 192, 256) if parts == 2 else (64 * parts,))
+
+
+def swap_safe(epilogue: Any) -> bool:
+    """Whether an epilogue applies to C.T's tiles as well (swap_ab): one marked `swap_safe = True`
+    (it reads its arrays through EpilogueTile's loaders, which speak C's terms either way, and is
+    elementwise otherwise: what `fused` builds), or one of scalars only (the FP8 scales)."""
+    return bool(getattr(epilogue, "swap_safe", False) or getattr(epilogue, "scalars_only", False))
 
 
 def check_problem(m: Any, n: Any, k: Any, transpose_b: Any = False, *, where: str = "gemm") -> tuple[int, int, int]:
@@ -175,5 +183,6 @@ def settle_tiling(m: int, n: int, k: int, picked: dict[str, Any], *, transpose_b
     return dataclasses.replace(t, split_k=even_split_k(t.k_tiles, t.split_k))  # no empty K slice
 
 
-__all__ = ["MAX_ACCUMULATOR", "MAX_SWAP_AB_ACCUMULATOR", "SWAP_AB_EPILOGUE", "TILE_MS", "TILE_NS", "check_problem",
+__all__ = ["MAX_ACCUMULATOR", "MAX_SWAP_AB_ACCUMULATOR", "SWAP_AB_EPILOGUE", "TILE_MS", "TILE_NS", "swap_safe",
+           "check_problem",
            "check_tiling", "pairs_split_b", "settle_tiling", "valid_tile_n"]
