@@ -619,3 +619,17 @@ def test_barriers_name_must_be_a_string():
 
     with pytest.raises(TypeError, match="Barriers.name: expected a str, got int"):
         dsl.Barriers(2, name=3)
+
+
+def test_profile_events_hold_every_tile_a_persistent_block_loops_over():
+    """A pair of blocks runs every work item of its pair, the tile past C's edge too: with 3 row
+    tiles of 44 columns (132 tiles, 88 pairs on 66 clusters) a block loops over two tiles, and the
+    profiler's row must hold both (it held one: the second tile's regions were dropped)."""
+    from mgpu_lab.kernels.gemm.kernel import profile_events
+    from mgpu_lab.kernels.gemm.pieces import GemmTiling
+
+    t = GemmTiling(3 * 128, 44 * 256, 4096, tile_m=128, tile_n=256, persistent=True, cluster_m=2)
+    assert t.tiles == t.grid == 132 and t.work_items == 88
+    assert profile_events(t) == (4 * t.k_tiles + 12) * 2
+    plain = GemmTiling(3 * 128, 44 * 256, 4096, tile_m=128, tile_n=256, persistent=True)
+    assert profile_events(plain) == 4 * plain.k_tiles + 12  # 132 tiles on 132 blocks

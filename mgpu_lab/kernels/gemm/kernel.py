@@ -236,7 +236,10 @@ def profile_events(t: GemmTiling) -> int:
         plan = StreamKPlan.of(t)
         steps = plan.max_steps + plan.max_contributors * t.partial_chunks
         return 4 * steps + 12 * (plan.dp_rounds + 3)
-    return (4 * t.k_tiles + 12) * -(-t.tiles // t.grid)
+    # a persistent block loops over work items (a pair's: both blocks run every one, the one past
+    # C's edge too), one tile per block otherwise
+    per_block = -(-t.work_items // (t.grid // t.cluster_m)) if t.persistent else -(-t.tiles // t.grid)
+    return (4 * t.k_tiles + 12) * per_block
 
 
 def _profiler_room(t: GemmTiling, capacity: int, unit: str) -> int:
