@@ -633,3 +633,13 @@ def test_profile_events_hold_every_tile_a_persistent_block_loops_over():
     assert profile_events(t) == (4 * t.k_tiles + 12) * 2
     plain = GemmTiling(3 * 128, 44 * 256, 4096, tile_m=128, tile_n=256, persistent=True)
     assert profile_events(plain) == 4 * plain.k_tiles + 12  # 132 tiles on 132 blocks
+
+
+def test_profile_events_of_clusters_of_four():
+    """Quads: 61 row tiles of 3 columns are 31 x 2 = 62 quads on 30 clusters, three rounds a block."""
+    from mgpu_lab.kernels.gemm.kernel import profile_events
+    from mgpu_lab.kernels.gemm.pieces import GemmTiling
+
+    t = GemmTiling(61 * 128, 3 * 256, 4096, tile_m=128, tile_n=256, persistent=True, cluster_m=2, cluster_n=2)
+    assert t.work_items == 62 and t.grid == 120
+    assert profile_events(t) == (4 * t.k_tiles + 12) * 3

@@ -238,7 +238,7 @@ def profile_events(t: GemmTiling) -> int:
         return 4 * steps + 12 * (plan.dp_rounds + 3)
     # a persistent block loops over work items (a pair's: both blocks run every one, the one past
     # C's edge too), one tile per block otherwise
-    per_block = -(-t.work_items // (t.grid // t.cluster_m)) if t.persistent else -(-t.tiles // t.grid)
+    per_block = -(-t.work_items // (t.grid // t.cluster_size)) if t.persistent else -(-t.tiles // t.grid)
     return (4 * t.k_tiles + 12) * per_block
 
 
