@@ -240,7 +240,7 @@ class GemmTiling:
 
     @property
     def cluster_size(self) -> int:
-        """Blocks per cluster of a persistent grid that multicasts (cluster_m or cluster_n = 2)."""
+        """Blocks per cluster of a persistent grid that multicasts: 2 (a pair) or 4, else 1."""
         return self.cluster_m * self.cluster_n
 
     @property
