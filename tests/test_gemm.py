@@ -181,10 +181,11 @@ def test_fused_epilogues_apply_to_swapped_tiles(m, n, k, transpose_b, what, tile
     assert [s.shape for s in kern.compiled.inputs][2:] == [s.shape for s in e.inputs]
 
 
-def test_a_tuned_swapped_configuration_gives_way_to_an_epilogue():
-    """The table swaps A and B for the 8B model's decode QKV projection; with a bias epilogue the
-    kernel (and a %%mosaic cell's gemm_definition) takes the model's fastest configuration with
-    C's own tiles instead (it used to take the old heuristic's plain tiling)."""
+def test_a_tuned_swapped_configuration_gives_way_to_an_epilogue_that_needs_c_tiles():
+    """The table swaps A and B for the 8B model's decode QKV projection. A bias from `fused`
+    applies to C.T's tiles too, so the kernel keeps the swap; an epilogue not marked swap_safe
+    makes the kernel (and a %%mosaic cell's gemm_definition) take the model's fastest
+    configuration with C's own tiles instead (it used to take the old heuristic's plain tiling)."""
     from mgpu_lab.kernels.gemm import gemm_definition
     from mgpu_lab.kernels.gemm.configs import model_config
     from mgpu_lab.kernels.gemm.epilogues import fused
@@ -192,13 +193,18 @@ def test_a_tuned_swapped_configuration_gives_way_to_an_epilogue():
     assert gemm_config(16, 6144, 4096, transpose_b=True).get("swap_ab") is True  # the tuned table's pick
     assert make_gemm(16, 6144, 4096, transpose_b=True).name.endswith("_swapab")
     e = fused(16, 6144, bias="bfloat16")
-    k = make_gemm(16, 6144, 4096, transpose_b=True, epilogue=e.fn, epilogue_inputs=e.inputs)
+    assert make_gemm(16, 6144, 4096, transpose_b=True, epilogue=e.fn, epilogue_inputs=e.inputs).name.endswith("_swapab")
+
+    def plain_bias(acc, tile, bias):  # not marked swap_safe
+        return acc + tile.columns(bias)
+
+    k = make_gemm(16, 6144, 4096, transpose_b=True, epilogue=plain_bias, epilogue_inputs=e.inputs)
     pick = model_config(16, 6144, 4096, transpose_b=True, epilogue=True)
     assert pick != heuristic_config(16, 6144, 4096, transpose_b=True)
     assert gemm_config(16, 6144, 4096, transpose_b=True, epilogue=True) == pick
     assert not k.name.endswith("_swapab")
     assert k.compiled.grid[0] == -(-16 // pick["tile_m"]) * -(-6144 // pick["tile_n"])
-    definition = gemm_definition(16, 6144, 4096, transpose_b=True, epilogue=e.fn, epilogue_inputs=e.inputs)
+    definition = gemm_definition(16, 6144, 4096, transpose_b=True, epilogue=plain_bias, epilogue_inputs=e.inputs)
     assert not definition["name"].endswith("_swapab")
 
 

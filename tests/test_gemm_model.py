@@ -267,13 +267,16 @@ def test_clusters_of_four_are_offered_only_when_switched_on_take_nothing_away_an
 
 
 def test_swapped_tiles_for_a_swap_safe_epilogue_only_when_switched_on_or_asked_for(monkeypatch):
-    """`fused`'s epilogues apply to C.T's tiles too. With OFFER_SWAP_EPILOGUE off the choice for a
+    """`fused`'s epilogues apply to C.T's tiles too (OFFER_SWAP_EPILOGUE is on since it was timed).
+    With OFFER_SWAP_EPILOGUE off the choice for a
     kernel with one is the same as for any epilogue (C's own tiles); on, the model may swap for it
     (a decode-sized nn.Linear with a bias, 4 x 4096 x 4096, swaps as one without does), never
     through a workspace and never above 128 x 128 f32 a consumer. swap_ab=True asked for is
     given either way; an unmarked epilogue never swaps."""
     from mgpu_lab.kernels.gemm import fused, make_gemm
 
+    assert model.OFFER_SWAP_EPILOGUE
+    monkeypatch.setattr(model, "OFFER_SWAP_EPILOGUE", False)
     e = fused(4, 4096, bias="bfloat16")
     plain = resolve_tiling(4, 4096, 4096, transpose_b=True, split_k=None)
     assert plain.swap_ab  # without an epilogue

@@ -91,9 +91,11 @@ OFFER_SWAP_PERSISTENT = "swap_persistent" in _OFFERED
 OFFER_CLUSTERS_OF_FOUR = "clusters_of_four" in _OFFERED
 # Swapped tiles for a kernel whose epilogue applies to C.T as well (`fused`'s bias / activation /
 # residual / scale, read through EpilogueTile's loaders): an nn.Linear with a bias at decode sizes
-# gets what one without gets. Offered once timed: until then make_gemm asks for such a kernel's
-# configuration as for any epilogue's (kernel.resolve_tiling), unless the caller asks swap_ab=True.
-OFFER_SWAP_EPILOGUE = "swap_epilogue" in _OFFERED
+# gets what one without gets. On: timed on the H200 (2026-12-05, bench_gemm.py --random 64
+# --epilogue bias against torch.addmm): seeds 21-22 x1.060 / x1.048, m <= 64 from 0.91-0.93x to
+# 1.04-1.05x (gemm_random_2026-12-05T103227Z_a3e16fc.json, ..103720Z..; main's ..103008Z..,
+# ..103314Z..). Off (as for any epilogue: C's own tiles) only where a test sets it so.
+OFFER_SWAP_EPILOGUE = True
 SWAPPABLE = "swappable"  # Problem.epilogue of an epilogue that applies to C.T too (swap_safe)
 SWAP_PERSISTENT_MAX_M = 2048
 # Clusters of 2, 3, ... one-SM blocks an H200 keeps resident at once (cuOccupancyMaxActiveClusters,
