@@ -124,15 +124,41 @@ def make_ours(m: int, n: int, k: int, transpose_b: bool, epilogue: str | None = 
     return make_gemm(m, n, k, transpose_b=transpose_b, epilogue=e.fn, epilogue_inputs=e.inputs)
 
 
+def _scheme(config: dict) -> tuple:
+    return (config.get("tile_m"), config.get("tile_n"), config.get("persistent") or False,
+            config.get("split_k", 1) or 1, config.get("cluster_m", 1) or 1, config.get("cluster_n", 1) or 1,
+            bool(config.get("swap_ab")))
+
+
+def built_config(kernel: Any, picked: dict) -> dict:
+    """The configuration the kernel was built with (its tiling), with the pick's source, and its
+    estimate where the kernel is the pick: a kernel with an epilogue may take another
+    configuration than `gemm_config` gives the plain problem (and a model switch may move it)."""
+    tiling = (getattr(kernel, "config", None) or {}).get("tiling")
+    if tiling is None:  # the padded path's program: the pick is what its inner kernel built
+        return picked
+    built = {"tile_m": tiling.tile_m, "tile_n": tiling.tile_n, "persistent": tiling.persistent,
+             "group_m": tiling.group_m}
+    for key, default in (("split_k", 1), ("cluster_m", 1), ("cluster_n", 1), ("swap_ab", False)):
+        if getattr(tiling, key, default) != default:
+            built[key] = getattr(tiling, key)
+    if tiling.split_k > 1:
+        built["split_k_reduce"] = tiling.split_k_reduce
+    same = _scheme(picked) == _scheme(built)
+    extra = {"source": picked.get("source")} | ({"model_us": picked["model_us"]} if same and "model_us" in picked
+                                                else {})
+    return built | extra
+
+
 def _build(m: int, n: int, k: int, transpose_b: bool, epilogue: str | None = None) -> tuple[dict, float]:
-    """In a pool worker: the model's configuration and the host time of the cold build (which
-    fills the on-disk kernel cache for the timing process)."""
+    """In a pool worker: the configuration the kernel was built with and the host time of the
+    cold build (which fills the on-disk kernel cache for the timing process)."""
     from mgpu_lab.kernels.gemm.configs import gemm_config
 
     t0 = time.perf_counter()
-    config = gemm_config(m, n, k, transpose_b=transpose_b, table=False, epilogue=epilogue is not None)
-    make_ours(m, n, k, transpose_b, epilogue)
-    return config, time.perf_counter() - t0
+    picked = gemm_config(m, n, k, transpose_b=transpose_b, table=False, epilogue=epilogue is not None)
+    kernel = make_ours(m, n, k, transpose_b, epilogue)
+    return built_config(kernel, picked), time.perf_counter() - t0
 
 
 def build_all(problems: list[Problem], workers: int,

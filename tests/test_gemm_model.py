@@ -692,3 +692,19 @@ def test_resident_clusters_names_a_bad_argument(kwargs, message):
 
     with pytest.raises((ValueError, TypeError), match=message):
         resident_clusters(**kwargs)
+
+
+def test_drawn_shape_records_name_the_configuration_the_kernel_was_built_with():
+    """A record's `_config` is the built kernel's tiling (with the pick's estimate only where they
+    agree): with an epilogue, or a model switch, the kernel may not be what gemm_config gives the
+    plain problem (a branch's bias run once recorded the plain pick beside a swapped kernel)."""
+    from gemm_random import _build, built_config
+
+    from mgpu_lab.kernels.gemm import make_gemm
+
+    config, _ = _build(200, 1072, 27360, True, "bias")
+    assert config["split_k"] == 8 and config["split_k_reduce"] == "cluster" and "model_us" in config
+    kernel = make_gemm(530, 5920, 3152, tile_m=128, tile_n=256)
+    picked = {"tile_m": 64, "tile_n": 256, "persistent": True, "cluster_m": 2, "source": "model", "model_us": 50.0}
+    assert built_config(kernel, picked) == {"tile_m": 128, "tile_n": 256, "persistent": False, "group_m": 8,
+                                            "source": "model"}
