@@ -23,6 +23,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from gemm_random import scheme  # noqa: E402
+
 _SHAPE = re.compile(r"^gemm_random(?:_[a-z]+)?_seed(\d+)_(\d+x\d+x\d+_n[nt])_kernel_vs_cublas$")
 
 
@@ -72,8 +75,7 @@ def _reduce(config: dict) -> str:
 
 def _same(a: dict, b: dict) -> bool:
     """Whether two runs built the same configuration (the model's estimate aside)."""
-    keys = ("tile_m", "tile_n", *_DEFAULTS)
-    if any(a.get(k, _DEFAULTS.get(k)) != b.get(k, _DEFAULTS.get(k)) for k in keys):
+    if scheme(a) != scheme(b) or a.get("group_m", 8) != b.get("group_m", 8):
         return False
     return (a.get("split_k", 1) or 1) == 1 or _reduce(a) == _reduce(b)
 

@@ -124,7 +124,9 @@ def make_ours(m: int, n: int, k: int, transpose_b: bool, epilogue: str | None = 
     return make_gemm(m, n, k, transpose_b=transpose_b, epilogue=e.fn, epilogue_inputs=e.inputs)
 
 
-def _scheme(config: dict) -> tuple:
+def scheme(config: dict) -> tuple:
+    """What tells two configurations' kernels apart (tiles, block scheme, split, clusters, swap),
+    defaults filled in: the same for a pick, a built kernel's tiling and a record's config."""
     return (config.get("tile_m"), config.get("tile_n"), config.get("persistent") or False,
             config.get("split_k", 1) or 1, config.get("cluster_m", 1) or 1, config.get("cluster_n", 1) or 1,
             bool(config.get("swap_ab")))
@@ -144,7 +146,7 @@ def built_config(kernel: Any, picked: dict) -> dict:
             built[key] = getattr(tiling, key)
     if tiling.split_k > 1:
         built["split_k_reduce"] = tiling.split_k_reduce
-    same = _scheme(picked) == _scheme(built)
+    same = scheme(picked) == scheme(built)
     extra = {"source": picked.get("source")} | ({"model_us": picked["model_us"]} if same and "model_us" in picked
                                                 else {})
     return built | extra

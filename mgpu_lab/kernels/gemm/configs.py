@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import model
-from .split_k import MAX_CLUSTER_SPLIT, choose_split_k
+from .split_k import MAX_CLUSTER_SPLIT, choose_split_k, default_reduce
 
 CONFIG_FILE = Path(__file__).with_name("configs.json")
 DEFAULT_DEVICE = "NVIDIA H200"  # whose table a machine without a GPU builds for (sm_90a)
@@ -98,7 +98,7 @@ def _takes_an_epilogue(config: dict[str, Any], epilogue: bool | str = True) -> b
     applies to C.T too) and K slices, if any, summed in a cluster (a workspace's second kernel
     applies none)."""
     split = config.get("split_k", 1) or 1
-    reduce = config.get("split_k_reduce") or ("cluster" if split <= MAX_CLUSTER_SPLIT else "workspace")
+    reduce = config.get("split_k_reduce") or default_reduce(split)
     swapped_ok = epilogue == model.SWAPPABLE or not config.get("swap_ab")
     return swapped_ok and (split == 1 or reduce == "cluster")
 

@@ -47,6 +47,12 @@ REDUCE_THREADS = 256
 REDUCE_VECTOR = 4  # f32 per thread (16-byte loads; n is a multiple of 4 on the aligned path)
 
 
+def default_reduce(split_k: Any) -> str:
+    """How K slices are summed when the caller did not say: in a cluster up to MAX_CLUSTER_SPLIT
+    of them, else through a workspace."""
+    return "cluster" if isinstance(split_k, int) and split_k <= MAX_CLUSTER_SPLIT else "workspace"
+
+
 def even_split_k(k_tiles: int, split_k: int) -> int:
     """The split count that gives the same K slices without an empty one (e.g. 9 k-steps in 4
     slices of 3 is 3 slices)."""
@@ -196,5 +202,5 @@ def split_k_gemm(partial: Any, t: GemmTiling, options: dict[str, Any]) -> Any:
     return Kernel(program, isolate=options.get("isolate"))
 
 
-__all__ = ["MAX_CLUSTER_SPLIT", "split_k_gemm", "split_k_name", "choose_split_k", "even_split_k",
+__all__ = ["MAX_CLUSTER_SPLIT", "split_k_gemm", "split_k_name", "choose_split_k", "default_reduce", "even_split_k",
            "make_split_k_reduce", "reduce_in_cluster"]

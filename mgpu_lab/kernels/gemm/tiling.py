@@ -17,7 +17,7 @@ from typing import Any
 from mgpu_lab.arguments import alternatives, choice, count, flag, size
 
 from .pieces import SMEM_LIMIT, GemmTiling, deepest_ring
-from .split_k import MAX_CLUSTER_SPLIT, even_split_k
+from .split_k import MAX_CLUSTER_SPLIT, default_reduce, even_split_k
 from .stream_k import check_stream_k
 
 TILE_MS = (64, 128, 256)
@@ -174,7 +174,7 @@ def settle_tiling(m: int, n: int, k: int, picked: dict[str, Any], *, transpose_b
                    group_m=group_m, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                    persistent=persistent, split_k=split_k, swap_ab=swap_ab)
     if split_k_reduce is None:
-        split_k_reduce = "cluster" if isinstance(split_k, int) and split_k <= MAX_CLUSTER_SPLIT else "workspace"
+        split_k_reduce = default_reduce(split_k)
     t = dataclasses.replace(t, split_k_reduce=split_k_reduce, cluster_m=cluster_m, cluster_n=cluster_n)
     if tile_m in TILE_MS and valid_tile_n(tile_n, transpose_b, swap_ab) and stages is None:
         t = dataclasses.replace(t, stages=deepest_ring(t if t.dtype in input_dtypes else
