@@ -35,6 +35,13 @@ def _model_default(monkeypatch):
     monkeypatch.delenv(MODEL_ENV, raising=False)
 
 
+@pytest.fixture
+def no_switches(monkeypatch):
+    """The model with every switch of model.OFFERS off: the candidates the switches add to."""
+    for name in model.OFFERS:
+        monkeypatch.setattr(model, f"OFFER_{name.upper()}", False)
+
+
 def test_the_model_is_the_default_and_can_be_switched_off(monkeypatch):
     assert gemm_config(3072, 3072, 3072)["source"] == "model"
     assert gemm_config(3072, 3072, 3072, model=False)["source"] == "heuristic"
@@ -223,7 +230,7 @@ def test_rows_off_the_line_cap_all_blocks_l2_reads_and_multicast_halves_them():
     assert model.estimate_us(on, pair) > 0.9 * model.estimate_us(on, single)
 
 
-def test_pairs_sharing_a_are_estimated_and_offered_only_when_switched_on(monkeypatch):
+def test_pairs_sharing_a_are_estimated_and_offered_only_when_switched_on(monkeypatch, no_switches):
     """cluster_n=2 pairs read A once for two blocks: the estimate of a tall tile (256 x 128, where
     A is two thirds of the bytes) drops off the line. The model offers them only with
     OFFER_A_PAIRS (off until measured on a GPU), and then every one it offers builds."""
@@ -242,7 +249,7 @@ def test_pairs_sharing_a_are_estimated_and_offered_only_when_switched_on(monkeyp
 
 
 @pytest.mark.parametrize("transpose_b", [False, True])
-def test_clusters_of_four_are_offered_only_when_switched_on_take_nothing_away_and_all_build(monkeypatch,
+def test_clusters_of_four_are_offered_only_when_switched_on_take_nothing_away_and_all_build(monkeypatch, no_switches,
                                                                                              transpose_b):
     """2 x 2 quads (cluster_m=2 with cluster_n=2): each block reads half of A and half of B, so
     off the line the estimate drops below both pairs'; at most 30 clusters of four run at once
@@ -296,17 +303,16 @@ def test_swapped_tiles_for_a_swap_safe_epilogue_only_when_switched_on_or_asked_f
                            and c.get("split_k_reduce", "cluster") == "cluster" for c in swapped)
 
 
-def test_pairs_sharing_b_are_offered_persistent_and_stream_k_whatever_else_is_switched_off():
+def test_pairs_sharing_b_are_offered_persistent_and_stream_k_whatever_else_is_switched_off(no_switches):
     """The switches for new pairs add candidates and take none away: with both off, a large
     problem still gets B pairs both ways (a misplaced switch once hid the stream-K ones)."""
-    assert not model.OFFER_A_PAIRS and not model.OFFER_WIDE_B_PAIRS
     offered = {(c["persistent"], c["tile_n"]) for c in model.candidates(model.Problem(8192, 8192, 8192))
                if c.get("cluster_m") == 2}
     assert offered == {(True, 128), (True, 256), ("stream_k", 128), ("stream_k", 256)}
 
 
 @pytest.mark.parametrize("transpose_b", [False, True])
-def test_wide_pairs_sharing_b_are_offered_only_when_switched_on_and_all_build(monkeypatch, transpose_b):
+def test_wide_pairs_sharing_b_are_offered_only_when_switched_on_and_all_build(monkeypatch, no_switches, transpose_b):
     """Pairs at tile_n 160, 192, 224 (B (n, k)) or 192 (B (k, n)): off until timed on a GPU; on,
     every width offered is one the kernel splits (tiling.pairs_split_b) and every pair builds."""
     from mgpu_lab.kernels.gemm.tiling import pairs_split_b
@@ -323,11 +329,13 @@ def test_wide_pairs_sharing_b_are_offered_only_when_switched_on_and_all_build(mo
         assert t.cluster_m == 2 and t.grid % 2 == 0
 
 
-@pytest.mark.parametrize("m, transpose_b", [(530, False), (1161, True), (300, True)])
-def test_persistent_swapped_tiles_are_offered_only_when_switched_on_and_all_build(monkeypatch, m, transpose_b):
+@pytest.mark.parametrize("m, transpose_b", [(530, False), (1000, True), (300, True)])
+def test_persistent_swapped_tiles_are_offered_only_when_switched_on_and_all_build(monkeypatch, no_switches, m,
+                                                                                  transpose_b):
     """swap_ab with persistent blocks: C.T's tile_n over m in even shares (530: 184 or 192 wide,
-    three tiles), offered with OFFER_SWAP_PERSISTENT up to SWAP_PERSISTENT_MAX_M rows; one-tile
-    swapped blocks stay where they were (m <= SWAP_AB_MAX_M) either way."""
+    three tiles), offered with OFFER_SWAP_PERSISTENT up to SWAP_PERSISTENT_MAX_M rows, stream-K
+    ones only with OFFER_SWAP_STREAM_K as well; one-tile swapped blocks stay where they were
+    (m <= SWAP_AB_MAX_M) either way."""
     p = model.Problem(m, 5920, 3152, transpose_b=transpose_b)
     def swapped(persistent):
         return [c for c in model.candidates(p) if c.get("swap_ab") and bool(c["persistent"]) == persistent]
@@ -335,9 +343,12 @@ def test_persistent_swapped_tiles_are_offered_only_when_switched_on_and_all_buil
     assert not swapped(True) and bool(one_tile) == (m <= model.SWAP_AB_MAX_M)
     monkeypatch.setattr(model, "OFFER_SWAP_PERSISTENT", True)
     assert swapped(False) == one_tile
+    assert {c["persistent"] for c in swapped(True)} == {True}
+    monkeypatch.setattr(model, "OFFER_SWAP_STREAM_K", True)
     offered = swapped(True)
-    # stream-K where a width slices evenly (tile_n * 32 / tile_m columns): 192 of 530's, none of 1161's
-    assert {c["persistent"] for c in offered} == ({True} if m == 1161 else {True, "stream_k"})
+    # stream-K where a width slices evenly (tile_n * 32 / tile_m columns): 192 of 530's
+    kinds = {c["persistent"] for c in offered}
+    assert kinds == {True, "stream_k"} if m == 530 else kinds <= {True, "stream_k"}
     widths = {c["tile_n"] for c in offered}
     assert all(-(-m // w) in range(-(-m // 256), -(-m // 256) + 3) for w in widths)
     if m == 530:
@@ -528,28 +539,34 @@ def test_the_fit_counts_rows_off_the_line_only_at_the_promotion_they_ran_with(tm
     assert {(s.problem.k, s.promotion) for s in left} == {(4136, "L2_128B")} and len(left) == 2
 
 
-def test_the_switches_can_be_turned_on_for_a_probe_by_the_environment_and_name_a_bad_value():
+def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad_value():
     # MGPU_LAB_GEMM_OFFER (read at import, so that a benchmark's spawned build workers pick as it
-    # does); records name it. A name not among the switches is refused naming the variable.
+    # does) adds switches to DEFAULT_OFFERS and takes "-name"s away; records name it and the switches
+    # on. A name not among the switches is refused naming the variable.
     import os
     import subprocess
     import sys
 
     code = ("from mgpu_lab.kernels.gemm import model; from common import run_identity; "
             "print(model.OFFER_A_PAIRS, model.OFFER_WIDE_B_PAIRS, model.OFFER_SWAP_PERSISTENT, "
-            "run_identity().get('gemm_offer'))")
+            "run_identity().get('gemm_offer'), ','.join(run_identity()['gemm_switches']))")
     bench = str(Path(__file__).parent.parent / "benchmarks")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([bench, *sys.path]),
-           "MGPU_LAB_GEMM_OFFER": "a_pairs,swap_persistent"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([bench, *sys.path])}
+    env.pop("MGPU_LAB_GEMM_OFFER", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.stdout.split() == ["True", "False", "True", "a_pairs,swap_persistent"], out.stderr
+    assert out.stdout.split() == ["True", "False", "True", "None", ",".join(model.DEFAULT_OFFERS)], out.stderr
+    env["MGPU_LAB_GEMM_OFFER"] = "wide_b_pairs,-a_pairs"  # one on, one of the defaults off
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "True", "True", "wide_b_pairs,-a_pairs",
+                                  "wide_b_pairs,swap_persistent,clusters_of_four,swap_epilogue"], out.stderr
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,b_pairs"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
-                                    "swap_persistent, clusters_of_four, swap_epilogue (comma-separated), got 'a_pairs,b_pairs'") in out.stderr
+                                    "swap_persistent, swap_stream_k, clusters_of_four, swap_epilogue "
+                                    "(comma-separated, -name to switch one off), got 'a_pairs,b_pairs'") in out.stderr
 
 
-def test_options_with_switches_on_time_the_switched_picks_beside_the_default():
+def test_options_with_switches_on_time_the_switched_picks_beside_the_default(no_switches):
     # bench_gemm_options --offer: the alternatives ranked with the model's new switches on (the
     # switched pick first), the default's configuration not among them (it runs as "default"),
     # each name read back by fit_gemm_model as the configuration that ran; the switches restored.
@@ -558,7 +575,7 @@ def test_options_with_switches_on_time_the_switched_picks_beside_the_default():
 
     [(_, p, plain)] = given_cases("530x5920x3152:nn", 3)
     [(_, _, switched)] = given_cases("530x5920x3152:nn", 3, ("a_pairs", "wide_b_pairs", "swap_persistent"))
-    assert not (model.OFFER_A_PAIRS or model.OFFER_WIDE_B_PAIRS or model.OFFER_SWAP_PERSISTENT)
+    assert not (model.OFFER_A_PAIRS or model.OFFER_WIDE_B_PAIRS or model.OFFER_SWAP_PERSISTENT)  # restored
     assert name_of(model_pick(p)) not in {name_of(c) for c in switched}
     new = [c for c in switched if c.get("cluster_n") or (c.get("swap_ab") and c.get("persistent"))]
     assert new and not any(c.get("cluster_n") or (c.get("swap_ab") and c.get("persistent")) for c in plain)
@@ -613,7 +630,7 @@ def test_nvidia_heuristics_estimate_our_configurations_or_say_they_cannot():
     assert rank["groups"] == 1 and rank["pick_over_best_geomean"] == pytest.approx(160.0 / 150.0)
 
 
-def test_the_fit_scores_the_pick_the_model_makes_when_two_estimates_tie():
+def test_the_fit_scores_the_pick_the_model_makes_when_two_estimates_tie(no_switches):
     """64 x 128 and 128 x 64 one-tile blocks have the same estimate on 2048 x 512 x 2048; the
     model picks the earlier candidate (64 x 128), so the fit's ranking must too, whatever order
     the record lists them in (it scored the other, 1.21x slower, before)."""
@@ -643,7 +660,7 @@ def test_options_on_named_shapes_take_both_layouts_and_refuse_bad_specs():
             list(given_cases(spec, top=3))
 
 
-def test_swap_ab_candidates_split_a_few_hundred_rows_evenly():
+def test_swap_ab_candidates_split_a_few_hundred_rows_evenly(no_switches):
     """Past 256 rows, C.T's columns (A's rows) split into 2-4 even tiles: m = 257 as two 136-wide
     tiles (6% waste), not three 128-row tiles (49%); past SWAP_AB_MAX_M, no swapping."""
     def widths(m, transpose_b=True):
@@ -708,3 +725,21 @@ def test_drawn_shape_records_name_the_configuration_the_kernel_was_built_with():
     picked = {"tile_m": 64, "tile_n": 256, "persistent": True, "cluster_m": 2, "source": "model", "model_us": 50.0}
     assert built_config(kernel, picked) == {"tile_m": 128, "tile_n": 256, "persistent": False, "group_m": 8,
                                             "source": "model"}
+
+
+def test_rows_past_swap_persistent_max_m_and_narrow_rows_of_four_are_not_offered(monkeypatch):
+    """Timed on seeds 21-23: persistent swapped tiles lost at 1434 and 1942 rows (x0.94-0.95) and
+    won at 525-1043, and four 128 x 64 tiles in a row sharing A lost twice of three, so with every
+    switch on neither is offered, and a 1 x 4 cluster of 128 x 128 tiles still is."""
+    for name in ("OFFER_SWAP_PERSISTENT", "OFFER_SWAP_STREAM_K", "OFFER_CLUSTERS_OF_FOUR"):
+        monkeypatch.setattr(model, name, True)
+    over = model.Problem(model.SWAP_PERSISTENT_MAX_M + 8, 8192, 4096, transpose_b=True)
+    assert not any(c.get("swap_ab") for c in model.candidates(over))
+    under = model.Problem(model.SWAP_PERSISTENT_MAX_M, 8192, 4096, transpose_b=True)
+    assert any(c.get("swap_ab") and c["persistent"] for c in model.candidates(under))
+    def rows_of_four(m, n, k):
+        return [(c["tile_m"], c["tile_n"]) for c in model.candidates(model.Problem(m, n, k, transpose_b=True))
+                if c.get("cluster_n") == 4]
+    assert not rows_of_four(883, 840, 21872)  # its 128 x 64 pick ran x0.74
+    wide = rows_of_four(1161, 1424, 11496)
+    assert (128, 128) in wide and all(tm >= 128 and tn >= 128 for tm, tn in wide)

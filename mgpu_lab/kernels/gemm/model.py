@@ -55,49 +55,71 @@ GROUP_WAVES = 4  # group_m 16 is tried where the tiles take this many waves or m
 MAX_ACCUMULATOR = 128 * 128  # kernel.MAX_ACCUMULATOR: f32 per consumer warpgroup
 MAX_SWAP_AB_ACCUMULATOR = 128 * 160
 SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2-4 column tiles of C.T)
-# Configurations the model estimates but offers only once measured on a GPU (below), switched on
-# for a probe by OFFER_ENV: "a_pairs,wide_b_pairs,swap_persistent" (read at import, so that the
-# build workers a benchmark spawns pick as it does; benchmarks/bench_gemm.py --random).
+# Configurations the model estimates and offers by switch: on by default those timed on the H200
+# against the choice without them (DEFAULT_OFFERS), off the others. OFFER_ENV changes the set for
+# a probe, read at import (so that the build workers a benchmark spawns pick as it does;
+# benchmarks/bench_gemm.py --random): "wide_b_pairs" adds a switch, "-a_pairs" takes one away.
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
-OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "clusters_of_four", "swap_epilogue")
+OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue")
+DEFAULT_OFFERS = ("a_pairs", "swap_persistent", "clusters_of_four", "swap_epilogue")
 
 
 def _offered(value: str) -> set[str]:
-    names = {name.strip() for name in value.split(",") if name.strip()}
-    if names - set(OFFERS):
-        raise ValueError(f"{OFFER_ENV} must name switches among {', '.join(OFFERS)} (comma-separated), "
-                         f"got {value!r}")
-    return names
+    """The switches on: DEFAULT_OFFERS with `value`'s comma-separated names added and its
+    "-name"s taken away."""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name.lstrip("-") not in OFFERS]
+    if unknown:
+        raise ValueError(f"{OFFER_ENV} must name switches among {', '.join(OFFERS)} (comma-separated, "
+                         f"-name to switch one off), got {value!r}")
+    on = set(DEFAULT_OFFERS)
+    for name in names:
+        if name.startswith("-"):
+            on.discard(name[1:])
+        else:
+            on.add(name)
+    return on
 
 
 _OFFERED = _offered(os.environ.get(OFFER_ENV, ""))
-# Pairs sharing A by multicast (make_gemm's cluster_n=2) are estimated but not offered until their
-# GPU tests have passed and options runs have timed them (scripts/verify_steps_p.txt).
+
+
+def switches_on() -> tuple[str, ...]:
+    """The names of OFFERS switched on now (in OFFERS' order): what a benchmark record names."""
+    return tuple(name for name in OFFERS if globals()[f"OFFER_{name.upper()}"])
+# Pairs sharing A by multicast (make_gemm's cluster_n=2): on by default since timed on the H200
+# (seeds 21-23, 2026-12-05: the model's picks of them x1.02-1.08 persistent, x0.98-1.04 stream-K).
 OFFER_A_PAIRS = "a_pairs" in _OFFERED
 # Pairs sharing B (cluster_m=2) at tile_n 160, 192 and 224 (tiling.pairs_split_b: the B tile
 # split in 8-row halves of B (n, k), or two and one 64-column boxes of B (k, n)): a narrow n
-# (536, 848) in three or four such tiles wastes less than in 128- or 256-wide ones. Offered once
-# timed (scripts/verify_steps_p.txt); 128 and 256 always.
+# (536, 848) in three or four such tiles wastes less than in 128- or 256-wide ones. Off: on seeds
+# 21-23 the model's picks of them ran x0.72-x1.17 (no better in geomean); 128 and 256 always.
 OFFER_WIDE_B_PAIRS = "wide_b_pairs" in _OFFERED
-# Persistent swapped tiles (swap_ab with persistent=True or "stream_k"): C.T's tile_n runs over m
-# in even shares (m = 530: three 184-wide tiles, 96% used, where 128-row tiles use 83%), so rows
-# up to SWAP_PERSISTENT_MAX_M get them, as cuBLAS tiles its N side. Offered once timed.
+# Persistent swapped tiles (swap_ab with persistent=True): C.T's tile_n runs over m in even
+# shares (m = 530: three 184-wide tiles, 96% used, where 128-row tiles use 83%), so rows up to
+# SWAP_PERSISTENT_MAX_M get them, as cuBLAS tiles its N side. On: seeds 21-23, x1.03-1.22.
 OFFER_SWAP_PERSISTENT = "swap_persistent" in _OFFERED
+# The same with stream-K (with OFFER_SWAP_PERSISTENT): timed on seeds 21-23 (2026-12-05) the model's
+# eight picks of it ran x0.96 in geomean against main's picks (x0.875-x1.065), so it is a switch
+# of its own.
+OFFER_SWAP_STREAM_K = "swap_stream_k" in _OFFERED
 # Clusters of four blocks (persistent=True): 2 x 2 quads (cluster_m=2 with cluster_n=2), each
 # block reading half of its A tile and half of its B tile from L2, what a block off the 128-byte
 # line is short of (cuBLAS runs 2 x 1, 1 x 2 and 4 x 2 clusters there); four tiles in a column
 # sharing B (cluster_m=4) or in a row sharing A (cluster_n=4), a quarter each. 30 resident on an
-# H200 (120 SMs). Offered once timed.
+# H200 (120 SMs). On: seeds 21-23, 2 x 2 x1.39 on 1161x1424x11496, 1 x 4 of 128 x 256 x1.12.
 OFFER_CLUSTERS_OF_FOUR = "clusters_of_four" in _OFFERED
 # Swapped tiles for a kernel whose epilogue applies to C.T as well (`fused`'s bias / activation /
 # residual / scale, read through EpilogueTile's loaders): an nn.Linear with a bias at decode sizes
 # gets what one without gets. On: timed on the H200 (2026-12-05, bench_gemm.py --random 64
 # --epilogue bias against torch.addmm): seeds 21-22 x1.060 / x1.048, m <= 64 from 0.91-0.93x to
 # 1.04-1.05x (gemm_random_2026-12-05T103227Z_a3e16fc.json, ..103720Z..; main's ..103008Z..,
-# ..103314Z..). Off (as for any epilogue: C's own tiles) only where a test sets it so.
-OFFER_SWAP_EPILOGUE = True
+# ..103314Z..). Off, an epilogue runs on C's own tiles.
+OFFER_SWAP_EPILOGUE = "swap_epilogue" in _OFFERED
 SWAPPABLE = "swappable"  # Problem.epilogue of an epilogue that applies to C.T too (swap_safe)
-SWAP_PERSISTENT_MAX_M = 2048
+# Persistent swapped tiles from SWAP_AB_MAX_M up to this many rows: the model's picks of them on
+# seeds 21-23 ran x1.03-1.22 against main's at 525-1043 rows, x0.935-0.947 at 1434 and 1942.
+SWAP_PERSISTENT_MAX_M = 1024
 # Clusters of 2, 3, ... one-SM blocks an H200 keeps resident at once (cuOccupancyMaxActiveClusters,
 # benchmarks/probe_cluster_occupancy.py): a cluster never straddles a GPC, so 32 clusters of 4
 # (128 blocks) run in two waves. configs.py asks the device itself where there is one.
@@ -211,14 +233,14 @@ def _b_pair_widths(transpose_b: bool) -> tuple[int, ...]:
 def _clusters_of_four(p: Problem, tm: int, tn: int, group_m: int) -> Iterator[dict[str, Any]]:
     """Persistent clusters of four blocks on these tiles where the problem has the tiles for
     them: 2 x 2 quads, four tiles in a column sharing B (tiling.pairs_split_b: a quarter of B
-    each), four in a row sharing A (a quarter of A's rows each, tile_m >= 128 as A pairs)."""
+    each), four in a row sharing A (a quarter of A's rows each, tiles at least 128 x 128)."""
     rows, cols = _ceil(p.m, tm), _ceil(p.n, tn)
     config = {"tile_m": tm, "tile_n": tn, "persistent": True, "group_m": group_m}
     if tm >= 128 and tn in _b_pair_widths(p.transpose_b) and rows >= 2 and cols >= 2:
         yield {**config, "cluster_m": 2, "cluster_n": 2}
     if rows >= 4 and (tn % 32 == 0 and tn >= 64 if p.transpose_b else tn == 256):
         yield {**config, "cluster_m": 4}
-    if tm >= 128 and cols >= 4:
+    if tm >= 128 and tn >= 128 and cols >= 4:  # 128 x 64 ones ran x0.74 / x0.96 / x1.06 (seeds 21-23)
         yield {**config, "cluster_n": 4}
 
 
@@ -304,7 +326,8 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
     tile_n all of m, or an even share of it over 2-4 column tiles (m = 257: two 136-wide tiles,
     not three 128-row ones), rounded up to 8 (and 16), at most 256. One tile per block up to
     SWAP_AB_MAX_M rows; with OFFER_SWAP_PERSISTENT, persistent ones too (over the fewest column
-    tiles of 256 and the next two counts, up to SWAP_PERSISTENT_MAX_M rows)."""
+    tiles of 256 and the next two counts, up to SWAP_PERSISTENT_MAX_M rows; with
+    OFFER_SWAP_STREAM_K, stream-K ones beside them)."""
     widths = {}
     # an epilogue's registers beside 128 x 160 f32 spill (bias + GELU + residual did): 128 x 128 then
     limit = MAX_ACCUMULATOR if p.epilogue else MAX_SWAP_AB_ACCUMULATOR
@@ -327,7 +350,7 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
                                "split_k_reduce": "cluster"}
             if OFFER_SWAP_PERSISTENT and tm >= 128 and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": width, "persistent": True, "swap_ab": True, "group_m": 8}
-                if _stream_k_ok(tm, width, tiles, k_tiles, p.sms):
+                if OFFER_SWAP_STREAM_K and _stream_k_ok(tm, width, tiles, k_tiles, p.sms):
                     yield {"tile_m": tm, "tile_n": width, "persistent": "stream_k", "swap_ab": True, "group_m": 8}
 
 
