@@ -19,7 +19,6 @@ import os
 import statistics
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
