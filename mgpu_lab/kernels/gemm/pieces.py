@@ -403,9 +403,11 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
     row, col = cluster_position(t, rank) if t.cluster_size > 1 else (0, 0)
     a_mask, b_mask = multicast_masks(t, rank) if t.cluster_size > 1 else (None, None)
 
-    # rolled as the consumers' k-loop is (multiply): unrolled in full, a short K's 8 steps of
-    # boxes spilled the producer's 40 registers (3009x3296x472 in multicast pairs: 76 bytes)
-    @dsl.for_range(0, steps, rolled=isinstance(steps, int) and steps <= _FULL_UNROLL_STEPS)
+    # rolled whatever its length (one thread issuing copies gains nothing from unrolling):
+    # unrolled, a short K's 8 steps of boxes spilled the producer's 40 registers (3009x3296x472
+    # in multicast pairs: 76 bytes), and LLVM's partial unroll of 9 (K = 536) spilled 56-112
+    # bytes in pairs sharing A and 192-wide B pairs
+    @dsl.for_range(0, steps, rolled=isinstance(steps, int))
     def _(kt):
         it = kt + first
         with ctx.named_region("load"):
