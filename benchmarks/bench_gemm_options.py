@@ -32,6 +32,7 @@ Writes `gemm_options_<time>_<commit>.json` (under $OUT when set) and prints a ta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 
@@ -42,6 +43,7 @@ from gemm_sweep import Problem, bf16_problems, blocking_timer, cupy_view, fp8_pr
 from mgpu_lab.builder.dtypes import numpy_dtype
 from mgpu_lab.kernels.gemm import make_gemm
 from mgpu_lab.kernels.gemm.fp8 import make_fp8_gemm
+from mgpu_lab.kernels.gemm.model import OFFERS as OFFER_NAMES
 
 TOLERANCE = {"bf16": 1e-2, "fp8": 2e-2}
 FP8_SCALES = (0.05, 0.02)
@@ -127,7 +129,8 @@ def name_of(options: dict) -> str:
     if "tile_m" not in options:
         return "default_" + "_".join(str(v) for v in options.values())
     scheme = {True: "_persistent", "pingpong": "_pingpong", "stream_k": "_streamk"}.get(options.get("persistent"), "")
-    short = {"split_k": "split", "split_k_reduce": "", "stages": "stages", "cluster_m": "cluster_m", "group_m": "group"}
+    short = {"split_k": "split", "split_k_reduce": "", "stages": "stages", "cluster_m": "cluster_m",
+             "cluster_n": "cluster_n", "group_m": "group"}
     skip = ("tile_m", "tile_n", "persistent", "swap_ab")
     rest = "".join(f"_{short.get(k, k)}{v}" for k, v in options.items() if k not in skip)
     swap = "_swapab" if options.get("swap_ab") else ""
@@ -214,21 +217,46 @@ def family(config: dict) -> tuple:
     """What kind of kernel a model configuration runs (the tile size left out)."""
     split = (config.get("split_k") or 1) > 1
     return (config.get("persistent", False), bool(config.get("swap_ab")),
-            config.get("split_k_reduce", "cluster") if split else None, (config.get("cluster_m") or 1) > 1)
+            config.get("split_k_reduce", "cluster") if split else None, (config.get("cluster_m") or 1) > 1,
+            (config.get("cluster_n") or 1) > 1)
 
 
-def model_alternatives(p: Problem, top: int) -> list[dict]:
-    """The model's ranked configurations of `p` after its pick: the next `top - 1`, then the
-    fastest of every family not among them (so a family the model misjudges gets timed)."""
+OFFERS = {name: f"OFFER_{name.upper()}" for name in OFFER_NAMES}  # --offer: the model's switches
+
+
+@contextlib.contextmanager
+def offering(names: tuple[str, ...]):
+    """The model with the switches `names` (OFFERS' keys) on, for candidates not offered by default."""
     from mgpu_lab.kernels.gemm import model
 
-    ranked = [config for _, config in model.ranked(model.Problem(p.m, p.n, p.k, transpose_b=p.transpose_b))]
-    picks = ranked[1:top]
+    saved = {OFFERS[name]: getattr(model, OFFERS[name]) for name in names}
+    try:
+        for attribute in saved:
+            setattr(model, attribute, True)
+        yield
+    finally:
+        for attribute, value in saved.items():
+            setattr(model, attribute, value)
+
+
+def model_alternatives(p: Problem, top: int, offer: tuple[str, ...] = ()) -> list[dict]:
+    """The model's ranked configurations of `p` after its pick: the next `top - 1`, then the
+    fastest of every family not among them (so a family the model misjudges gets timed). With
+    `offer` (switches of configurations the default does not offer yet), ranked with them on, and
+    the switched model's own pick timed too (the default, with them off, always runs)."""
+    from mgpu_lab.kernels.gemm import model
+
+    with offering(offer):
+        ranked = [config for _, config in model.ranked(model.Problem(p.m, p.n, p.k, transpose_b=p.transpose_b))]
+    picks = [ranked[0]] + ranked[1:top] if offer else ranked[1:top]  # switched: its own pick first
     seen = {family(ranked[0])} | {family(c) for c in picks}
     for config in ranked[top:]:
         if family(config) not in seen:
             seen.add(family(config))
             picks.append(config)
+    if offer:  # the default's configuration (switches off) runs as "default", not twice
+        default = name_of(model_pick(p))
+        picks = [config for config in picks if name_of(config) != default]
     return picks
 
 
@@ -240,7 +268,7 @@ def model_pick(p: Problem) -> dict:
     return {key: value for key, value in config.items() if key not in ("source", "model_us")}
 
 
-def random_cases(count: int, seed: int, top: int):
+def random_cases(count: int, seed: int, top: int, offer: tuple[str, ...] = ()):
     """(dtype, Problem, candidates) of `count` bf16 shapes drawn from `seed`, one per (m, n, k)."""
     from gemm_random import random_problems
 
@@ -248,10 +276,10 @@ def random_cases(count: int, seed: int, top: int):
     for p in random_problems(count, seed):
         if p.key not in keys:  # the record's keys name the shape, not B's layout
             keys.add(p.key)
-            yield "bf16", p, model_alternatives(p, top)
+            yield "bf16", p, model_alternatives(p, top, offer)
 
 
-def given_cases(shapes: str, top: int):
+def given_cases(shapes: str, top: int, offer: tuple[str, ...] = ()):
     """(dtype, Problem, candidates) of `--shapes` ("2048x5632x2048,129x28672x4096:nn"; B (n, k)
     unless ":nn"): the model's alternatives on shapes a user names, e.g. a model's layers."""
     for spec in shapes.split(","):
@@ -263,7 +291,7 @@ def given_cases(shapes: str, top: int):
         except ValueError:
             raise SystemExit(f"--shapes: {spec!r} is not MxNxK[:nt|:nn]") from None
         p = Problem(m, n, k, layout != "nn", "given")
-        yield "bf16", p, model_alternatives(p, top)
+        yield "bf16", p, model_alternatives(p, top, offer)
 
 
 def main() -> None:
@@ -279,6 +307,12 @@ def main() -> None:
     parser.add_argument("--random", type=int, metavar="N", help="N bf16 shapes drawn from --seed instead of CASES")
     parser.add_argument("--shapes", help="comma-separated MxNxK[:nt|:nn] bf16 shapes (B (n, k) unless :nn): the "
                                          "model's alternatives on them, as --random does on drawn ones")
+    parser.add_argument("--extra", help="with --shapes or --random: configurations timed on every shape besides the "
+                                         "model's, ';'-separated, each key=value,... e.g. "
+                                         "tile_m=256,tile_n=128,persistent=True,cluster_n=2")
+    parser.add_argument("--offer", default="", help=f"with --shapes or --random: comma-separated model switches "
+                                                     f"({', '.join(OFFERS)}) on for the alternatives (and the switched "
+                                                     f"model's pick); the default is timed with them off")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--top", type=int, default=4, help="with --random: the model's K best, then one per family")
     parser.add_argument("--budget-s", type=float, default=None,
@@ -288,12 +322,20 @@ def main() -> None:
     modelled = args.random is not None or args.shapes is not None
     if modelled:
         os.environ["MGPU_LAB_GEMM_TABLE"] = "0"  # the default is the model's pick
+    offer = tuple(name for name in args.offer.split(",") if name)
+    unknown = [name for name in offer if name not in OFFERS]
+    if unknown:
+        raise SystemExit(f"--offer: expected names among {', '.join(OFFERS)}, got {', '.join(unknown)}")
     if args.shapes is not None:
-        cases = list(given_cases(args.shapes, args.top))
+        cases = list(given_cases(args.shapes, args.top, offer))
     elif args.random is not None:
-        cases = list(random_cases(args.random, args.seed, args.top))
+        cases = list(random_cases(args.random, args.seed, args.top, offer))
     else:
         cases = list(selected_cases(args.only, args.configs))
+    if args.extra and modelled:
+        extra = parse_configs(args.extra)
+        cases = [(dtype, problem, candidates + [c for c in extra if name_of(c) not in {name_of(d) for d in candidates}])
+                 for dtype, problem, candidates in cases]
     figures: dict = {}
     rows = [("problem", "config", "TF/s", "vs peer", "vs default")]
     with GpuSampler() as gpu:
@@ -306,11 +348,28 @@ def main() -> None:
             rows += measure(dtype, problem, candidates, args.rounds, figures, default)
             print(table(rows[-len(candidates) - 1:]), flush=True)
             torch.cuda.empty_cache()
-    notes = {"rounds": args.rounds, "only": args.only, "configs": args.configs, "random": args.random,
+    notes = {"rounds": args.rounds, "only": args.only, "extra": args.extra, "offer": list(offer),
+             "configs": args.configs,
+             "random": args.random,
              "seed": args.seed if args.random is not None else None, "shapes": args.shapes, "top": args.top,
              "wall_s": round(time.perf_counter() - start, 1)}
     print(f"record: {write_record('gemm_options', figures, notes, sampler=gpu)}")
     print(table(rows))
+
+
+def parse_configs(text: str) -> list[dict]:
+    """`--extra`'s configurations: 'tile_m=256,tile_n=128,persistent=True,cluster_n=2;...' as
+    make_gemm keyword arguments (ints, True / False, else the text)."""
+    def value(v: str):
+        return {"True": True, "False": False}.get(v, int(v) if v.lstrip("-").isdigit() else v)
+
+    configs = []
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        pairs = [item.split("=", 1) for item in part.split(",")]
+        if any(len(pair) != 2 for pair in pairs):
+            raise SystemExit(f"--extra: expected key=value,... per configuration, got {part!r}")
+        configs.append({key.strip(): value(v.strip()) for key, v in pairs})
+    return configs
 
 
 def selected_cases(only: str | None, configs: str | None):

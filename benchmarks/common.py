@@ -19,7 +19,6 @@ import os
 import statistics
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,12 +63,16 @@ def commit() -> str:
 
 
 def run_identity() -> dict:
-    """Device, driver and commit of this run, and the TMA L2 promotion its kernels ask for (it
-    changes times off the 128-byte line; fit_gemm_model.py reads it): what every record names."""
+    """Device, driver and commit of this run, the TMA L2 promotion its kernels ask for (it
+    changes times off the 128-byte line; fit_gemm_model.py reads it) and the GEMM model's
+    switches on: what every record names."""
+    from mgpu_lab.kernels.gemm.model import switches_on  # plain Python, no MLIR
     from mgpu_lab.runtime.tma_descriptor import l2_promotion
 
-    return {"device": device_name(), "driver": driver_version(), "commit": commit(),
-            "tma_l2_promotion": l2_promotion()}
+    identity = {"device": device_name(), "driver": driver_version(), "commit": commit(),
+                "tma_l2_promotion": l2_promotion(), "gemm_switches": list(switches_on())}
+    offered = os.environ.get("MGPU_LAB_GEMM_OFFER")  # changed for a probe
+    return {**identity, "gemm_offer": offered} if offered else identity
 
 
 # --------------------------------------------------------------------------- clocks and power

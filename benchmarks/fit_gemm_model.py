@@ -79,7 +79,7 @@ def at_promotion(samples: list[Sample], wanted: str | None) -> tuple[list[Sample
 
 
 def parse_option(name: str) -> dict | None:
-    """bench_gemm_options.name_of inverted: '128x256_streamk_cluster_m2' -> make_gemm kwargs."""
+    """bench_gemm_options.name_of inverted: '128x256_streamk_cluster_m2' (or '_cluster_n2') -> make_gemm kwargs."""
     head = re.match(r"(\d+)x(\d+)((?:_\w+)?)$", name)
     if not head:
         return None
@@ -89,8 +89,8 @@ def parse_option(name: str) -> dict | None:
     while i < len(parts):
         part = parts[i]
         if part in FLAGS:
-            if part == "cluster" and i + 1 < len(parts) and parts[i + 1].startswith("m"):
-                config["cluster_m"] = int(parts[i + 1][1:])
+            if part == "cluster" and i + 1 < len(parts) and re.fullmatch(r"[mn]\d+", parts[i + 1]):
+                config[f"cluster_{parts[i + 1][0]}"] = int(parts[i + 1][1:])
                 i += 1
             else:
                 key, value = FLAGS[part]

@@ -43,6 +43,10 @@ CONFIGS_NT = [
     {"tile_m": 128, "tile_n": 256, "persistent": True},
     {"tile_m": 256, "tile_n": 128, "persistent": True, "cluster_m": 2},
     {"tile_m": 128, "tile_n": 256, "persistent": True, "cluster_m": 2},  # what the model picks off the line
+    {"tile_m": 256, "tile_n": 128, "persistent": True, "cluster_n": 2},  # A shared, as cuBLAS's 256x128 1x2
+    {"tile_m": 128, "tile_n": 256, "persistent": True, "cluster_n": 2},
+    {"tile_m": 128, "tile_n": 128, "persistent": True, "cluster_m": 2, "cluster_n": 2},  # quads: half of A and of B
+    {"tile_m": 128, "tile_n": 256, "persistent": True, "cluster_m": 2, "cluster_n": 2},
 ]
 CONFIGS_NN = [c for c in CONFIGS_NT if c["tile_n"] in (128, 192, 256)]
 

@@ -30,7 +30,7 @@ def test_gemm_flags_must_be_bools():
         make_gemm(256, 256, 128, transpose_b="yes")
     with pytest.raises(ArgumentError, match=r"gemm: swap_ab must be True or False, got 1 \(an int\)"):
         make_gemm(256, 256, 128, transpose_b=True, tile_m=64, tile_n=64, swap_ab=1)
-    with pytest.raises(ArgumentError, match=r"gemm: cluster_m must be 1 or 2, got True \(a bool\)"):
+    with pytest.raises(ArgumentError, match=r"gemm: cluster_m must be 1, 2 or 4, got True \(a bool\)"):
         make_gemm(1024, 1024, 1024, tile_m=128, tile_n=256, persistent=True, cluster_m=True)
     with pytest.raises(ArgumentError, match=r"gemm: stages must be an int >= 2, got True \(a bool\)"):
         make_gemm(256, 256, 128, tile_m=128, tile_n=128, stages=True)

@@ -110,10 +110,11 @@ def test_configs():
     ({"tile_n": 96}, r"tile_n must be one of \(32, 64, 128, 192, 256\) .*got 96"),
     ({"tile_n": 40, "transpose_b": True}, r"tile_n must be a multiple of 16 from 16 to 256 \(B \(n, k\)\), got 40"),
     ({"tile_n": 272, "transpose_b": True}, r"tile_n must be a multiple of 16 from 16 to 256 \(B \(n, k\)\), got 272"),
-    ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 64, "persistent": True},
-     r"swap_ab=True .* needs one tile per block and the cluster split-K reduce; got persistent=True"),
-    ({"swap_ab": True, "tile_m": 64, "tile_n": 64, "persistent": True},
-     r"swap_ab=True .* needs one tile per block and the cluster split-K reduce; got persistent=True"),
+    ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 64, "persistent": "pingpong"},
+     r"swap_ab=True .* runs one tile per block or persistent blocks \(True or 'stream_k'\), without multicast "
+     r"pairs, and the cluster split-K reduce; got persistent='pingpong'"),
+    ({"swap_ab": True, "tile_m": 128, "tile_n": 64, "persistent": True, "cluster_m": 2},
+     r"swap_ab=True .* without multicast pairs.*got persistent=True, cluster_m=2, cluster_n=1"),
     ({"swap_ab": "yes", "transpose_b": True, "tile_m": 64, "tile_n": 64}, r"swap_ab must be True or False, got 'yes'"),
     ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 36},
      r"tile_n must be a multiple of 8 from 8 to 256 \(swap_ab\), got 36"),
@@ -140,18 +141,51 @@ def test_swap_ab_refuses_the_workspace_split():
                   split_k_reduce="workspace")
 
 
-def test_swap_ab_refuses_an_epilogue():
-    """C is written transposed from the registers, so an epilogue (its tile is of C) cannot apply;
-    a table's swapped configuration falls back to a plain tiling instead."""
-    with pytest.raises(ValueError, match=r"swap_ab=True writes C transposed .* applies no epilogue"):
+def test_swap_ab_refuses_an_epilogue_not_marked_swap_safe():
+    """A swapped tile is of C.T: an epilogue applies to it only if marked swap_safe (it reads
+    its arrays through the tile's loaders, which speak C's terms either way); others are refused,
+    and an unmarked one that reads positions is refused by the tile too."""
+    with pytest.raises(ValueError, match=r"swap_ab=True holds C.T's tiles and applies only an epilogue marked "
+                                         r"swap_safe .*; use swap_ab=False with this epilogue"):
         make_gemm(16, 256, 64, transpose_b=True, swap_ab=True, tile_m=64, tile_n=16,
                   epilogue=lambda acc, tile: acc)
 
+    def positional(acc, tile):
+        tile.thread_rows()
+        return acc
 
-def test_a_tuned_swapped_configuration_gives_way_to_an_epilogue():
-    """The table swaps A and B for the 8B model's decode QKV projection; with a bias epilogue the
-    kernel (and a %%mosaic cell's gemm_definition) takes the model's fastest configuration with
-    C's own tiles instead (it used to take the old heuristic's plain tiling)."""
+    positional.swap_safe = True  # wrongly: it reads positions
+    with pytest.raises(mgpu_lab.errors.KernelBuildError,
+                       match=r"EpilogueTile.thread_rows: this tile is of C.T \(swap_ab=True\)"):
+        make_gemm(16, 256, 64, transpose_b=True, swap_ab=True, tile_m=64, tile_n=16, epilogue=positional)
+
+
+@pytest.mark.parametrize("m, n, k, transpose_b, what, tiles", [
+    (129, 4096, 1024, True, {"bias": "bfloat16", "activation": "gelu", "residual": "bfloat16", "scale": True},
+     {"tile_m": 128, "tile_n": 136}),
+    (7, 6144, 4096, True, {"bias": "bfloat16"}, {"tile_m": 128, "tile_n": 8, "split_k": 4}),
+    (301, 3584, 2048, False, {"residual": "bfloat16", "activation": "silu"}, {"tile_m": 128, "tile_n": 152}),
+    (530, 5920, 3152, False, {"bias": "bfloat16"}, {"tile_m": 128, "tile_n": 184, "persistent": True}),
+])
+def test_fused_epilogues_apply_to_swapped_tiles(m, n, k, transpose_b, what, tiles):
+    """`fused`'s epilogues are swap_safe: on C.T's tiles the bias loads along the accumulator's
+    rows and the residual's tile transposed (an odd m: one element at a time), the rest elementwise;
+    one tile per block, a cluster split, persistent. Compiled clean here; checked on the GPU
+    (test_gemm_swap_ab_gpu.py)."""
+    from mgpu_lab.kernels.gemm.epilogues import fused
+
+    e = fused(m, n, **what)
+    kern = make_gemm(m, n, k, transpose_b=transpose_b, swap_ab=True, epilogue=e, epilogue_inputs=e.inputs, **tiles)
+    assert kern.name.endswith("_swapab")
+    assert_clean(kern, rf"HGMMA\.64x{tiles['tile_n']}x16", tma_store=False)
+    assert [s.shape for s in kern.compiled.inputs][2:] == [s.shape for s in e.inputs]
+
+
+def test_a_tuned_swapped_configuration_gives_way_to_an_epilogue_that_needs_c_tiles():
+    """The table swaps A and B for the 8B model's decode QKV projection. A bias from `fused`
+    applies to C.T's tiles too, so the kernel keeps the swap; an epilogue not marked swap_safe
+    makes the kernel (and a %%mosaic cell's gemm_definition) take the model's fastest
+    configuration with C's own tiles instead (it used to take the old heuristic's plain tiling)."""
     from mgpu_lab.kernels.gemm import gemm_definition
     from mgpu_lab.kernels.gemm.configs import model_config
     from mgpu_lab.kernels.gemm.epilogues import fused
@@ -159,13 +193,18 @@ def test_a_tuned_swapped_configuration_gives_way_to_an_epilogue():
     assert gemm_config(16, 6144, 4096, transpose_b=True).get("swap_ab") is True  # the tuned table's pick
     assert make_gemm(16, 6144, 4096, transpose_b=True).name.endswith("_swapab")
     e = fused(16, 6144, bias="bfloat16")
-    k = make_gemm(16, 6144, 4096, transpose_b=True, epilogue=e.fn, epilogue_inputs=e.inputs)
+    assert make_gemm(16, 6144, 4096, transpose_b=True, epilogue=e.fn, epilogue_inputs=e.inputs).name.endswith("_swapab")
+
+    def plain_bias(acc, tile, bias):  # not marked swap_safe
+        return acc + tile.columns(bias)
+
+    k = make_gemm(16, 6144, 4096, transpose_b=True, epilogue=plain_bias, epilogue_inputs=e.inputs)
     pick = model_config(16, 6144, 4096, transpose_b=True, epilogue=True)
     assert pick != heuristic_config(16, 6144, 4096, transpose_b=True)
     assert gemm_config(16, 6144, 4096, transpose_b=True, epilogue=True) == pick
     assert not k.name.endswith("_swapab")
     assert k.compiled.grid[0] == -(-16 // pick["tile_m"]) * -(-6144 // pick["tile_n"])
-    definition = gemm_definition(16, 6144, 4096, transpose_b=True, epilogue=e.fn, epilogue_inputs=e.inputs)
+    definition = gemm_definition(16, 6144, 4096, transpose_b=True, epilogue=plain_bias, epilogue_inputs=e.inputs)
     assert not definition["name"].endswith("_swapab")
 
 
@@ -250,6 +289,28 @@ def test_swap_ab_takes_wider_accumulators():
     k = make_gemm(129, 4096, 4104, transpose_b=True, swap_ab=True, tile_m=256, tile_n=136, split_k=4)
     assert_clean(k, r"HGMMA\.64x136x16\.F32\.BF16", tma_store=False)
     assert tuple(k.compiled.spec.grid)[:2] == (16, 4) and tuple(k.compiled.spec.cluster)[:2] == (1, 4)
+
+
+@pytest.mark.parametrize("m, n, k, tile_m, tile_n, persistent, transpose_b", [
+    (530, 5920, 3152, 128, 184, True, False),  # m = 530 in three 184-wide tiles (96% used; 128 rows: 83%)
+    (1161, 1424, 11496, 128, 240, True, True),
+    (1161, 1424, 11496, 256, 160, True, False),  # 128 x 160 f32 a consumer, the widest swapped: no spills
+    (530, 5920, 3152, 128, 192, "stream_k", True),
+    (1161, 1424, 11496, 256, 128, "stream_k", False),  # 128 x 128 f32 a consumer; B (k, n) read MN-major
+])
+def test_swap_ab_runs_persistent(m, n, k, tile_m, tile_n, persistent, transpose_b):
+    """Persistent swapped blocks loop over tiles of C.T (tile_m over n, tile_n over m: any
+    multiple of 8, so an m of a few hundred to a few thousand rows splits evenly), each written
+    from the registers; the epilogue buffer a persistent block keeps overlaps the ring instead,
+    so the ring keeps the one-tile kernel's stages."""
+    kernel = make_gemm(m, n, k, transpose_b=transpose_b, swap_ab=True, tile_m=tile_m, tile_n=tile_n,
+                       persistent=persistent)
+    ops = assert_clean(kernel, rf"HGMMA\.64x{tile_n}x16\.F32\.BF16", tma_store=False)
+    assert any(op.startswith("STG") for op in ops)
+    t = kernel.config["tiling"]
+    assert t.swap_ab and t.persistent == persistent and kernel.compiled.grid[0] == t.grid <= 132
+    one_tile = resolve_tiling(m, n, k, transpose_b=transpose_b, swap_ab=True, tile_m=tile_m, tile_n=tile_n)
+    assert t.stages == one_tile.stages and t.smem_bytes == one_tile.smem_bytes
 
 
 @pytest.mark.parametrize("name, home", [("TILE_MS", "tiling"), ("MAX_SWAP_AB_ACCUMULATOR", "tiling"),
@@ -348,34 +409,153 @@ def test_pingpong_rejects_tiles_that_do_not_fit(kwargs, message):
         make_gemm(1024, 1024, 1024, persistent="pingpong", **kwargs)
 
 
-@pytest.mark.parametrize("tile_m, tile_n, transpose_b", [(128, 256, False), (128, 256, True), (256, 128, False)])
-def test_multicast_pairs_compile(tile_m, tile_n, transpose_b):
-    """cluster_m=2: persistent blocks in (2, 1) clusters, each loading its A tile and half of the
-    pair's B tile, multicast into both blocks; slots released in both blocks."""
-    k = make_gemm(4000, 4000, 4000, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, persistent=True,
-                  cluster_m=2)
+@pytest.mark.parametrize("shared, tile_m, tile_n, transpose_b", [
+    ("B", 128, 256, False), ("B", 128, 256, True), ("B", 256, 128, False),
+    ("A", 256, 128, True), ("A", 128, 256, True), ("A", 256, 128, False)])
+def test_multicast_pairs_compile(shared, tile_m, tile_n, transpose_b):
+    """cluster_m=2: persistent blocks in (2, 1) clusters on vertically adjacent tiles, each loading
+    its A tile and half of the pair's B tile, multicast into both blocks; cluster_n=2: on
+    horizontally adjacent tiles, half of the pair's A tile multicast and each block's own B tile.
+    Either way slots are released in both blocks."""
+    pair = {"cluster_m": 2} if shared == "B" else {"cluster_n": 2}
+    k = make_gemm(4000, 4000, 4000, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, persistent=True, **pair)
     assert_clean(k, rf"HGMMA\.64x{tile_n}x16")
     assert k.compiled.cluster == (2, 1, 1) and k.compiled.grid == (132, 1, 1)
     sass = k.compiled.sass
-    assert re.search(r"\bUTMALDG\.2D\.MULTICAST\b", sass), "B is not multicast"
+    assert re.search(r"\bUTMALDG\.2D\.MULTICAST\b", sass), f"{shared} is not multicast"
+    if shared == "A":
+        assert re.search(r"\bUTMALDG\.2D\b(?!\.MULTICAST)", sass), "B is not loaded by each block"
     plain = make_gemm(4000, 4000, 4000, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, persistent=True)
     assert not re.search(r"\bMULTICAST\b", plain.compiled.sass)
     assert re.search(r"\bSYNCS\.ARRIVE\.TRANS64\.RED\b", sass), "no remote arrival on the peer's empty barrier"
 
 
+@pytest.mark.parametrize("cluster_m, cluster_n, m, n, tile_m, tile_n, transpose_b", [
+    (4, 1, 5286, 536, 128, 128, True), (4, 1, 8000, 1000, 128, 256, False), (1, 4, 700, 9000, 128, 128, True),
+    (1, 4, 600, 6000, 64, 256, False)])
+def test_multicast_clusters_of_four_in_a_line_compile(cluster_m, cluster_n, m, n, tile_m, tile_n, transpose_b):
+    """cluster_m=4 (cluster_n=4): four vertically (horizontally) adjacent tiles share B (A), each
+    block loading a quarter of it multicast to all four, releasing each slot in all four."""
+    k = make_gemm(m, n, 4104, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, persistent=True,
+                  cluster_m=cluster_m, cluster_n=cluster_n)
+    assert_clean(k, rf"HGMMA\.64x{tile_n}x16")
+    groups = -(-m // (cluster_m * tile_m)) * -(-n // (cluster_n * tile_n))
+    assert k.compiled.cluster == (4, 1, 1) and k.compiled.grid == (4 * min(groups, 30), 1, 1)
+    sass, ptx = k.compiled.sass, k.compiled.ptx
+    assert re.search(r"\bUTMALDG\.2D\.MULTICAST\b", sass)
+    assert re.search(r"\bUTMALDG\.2D\b(?!\.MULTICAST)", sass), "the unshared operand is not loaded by each block"
+    for d in (1, 2, 3):
+        assert re.search(rf"xor\.b32\s+%r\d+, %r\d+, {d};", ptx), f"no release in the block of rank ^ {d}"
+    arrivals = 4 * 4 * (2 if tile_m > 64 else 1)  # consumer warps of the four blocks (one consumer at tile_m=64)
+    assert re.search(rf"mov\.b32\s+%r\d+, {arrivals};", ptx), f"the empty barriers do not count {arrivals} warps"
+
+
+@pytest.mark.parametrize("m, n, tile_m, tile_n, transpose_b", [
+    (4000, 4000, 128, 256, True), (1161, 1424, 128, 128, False), (5286, 536, 256, 96, True),
+    (700, 900, 128, 192, False)])
+def test_multicast_quads_compile(m, n, tile_m, tile_n, transpose_b):
+    """cluster_m=2 with cluster_n=2: 2 x 2 quads of tiles in clusters of four blocks, each loading
+    half of its row's A tile (multicast to the ranks of its row) and half of its column's B tile
+    (to its column), releasing each slot in the two blocks whose loads land in it (not the
+    diagonal one): 3 x 8 consumer warps arrive on every 'empty' barrier. At most 30 quads run
+    (the H200 keeps 30 clusters of four resident)."""
+    k = make_gemm(m, n, 4104, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, persistent=True,
+                  cluster_m=2, cluster_n=2)
+    assert_clean(k, rf"HGMMA\.64x{tile_n}x16")
+    quads = -(-m // (2 * tile_m)) * -(-n // (2 * tile_n))
+    assert k.compiled.cluster == (4, 1, 1) and k.compiled.grid == (4 * min(quads, 30), 1, 1)
+    sass, ptx = k.compiled.sass, k.compiled.ptx
+    assert not re.search(r"\bUTMALDG\.2D\b(?!\.MULTICAST)", sass), "a load that is not multicast"
+    assert len(re.findall(r"\bUTMALDG\.2D\.MULTICAST\b", sass)) >= 2
+    # the masks: A to ranks {row, row + 2} (5 * (row + 1)), B to {2 col, 2 col + 1} (3 * (3 col + 1))
+    assert re.search(r"mad\.lo\.s16\s+%rs\d+, %rs\d+, 5, 5;", ptx) and re.search(r"mad\.lo\.s16\s+%rs\d+, %rs\d+, 9, 3;", ptx)
+    assert re.search(r"xor\.b32\s+%r\d+, %r\d+, 1;", ptx) and re.search(r"xor\.b32\s+%r\d+, %r\d+, 2;", ptx)
+    assert re.search(r"mov\.b32\s+%r\d+, 24;", ptx), "the empty barriers do not count 3 blocks x 8 warps"
+
+
+def test_quad_positions_peers_and_tiles():
+    """Ranks run down a quad's columns: rank = row + 2 * column. A block's peers are the block
+    above or below (sharing B) and beside it (sharing A); the four tiles of quad q are the
+    2 x 2 block of tiles a (2 tile_m, 2 tile_n) tiling puts at q."""
+    from mgpu_lab.kernels.gemm.pieces import GemmTiling, cluster_position, multicast_masks, multicast_peers
+
+    quad = GemmTiling(1000, 1000, 1000, tile_m=128, tile_n=128, persistent=True, cluster_m=2, cluster_n=2)
+    assert [cluster_position(quad, r) for r in range(4)] == [(0, 0), (1, 0), (0, 1), (1, 1)]
+    assert [multicast_peers(quad, r) for r in range(4)] == [(1, 2), (0, 3), (3, 0), (2, 1)]
+    assert [multicast_masks(quad, r) for r in range(4)] == [(0b0101, 0b0011), (0b1010, 0b0011),
+                                                             (0b0101, 0b1100), (0b1010, 0b1100)]
+    assert quad.slot_writers == 3 and quad.work_items == 16 and quad.grid == 64
+    pair = GemmTiling(1000, 1000, 1000, tile_m=128, tile_n=128, persistent=True, cluster_m=2)
+    assert [multicast_peers(pair, r) for r in range(2)] == [(1,), (0,)] and pair.slot_writers == 2
+    assert multicast_masks(pair, 0) == (None, 0b11)
+    big = GemmTiling(8192, 8192, 1000, tile_m=128, tile_n=256, persistent=True, cluster_m=2, cluster_n=2)
+    assert big.grid == 120  # 30 quads, not 33: the rest would wait for a second wave
+    line = GemmTiling(8192, 8192, 1000, tile_m=128, tile_n=256, persistent=True, cluster_m=4)
+    assert [cluster_position(line, r) for r in range(4)] == [(r, 0) for r in range(4)]
+    assert line.slot_writers == 4 and multicast_masks(line, 2) == (None, 0b1111) and line.grid == 120
+    row = GemmTiling(8192, 8192, 1000, tile_m=128, tile_n=256, persistent=True, cluster_n=4)
+    assert [cluster_position(row, r) for r in range(4)] == [(0, r) for r in range(4)]
+    assert multicast_masks(row, 3) == (0b1111, None) and row.work_items == 64 * 8
+
+
 @pytest.mark.parametrize("kwargs, message", [
-    ({"persistent": True, "cluster_m": 3}, r"cluster_m must be 1 or 2, got 3"),
-    ({"persistent": False, "cluster_m": 2}, r"cluster_m=2 \(two blocks sharing B tiles by multicast\) needs "
+    ({"persistent": True, "cluster_n": 3}, r"cluster_n must be 1, 2 or 4, got 3"),
+    ({"persistent": False, "cluster_n": 2}, r"cluster_n=2 \(2 blocks sharing A tiles by multicast\) needs "
+                                            r"persistent=True \(or 'stream_k'\) and A as \(m, k\), got "
+                                            r"persistent=False$"),
+    ({"persistent": "pingpong", "cluster_n": 2, "tile_n": 128}, r"cluster_n=2 .* got persistent='pingpong'"),
+    ({"persistent": "stream_k", "cluster_n": 2, "cluster_m": 2},
+     r"clusters of four blocks \(cluster_m=2, cluster_n=2\) need persistent=True, got persistent='stream_k'$"),
+    ({"persistent": "stream_k", "cluster_n": 4},
+     r"clusters of four blocks \(cluster_m=1, cluster_n=4\) need persistent=True, got persistent='stream_k'$"),
+    ({"persistent": True, "cluster_n": 2, "cluster_m": 2, "tile_n": 64},
+     r"cluster_m=2 splits the B tile .* tile_n must be 128, 192 or 256, got 64"),
+    ({"persistent": True, "cluster_n": 4, "cluster_m": 2},
+     r"a cluster holds at most four blocks \(2 x 2, 4 x 1 or 1 x 4\), got cluster_m=2 with cluster_n=4$"),
+])
+def test_multicast_a_pairs_reject_bad_arguments(kwargs, message):
+    kwargs = {"tile_m": 128, "tile_n": 256, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        make_gemm(1024, 1024, 1024, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"persistent": True, "cluster_m": 3}, r"cluster_m must be 1, 2 or 4, got 3"),
+    ({"persistent": True, "cluster_m": 4, "tile_n": 192}, r"8-row quarters of B \(n, k\), or 64-column boxes of B "
+                                                         r"\(k, n\)\): tile_n must be 256, got 192"),
+    ({"persistent": True, "cluster_m": 4, "tile_n": 48, "transpose_b": True},
+     r"tile_n must be a multiple of 32 from 64, got 48"),
+    ({"persistent": False, "cluster_m": 2}, r"cluster_m=2 \(2 blocks sharing B tiles by multicast\) needs "
                                             r"persistent=True \(or 'stream_k'\) and split_k=1, got persistent=False, "
                                             r"split_k=1"),
     ({"persistent": "pingpong", "cluster_m": 2, "tile_m": 128, "tile_n": 128},
      r"needs persistent=True \(or 'stream_k'\) and split_k=1, got persistent='pingpong'"),
-    ({"persistent": True, "cluster_m": 2, "tile_n": 64}, r"tile_n must be 128 or 256, got 64"),
+    ({"persistent": True, "cluster_m": 2, "tile_n": 64}, r"64-column boxes of B \(k, n\)\): tile_n must be 128, "
+                                                        r"192 or 256, got 64"),
+    ({"persistent": True, "cluster_m": 2, "tile_n": 16, "transpose_b": True},
+     r"8-row halves of B \(n, k\).*tile_n must be a multiple of 16 from 32, got 16"),
 ])
 def test_multicast_pairs_reject_bad_arguments(kwargs, message):
     kwargs = {"tile_m": 128, "tile_n": 256, **kwargs}
     with pytest.raises(ValueError, match=message):
         make_gemm(1024, 1024, 1024, **kwargs)
+
+
+@pytest.mark.parametrize("tile_n, transpose_b, persistent", [
+    (176, True, True), (208, True, True), (160, True, "stream_k"), (192, False, True), (192, False, "stream_k")])
+def test_multicast_pairs_share_b_tiles_of_any_width_they_split(tile_n, transpose_b, persistent):
+    """Pairs sharing B at widths other than 128 and 256: B (n, k) in two tile_n / 2-row halves (8-row
+    multiples: the swizzle's period), B (k, n)'s three 64-column boxes as two and one, the third
+    loaded by the first block only. Either way both blocks receive the whole tile (one expect_tx)."""
+    m, n, k = 4000, 3000, 4000
+    kernel = make_gemm(m, n, k, tile_m=128, tile_n=tile_n, transpose_b=transpose_b, persistent=persistent,
+                       cluster_m=2)
+    assert_clean(kernel, rf"HGMMA\.64x{tile_n}x16")
+    assert kernel.compiled.cluster == (2, 1, 1)
+    loads = re.findall(r"\bUTMALDG\.2D(\.MULTICAST)?\b", kernel.compiled.sass)
+    # per copy of the load loop: A per block (plain), B's part multicast: one box of B (n, k), two of
+    # B (k, n) (the second under a condition)
+    assert loads.count("") >= 1 and loads.count(".MULTICAST") == loads.count("") * (1 if transpose_b else 2), loads
 
 
 def test_definition_leaves_room_for_the_profiler():
@@ -405,15 +585,16 @@ def test_definition_leaves_room_for_the_profiler():
     assert k.compiled.spec.profiler.buffer == "global"
 
 
-@pytest.mark.parametrize("kwargs", [{"split_k": 2, "split_k_reduce": "workspace"}, {"persistent": True, "cluster_m": 2}])
+@pytest.mark.parametrize("kwargs", [{"split_k": 2, "split_k_reduce": "workspace"}, {"persistent": True, "cluster_m": 2},
+                                    {"persistent": True, "cluster_n": 2}])
 def test_a_custom_mainloop_refuses_workspace_split_k_and_multicast_pairs(kwargs):
     """Both need the built-in mainloop (partials summed before the epilogue; slots released in
     both blocks). The cluster split-K takes one: it gets its K slice (the block-scaled FP8's)."""
     from mgpu_lab.kernels.gemm import tiled_gemm_definition
 
     t = resolve_tiling(1024, 1024, 4096, tile_m=128, tile_n=256, **kwargs)
-    with pytest.raises(ValueError, match=r"cluster_m=2, split_k_reduce='workspace' and persistent='stream_k' need "
-                                         r"the built-in mainloop"):
+    with pytest.raises(ValueError, match=r"cluster_m=2, cluster_n=2, split_k_reduce='workspace' and "
+                                         r"persistent='stream_k' need the built-in mainloop"):
         tiled_gemm_definition(t, mainloop=lambda *args: None)
     seen = []
     cluster = resolve_tiling(1024, 1024, 4096, tile_m=128, tile_n=256, split_k=2, split_k_reduce="cluster")
@@ -458,3 +639,13 @@ def test_profile_events_hold_every_tile_a_persistent_block_loops_over():
     assert profile_events(t) == (4 * t.k_tiles + 12) * 2
     plain = GemmTiling(3 * 128, 44 * 256, 4096, tile_m=128, tile_n=256, persistent=True)
     assert profile_events(plain) == 4 * plain.k_tiles + 12  # 132 tiles on 132 blocks
+
+
+def test_profile_events_of_clusters_of_four():
+    """Quads: 61 row tiles of 3 columns are 31 x 2 = 62 quads on 30 clusters, three rounds a block."""
+    from mgpu_lab.kernels.gemm.kernel import profile_events
+    from mgpu_lab.kernels.gemm.pieces import GemmTiling
+
+    t = GemmTiling(61 * 128, 3 * 256, 4096, tile_m=128, tile_n=256, persistent=True, cluster_m=2, cluster_n=2)
+    assert t.work_items == 62 and t.grid == 120
+    assert profile_events(t) == (4 * t.k_tiles + 12) * 3

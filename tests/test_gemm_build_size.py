@@ -34,9 +34,10 @@ def test_a_short_static_k_loop_stays_a_loop():
     short = build(6292, 512, 352, persistent=False, tile_m=128, tile_n=256)
     assert '.pragma "nounroll"' in short.ptx
     assert short.sass.count("HGMMA") == 4
-    # a long static loop keeps LLVM's peeled first step (and no pragma on it)
+    # a long static loop keeps LLVM's peeled first step (and no pragma on it; the one pragma is
+    # the producer's loop, always rolled)
     long = build(6292, 512, 4096, persistent=False, tile_m=128, tile_n=256)
-    assert '.pragma "nounroll"' not in long.ptx and long.sass.count("HGMMA") == 8
+    assert long.ptx.count('.pragma "nounroll"') == 1 and long.sass.count("HGMMA") == 8
 
 
 def test_a_short_static_k_loop_stays_a_loop_in_the_producer_too():
@@ -57,3 +58,14 @@ def test_two_row_tiles_per_consumer_start_without_a_drain():
         k = build(*shape, transpose_b=True, tile_m=256, tile_n=128, **tiles)
         assert "C7517" not in k.ptxas_log, shape
         assert k.resources.spill_stores_bytes == 0, shape
+
+
+def test_the_producers_static_k_loop_stays_a_loop_past_a_few_steps():
+    # K = 536: 9 k-steps, past what the consumers keep rolled. LLVM's partial unroll of the
+    # producer's loop spilled pairs sharing A (56 bytes at 128 x 192, 84 at 128 x 128, B (k, n);
+    # 112 bytes at 128 x 192 B (n, k) in 192-wide B pairs): the producer's loop is always rolled.
+    for tiles, b in (({"tile_n": 192, "cluster_n": 2}, False), ({"tile_n": 128, "cluster_n": 2}, False),
+                     ({"tile_n": 192, "cluster_m": 2}, True)):
+        pair = build(2142, 20288, 536, transpose_b=b, persistent=True, tile_m=128, **tiles)
+        assert pair.resources.spill_stores_bytes == pair.resources.spill_loads_bytes == 0, tiles
+        assert pair.sass.count("UTMALDG") <= 4, tiles  # one step's boxes

@@ -13,10 +13,13 @@ from mgpu_lab.kernels.gemm.fp8 import make_fp8_gemm
     ((4096, 4096, 4096), {"tile_m": 128, "tile_n": 256}, r"QGMMA\.64x256x32\.F32\.E4M3\.E4M3"),
     ((4096, 4096, 4096), {"tile_m": 256, "tile_n": 128}, r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3"),
     ((1000, 1000, 1000), {}, r"QGMMA\.64x\d+x32"),  # k rows of 1000 bytes: padded to 1008
+    ((4096, 4096, 4096), {"tile_m": 256, "tile_n": 128, "persistent": True, "cluster_n": 2},
+     r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3"),  # pairs sharing A
 ])
 def test_fp8_gemm_compiles(shape, tiles, qgmma):
     k = make_fp8_gemm(*shape, **tiles)
     assert_clean(k, qgmma)
+    assert k.compiled.cluster == ((2, 1, 1) if tiles.get("cluster_n") else (1, 1, 1))
     assert [str(x.dtype) for x in k.compiled.inputs] == ["float8_e4m3fn", "float8_e4m3fn", "float32", "float32"]
 
 
@@ -43,10 +46,29 @@ def test_fp8_swap_ab_compiles_and_keeps_its_scales():
     assert [tuple(x.shape) for x in k.compiled.inputs] == [(16, 4096), (4096, 4096), (1,), (1,)]
 
 
-def test_fp8_swap_ab_refuses_a_user_epilogue():
+@pytest.mark.parametrize("tiles", [{"tile_m": 128, "tile_n": 136, "persistent": True},
+                                   {"tile_m": 256, "tile_n": 144, "persistent": True},
+                                   {"tile_m": 128, "tile_n": 224, "persistent": "stream_k"}])
+def test_fp8_swap_ab_runs_persistent(tiles):
+    """FP8 swapped tiles in persistent blocks: m = 572 as four 144-wide (or 136) tiles of C.T,
+    the scales applied in each, written from the registers, no spills."""
+    k = make_fp8_gemm(572, 7920, 22176, swap_ab=True, **tiles)
+    ops = assert_clean(k, rf"QGMMA\.64x{tiles['tile_n']}x32", tma_store=False)
+    assert any(op.startswith("STG") for op in ops) and k.compiled.grid[0] <= 132
+    assert k.config["tiling"].persistent == tiles["persistent"]
+
+
+def test_fp8_swap_ab_takes_a_swap_safe_user_epilogue_only():
+    """After the scales, a user epilogue on C.T's tiles: `fused`'s (swap_safe) builds, an
+    unmarked one is refused."""
     e = fused(16, 4096, bias="bfloat16")
-    with pytest.raises(ValueError, match=r"gemm: swap_ab=True writes C transposed .* applies no epilogue"):
-        make_fp8_gemm(16, 4096, 4096, tile_m=64, tile_n=16, swap_ab=True, epilogue=e.fn, epilogue_inputs=e.inputs)
+    k = make_fp8_gemm(16, 4096, 4096, tile_m=64, tile_n=16, swap_ab=True, epilogue=e.fn, epilogue_inputs=e.inputs)
+    assert k.name.endswith("_swapab")
+    assert_clean(k, r"QGMMA\.64x16x32", tma_store=False)
+    with pytest.raises(ValueError, match=r"gemm: swap_ab=True holds C.T's tiles and applies only an epilogue marked "
+                                         r"swap_safe"):
+        make_fp8_gemm(16, 4096, 4096, tile_m=64, tile_n=16, swap_ab=True, epilogue=lambda acc, tile, bias: acc,
+                      epilogue_inputs=e.inputs)
 
 
 def test_fp8_gemm_errors():

@@ -122,3 +122,10 @@ def test_fp8_swap_ab(m, n, k, tiles, rng):
     """C.T = B @ A.T (A's rows as the wgmma's N), the per-tensor scales applied to C.T's tiles."""
     assert _run(m, n, k, rng, tiles={**tiles, "swap_ab": True}) <= 2e-2
 
+
+@pytest.mark.parametrize("tiles", [{"tile_m": 256, "tile_n": 144, "persistent": True},
+                                   {"tile_m": 128, "tile_n": 224, "persistent": "stream_k"}])
+def test_fp8_swap_ab_persistent(tiles, rng):
+    """Persistent swapped FP8 blocks loop over C.T's tiles (m = 572 in four 144-wide ones)."""
+    assert _run(572, 7920, 4096, rng, tiles={**tiles, "swap_ab": True}) <= 2e-2
+

@@ -35,6 +35,13 @@ def _model_default(monkeypatch):
     monkeypatch.delenv(MODEL_ENV, raising=False)
 
 
+@pytest.fixture
+def no_switches(monkeypatch):
+    """The model with every switch of model.OFFERS off: the candidates the switches add to."""
+    for name in model.OFFERS:
+        monkeypatch.setattr(model, f"OFFER_{name.upper()}", False)
+
+
 def test_the_model_is_the_default_and_can_be_switched_off(monkeypatch):
     assert gemm_config(3072, 3072, 3072)["source"] == "model"
     assert gemm_config(3072, 3072, 3072, model=False)["source"] == "heuristic"
@@ -223,10 +230,157 @@ def test_rows_off_the_line_cap_all_blocks_l2_reads_and_multicast_halves_them():
     assert model.estimate_us(on, pair) > 0.9 * model.estimate_us(on, single)
 
 
+def test_pairs_sharing_a_are_estimated_and_offered_only_when_switched_on(monkeypatch, no_switches):
+    """cluster_n=2 pairs read A once for two blocks: the estimate of a tall tile (256 x 128, where
+    A is two thirds of the bytes) drops off the line. The model offers them only with
+    OFFER_A_PAIRS (off until measured on a GPU), and then every one it offers builds."""
+    off = model.Problem(8192, 8192, 8232, transpose_b=True)  # both operands off the line, L2-bound
+    single = {"tile_m": 256, "tile_n": 128, "persistent": True, "group_m": 8}
+    a_pair, b_pair = {**single, "cluster_n": 2}, {**single, "cluster_m": 2}
+    assert model.estimate_us(off, a_pair) < model.estimate_us(off, b_pair) < model.estimate_us(off, single)
+    assert not any(config.get("cluster_n") for config in model.candidates(off))
+    monkeypatch.setattr(model, "OFFER_A_PAIRS", True)
+    offered = [config for config in model.candidates(off) if config.get("cluster_n")]
+    assert {config["persistent"] for config in offered} == {True, "stream_k"}
+    for config in offered:
+        settings = {key: config[key] for key in CONFIG_KEYS if key in config}
+        t = resolve_tiling(off.m, off.n, off.k, transpose_b=True, split_k=1, **settings)
+        assert t.cluster_n == 2 and t.grid % 2 == 0
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_clusters_of_four_are_offered_only_when_switched_on_take_nothing_away_and_all_build(monkeypatch, no_switches,
+                                                                                             transpose_b):
+    """2 x 2 quads (cluster_m=2 with cluster_n=2): each block reads half of A and half of B, so
+    off the line the estimate drops below both pairs'; at most 30 clusters of four run at once
+    (120 SMs). Off until timed on a GPU; on, the switch adds clusters of four (quads, 4 x 1, 1 x 4)
+    and nothing else, and every one offered builds."""
+    off = model.Problem(1161, 1424, 11496, transpose_b=transpose_b)  # both operands off the line
+    quad = {"tile_m": 128, "tile_n": 128, "persistent": True, "group_m": 8, "cluster_m": 2, "cluster_n": 2}
+    pairs = [{**quad, "cluster_n": 1}, {**quad, "cluster_m": 1}]
+    assert all(model.estimate_us(off, quad) < model.estimate_us(off, pair) for pair in pairs)
+    before = [c for c in model.candidates(off)]
+    assert not any(c.get("cluster_m", 1) * c.get("cluster_n", 1) == 4 for c in before)
+    monkeypatch.setattr(model, "OFFER_CLUSTERS_OF_FOUR", True)
+    after = [c for c in model.candidates(off)]
+    added = [c for c in after if c not in before]
+    assert all(c.get("cluster_m", 1) * c.get("cluster_n", 1) == 4 and c["persistent"] is True for c in added)
+    assert {(c.get("cluster_m", 1), c.get("cluster_n", 1)) for c in added} == {(2, 2), (4, 1), (1, 4)}
+    assert [c for c in after if c not in added] == before
+    for config in added:
+        settings = {key: config[key] for key in CONFIG_KEYS if key in config}
+        t = resolve_tiling(off.m, off.n, off.k, transpose_b=transpose_b, split_k=1, **settings)
+        assert t.cluster_size == 4 and t.grid % 4 == 0 and t.grid <= 120
+
+
+def test_swapped_tiles_for_a_swap_safe_epilogue_only_when_switched_on_or_asked_for(monkeypatch):
+    """`fused`'s epilogues apply to C.T's tiles too (OFFER_SWAP_EPILOGUE is on since it was timed).
+    With OFFER_SWAP_EPILOGUE off the choice for a
+    kernel with one is the same as for any epilogue (C's own tiles); on, the model may swap for it
+    (a decode-sized nn.Linear with a bias, 4 x 4096 x 4096, swaps as one without does), never
+    through a workspace and never above 128 x 128 f32 a consumer. swap_ab=True asked for is
+    given either way; an unmarked epilogue never swaps."""
+    from mgpu_lab.kernels.gemm import fused, make_gemm
+
+    assert model.OFFER_SWAP_EPILOGUE
+    monkeypatch.setattr(model, "OFFER_SWAP_EPILOGUE", False)
+    e = fused(4, 4096, bias="bfloat16")
+    plain = resolve_tiling(4, 4096, 4096, transpose_b=True, split_k=None)
+    assert plain.swap_ab  # without an epilogue
+    off = resolve_tiling(4, 4096, 4096, transpose_b=True, split_k=None, swappable_epilogue=True)
+    assert not off.swap_ab and off == resolve_tiling(4, 4096, 4096, transpose_b=True, split_k=None, unswapped=True)
+    asked = resolve_tiling(4, 4096, 4096, transpose_b=True, split_k=None, swappable_epilogue=True, swap_ab=True)
+    assert asked.swap_ab and (asked.split_k == 1 or asked.cluster_split)
+    monkeypatch.setattr(model, "OFFER_SWAP_EPILOGUE", True)
+    on = resolve_tiling(4, 4096, 4096, transpose_b=True, split_k=None, swappable_epilogue=True)
+    assert on.swap_ab and (on.split_k == 1 or on.cluster_split)
+    assert make_gemm(4, 4096, 4096, transpose_b=True, epilogue=e, epilogue_inputs=e.inputs).name.endswith("_swapab")
+    assert not make_gemm(4, 4096, 4096, transpose_b=True, epilogue=lambda acc, tile, bias: acc,
+                         epilogue_inputs=e.inputs).name.endswith("_swapab")
+    p = model.Problem(300, 3584, 18944, transpose_b=True, epilogue=model.SWAPPABLE)
+    swapped = [c for c in model.candidates(p) if c.get("swap_ab")]
+    assert swapped and all((c["tile_m"] // 2 if c["tile_m"] > 64 else c["tile_m"]) * c["tile_n"] <= 128 * 128
+                           and c.get("split_k_reduce", "cluster") == "cluster" for c in swapped)
+
+
+def test_pairs_sharing_b_are_offered_persistent_and_stream_k_whatever_else_is_switched_off(no_switches):
+    """The switches for new pairs add candidates and take none away: with both off, a large
+    problem still gets B pairs both ways (a misplaced switch once hid the stream-K ones)."""
+    offered = {(c["persistent"], c["tile_n"]) for c in model.candidates(model.Problem(8192, 8192, 8192))
+               if c.get("cluster_m") == 2}
+    assert offered == {(True, 128), (True, 256), ("stream_k", 128), ("stream_k", 256)}
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_wide_pairs_sharing_b_are_offered_only_when_switched_on_and_all_build(monkeypatch, no_switches, transpose_b):
+    """Pairs at tile_n 160, 192, 224 (B (n, k)) or 192 (B (k, n)): off until timed on a GPU; on,
+    every width offered is one the kernel splits (tiling.pairs_split_b) and every pair builds."""
+    from mgpu_lab.kernels.gemm.tiling import pairs_split_b
+
+    narrow = model.Problem(8192, 536, 8192, transpose_b=transpose_b)  # 3 tiles of 192: 7% waste, not 30%
+    assert {c["tile_n"] for c in model.candidates(narrow) if c.get("cluster_m")} <= {128, 256}
+    monkeypatch.setattr(model, "OFFER_WIDE_B_PAIRS", True)
+    pairs = [c for c in model.candidates(narrow) if c.get("cluster_m")]
+    assert {c["tile_n"] for c in pairs} == ({128, 160, 192, 224, 256} if transpose_b else {128, 192, 256})
+    assert all(pairs_split_b(c["tile_n"], transpose_b) for c in pairs)
+    for config in pairs:
+        settings = {key: config[key] for key in CONFIG_KEYS if key in config}
+        t = resolve_tiling(narrow.m, narrow.n, narrow.k, transpose_b=transpose_b, split_k=1, **settings)
+        assert t.cluster_m == 2 and t.grid % 2 == 0
+
+
+@pytest.mark.parametrize("m, transpose_b", [(530, False), (1000, True), (300, True)])
+def test_persistent_swapped_tiles_are_offered_only_when_switched_on_and_all_build(monkeypatch, no_switches, m,
+                                                                                  transpose_b):
+    """swap_ab with persistent blocks: C.T's tile_n over m in even shares (530: 184 or 192 wide,
+    three tiles), offered with OFFER_SWAP_PERSISTENT up to SWAP_PERSISTENT_MAX_M rows, stream-K
+    ones only with OFFER_SWAP_STREAM_K as well; one-tile swapped blocks stay where they were
+    (m <= SWAP_AB_MAX_M) either way."""
+    p = model.Problem(m, 5920, 3152, transpose_b=transpose_b)
+    def swapped(persistent):
+        return [c for c in model.candidates(p) if c.get("swap_ab") and bool(c["persistent"]) == persistent]
+    one_tile = swapped(False)
+    assert not swapped(True) and bool(one_tile) == (m <= model.SWAP_AB_MAX_M)
+    monkeypatch.setattr(model, "OFFER_SWAP_PERSISTENT", True)
+    assert swapped(False) == one_tile
+    assert {c["persistent"] for c in swapped(True)} == {True}
+    monkeypatch.setattr(model, "OFFER_SWAP_STREAM_K", True)
+    offered = swapped(True)
+    # stream-K where a width slices evenly (tile_n * 32 / tile_m columns): 192 of 530's
+    kinds = {c["persistent"] for c in offered}
+    assert kinds == {True, "stream_k"} if m == 530 else kinds <= {True, "stream_k"}
+    widths = {c["tile_n"] for c in offered}
+    assert all(-(-m // w) in range(-(-m // 256), -(-m // 256) + 3) for w in widths)
+    if m == 530:
+        assert widths & {184, 192}
+    for config in offered:
+        settings = {key: config[key] for key in CONFIG_KEYS if key in config}
+        t = resolve_tiling(p.m, p.n, p.k, transpose_b=transpose_b, split_k=1, **settings)
+        assert t.swap_ab and t.persistent == config["persistent"] and t.grid <= p.sms
+
+
 @pytest.mark.skipif(has_gpu(), reason="checks the no-GPU error")
 def test_tune_auto_without_a_gpu_says_so():
     with pytest.raises(RuntimeError, match=r"tune='auto' times candidates on the GPU, and no CUDA GPU"):
         make_gemm(3072, 3072, 3072, tune="auto")
+
+
+def test_tune_auto_lays_what_the_user_gave_over_the_tuned_pick(monkeypatch):
+    """make_gemm(..., tune="auto") unpacks auto_settings' answer in CONFIG_KEYS order: the tuned
+    configuration, each setting the user gave on top (here without a GPU: the tuner's answer
+    stands in)."""
+    from mgpu_lab.kernels.gemm import configs
+
+    tuned = {"tile_m": 128, "tile_n": 256, "persistent": True, "group_m": 16, "source": "auto-tuned"}
+    monkeypatch.setattr(configs, "auto_tuned_config", lambda *args, **kwargs: dict(tuned))
+    k = make_gemm(4096, 4096, 4096, transpose_b=True, tune="auto", cluster_n=2)
+    settings = configs.auto_settings("auto", 4096, 4096, 4096, make=make_gemm, transpose_b=True, dtype="bfloat16",
+                                     out_dtype="bfloat16", epilogue=False,
+                                     given={"cluster_n": 2, "split_k": None, "cluster_m": None})
+    assert dict(zip(configs.CONFIG_KEYS, settings)) == {
+        "tile_m": 128, "tile_n": 256, "stages": None, "group_m": 16, "persistent": True, "split_k": 1,
+        "split_k_reduce": None, "cluster_m": None, "swap_ab": None, "cluster_n": 2}
+    assert k.compiled.cluster == (2, 1, 1) and k.compiled.grid == (132, 1, 1)  # the tuned tiles, in pairs
 
 
 def test_tune_takes_auto_or_none():
@@ -385,6 +539,50 @@ def test_the_fit_counts_rows_off_the_line_only_at_the_promotion_they_ran_with(tm
     assert {(s.problem.k, s.promotion) for s in left} == {(4136, "L2_128B")} and len(left) == 2
 
 
+def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad_value():
+    # MGPU_LAB_GEMM_OFFER (read at import, so that a benchmark's spawned build workers pick as it
+    # does) adds switches to DEFAULT_OFFERS and takes "-name"s away; records name it and the switches
+    # on. A name not among the switches is refused naming the variable.
+    import os
+    import subprocess
+    import sys
+
+    code = ("from mgpu_lab.kernels.gemm import model; from common import run_identity; "
+            "print(model.OFFER_A_PAIRS, model.OFFER_WIDE_B_PAIRS, model.OFFER_SWAP_PERSISTENT, "
+            "run_identity().get('gemm_offer'), ','.join(run_identity()['gemm_switches']))")
+    bench = str(Path(__file__).parent.parent / "benchmarks")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([bench, *sys.path])}
+    env.pop("MGPU_LAB_GEMM_OFFER", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "False", "True", "None", ",".join(model.DEFAULT_OFFERS)], out.stderr
+    env["MGPU_LAB_GEMM_OFFER"] = "wide_b_pairs,-a_pairs"  # one on, one of the defaults off
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "True", "True", "wide_b_pairs,-a_pairs",
+                                  "wide_b_pairs,swap_persistent,clusters_of_four,swap_epilogue"], out.stderr
+    env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,b_pairs"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
+                                    "swap_persistent, swap_stream_k, clusters_of_four, swap_epilogue "
+                                    "(comma-separated, -name to switch one off), got 'a_pairs,b_pairs'") in out.stderr
+
+
+def test_options_with_switches_on_time_the_switched_picks_beside_the_default(no_switches):
+    # bench_gemm_options --offer: the alternatives ranked with the model's new switches on (the
+    # switched pick first), the default's configuration not among them (it runs as "default"),
+    # each name read back by fit_gemm_model as the configuration that ran; the switches restored.
+    from bench_gemm_options import given_cases, model_pick, name_of
+    from fit_gemm_model import parse_option
+
+    [(_, p, plain)] = given_cases("530x5920x3152:nn", 3)
+    [(_, _, switched)] = given_cases("530x5920x3152:nn", 3, ("a_pairs", "wide_b_pairs", "swap_persistent"))
+    assert not (model.OFFER_A_PAIRS or model.OFFER_WIDE_B_PAIRS or model.OFFER_SWAP_PERSISTENT)  # restored
+    assert name_of(model_pick(p)) not in {name_of(c) for c in switched}
+    new = [c for c in switched if c.get("cluster_n") or (c.get("swap_ab") and c.get("persistent"))]
+    assert new and not any(c.get("cluster_n") or (c.get("swap_ab") and c.get("persistent")) for c in plain)
+    for c in switched:
+        assert parse_option(name_of(c)) == {k: v for k, v in c.items() if not (k == "persistent" and v is False)}
+
+
 def test_drawn_shape_records_read_back_per_dtype(tmp_path):
     # fit_gemm_model: bench_gemm.py --random's bf16 picks are fitted on; its FP8 per-tensor picks
     # are the held-out check (B (n, k), FP8 problems); block-scaled ones have nothing to choose.
@@ -432,7 +630,7 @@ def test_nvidia_heuristics_estimate_our_configurations_or_say_they_cannot():
     assert rank["groups"] == 1 and rank["pick_over_best_geomean"] == pytest.approx(160.0 / 150.0)
 
 
-def test_the_fit_scores_the_pick_the_model_makes_when_two_estimates_tie():
+def test_the_fit_scores_the_pick_the_model_makes_when_two_estimates_tie(no_switches):
     """64 x 128 and 128 x 64 one-tile blocks have the same estimate on 2048 x 512 x 2048; the
     model picks the earlier candidate (64 x 128), so the fit's ranking must too, whatever order
     the record lists them in (it scored the other, 1.21x slower, before)."""
@@ -462,7 +660,7 @@ def test_options_on_named_shapes_take_both_layouts_and_refuse_bad_specs():
             list(given_cases(spec, top=3))
 
 
-def test_swap_ab_candidates_split_a_few_hundred_rows_evenly():
+def test_swap_ab_candidates_split_a_few_hundred_rows_evenly(no_switches):
     """Past 256 rows, C.T's columns (A's rows) split into 2-4 even tiles: m = 257 as two 136-wide
     tiles (6% waste), not three 128-row tiles (49%); past SWAP_AB_MAX_M, no swapping."""
     def widths(m, transpose_b=True):
@@ -527,3 +725,21 @@ def test_drawn_shape_records_name_the_configuration_the_kernel_was_built_with():
     picked = {"tile_m": 64, "tile_n": 256, "persistent": True, "cluster_m": 2, "source": "model", "model_us": 50.0}
     assert built_config(kernel, picked) == {"tile_m": 128, "tile_n": 256, "persistent": False, "group_m": 8,
                                             "source": "model"}
+
+
+def test_rows_past_swap_persistent_max_m_and_narrow_rows_of_four_are_not_offered(monkeypatch):
+    """Timed on seeds 21-23: persistent swapped tiles lost at 1434 and 1942 rows (x0.94-0.95) and
+    won at 525-1043, and four 128 x 64 tiles in a row sharing A lost twice of three, so with every
+    switch on neither is offered, and a 1 x 4 cluster of 128 x 128 tiles still is."""
+    for name in ("OFFER_SWAP_PERSISTENT", "OFFER_SWAP_STREAM_K", "OFFER_CLUSTERS_OF_FOUR"):
+        monkeypatch.setattr(model, name, True)
+    over = model.Problem(model.SWAP_PERSISTENT_MAX_M + 8, 8192, 4096, transpose_b=True)
+    assert not any(c.get("swap_ab") for c in model.candidates(over))
+    under = model.Problem(model.SWAP_PERSISTENT_MAX_M, 8192, 4096, transpose_b=True)
+    assert any(c.get("swap_ab") and c["persistent"] for c in model.candidates(under))
+    def rows_of_four(m, n, k):
+        return [(c["tile_m"], c["tile_n"]) for c in model.candidates(model.Problem(m, n, k, transpose_b=True))
+                if c.get("cluster_n") == 4]
+    assert not rows_of_four(883, 840, 21872)  # its 128 x 64 pick ran x0.74
+    wide = rows_of_four(1161, 1424, 11496)
+    assert (128, 128) in wide and all(tm >= 128 and tn >= 128 for tm, tn in wide)

@@ -1,5 +1,6 @@
 """GPU tests of the persistent GEMMs (one block per SM looping over tiles; 'pingpong': the two
-consumers alternating whole tiles; cluster_m=2: pairs of blocks sharing B tiles by multicast): bf16 on ragged, aligned, decode and small shapes, fused
+consumers alternating whole tiles; cluster_m=2 / cluster_n=2: pairs of blocks sharing B / A tiles by
+multicast; both, or 4 on one side: clusters of four): bf16 on ragged, aligned, decode and small shapes, fused
 epilogues, FP8 and block-scaled FP8. A file of its own so that a fault
 here cannot take the other GEMM tests' CUDA context down with it (gpu_check_gemm.sh runs it
 in its own process and tunes without the persistent kernel when it fails)."""
@@ -75,8 +76,81 @@ def test_multicast_pairs_gemm(m, n, k, tiles, transpose_b, rng):
     assert _run(m, n, k, rng, transpose_b, runs=1, persistent=True, cluster_m=2, **tiles) <= 1e-2
 
 
+@pytest.mark.parametrize("m, n, k, tile_n, transpose_b", [
+    (5286, 536, 2168, 192, False),  # three 64-column boxes of B (k, n): the first block loads two
+    (5286, 536, 2168, 176, True),  # B (n, k) in two 88-row halves
+    (2944, 848, 1000, 208, True),  # 23 row tiles: the last pair's lower tile is all past M
+    (2944, 952, 4136, 192, False),  # rows of A off the 128-byte line
+])
+def test_multicast_pairs_share_b_tiles_of_any_width_they_split(m, n, k, tile_n, transpose_b, rng):
+    assert _run(m, n, k, rng, transpose_b, runs=1, persistent=True, cluster_m=2, tile_m=128,
+                tile_n=tile_n) <= 1e-2
+
+
 def test_multicast_pairs_fused_epilogue_and_fp8(rng):
     assert _check(3000, 4104, 1000, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": True, "cluster_m": 2},
                   bias="bfloat16", activation="gelu", residual="bfloat16", scale=True) <= 1e-2
     assert _run_fp8(4000, 4000, 4096, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": True,
                                                   "cluster_m": 2}) <= 2e-2
+    assert _run_fp8(4000, 848, 4096, rng, tiles={"tile_m": 128, "tile_n": 208, "persistent": True,
+                                                 "cluster_m": 2}) <= 2e-2
+
+
+@pytest.mark.parametrize("m, n, k, tiles", [
+    (4096, 4096, 4096, {"tile_m": 256, "tile_n": 128}),
+    (1000, 2816, 1000, {"tile_m": 128, "tile_n": 256}),  # 11 column tiles: the last pair's right tile is all past N
+    (2048, 2816, 4136, {"tile_m": 128, "tile_n": 256}),  # rows off the 128-byte line, where A's multicast pays
+    (2100, 3000, 1000, {"tile_m": 256, "tile_n": 128}),
+    (300, 200, 100, {"tile_m": 128, "tile_n": 128}),  # one pair per cluster, most clusters idle
+])
+@pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
+def test_multicast_a_pairs_gemm(m, n, k, tiles, transpose_b, rng):
+    """cluster_n=2: the two blocks of a cluster take horizontally adjacent tiles and share their A
+    tile by TMA multicast, each loading half of its rows."""
+    assert _run(m, n, k, rng, transpose_b, runs=1, persistent=True, cluster_n=2, **tiles) <= 1e-2
+
+
+def test_multicast_a_pairs_fused_epilogue_and_fp8(rng):
+    assert _check(3000, 4104, 1000, rng, tiles={"tile_m": 256, "tile_n": 128, "persistent": True, "cluster_n": 2},
+                  bias="bfloat16", activation="gelu", residual="bfloat16", scale=True) <= 1e-2
+    assert _run_fp8(4000, 4000, 4096, rng, tiles={"tile_m": 256, "tile_n": 128, "persistent": True,
+                                                  "cluster_n": 2}) <= 2e-2
+
+
+@pytest.mark.parametrize("m, n, k, tiles", [
+    (4096, 4096, 4096, {"tile_m": 128, "tile_n": 256}),  # 128 quads on 30 clusters: four rounds and a tail
+    (1161, 1424, 11496, {"tile_m": 128, "tile_n": 128}),  # both operands off the line, 30 quads in one round
+    (1000, 2816, 1000, {"tile_m": 128, "tile_n": 256}),  # 11 column tiles: the last quads' right tiles past N
+    (1100, 700, 520, {"tile_m": 256, "tile_n": 128}),  # 5 x 6 tiles: the last quads' lower tiles past M too
+    (700, 900, 520, {"tile_m": 128, "tile_n": 192}),  # B (k, n): three boxes, the odd one from the upper row
+    (300, 200, 100, {"tile_m": 128, "tile_n": 128}),  # one quad, one of its tiles past both edges
+])
+@pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
+def test_multicast_quads_gemm(m, n, k, tiles, transpose_b, rng):
+    """cluster_m=2 with cluster_n=2: the four blocks of a cluster take a 2 x 2 quad of tiles, each
+    loading half of its row's A tile and half of its column's B tile, multicast to the two
+    blocks that share each; every slot is released in the block and the two whose loads land in it."""
+    if transpose_b and tiles["tile_n"] == 192:
+        tiles = {**tiles, "tile_n": 160}  # B (n, k) halves: 80 rows each
+    assert _run(m, n, k, rng, transpose_b, runs=2, persistent=True, cluster_m=2, cluster_n=2, **tiles) <= 1e-2
+
+
+def test_multicast_quads_fused_epilogue_and_fp8(rng):
+    assert _check(3000, 4104, 1000, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": True, "cluster_m": 2,
+                                                "cluster_n": 2},
+                  bias="bfloat16", activation="gelu", residual="bfloat16", scale=True) <= 1e-2
+    assert _run_fp8(4000, 4000, 4096, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": True,
+                                                  "cluster_m": 2, "cluster_n": 2}) <= 2e-2
+
+
+@pytest.mark.parametrize("clusters, m, n, k, tiles, transpose_b", [
+    ({"cluster_m": 4}, 5286, 536, 8656, {"tile_m": 128, "tile_n": 128}, True),  # 42 row tiles: the last four's last two past M
+    ({"cluster_m": 4}, 3000, 1000, 1000, {"tile_m": 128, "tile_n": 256}, False),  # B (k, n): one 64-column box a block
+    ({"cluster_m": 4}, 2048, 2816, 4136, {"tile_m": 128, "tile_n": 96}, True),  # 24-row quarters of B, rows off the line
+    ({"cluster_n": 4}, 700, 9000, 1000, {"tile_m": 128, "tile_n": 128}, True),  # 71 column tiles: the last four's last past N
+    ({"cluster_n": 4}, 600, 6000, 520, {"tile_m": 64, "tile_n": 256}, False),  # 16-row quarters of A, one consumer
+], ids=["4x1-nt", "4x1-nn", "4x1-nt-offline", "1x4-nt", "1x4-nn"])
+def test_multicast_clusters_of_four_in_a_line_gemm(clusters, m, n, k, tiles, transpose_b, rng):
+    """cluster_m=4 / cluster_n=4: four tiles in a column (row) share B (A) by TMA multicast, each
+    block loading a quarter of it; every slot is released in all four blocks."""
+    assert _run(m, n, k, rng, transpose_b, runs=2, persistent=True, **clusters, **tiles) <= 1e-2

@@ -100,6 +100,7 @@ def test_exhaustive_small_schedules():
     # one 4-byte value spilled around the owner's sum (two 64-row wgmma tiles a consumer), outside any k-loop
     ({"tile_m": 256, "tile_n": 128, "transpose_b": True}, 8, 4),
     ({"tile_m": 128, "tile_n": 256, "cluster_m": 2}, 4, 0),
+    ({"tile_m": 256, "tile_n": 128, "transpose_b": True, "cluster_n": 2}, 8, 4),  # pairs sharing A
     ({"tile_m": 64, "tile_n": 256}, 2, 0),
 ])
 def test_stream_k_gemm_compiles(kwargs, chunks, spill):
@@ -115,6 +116,9 @@ def test_stream_k_gemm_compiles(kwargs, chunks, spill):
         assert_clean(k, rf"HGMMA\.64x{kwargs['tile_n']}x16")
     ops = opcodes(k.compiled.sass)
     assert k.compiled.grid == (132, 1, 1)
+    paired = bool(kwargs.get("cluster_m") or kwargs.get("cluster_n"))
+    assert k.compiled.cluster == ((2, 1, 1) if paired else (1, 1, 1))
+    assert bool(re.search(r"\bUTMALDG\.2D\.MULTICAST\b", k.compiled.sass)) == paired
     t = k.config["tiling"]
     # the workspace and the flags are the kernel's last inputs, not the caller's
     assert [tuple(i.shape) for i in k.compiled.inputs[2:]] == [s.shape for s in stream_k_inputs(t)]

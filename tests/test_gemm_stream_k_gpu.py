@@ -45,6 +45,28 @@ def test_stream_k_multicast_pairs(m, n, k, tiles, transpose_b, rng):
     assert _run(m, n, k, rng, transpose_b, runs=1, persistent="stream_k", cluster_m=2, **tiles) <= 1e-2
 
 
+@pytest.mark.parametrize("m, n, k, tile_n, transpose_b", [
+    (5286, 536, 8656, 192, False),  # B (k, n)'s three boxes as two and one
+    (7900, 848, 2504, 160, True),  # rows of A off the 128-byte line
+])
+def test_stream_k_multicast_pairs_of_other_widths(m, n, k, tile_n, transpose_b, rng):
+    assert _run(m, n, k, rng, transpose_b, runs=1, persistent="stream_k", cluster_m=2, tile_m=128,
+                tile_n=tile_n) <= 1e-2
+
+
+@pytest.mark.parametrize("m, n, k, tiles", [
+    (4096, 4096, 4096, {"tile_m": 256, "tile_n": 128}),
+    (4000, 2816, 1000, {"tile_m": 128, "tile_n": 256}),  # 11 column tiles: the last pair's right tile is past N
+    (1310, 1960, 2136, {"tile_m": 256, "tile_n": 128}),  # rows off the 128-byte line, ragged everywhere
+    (1024, 1024, 8192, {"tile_m": 128, "tile_n": 256}),  # few pairs: owners sum several partials
+])
+@pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
+def test_stream_k_multicast_a_pairs(m, n, k, tiles, transpose_b, rng):
+    """cluster_n=2 with stream-K: pairs of column tiles share A; a split tile pair's partials
+    hand over between the pairs' same-rank blocks."""
+    assert _run(m, n, k, rng, transpose_b, runs=1, persistent="stream_k", cluster_n=2, **tiles) <= 1e-2
+
+
 def test_stream_k_fused_epilogue_and_fp8(rng):
     """The owner applies the epilogue (and FP8's scales) to the summed tile."""
     assert _check(3000, 4104, 1000, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": "stream_k"},

@@ -64,6 +64,22 @@ def test_swap_ab_with_b_k_n(m, n, k, tile_m, tile_n, split_k, rng):
                   split_k=split_k) <= 1e-2
 
 
+@pytest.mark.parametrize("m, n, k, tile_m, tile_n, persistent, transpose_b", [
+    (530, 5920, 3152, 128, 184, True, False),  # 141 tiles (three 184 wide over m) on 132 blocks; B (k, n) MN-major
+    (530, 5920, 3152, 128, 184, True, True),
+    (1161, 1424, 11496, 128, 240, True, True),  # 60 tiles, ragged n and m, a K tail
+    (1161, 1424, 11496, 256, 160, True, False),  # the widest swapped accumulator in a loop
+    (530, 5920, 3152, 128, 192, "stream_k", True),  # split tiles' partials handed over, then stored transposed
+    (650, 4096, 28672, 128, 224, "stream_k", False),
+    (300, 1000, 520, 128, 152, True, True),  # 16 tiles: a grid of 16, one each
+])
+def test_swap_ab_persistent(m, n, k, tile_m, tile_n, persistent, transpose_b, rng):
+    """Persistent swapped blocks (True or 'stream_k') loop over C.T's tiles and write each from
+    the registers; C poisoned first, so a tile skipped or written twice over an edge shows."""
+    assert _error(m, n, k, rng, transpose_b=transpose_b, swap_ab=True, tile_m=tile_m, tile_n=tile_n,
+                  persistent=persistent) <= 1e-2
+
+
 def test_swap_ab_float32_output(rng):
     assert _error(33, 500, 1000, rng, out_dtype="float32", swap_ab=True, tile_m=64, tile_n=48, split_k=2) <= 1e-4
 
@@ -82,3 +98,18 @@ def test_epilogue_on_a_96_wide_tile(rng):
     """Bias and activation on a split-K tile whose store boxes are 32 columns."""
     assert _check(16, 6144, 4096, rng, bias="bfloat16", activation="gelu",
                   tiles={"tile_m": 64, "tile_n": 96, "split_k": 2}) <= 1e-2
+
+
+@pytest.mark.parametrize("m, n, k, transpose_b, options, tiles", [
+    (129, 4096, 1024, True, {"bias": "bfloat16", "activation": "gelu", "residual": "bfloat16", "scale": True},
+     {"tile_m": 128, "tile_n": 136}),
+    (7, 6144, 4096, True, {"bias": "bfloat16"}, {"tile_m": 128, "tile_n": 8, "split_k": 4}),  # cluster split-K sums
+    (301, 3584, 2048, False, {"residual": "bfloat16", "activation": "silu"}, {"tile_m": 128, "tile_n": 152}),  # odd m
+    (530, 5920, 3152, False, {"bias": "float32", "scale": True}, {"tile_m": 128, "tile_n": 184, "persistent": True}),
+    (33, 4104, 2048, True, {"bias": "bfloat16", "residual": "bfloat16"},
+     {"tile_m": 64, "tile_n": 48, "persistent": "stream_k"}),
+], ids=["gelu-all", "bias-split", "residual-odd-m", "bias-f32-persistent", "stream-k"])
+def test_fused_epilogue_on_swapped_tiles(m, n, k, transpose_b, options, tiles, rng):
+    """`fused` epilogues on C.T's tiles (swap_ab): the bias along the accumulator's rows, the
+    residual's tile read transposed, against the f64 reference on C; outputs poisoned first."""
+    assert _check(m, n, k, rng, transpose_b=transpose_b, tiles={"swap_ab": True, **tiles}, **options) <= 1e-2

@@ -39,7 +39,7 @@ TABLE_ENV = "MGPU_LAB_GEMM_TABLE"  # "0", "off", "false" or "no": the model alon
 # (or gemm_config(..., model=False)) brings back the old heuristic.
 MODEL_ENV = "MGPU_LAB_GEMM_MODEL"
 CONFIG_KEYS = ("tile_m", "tile_n", "stages", "group_m", "persistent", "split_k", "split_k_reduce", "cluster_m",
-               "swap_ab")
+               "swap_ab", "cluster_n")
 TUNE_CANDIDATES = 3  # tune="auto" times the model's top few
 
 
@@ -93,12 +93,14 @@ def _split(m: int, n: int, k: int, config: dict[str, Any], dtype: str) -> dict[s
     return {"split_k": split} if split > 1 else {}
 
 
-def _takes_an_epilogue(config: dict[str, Any]) -> bool:
-    """Whether a configuration can apply an epilogue: C's own tiles (no swap) and K slices, if
-    any, summed in a cluster (a workspace's second kernel applies none)."""
+def _takes_an_epilogue(config: dict[str, Any], epilogue: bool | str = True) -> bool:
+    """Whether a configuration can apply an epilogue: C's own tiles (no swap; a SWAPPABLE one
+    applies to C.T too) and K slices, if any, summed in a cluster (a workspace's second kernel
+    applies none)."""
     split = config.get("split_k", 1) or 1
     reduce = config.get("split_k_reduce") or default_reduce(split)
-    return not config.get("swap_ab") and (split == 1 or reduce == "cluster")
+    swapped_ok = epilogue == model.SWAPPABLE or not config.get("swap_ab")
+    return swapped_ok and (split == 1 or reduce == "cluster")
 
 
 def model_enabled(model: bool | None = None) -> bool:
@@ -157,7 +159,7 @@ def device_clusters() -> tuple[int, ...]:
 
 
 def _valid(m: int, n: int, k: int, config: dict[str, Any], *, transpose_b: bool, dtype: str, out_dtype: str,
-           epilogue: bool) -> bool:
+           epilogue: bool | str) -> bool:
     """Whether make_gemm (or make_fp8_gemm) accepts the configuration: resolve_tiling's checks,
     on the padded sizes of the padded path. Cheap: nothing is compiled."""
     from .padding import aligned_shape
@@ -172,8 +174,9 @@ def _valid(m: int, n: int, k: int, config: dict[str, Any], *, transpose_b: bool,
         n = round_up(n, 16 // (osz if transpose_b else min(isz, osz)))
     settings = {key: config[key] for key in CONFIG_KEYS if key in config}
     settings.setdefault("split_k", 1)
-    if "tile_m" not in settings or "tile_n" not in settings or epilogue and settings.get("swap_ab"):
-        return False  # (an epilogue needs C's own tiles)
+    if "tile_m" not in settings or "tile_n" not in settings or \
+            epilogue and epilogue != model.SWAPPABLE and settings.get("swap_ab"):
+        return False  # (an epilogue needs C's own tiles, unless it applies to C.T too)
     inputs = _INPUT_DTYPES if dtype in _INPUT_DTYPES else (dtype,)
     try:
         settle_tiling(m, n, k, {}, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, input_dtypes=inputs,
@@ -183,7 +186,7 @@ def _valid(m: int, n: int, k: int, config: dict[str, Any], *, transpose_b: bool,
     return True
 
 
-def _valid_ranked(m: int, n: int, k: int, *, transpose_b: bool, dtype: str, out_dtype: str, epilogue: bool,
+def _valid_ranked(m: int, n: int, k: int, *, transpose_b: bool, dtype: str, out_dtype: str, epilogue: bool | str,
                   sms: int | None = None, keep: Callable[[dict[str, Any]], bool] = lambda config: True
                   ) -> Iterator[dict[str, Any]]:
     """The model's configurations that `keep` takes and resolve_tiling's checks pass, fastest
@@ -201,7 +204,7 @@ def _valid_ranked(m: int, n: int, k: int, *, transpose_b: bool, dtype: str, out_
 
 @functools.lru_cache(maxsize=4096)
 def model_ranking(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
-                  out_dtype: str = "bfloat16", epilogue: bool = False, sms: int | None = None,
+                  out_dtype: str = "bfloat16", epilogue: bool | str = False, sms: int | None = None,
                   count: int = 1) -> tuple[dict[str, Any], ...]:
     """The model's `count` fastest configurations that pass resolve_tiling's checks, fastest
     first, each with source 'model' and the model's estimate (`model_us`); the heuristic's
@@ -212,7 +215,8 @@ def model_ranking(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: s
 
 
 def config_with_side(m: int, n: int, k: int, side: str, value: int, *, transpose_b: bool = False,
-                     dtype: str = "bfloat16", out_dtype: str = "bfloat16", epilogue: bool = False) -> dict[str, Any]:
+                     dtype: str = "bfloat16", out_dtype: str = "bfloat16",
+                     epilogue: bool | str = False) -> dict[str, Any]:
     """A configuration for a user who gave one tile side (`side` = "tile_m" or "tile_n"): the
     model's fastest valid one with that side and C's own tiles (no swap), else the heuristic's
     tile with the first partner that passes the kernel's checks. The overall pick (tuned or
@@ -235,12 +239,13 @@ def config_with_side(m: int, n: int, k: int, side: str, value: int, *, transpose
 
 
 # What a configuration without the key means (the keys a user may give without tile sizes).
-_SCHEME_DEFAULTS = {"persistent": False, "split_k": 1, "split_k_reduce": None, "cluster_m": 1, "swap_ab": False}
+_SCHEME_DEFAULTS = {"persistent": False, "split_k": 1, "split_k_reduce": None, "cluster_m": 1, "swap_ab": False,
+                    "cluster_n": 1}
 
 
 def config_with_settings(m: int, n: int, k: int, picked: dict[str, Any], given: dict[str, Any], *,
                          transpose_b: bool = False, dtype: str = "bfloat16", out_dtype: str = "bfloat16",
-                         epilogue: bool = False) -> dict[str, Any]:
+                         epilogue: bool | str = False) -> dict[str, Any]:
     """The configuration for a user who gave some of the block scheme (`given`: persistent,
     split_k, split_k_reduce, cluster_m, swap_ab) and no tile sizes: the overall pick (`picked`)
     when it passes the checks with them laid on top; else (split_k_reduce='workspace' on a pick
@@ -265,20 +270,20 @@ def config_with_settings(m: int, n: int, k: int, picked: dict[str, Any], given: 
 
 
 def model_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
-                 out_dtype: str = "bfloat16", epilogue: bool = False, sms: int | None = None) -> dict[str, Any]:
+                 out_dtype: str = "bfloat16", epilogue: bool | str = False, sms: int | None = None) -> dict[str, Any]:
     """The model's fastest valid configuration of the problem (a copy: callers may edit it)."""
     return dict(model_ranking(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                               epilogue=epilogue, sms=sms)[0])
 
 
 def gemm_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
-                device: str | None = None, table: bool | None = None, epilogue: bool = False,
+                device: str | None = None, table: bool | None = None, epilogue: bool | str = False,
                 out_dtype: str = "bfloat16", model: bool | None = None) -> dict[str, Any]:
     """tile_m, tile_n, group_m, maybe stages, persistent, split_k, split_k_reduce, cluster_m and
     swap_ab (tile sizes then of C.T), and `source` ('tuned', 'model' or 'heuristic').
     epilogue: True for a kernel with one, which needs C's own tiles and K slices summed in a
-    cluster: a tuned entry that swaps or splits through a workspace gives way to the model's
-    fastest configuration that can apply it.
+    cluster (model.SWAPPABLE: one that applies to C.T too, so tiles may swap): a tuned entry that
+    cannot apply it gives way to the model's fastest configuration that can.
     table: False skips the tuned table (default: on unless MGPU_LAB_GEMM_TABLE=0). model: True
     gives untuned shapes the performance model's pick (default: on unless MGPU_LAB_GEMM_MODEL=0),
     False the old heuristic's."""
@@ -288,7 +293,7 @@ def gemm_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str
         if entry is not None:
             config = {**{key: entry[key] for key in CONFIG_KEYS if key in entry}, "source": "tuned"}
             config = config if "split_k" in entry else config | _split(m, n, k, config, dtype)
-            if not (epilogue and not _takes_an_epilogue(config)):  # else the model's pick with C's own tiles
+            if not (epilogue and not _takes_an_epilogue(config, epilogue)):  # else the model's pick that applies it
                 return config
     if not model_enabled(model) or \
             not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in (m, n, k)):
@@ -328,7 +333,8 @@ def _tune_candidate(make: Callable[..., Any], m: int, n: int, k: int, transpose_
 
 
 def auto_tuned_config(m: int, n: int, k: int, *, make: Callable[..., Any], transpose_b: bool = False,
-                      dtype: str = "bfloat16", out_dtype: str = "bfloat16", epilogue: bool = False) -> dict[str, Any]:
+                      dtype: str = "bfloat16", out_dtype: str = "bfloat16",
+                     epilogue: bool | str = False) -> dict[str, Any]:
     """The fastest of the model's TUNE_CANDIDATES top configurations, built by `make` (make_gemm,
     a module-level function: the tuner's build workers unpickle it) and timed once on the
     current GPU (mgpu_lab.tune: each candidate in a worker process per GPU, checked against an
@@ -357,10 +363,10 @@ def auto_tuned_config(m: int, n: int, k: int, *, make: Callable[..., Any], trans
 
 
 def auto_settings(tune: Any, m: int, n: int, k: int, *, make: Callable[..., Any], transpose_b: bool, dtype: str,
-                  out_dtype: str, epilogue: bool, given: dict[str, Any]) -> tuple[Any, ...]:
+                  out_dtype: str, epilogue: bool | str, given: dict[str, Any]) -> tuple[Any, ...]:
     """make_gemm's (tile_m, tile_n, stages, group_m, persistent, split_k, split_k_reduce,
-    cluster_m, swap_ab) for tune='auto': the configuration auto-tuned with `make` (make_gemm
-    itself), what the caller gave (`given`, None where not) on top."""
+    cluster_m, swap_ab, cluster_n) for tune='auto': the configuration auto-tuned with `make`
+    (make_gemm itself), what the caller gave (`given`, None where not) on top."""
     from mgpu_lab.arguments import choice
 
     choice("tune", tune, ("auto",), expected="'auto' or None", where="gemm")

@@ -13,6 +13,11 @@ relu(A @ B + bias) is
     c = kern(a, b, bias)
 
 `fused(...)` builds the common combination C = activation(scale * A @ B + bias) + residual.
+
+An epilogue that reads its arrays only through the tile's loaders and is elementwise otherwise
+gives the same C on C.T's tiles (swap_ab: the loaders speak C's terms either way); marked
+`swap_safe = True` (as `fused`'s are), the configuration may swap A and B for it, as it does
+for few rows without an epilogue. `bias_relu.swap_safe = True` above would be right.
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ class FusedEpilogue:
     fn: Callable[..., dsl.FragmentedArray]
     inputs: tuple[dsl.ShapeDtype, ...]
     names: tuple[str, ...]
+    swap_safe = True  # elementwise, its arrays read through the tile's loaders: C.T's tiles give the same C
 
     def __call__(self, acc: dsl.FragmentedArray, tile: Any, *refs: Any) -> dsl.FragmentedArray:
         return self.fn(acc, tile, *refs)
@@ -103,6 +109,7 @@ def fused(m: int, n: int, *, bias: str | None = None, activation: str | None = N
             acc = acc + tile.load(arrays["residual"])
         return acc
 
+    epilogue.swap_safe = True
     return FusedEpilogue(epilogue, tuple(inputs), tuple(names))
 
 

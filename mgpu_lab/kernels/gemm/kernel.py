@@ -63,7 +63,9 @@ from .configs import auto_settings, config_with_settings, config_with_side, gemm
 from .padding import aligned_shape, padded_gemm
 from .split_k import MAX_CLUSTER_SPLIT, reduce_in_cluster, split_k_gemm, split_k_name
 from .stream_k import StreamKPlan, consume, produce, signal_partials, stream_k_gemm, stream_k_inputs
-from .tiling import _INPUT_DTYPES, SWAP_AB_EPILOGUE, check_problem, settle_tiling
+from . import model
+from .model import SWAPPABLE
+from .tiling import _INPUT_DTYPES, SWAP_AB_EPILOGUE, check_problem, settle_tiling, swap_safe
 from .pieces import (
     SMEM_LIMIT,
     Epilogue,
@@ -76,6 +78,7 @@ from .pieces import (
     drain_stores,
     load_operands,
     load_tile,
+    multicast_peers,
     multiply,
     producer_registers,
     run_epilogue,
@@ -99,8 +102,8 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
               out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
               stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
               split_k: int | None = None, split_k_reduce: str | None = None, cluster_m: int | None = None,
-              swap_ab: bool | None = None, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
-              tune: str | None = None, **options) -> mgpu_lab.Kernel:
+              swap_ab: bool | None = None, cluster_n: int | None = None, epilogue: Epilogue | None = None,
+              epilogue_inputs: Sequence[Any] = (), tune: str | None = None, **options) -> mgpu_lab.Kernel:
     """C (m, n) = epilogue(A (m, k) @ B), B of shape (k, n), or (n, k) with transpose_b=True.
 
     Call it as `kernel(a, b, *epilogue_arrays)`. epilogue: `f(acc, tile, *refs) -> FragmentedArray`
@@ -119,14 +122,25 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     by a second kernel from an f32 workspace, no epilogue (with one, a configured workspace
     split is dropped).
     cluster_m: 2 runs persistent blocks in pairs (a (2, 1) cluster) on vertically adjacent tiles,
-    each loading half of their common B tile and multicasting it into both (needs persistent=True).
-    swap_ab: True computes C.T = B @ A.T (no epilogue; bf16/f16 only with B (k, n), which the wgmma
+    each loading half of their common B tile and multicasting it into both (needs persistent=True
+    or "stream_k"; tile_n a multiple of 16 from 32 with B (n, k), 128, 192 or 256 with B (k, n));
+    4: four such tiles, a quarter of B each (tile_n a multiple of 32 from 64, or 256).
+    cluster_n: 2 (4) pairs horizontally adjacent tiles instead, each block loading half (a
+    quarter) of their common A tile (needs persistent=True or "stream_k", and A as (m, k)): the
+    operand off the 128-byte line, or the taller tile's, read once from L2 for two blocks. Both
+    2: clusters of four blocks on 2 x 2 quads of tiles, each loading half of its row's A tile and
+    half of its column's B tile. Clusters of four need persistent=True; at most 30 run (what an
+    H200 keeps resident).
+    swap_ab: True computes C.T = B @ A.T (an epilogue only if marked swap_safe, as `fused`'s are:
+    its loaders then read the bias and residual transposed; bf16/f16 only with B (k, n), which the wgmma
     then reads MN-major): B's n side fills the wgmma's 64-row side and A's few rows a narrow tile_n
     (any multiple of 8), e.g. m = 129 as one 136-wide tile instead of two 128-row tiles, one
     nearly empty; m = 257 as two 136-wide tiles; tile_m and tile_n then tile
     C.T (tile_m over n, tile_n over m) and C is written transposed straight from the registers.
     With no epilogue to hold registers, a swapped consumer may keep 128 x 160 f32 (tile_m=256,
-    tile_n up to 160; other tilings 128 x 128).
+    tile_n up to 160; other tilings 128 x 128). Swapped blocks run one tile each (with the
+    cluster split-K) or persistent (True or "stream_k": m = 530 as three 184-wide tiles looped
+    over by 132 blocks), not pingpong or in multicast pairs.
     Tile sizes (and split_k, swap_ab) left out come from `gemm_config` (tuned table, else the
     performance model; with an epilogue, a tuned entry that swaps gives way to the model). Given
     one of tile_m and tile_n, the other and the rest come from the model's fastest configuration
@@ -138,20 +152,23 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     m, n, k = check_problem(m, n, k, transpose_b)
     if tune is not None and tile_m is None and tile_n is None:
         settings = dict(stages=stages, group_m=group_m, persistent=persistent, split_k=split_k,
-                        split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab)
-        tile_m, tile_n, stages, group_m, persistent, split_k, split_k_reduce, cluster_m, swap_ab = auto_settings(
+                        split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab, cluster_n=cluster_n)
+        (tile_m, tile_n, stages, group_m, persistent, split_k, split_k_reduce, cluster_m, swap_ab,
+         cluster_n) = auto_settings(
             tune, m, n, k, make=make_gemm, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
-            epilogue=epilogue is not None, given=settings)
+            epilogue=epilogue_kind(epilogue), given=settings)
     elif tune is not None:
         choice("tune", tune, ("auto", None), expected="'auto' or None", where="gemm")
     if not aligned_shape(m, n, k, transpose_b, dtype, out_dtype):
         return padded_gemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
                           split_k=split_k, split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab,
+                          cluster_n=cluster_n,
                           epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
     resolve = functools.partial(resolve_tiling, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                                 tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
-                                cluster_m=cluster_m, swap_ab=swap_ab, unswapped=epilogue is not None)
+                                cluster_m=cluster_m, swap_ab=swap_ab, cluster_n=cluster_n,
+                                **_resolve_epilogue(epilogue))
     t = resolve(split_k=split_k, split_k_reduce=split_k_reduce)
     if epilogue is not None and t.split_k > 1 and not t.cluster_split:
         if split_k is not None:
@@ -163,6 +180,23 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
         return workspace_split_k_gemm(t, options, stages_given=stages is not None)
     return build_gemm_kernel(t, options, stages_given=stages is not None, epilogue=epilogue,
                              epilogue_inputs=epilogue_inputs)
+
+
+def epilogue_kind(epilogue: Any) -> bool | str:
+    """What the configuration choice needs to know of an epilogue (configs' `epilogue`): False
+    (none), True (one on C's own tiles) or model.SWAPPABLE (one that applies to C.T's too,
+    `swap_safe`, where swapped tiles are offered for it: model.OFFER_SWAP_EPILOGUE)."""
+    if epilogue is None:
+        return False
+    return SWAPPABLE if swap_safe(epilogue) and model.OFFER_SWAP_EPILOGUE else True
+
+
+def _resolve_epilogue(epilogue: Any) -> dict[str, bool]:
+    """resolve_tiling's keywords for an epilogue: none, one on C's own tiles (unswapped), or one
+    that applies to C.T's too (swappable_epilogue)."""
+    if epilogue is None:
+        return {}
+    return {"swappable_epilogue": True} if swap_safe(epilogue) else {"unswapped": True}
 
 
 def workspace_split_k_gemm(t: GemmTiling, options: dict[str, Any], *, stages_given: bool = True) -> mgpu_lab.Kernel:
@@ -204,7 +238,7 @@ def profile_events(t: GemmTiling) -> int:
         return 4 * steps + 12 * (plan.dp_rounds + 3)
     # a persistent block loops over work items (a pair's: both blocks run every one, the one past
     # C's edge too), one tile per block otherwise
-    per_block = -(-t.work_items // (t.grid // t.cluster_m)) if t.persistent else -(-t.tiles // t.grid)
+    per_block = -(-t.work_items // (t.grid // t.cluster_size)) if t.persistent else -(-t.tiles // t.grid)
     return (4 * t.k_tiles + 12) * per_block
 
 
@@ -228,21 +262,27 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
                    out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
                    stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
                    split_k: int | None = 1, split_k_reduce: str | None = None, cluster_m: int | None = None,
-                   swap_ab: bool | None = None, unswapped: bool = False,
+                   swap_ab: bool | None = None, cluster_n: int | None = None, unswapped: bool = False,
+                   swappable_epilogue: bool = False,
                    input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
     """The checked GemmTiling: given tile sizes, the rest from `gemm_config` (split_k=None:
     the configuration's, 1 when the tile sizes were given; split_k_reduce=None: 'cluster' up
     to MAX_CLUSTER_SPLIT slices, else 'workspace'). With swap_ab the tiling is of C.T (m and n
     swapped, B the wgmma A operand). unswapped=True (an epilogue, which needs C's own tiles and
     K slices summed in a cluster): the pick is the fastest configuration that can apply it (the
-    model's, where a tuned one swaps or splits through a workspace), and swap_ab=True is refused."""
+    model's, where a tuned one swaps or splits through a workspace), and swap_ab=True is refused.
+    swappable_epilogue=True (an epilogue marked swap_safe: it applies to C.T's tiles too): K slices
+    summed in a cluster, tiles that may swap."""
     m, n, k = check_problem(m, n, k, transpose_b)
+    # configs' `epilogue`: swapped tiles for a swappable one where offered (model.OFFER_SWAP_EPILOGUE) or asked for
+    offered = swappable_epilogue and (model.OFFER_SWAP_EPILOGUE or swap_ab is True)
+    kind = True if unswapped or swappable_epilogue and not offered else SWAPPABLE if offered else False
     if tile_m is None and tile_n is None:
-        picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=unswapped)
+        picked = gemm_config(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=kind)
     elif tile_m is None or tile_n is None:  # one side given: a partner it builds with
         side, value = ("tile_m", tile_m) if tile_n is None else ("tile_n", tile_n)
         picked = config_with_side(m, n, k, side, value, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
-                                  epilogue=unswapped)
+                                  epilogue=kind)
     else:
         picked = {}
     if unswapped and swap_ab is True:
@@ -252,12 +292,12 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
     if tile_m is None and tile_n is None:  # a pick that cannot take the user's settings gives way
         given = {key: value for key, value in (("persistent", persistent), ("split_k", split_k),
                                                ("split_k_reduce", split_k_reduce), ("cluster_m", cluster_m),
-                                               ("swap_ab", swap_ab)) if value is not None}
+                                               ("swap_ab", swap_ab), ("cluster_n", cluster_n)) if value is not None}
         picked = config_with_settings(m, n, k, picked, given, transpose_b=transpose_b, dtype=dtype,
-                                      out_dtype=out_dtype, epilogue=unswapped)
+                                      out_dtype=out_dtype, epilogue=kind)
     return settle_tiling(m, n, k, picked, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
                          tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, split_k=split_k,
-                         split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab,
+                         split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab, cluster_n=cluster_n,
                          input_dtypes=input_dtypes)
 
 
@@ -285,7 +325,7 @@ def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
                          f"{m}x{n}x{k} ({dtype} in, {out_dtype} out) is not: use make_gemm (it pads)")
     t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
                        tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
-                       unswapped=epilogue is not None)
+                       **_resolve_epilogue(epilogue))
     if t.stream_k and persistent is None:
         t = dataclasses.replace(t, persistent=True)
     check_buffer_mode(profile_buffer)
@@ -304,10 +344,10 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     split_k, else 0 and None for all of K) and returning its f32 accumulator."""
     if epilogue is not None and not callable(epilogue):
         raise TypeError(f"gemm: epilogue must be a callable f(acc, tile, *refs), got {type(epilogue).__name__}")
-    if mainloop is not None and (t.cluster_m > 1 or t.split_k > 1 and not t.cluster_split or t.stream_k):
-        raise ValueError("gemm: cluster_m=2, split_k_reduce='workspace' and persistent='stream_k' need the built-in "
-                         "mainloop (slots released in both blocks, partials summed before the epilogue)")
-    if epilogue is not None and t.swap_ab and not getattr(epilogue, "scalars_only", False):
+    if mainloop is not None and (t.cluster_size > 1 or t.split_k > 1 and not t.cluster_split or t.stream_k):
+        raise ValueError("gemm: cluster_m=2, cluster_n=2, split_k_reduce='workspace' and persistent='stream_k' need "
+                         "the built-in mainloop (slots released in both blocks, partials summed before the epilogue)")
+    if epilogue is not None and t.swap_ab and not swap_safe(epilogue):
         raise ValueError(SWAP_AB_EPILOGUE)
     extras = tuple(_shape_dtype(s, i) for i, s in enumerate(epilogue_inputs))
     if extras and epilogue is None:
@@ -337,8 +377,9 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
             ring, epilogue_smem = smem[0]  # one-tile blocks: a Union (the epilogue overlaps the ring)
         full, empty = smem[1], smem[2]
         full.init(1, sync=False)
-        # one arrival per consumer warp (of both blocks when they multicast into each other's slots)
-        empty.init(t.slot_consumers * WARPGROUP_WARPS * t.cluster_m, sync="cluster" if t.cluster_m > 1 else True)
+        # one arrival per consumer warp of every block whose loads land in this block's slots
+        empty.init(t.slot_consumers * WARPGROUP_WARPS * t.slot_writers,
+                   sync="cluster" if t.cluster_size > 1 else True)
         wg = dsl.warpgroup_idx()
         me = wg - 1  # consumer index
 
@@ -346,7 +387,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
             """This consumer's tile at (row0, col0): the mainloop, the epilogue, the store."""
             tile = EpilogueTile(t, row0 + t.row_offset(me), col0)
             if mainloop is None:
-                acc = multiply(ctx, t, ring, full, empty, me, first, release_last, steps, peer)
+                acc = multiply(ctx, t, ring, full, empty, me, first, release_last, steps, peers)
             else:
                 acc = mainloop(ctx, t, ring, full, empty, me, first, release_last, tile, extra_refs, k_first, steps)
             if after_mainloop is not None:
@@ -371,7 +412,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                     store_tile(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me, split)
 
         split = dsl.block_idx("y") if t.split_k > 1 else None
-        peer = None
+        peers = ()
         if not t.persistent:
             row0, col0 = tile_origin(t)
             # split-K: this block's K slice; the last one may be shorter (resolve_tiling leaves none empty)
@@ -391,11 +432,11 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
             dsl.if_else(wg == 0, producer, consumer)
             return
 
-        # persistent blocks: a cluster (of one block unless cluster_m = 2) loops over work items
-        block = dsl.block_idx("x") // t.cluster_m
-        units = t.grid // t.cluster_m
-        rank = dsl.block_idx("x") % t.cluster_m if t.cluster_m > 1 else None
-        peer = 1 - rank if t.cluster_m > 1 else None
+        # persistent blocks: a cluster (of one block unless a multicast pair) loops over work items
+        block = dsl.block_idx("x") // t.cluster_size
+        units = t.grid // t.cluster_size
+        rank = dsl.block_idx("x") % t.cluster_size if t.cluster_size > 1 else None
+        peers = multicast_peers(t, rank)
 
         def origin(item):
             return tile_origin(t, item, rank)
@@ -431,22 +472,22 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                 with dsl.single_thread("warpgroup"):
                     tiles(lambda tile, first: load_tile(ctx, t, a, b, ring, full, empty, *origin(tile), first,
                                                         rank=rank))
-            if t.cluster_m > 1:  # no block exits while its peer may still write into it or arrive on its barriers
+            if t.cluster_size > 1:  # no block exits while its peer may write into it or arrive on its barriers
                 dsl.cluster_sync()
 
         def consumer():
             consumer_registers(t)
             if t.stream_k:
                 consume(ctx, t, StreamKPlan.of(t), ring, chunks, full, empty, sk_workspace, me, block,
-                        dsl.block_idx("x"), peer, origin, finish)
+                        dsl.block_idx("x"), peers, origin, finish)
                 drain_stores(ctx)
-                if t.cluster_m > 1:
+                if t.cluster_size > 1:
                     dsl.cluster_sync()
                 return
             if not t.pingpong:
                 tiles(lambda tile, first: compute(*origin(tile), first, release_last=True))
                 drain_stores(ctx)
-                if t.cluster_m > 1:
+                if t.cluster_size > 1:
                     dsl.cluster_sync()
                 return
 
@@ -465,7 +506,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
     layout = "nt" if t.transpose_b else "nn"
     # Regions per k-step: 2 events per producer step, 4 per consumer step, plus the epilogue.
     grid = (t.grid, t.split_k) if t.split_k > 1 else t.grid
-    cluster = (1, t.split_k) if t.cluster_split else (t.cluster_m, 1)
+    cluster = (1, t.split_k) if t.cluster_split else (t.cluster_size, 1)
     shape = f"{t.n}x{t.m}x{t.k}_swapab" if t.swap_ab else f"{t.m}x{t.n}x{t.k}"
     return dict(body=gemm, grid=grid, cluster=cluster, block=t.threads, in_shapes=(a_sd, b_sd, *extras, *stream_k),
                 out_shapes=c_sd, smem=t.smem(), name=name or f"gemm_{layout}_{shape}",

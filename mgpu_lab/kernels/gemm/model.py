@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,6 +55,71 @@ GROUP_WAVES = 4  # group_m 16 is tried where the tiles take this many waves or m
 MAX_ACCUMULATOR = 128 * 128  # kernel.MAX_ACCUMULATOR: f32 per consumer warpgroup
 MAX_SWAP_AB_ACCUMULATOR = 128 * 160
 SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2-4 column tiles of C.T)
+# Configurations the model estimates and offers by switch: on by default those timed on the H200
+# against the choice without them (DEFAULT_OFFERS), off the others. OFFER_ENV changes the set for
+# a probe, read at import (so that the build workers a benchmark spawns pick as it does;
+# benchmarks/bench_gemm.py --random): "wide_b_pairs" adds a switch, "-a_pairs" takes one away.
+OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
+OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue")
+DEFAULT_OFFERS = ("a_pairs", "swap_persistent", "clusters_of_four", "swap_epilogue")
+
+
+def _offered(value: str) -> set[str]:
+    """The switches on: DEFAULT_OFFERS with `value`'s comma-separated names added and its
+    "-name"s taken away."""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name.lstrip("-") not in OFFERS]
+    if unknown:
+        raise ValueError(f"{OFFER_ENV} must name switches among {', '.join(OFFERS)} (comma-separated, "
+                         f"-name to switch one off), got {value!r}")
+    on = set(DEFAULT_OFFERS)
+    for name in names:
+        if name.startswith("-"):
+            on.discard(name[1:])
+        else:
+            on.add(name)
+    return on
+
+
+_OFFERED = _offered(os.environ.get(OFFER_ENV, ""))
+
+
+def switches_on() -> tuple[str, ...]:
+    """The names of OFFERS switched on now (in OFFERS' order): what a benchmark record names."""
+    return tuple(name for name in OFFERS if globals()[f"OFFER_{name.upper()}"])
+# Pairs sharing A by multicast (make_gemm's cluster_n=2): on by default since timed on the H200
+# (seeds 21-23, 2026-12-05: the model's picks of them x1.02-1.08 persistent, x0.98-1.04 stream-K).
+OFFER_A_PAIRS = "a_pairs" in _OFFERED
+# Pairs sharing B (cluster_m=2) at tile_n 160, 192 and 224 (tiling.pairs_split_b: the B tile
+# split in 8-row halves of B (n, k), or two and one 64-column boxes of B (k, n)): a narrow n
+# (536, 848) in three or four such tiles wastes less than in 128- or 256-wide ones. Off: on seeds
+# 21-23 the model's picks of them ran x0.72-x1.17 (no better in geomean); 128 and 256 always.
+OFFER_WIDE_B_PAIRS = "wide_b_pairs" in _OFFERED
+# Persistent swapped tiles (swap_ab with persistent=True): C.T's tile_n runs over m in even
+# shares (m = 530: three 184-wide tiles, 96% used, where 128-row tiles use 83%), so rows up to
+# SWAP_PERSISTENT_MAX_M get them, as cuBLAS tiles its N side. On: seeds 21-23, x1.03-1.22.
+OFFER_SWAP_PERSISTENT = "swap_persistent" in _OFFERED
+# The same with stream-K (with OFFER_SWAP_PERSISTENT): timed on seeds 21-23 (2026-12-05) the model's
+# eight picks of it ran x0.96 in geomean against main's picks (x0.875-x1.065), so it is a switch
+# of its own.
+OFFER_SWAP_STREAM_K = "swap_stream_k" in _OFFERED
+# Clusters of four blocks (persistent=True): 2 x 2 quads (cluster_m=2 with cluster_n=2), each
+# block reading half of its A tile and half of its B tile from L2, what a block off the 128-byte
+# line is short of (cuBLAS runs 2 x 1, 1 x 2 and 4 x 2 clusters there); four tiles in a column
+# sharing B (cluster_m=4) or in a row sharing A (cluster_n=4), a quarter each. 30 resident on an
+# H200 (120 SMs). On: seeds 21-23, 2 x 2 x1.39 on 1161x1424x11496, 1 x 4 of 128 x 256 x1.12.
+OFFER_CLUSTERS_OF_FOUR = "clusters_of_four" in _OFFERED
+# Swapped tiles for a kernel whose epilogue applies to C.T as well (`fused`'s bias / activation /
+# residual / scale, read through EpilogueTile's loaders): an nn.Linear with a bias at decode sizes
+# gets what one without gets. On: timed on the H200 (2026-12-05, bench_gemm.py --random 64
+# --epilogue bias against torch.addmm): seeds 21-22 x1.060 / x1.048, m <= 64 from 0.91-0.93x to
+# 1.04-1.05x (gemm_random_2026-12-05T103227Z_a3e16fc.json, ..103720Z..; main's ..103008Z..,
+# ..103314Z..). Off, an epilogue runs on C's own tiles.
+OFFER_SWAP_EPILOGUE = "swap_epilogue" in _OFFERED
+SWAPPABLE = "swappable"  # Problem.epilogue of an epilogue that applies to C.T too (swap_safe)
+# Persistent swapped tiles from SWAP_AB_MAX_M up to this many rows: the model's picks of them on
+# seeds 21-23 ran x1.03-1.22 against main's at 525-1043 rows, x0.935-0.947 at 1434 and 1942.
+SWAP_PERSISTENT_MAX_M = 1024
 # Clusters of 2, 3, ... one-SM blocks an H200 keeps resident at once (cuOccupancyMaxActiveClusters,
 # benchmarks/probe_cluster_occupancy.py): a cluster never straddles a GPC, so 32 clusters of 4
 # (128 blocks) run in two waves. configs.py asks the device itself where there is one.
@@ -70,7 +136,7 @@ class Problem:
     k: int
     transpose_b: bool = False
     dtype: str = "bfloat16"
-    epilogue: bool = False
+    epilogue: bool | str = False  # an epilogue: True (on C's own tiles) or SWAPPABLE (on C.T too)
     sms: int = 132
     out_dtype: str = "bfloat16"
     clusters: tuple[int, ...] = ()  # clusters of 1, 2, ... one-SM blocks resident at once (() : H200_CLUSTERS)
@@ -157,6 +223,27 @@ def _tile_ns(transpose_b: bool) -> tuple[int, ...]:
     return (32, 64, 128, 192, 256)
 
 
+def _b_pair_widths(transpose_b: bool) -> tuple[int, ...]:
+    """tile_n values offered with cluster_m=2 (among _tile_ns: tiling.pairs_split_b takes them)."""
+    if not OFFER_WIDE_B_PAIRS:
+        return (128, 256)
+    return (128, 160, 192, 224, 256) if transpose_b else (128, 192, 256)
+
+
+def _clusters_of_four(p: Problem, tm: int, tn: int, group_m: int) -> Iterator[dict[str, Any]]:
+    """Persistent clusters of four blocks on these tiles where the problem has the tiles for
+    them: 2 x 2 quads, four tiles in a column sharing B (tiling.pairs_split_b: a quarter of B
+    each), four in a row sharing A (a quarter of A's rows each, tiles at least 128 x 128)."""
+    rows, cols = _ceil(p.m, tm), _ceil(p.n, tn)
+    config = {"tile_m": tm, "tile_n": tn, "persistent": True, "group_m": group_m}
+    if tm >= 128 and tn in _b_pair_widths(p.transpose_b) and rows >= 2 and cols >= 2:
+        yield {**config, "cluster_m": 2, "cluster_n": 2}
+    if rows >= 4 and (tn % 32 == 0 and tn >= 64 if p.transpose_b else tn == 256):
+        yield {**config, "cluster_m": 4}
+    if tm >= 128 and tn >= 128 and cols >= 4:  # 128 x 64 ones ran x0.74 / x0.96 / x1.06 (seeds 21-23)
+        yield {**config, "cluster_n": 4}
+
+
 def _fits_accumulator(tile_m: int, tile_n: int, pingpong: bool = False) -> bool:
     rows = tile_m if pingpong else (tile_m // 2 if tile_m > 64 else tile_m)
     return rows * tile_n <= MAX_ACCUMULATOR
@@ -193,14 +280,22 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                         yield {"tile_m": tm, "tile_n": tn, "persistent": True, "group_m": g}
                         if tm >= 128 and tn >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms):
                             yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "group_m": g}
-                        if tn in (128, 256) and _ceil(p.m, tm) >= 2:
+                        if tn in _b_pair_widths(p.transpose_b) and _ceil(p.m, tm) >= 2:
                             yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_m": 2, "group_m": g}
                             if tm >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
                                 yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_m": 2,
                                        "group_m": g}
+                        if OFFER_A_PAIRS and tm >= 128 and _ceil(p.n, tn) >= 2:
+                            yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_n": 2, "group_m": g}
+                            if tn >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
+                                yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_n": 2,
+                                       "group_m": g}
+                        if OFFER_CLUSTERS_OF_FOUR:
+                            yield from _clusters_of_four(p, tm, tn, g)
             if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}
-    if p.m <= SWAP_AB_MAX_M and not p.epilogue and (p.transpose_b or ITEMSIZE[p.dtype] == 2):
+    swap_rows = SWAP_PERSISTENT_MAX_M if OFFER_SWAP_PERSISTENT else SWAP_AB_MAX_M
+    if p.m <= swap_rows and p.epilogue in (False, SWAPPABLE) and (p.transpose_b or ITEMSIZE[p.dtype] == 2):
         yield from _swap_candidates(p, k_tiles)
 
 
@@ -229,23 +324,34 @@ def _stream_k_ok(tm: int, tn: int, tiles: int, k_tiles: int, sms: int, cluster_m
 def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
     """C.T = B @ A.T: tile_m over n (B's rows, or with B (k, n) its columns, read MN-major),
     tile_n all of m, or an even share of it over 2-4 column tiles (m = 257: two 136-wide tiles,
-    not three 128-row ones), rounded up to 8 (and 16), at most 256."""
+    not three 128-row ones), rounded up to 8 (and 16), at most 256. One tile per block up to
+    SWAP_AB_MAX_M rows; with OFFER_SWAP_PERSISTENT, persistent ones too (over the fewest column
+    tiles of 256 and the next two counts, up to SWAP_PERSISTENT_MAX_M rows; with
+    OFFER_SWAP_STREAM_K, stream-K ones beside them)."""
     widths = {}
-    for parts in range(1, 5):
+    # an epilogue's registers beside 128 x 160 f32 spill (bias + GELU + residual did): 128 x 128 then
+    limit = MAX_ACCUMULATOR if p.epilogue else MAX_SWAP_AB_ACCUMULATOR
+    fewest = _ceil(p.m, 256)
+    for parts in range(1, 5) if fewest == 1 else range(fewest, fewest + 3):
         for step in (8, 16):
             width = _ceil(_ceil(p.m, parts), step) * step
             if width <= 256 and _ceil(p.m, width) == parts:
                 widths[width] = parts
     for width, parts in sorted(widths.items()):
         for tm in (64, 128, 256):
-            if (tm // 2 if tm > 64 else tm) * width > MAX_SWAP_AB_ACCUMULATOR:
+            if (tm // 2 if tm > 64 else tm) * width > limit:
                 continue
             tiles = _ceil(p.n, tm) * parts
-            yield {"tile_m": tm, "tile_n": width, "persistent": False, "swap_ab": True}
-            if tiles < p.sms:
-                for s in _splits(tiles, k_tiles, p.sms, SPLITS):
-                    yield {"tile_m": tm, "tile_n": width, "persistent": False, "swap_ab": True, "split_k": s,
-                           "split_k_reduce": "cluster"}
+            if p.m <= SWAP_AB_MAX_M:
+                yield {"tile_m": tm, "tile_n": width, "persistent": False, "swap_ab": True}
+                if tiles < p.sms:
+                    for s in _splits(tiles, k_tiles, p.sms, SPLITS):
+                        yield {"tile_m": tm, "tile_n": width, "persistent": False, "swap_ab": True, "split_k": s,
+                               "split_k_reduce": "cluster"}
+            if OFFER_SWAP_PERSISTENT and tm >= 128 and tiles > p.sms // 2:
+                yield {"tile_m": tm, "tile_n": width, "persistent": True, "swap_ab": True, "group_m": 8}
+                if OFFER_SWAP_STREAM_K and _stream_k_ok(tm, width, tiles, k_tiles, p.sms):
+                    yield {"tile_m": tm, "tile_n": width, "persistent": "stream_k", "swap_ab": True, "group_m": 8}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -289,6 +395,8 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
     split = config.get("split_k", 1) or 1
     reduce = config.get("split_k_reduce") or ("cluster" if split <= 8 else "workspace")
     cluster_m = config.get("cluster_m", 1) or 1
+    cluster_n = config.get("cluster_n", 1) or 1
+    pair = cluster_m * cluster_n  # blocks per multicast cluster
     group_m = config.get("group_m", 8) or 8
     isz = ITEMSIZE[p.dtype]
     osz = ITEMSIZE.get(p.out_dtype, 4)
@@ -306,35 +414,36 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
     rate = PEAK_TFLOPS.get(p.dtype, 790.0) * 1e6 / p.sms  # flop per us of one SM
     eff = c.eff_pingpong if pingpong else c.eff_two if tm > 64 else c.eff_one
     t_mma = 2.0 * tm * tn * tk / (rate * eff) * (1.0 + (c.pp_narrow if pingpong else c.narrow) / tn)
-    if cluster_m > 1:
+    if pair > 1:
         t_mma *= c.multicast
     rows_a, rows_b = _misaligned_rows(p)
     if swap:
         rows_a, rows_b = rows_b, rows_a
-    stage_bytes = (tm * (c.misaligned if rows_a else 1.0) + tn / cluster_m * (c.misaligned if rows_b else 1.0)) \
-        * tk * isz
+    stage_bytes = (tm / cluster_n * (c.misaligned if rows_a else 1.0)
+                   + tn / cluster_m * (c.misaligned if rows_b else 1.0)) * tk * isz
     t_load = max(stage_bytes / c.sm_bw, c.latency_us / stages)
     t_step = max(t_mma, t_load) + c.step_us
 
     # the epilogue's store of one tile (C, or the split's f32 partial into the workspace)
     store_bytes = tm * tn * (4 if split > 1 and reduce == "workspace" else osz)
     t_store = store_bytes / c.sm_bw
+    t_swap = c.swap_us * tm * tn / 16384 if swap else 0.0  # swap-AB's transposed stores from the registers
     if not persistent:
-        per_tile = c.tile_us + t_store + (c.swap_us * tm * tn / 16384 if swap else 0.0)
+        per_tile = c.tile_us + t_store + t_swap
         if split > 1 and reduce == "cluster":
             per_tile += c.cluster_reduce_us * (tm * tn / 16384) * (1.0 + c.reduce_growth * (split - 2))
         capacity = _cluster_capacity(split, p, c.cluster_fill) if split > 1 and reduce == "cluster" else p.sms
         waves = _ceil(tiles * split, capacity)
         compute = waves * (steps * t_step + per_tile)
     else:
-        units = p.sms // cluster_m
+        units = clusters_resident(pair, p, c.cluster_fill) if pair > 2 else p.sms // pair
         if persistent == "stream_k":
-            items = tiles_n * _ceil(tiles_m, cluster_m)
+            items = _ceil(tiles_n, cluster_n) * _ceil(tiles_m, cluster_m)
             whole = items // units
             rest = items - whole * units
             unit_steps = whole * steps + _ceil(rest * steps, units)
             held = whole + (1 if rest else 0)
-            compute = unit_steps * t_step + _first_tile_us(held, c.persist_tile_us, c) + held * t_store * 0.5
+            compute = unit_steps * t_step + _first_tile_us(held, c.persist_tile_us, c) + held * (t_store * 0.5 + t_swap)
             compute += c.latency_us + (c.stream_k_us if rest else 0.0)
         elif pingpong:
             grid = min(_ceil(tiles, 2), p.sms)
@@ -342,13 +451,13 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
             compute = per_block * steps * t_step + _first_tile_us(per_block, c.pingpong_tile_us, c) \
                 + c.latency_us + t_store
         else:
-            items = tiles_n * _ceil(tiles_m, cluster_m)
+            items = _ceil(tiles_n, cluster_n) * _ceil(tiles_m, cluster_m)
             per_block = _ceil(items, units)
-            compute = per_block * (steps * t_step + t_store * 0.5) + _first_tile_us(per_block, c.persist_tile_us, c) \
-                + c.latency_us
+            compute = per_block * (steps * t_step + t_store * 0.5 + t_swap) \
+                + _first_tile_us(per_block, c.persist_tile_us, c) + c.latency_us
 
-    # All blocks together: every tile's k-steps load its A and B boxes (B once per multicast pair).
-    t_l2 = tiles * k_tiles * tk * isz * (tm / (c.l2_bw_misaligned if rows_a else c.l2_bw)
+    # All blocks together: every tile's k-steps load its A and B boxes (B, or A, once per multicast pair).
+    t_l2 = tiles * k_tiles * tk * isz * (tm / cluster_n / (c.l2_bw_misaligned if rows_a else c.l2_bw)
                                          + tn / cluster_m / (c.l2_bw_misaligned if rows_b else c.l2_bw))
     compute = max(compute, t_l2)
 

@@ -38,6 +38,10 @@ TURN_BARRIER = 4  # + consumer index (pingpong): 'your mainloop may start', the 
 EPILOGUE_SLOTS_BYTES = 16 * 1024  # a persistent consumer's epilogue buffer, at most (two slots)
 SMEM_LIMIT = 227 * 1024  # shared memory a Hopper block can have
 MAX_STAGES = 8
+# Clusters of four one-SM blocks an H200 keeps resident (cuOccupancyMaxActiveClusters, model.H200_CLUSTERS;
+# a cluster never straddles a GPC): a persistent grid of such clusters launches no more, or the rest
+# would wait for a second wave
+RESIDENT_CLUSTERS_OF_4 = 30
 
 
 @dataclass(frozen=True)
@@ -68,9 +72,14 @@ class GemmTiling:
     # f32 workspace (split_k, m, n) ("workspace")
     split_k: int = 1
     split_k_reduce: str = "cluster"
-    # 2: persistent blocks work in (2, 1) clusters on vertically adjacent tiles (a "pair"), each
-    # block loading half of the shared B tile and multicasting it into both (B traffic from L2 halves)
+    # 2 (4): persistent blocks work in clusters on 2 (4) vertically adjacent tiles (a "pair"), each
+    # block loading its share of the column's common B tile and multicasting it into all of them
+    # (B traffic from L2 halved (quartered))
     cluster_m: int = 1
+    # 2 (4): the same on horizontally adjacent tiles sharing A; with cluster_m = 2 as well, a
+    # 2 x 2 "quad" of tiles: each block loads half of its row's A tile and half of its column's B
+    # tile (what one block reads from L2 per k-step halves). At most four blocks a cluster.
+    cluster_n: int = 1
     # True: the tiling is of C.T = B @ A.T (m, n: the user's n, m; B is the wgmma A operand, K-major
     # from B (n, k) or MN-major from B (k, n), A (m, k) the K-major B operand): a skinny A becomes a
     # narrow tile_n (a multiple of 8) instead of a mostly empty 64-row wgmma tile; C is written
@@ -217,7 +226,7 @@ class GemmTiling:
         if self.cluster_split:  # partials over the ring, one output box per consumer beside them
             staging = self.consumers * self.consumer_rows * self.out_width * dtype_itemsize(self.out_dtype)
             return max(self.pipeline_bytes, self.partials_bytes) + staging + 2 * self.stages * 8
-        if self.persistent:  # the ring keeps loading the next tile while the epilogue writes
+        if self.persistent and not self.swap_ab:  # the ring keeps loading the next tile while the epilogue writes
             return self.pipeline_bytes + self.epilogue_bytes + 2 * self.stages * 8
         return max(self.pipeline_bytes, self.epilogue_bytes) + 2 * self.stages * 8
 
@@ -230,20 +239,34 @@ class GemmTiling:
         return self.tiles_m * self.tiles_n
 
     @property
+    def cluster_size(self) -> int:
+        """Blocks per cluster of a persistent grid that multicasts: 2 (a pair) or 4, else 1."""
+        return self.cluster_m * self.cluster_n
+
+    @property
+    def slot_writers(self) -> int:
+        """Blocks whose loads land in a block's ring slots, its own included: the blocks of its
+        cluster column (sharing B) and of its cluster row (sharing A); not a quad's diagonal one."""
+        return self.cluster_m + self.cluster_n - 1
+
+    @property
     def work_items(self) -> int:
-        """What a persistent block loops over: tiles, or with cluster_m = 2 tile pairs (a
-        cluster's two blocks take the pair's two row tiles)."""
-        return self.tiles_n * -(-self.tiles_m // self.cluster_m)
+        """What a persistent block loops over: tiles, or with cluster_m = 2 (cluster_n = 2) tile
+        pairs (a cluster's two blocks take the pair's two row (column) tiles), or with both 2 x 2
+        quads of tiles."""
+        return -(-self.tiles_n // self.cluster_n) * -(-self.tiles_m // self.cluster_m)
 
     @property
     def grid(self) -> int:
         if not self.persistent:
             return self.tiles
+        size = self.cluster_size
         if self.stream_k:  # every SM: the split tiles spread over all of them
-            return self.sms // self.cluster_m * self.cluster_m
+            return self.sms // size * size
         per_block = 2 if self.pingpong else 1  # a pingpong block keeps both consumers busy
-        clusters = min(-(-self.work_items // per_block), self.sms // self.cluster_m)
-        return clusters * self.cluster_m
+        resident = self.sms // size if size < 4 else min(self.sms // size, RESIDENT_CLUSTERS_OF_4)
+        clusters = min(-(-self.work_items // per_block), resident)
+        return clusters * size
 
     def smem(self) -> tuple:
         """The smem tree: ((pipeline ring, epilogue tiles), full barriers, empty barriers), each named
@@ -272,7 +295,9 @@ class GemmTiling:
             staging = sd((self.consumers, self.consumer_rows, self.out_width), self.out_dtype, name="c_staging")
             both = (dsl.Union([ring, partials]), staging)
         else:
-            both = (ring, epilogue) if self.persistent else dsl.Union([ring, epilogue])
+            # swap_ab writes C from the registers: a persistent block's epilogue buffer goes unused,
+            # so it overlaps the ring instead of taking stages from it
+            both = (ring, epilogue) if self.persistent and not self.swap_ab else dsl.Union([ring, epilogue])
         return (both, dsl.Barriers(self.stages, name="full"), dsl.Barriers(self.stages, name="empty"))
 
 
@@ -287,11 +312,15 @@ def tile_origin(t: GemmTiling, tile: ir.Value | None = None, rank: ir.Value | No
     """(row, column) in C of tile number `tile` (default: this block's). Tiles are numbered
     down groups of `group_m` tile rows, column by column, so tiles running together share
     tiles of A and B in L2. With cluster_m = 2, `tile` numbers pairs of row tiles the same way
-    and `rank` (the block's in its cluster) picks the pair's upper or lower tile."""
-    if t.cluster_m > 1:
-        pair = GemmTiling(t.m, t.n, t.k, tile_m=t.cluster_m * t.tile_m, tile_n=t.tile_n, group_m=t.group_m)
-        row0, col0 = tile_origin(pair, tile)
-        return row0 + rank * t.tile_m, col0
+    and `rank` (the block's in its cluster) picks the pair's upper or lower tile; with cluster_n
+    = 2, pairs of column tiles, `rank` the left or right one; with both, 2 x 2 quads of tiles
+    (`cluster_position`)."""
+    if t.cluster_size > 1:
+        group = GemmTiling(t.m, t.n, t.k, tile_m=t.cluster_m * t.tile_m, tile_n=t.cluster_n * t.tile_n,
+                           group_m=t.group_m)
+        row0, col0 = tile_origin(group, tile)
+        row, col = cluster_position(t, rank)
+        return row0 + row * t.tile_m if t.cluster_m > 1 else row0, col0 + col * t.tile_n if t.cluster_n > 1 else col0
     group_m = max(1, min(t.group_m, t.tiles_m))
     pid = dsl.block_idx("x") if tile is None else tile
     per_group = group_m * t.tiles_n
@@ -299,6 +328,41 @@ def tile_origin(t: GemmTiling, tile: ir.Value | None = None, rank: ir.Value | No
     size = dsl.min(t.tiles_m - first_m, group_m) if t.tiles_m % group_m else group_m  # the last group is shorter
     in_group = pid % per_group
     return (first_m + in_group % size) * t.tile_m, in_group // size * t.tile_n
+
+
+def cluster_position(t: GemmTiling, rank: Any) -> tuple[Any, Any]:
+    """(row, column) of the block of cluster rank `rank` among the cluster_m x cluster_n tiles
+    of its cluster: ranks run down a column first (rank = row + cluster_m * column)."""
+    if t.cluster_n == 1:
+        return rank, 0
+    if t.cluster_m == 1:
+        return 0, rank
+    return rank % t.cluster_m, rank // t.cluster_m
+
+
+def multicast_peers(t: GemmTiling, rank: Any) -> tuple:
+    """The cluster ranks whose loads land in this block's slots besides its own (the others of
+    its cluster column, sharing B; of its row, sharing A; never a quad's diagonal block), whose
+    'empty' barriers this block's consumers release each slot in too. () outside a cluster.
+    (cluster_m and cluster_n are powers of two: flipping a rank's row bits stays in its column.)"""
+    if t.cluster_size == 1:
+        return ()
+    if t.cluster_size == 2:
+        return (1 - rank,)
+    return (tuple(rank ^ d for d in range(1, t.cluster_m))
+            + tuple(rank ^ (d * t.cluster_m) for d in range(1, t.cluster_n)))
+
+
+def multicast_masks(t: GemmTiling, rank: Any) -> tuple[Any, Any]:
+    """The multicast masks of this block's share of A (the ranks of its cluster row) and of B (of
+    its cluster column), ints where they do not depend on the rank; None where not shared."""
+    row, col = cluster_position(t, rank)
+    a_mask = b_mask = None
+    if t.cluster_n > 1:  # a quad: ranks row and row + 2, 0b0101 or 0b1010
+        a_mask = (1 << t.cluster_n) - 1 if t.cluster_m == 1 else 0b101 * (row + 1)
+    if t.cluster_m > 1:  # a quad: ranks 2 col and 2 col + 1, 0b0011 or 0b1100
+        b_mask = (1 << t.cluster_m) - 1 if t.cluster_n == 1 else 0b11 * (3 * col + 1)
+    return a_mask, b_mask
 
 
 def producer_registers(t: GemmTiling) -> None:
@@ -331,13 +395,19 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
     uses slot (first + kt) % stages once the consumers have released it (with cluster_m = 2:
     the consumers of both blocks); the boxes hang over the arrays' edges where the shape is
     ragged (zero fill). With cluster_m = 2 the block of cluster rank `rank` loads half of the B
-    tile (rows of B (n, k), or 64-column chunks of B (k, n)) into both blocks' slot."""
+    tile (rows of B (n, k), or 64-column chunks of B (k, n)) into both blocks' slot; with
+    cluster_n = 2, half of the A tile's rows (K-major A only); in a quad, half of each, into
+    the blocks of its cluster column (B) and row (A)."""
     a_smem, b_smem = ring
     steps = t.k_steps if steps is None else steps
+    row, col = cluster_position(t, rank) if t.cluster_size > 1 else (0, 0)
+    a_mask, b_mask = multicast_masks(t, rank) if t.cluster_size > 1 else (None, None)
 
-    # rolled as the consumers' k-loop is (multiply): unrolled in full, a short K's 8 steps of
-    # boxes spilled the producer's 40 registers (3009x3296x472 in multicast pairs: 76 bytes)
-    @dsl.for_range(0, steps, rolled=isinstance(steps, int) and steps <= _FULL_UNROLL_STEPS)
+    # rolled whatever its length (one thread issuing copies gains nothing from unrolling):
+    # unrolled, a short K's 8 steps of boxes spilled the producer's 40 registers (3009x3296x472
+    # in multicast pairs: 76 bytes), and LLVM's partial unroll of 9 (K = 536) spilled 56-112
+    # bytes in pairs sharing A and 192-wide B pairs
+    @dsl.for_range(0, steps, rolled=isinstance(steps, int))
     def _(kt):
         it = kt + first
         with ctx.named_region("load"):
@@ -351,36 +421,51 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
                 for j in range(t.tile_m // t.a_chunk):
                     ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, (slot, j)),
                                    gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(row0 + t.a_chunk * j, t.a_chunk)), **copy)
+            elif t.cluster_n > 1:  # this block's half of its cluster row's common A rows, into the row's blocks
+                rows = t.tile_m // t.cluster_n
+                first_row = col * rows
+                ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, (slot, dsl.ds(first_row, rows))),
+                               gmem_slice=(dsl.ds(row0 + first_row, rows), dsl.ds(k0, t.tile_k)),
+                               **copy, multicast_mask=a_mask)
             else:
                 ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, slot),
                                gmem_slice=(dsl.ds(row0, t.tile_m), dsl.ds(k0, t.tile_k)), **copy)
             if t.cluster_m > 1:
-                copy["multicast_mask"] = (1 << t.cluster_m) - 1
+                copy["multicast_mask"] = b_mask
             if t.b_k_major:
                 rows = t.tile_n // t.cluster_m
-                first_row = 0 if t.cluster_m == 1 else rank * rows
+                first_row = row * rows
                 ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, dsl.ds(first_row, rows))),
                                gmem_slice=(dsl.ds(col0 + first_row, rows), dsl.ds(k0, t.tile_k)), **copy)
                 return
             copy["swizzle"] = t.b_chunk * t.itemsize
-            chunks = t.tile_n // t.b_chunk // t.cluster_m
-            for i in range(chunks):
-                j = i if t.cluster_m == 1 else rank * chunks + i
-                ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, j)),
-                               gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(col0 + t.b_chunk * j, t.b_chunk)), **copy)
+            boxes = t.tile_n // t.b_chunk
+            mine = -(-boxes // t.cluster_m)  # a pair's odd box out (tile_n = 192) is the first block's
+            for i in range(mine):
+                j = i if t.cluster_m == 1 else row * mine + i
+
+                def load_box(j=j):
+                    ctx.async_copy(src_ref=b, dst_ref=dsl.memref_slice(b_smem, (slot, j)),
+                                   gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(col0 + t.b_chunk * j, t.b_chunk)), **copy)
+
+                if t.cluster_m > 1 and boxes % t.cluster_m and i == mine - 1:
+                    with dsl.when(row == 0):
+                        load_box()
+                else:
+                    load_box()
 
 
-def release_slot(empty: Any, it: ir.Value, peer: ir.Value | None = None, condition: ir.Value | None = None,
+def release_slot(empty: Any, it: ir.Value, peers: Sequence[Any] = (), condition: ir.Value | None = None,
                  lane0: ir.Value | None = None) -> None:
     """A consumer warp is done with the ring slot of pipeline iteration `it`: one arrival per warp
-    on its 'empty' barrier (and, with cluster_m = 2, on the peer block's, whose multicast writes
-    into this block's slots too); condition: only where it holds. lane0: `lane_idx() == 0`, if
-    the caller has it (a loop computes it once)."""
+    on its 'empty' barrier, and on that of each of `peers` (cluster ranks: `multicast_peers`,
+    whose multicast writes into this block's slots too); condition: only where it holds. lane0:
+    `lane_idx() == 0`, if the caller has it (a loop computes it once)."""
     lane0 = dsl.lane_idx() == 0 if lane0 is None else lane0
     with dsl.when(lane0 if condition is None else lane0 & condition):
         slot = empty.for_iteration(it)[0]
         slot.arrive()
-        if peer is not None:
+        for peer in peers:
             slot.arrive(cta=peer)
 
 
@@ -389,15 +474,15 @@ _FULL_UNROLL_STEPS = 8  # static k-loops LLVM unrolls in full (it did at 3 and 6
 
 def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir.Value,
              first: ir.Value | int = 0, release_last: bool = False,
-             steps: ir.Value | int | None = None, peer: ir.Value | None = None) -> dsl.FragmentedArray:
+             steps: ir.Value | int | None = None, peers: Sequence[Any] = ()) -> dsl.FragmentedArray:
     """Consumer warpgroup `wg` (0-based): its rows of the tile times B over every k-step
     (pipeline iterations first .. first + steps - 1; steps: k_steps unless given).
 
     Returns the f32 accumulator, (consumer_rows, tile_n) in the WGMMA layout. Each slot is
     released once the wgmma group after it is done; the last one only with release_last
     (a persistent block reuses it; a one-tile block must keep it until the epilogue, which
-    writes over the ring). With cluster_m = 2, `peer` is the other block of the cluster: its
-    multicast writes into this block's slots too, so each warp releases a slot in both blocks."""
+    writes over the ring). In a multicast cluster, `peers` are the blocks whose multicast writes
+    into this block's slots too (`multicast_peers`): each warp releases a slot in those as well."""
     a_smem, b_smem = ring
     lane0 = dsl.lane_idx() == 0
     parts = t.consumer_rows // WGMMA_ROWS  # wgmma row tiles per consumer
@@ -416,7 +501,7 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
         return [dsl.WGMMAAccumulator(list(values[i * width:(i + 1) * width]), t.tile_n) for i in range(parts)]
 
     def release(it: ir.Value, condition: ir.Value | None = None) -> None:
-        release_slot(empty, it, peer, condition, lane0)
+        release_slot(empty, it, peers, condition, lane0)
 
     steps = t.k_steps if steps is None else steps
 
@@ -522,48 +607,51 @@ def drain_stores(ctx: Any) -> None:
 class EpilogueTile:
     """What an epilogue callable gets beside the accumulator: where its tile sits in C and
     loaders of matching register tiles. Loads clamp indices to the arrays, so tiles that hang
-    over C's edges read valid memory (those values are never stored)."""
+    over C's edges read valid memory (those values are never stored).
+
+    The loaders speak C's terms whichever way the kernel tiles it: under swap_ab the accumulator
+    holds a tile of C.T (its rows are C's columns), and `columns(bias)` then loads the bias along
+    the accumulator's rows, `load(residual)` the residual's transposed tile. An epilogue that
+    uses only these loaders and elementwise arithmetic (what `fused` builds) gives the same C
+    either way; mark it `fn.swap_safe = True` and the configuration may swap A and B. Positions
+    (`thread_rows`, `thread_cols`) exist only on C's own tiles."""
 
     def __init__(self, t: GemmTiling, row0: ir.Value, col0: ir.Value, width: int | None = None):
         self.tiling = t
         self.shape = (t.consumer_rows, t.tile_n if width is None else width)  # width: a piece of the tile (split-K)
-        self.row0 = row0  # first row of this consumer's tile in C
+        self.row0 = row0  # first row of this consumer's tile in the tiled product (C, or C.T under swap_ab)
         self.col0 = col0
+        self.transposed = t.swap_ab is True
 
     def thread_rows(self) -> list[ir.Value]:
         """C rows of this thread's registers, per (row tile, half), clamped to m - 1."""
-        base, _ = _thread_base()
-        top = self.row0 + base
-        return [dsl.min(top + (WGMMA_ROWS * i + 8 * h), self.tiling.m - 1)
-                for i in range(self.shape[0] // WGMMA_ROWS) for h in range(2)]
+        self._c_tiles_only("thread_rows")
+        return self._acc_rows()
 
     def thread_cols(self, n: int) -> list[ir.Value]:
         """First C column of each of this thread's column pairs, clamped so the pair is inside [0, n)."""
-        _, base = _thread_base()
-        left = self.col0 + base
-        return [dsl.min(left + 8 * j, max(n - 2, 0)) for j in range(self.shape[1] // 8)]
+        self._c_tiles_only("thread_cols")
+        return self._acc_cols(n)
 
     def columns(self, ref: ir.Value) -> dsl.FragmentedArray:
-        """A (n,) vector (e.g. a bias) at this tile's columns, broadcast over its rows, as f32."""
-        n = _shape(ref, 1, "EpilogueTile.columns")[0]
-        pair = ir.VectorType.get([2], ir.MemRefType(ref.type).element_type)
-        regs = [vector.load(pair, ref, [col]) for col in self.thread_cols(n)]
-        vec = dsl.FragmentedArray(regs, dsl.WGMMAColLayout(self.shape[1])).astype("float32")
-        return vec.broadcast(self.shape)
+        """A (n,) vector (e.g. a bias) at this tile's columns of C, broadcast over its rows, as f32."""
+        if self.transposed:
+            return self._along_rows(ref, "EpilogueTile.columns")
+        return self._along_columns(ref, "EpilogueTile.columns")
 
     def rows(self, ref: ir.Value) -> dsl.FragmentedArray:
-        """A (m,) vector (e.g. per-row scales) at this tile's rows, broadcast over its columns, as f32."""
-        _shape(ref, 1, "EpilogueTile.rows")
-        one = ir.VectorType.get([1], ir.MemRefType(ref.type).element_type)
-        regs = [vector.load(one, ref, [row]) for row in self.thread_rows()]
-        vec = dsl.FragmentedArray(regs, dsl.WGMMARowLayout(self.shape[0])).astype("float32")
-        return vec.broadcast(self.shape)
+        """A (m,) vector (e.g. per-row scales) at this tile's rows of C, broadcast over its columns, as f32."""
+        if self.transposed:
+            return self._along_columns(ref, "EpilogueTile.rows")
+        return self._along_rows(ref, "EpilogueTile.rows")
 
     def load(self, ref: ir.Value) -> dsl.FragmentedArray:
-        """This tile of an (m, n) array (e.g. a residual), as f32 in the accumulator's layout."""
+        """This tile of an (m, n) array of C's shape (e.g. a residual), as f32 in the accumulator's layout."""
         n = _shape(ref, 2, "EpilogueTile.load")[1]
+        if self.transposed:
+            return self._load_transposed(ref)
         pair = ir.VectorType.get([2], ir.MemRefType(ref.type).element_type)
-        rows, cols = self.thread_rows(), self.thread_cols(n)
+        rows, cols = self._acc_rows(), self._acc_cols(n)
         per_tile = len(cols) * 2
         regs = []
         for i in range(self.shape[0] // WGMMA_ROWS):  # register order: (row tile, column group, half)
@@ -581,6 +669,66 @@ class EpilogueTile:
         if value.type != f32:
             value = arith.extf(f32, value) if _bits(value.type) < 32 else arith.truncf(f32, value)
         return dsl.FragmentedArray.splat(value, dsl.WGMMAFragLayout(self.shape[1], self.shape[0]))
+
+    # -- the accumulator's own positions (rows and columns of the tiled product) ---------------
+    def _c_tiles_only(self, what: str) -> None:
+        if self.transposed:
+            raise ValueError(f"EpilogueTile.{what}: this tile is of C.T (swap_ab=True), its registers' positions "
+                             f"are not C's; an epilogue that reads positions needs C's own tiles (swap_ab=False, or "
+                             f"leave the epilogue unmarked: only one with swap_safe = True is swapped)")
+
+    def _acc_rows(self) -> list[ir.Value]:
+        """Rows of the tiled product of this thread's registers, per (row tile, half), clamped to its m - 1."""
+        base, _ = _thread_base()
+        top = self.row0 + base
+        return [dsl.min(top + (WGMMA_ROWS * i + 8 * h), self.tiling.m - 1)
+                for i in range(self.shape[0] // WGMMA_ROWS) for h in range(2)]
+
+    def _acc_cols(self, n: int) -> list[ir.Value]:
+        """First column of the tiled product of each of this thread's column pairs, clamped so the
+        pair is inside [0, n)."""
+        _, base = _thread_base()
+        left = self.col0 + base
+        return [dsl.min(left + 8 * j, max(n - 2, 0)) for j in range(self.shape[1] // 8)]
+
+    def _along_columns(self, ref: ir.Value, what: str) -> dsl.FragmentedArray:
+        """A vector indexed by the accumulator's columns, broadcast over its rows. Pairs load as one
+        vector where the length is even (a pair then never straddles 4 bytes); else two scalars."""
+        n = _shape(ref, 1, what)[0]
+        elem = ir.MemRefType(ref.type).element_type
+        if n % 2 == 0:
+            pair = ir.VectorType.get([2], elem)
+            regs = [vector.load(pair, ref, [col]) for col in self._acc_cols(n)]
+        else:  # an odd length (swap_ab: C's m): the clamped pair may start at an odd element
+            pair = ir.VectorType.get([2], elem)
+            regs = [vector.from_elements(pair, [memref.load(ref, [dsl.as_index(dsl.min(col + e, n - 1))])
+                                                for e in range(2)]) for col in self._acc_cols(n + 1)]
+        vec = dsl.FragmentedArray(regs, dsl.WGMMAColLayout(self.shape[1])).astype("float32")
+        return vec.broadcast(self.shape)
+
+    def _along_rows(self, ref: ir.Value, what: str) -> dsl.FragmentedArray:
+        """A vector indexed by the accumulator's rows, broadcast over its columns."""
+        _shape(ref, 1, what)
+        one = ir.VectorType.get([1], ir.MemRefType(ref.type).element_type)
+        regs = [vector.load(one, ref, [row]) for row in self._acc_rows()]
+        vec = dsl.FragmentedArray(regs, dsl.WGMMARowLayout(self.shape[0])).astype("float32")
+        return vec.broadcast(self.shape)
+
+    def _load_transposed(self, ref: ir.Value) -> dsl.FragmentedArray:
+        """Under swap_ab: the accumulator's (i, j) is C's (j, i), so each register's pair (i, j),
+        (i, j + 1) is two elements of a column of `ref` (C's shape), loaded one by one."""
+        shape = _shape(ref, 2, "EpilogueTile.load")
+        pair = ir.VectorType.get([2], ir.MemRefType(ref.type).element_type)
+        c_rows = shape[0]  # C's m: the accumulator's columns
+        rows = self._acc_rows()  # C's columns, clamped to its n - 1
+        regs = []
+        for i in range(self.shape[0] // WGMMA_ROWS):  # register order: (row tile, column group, half)
+            for col in self._acc_cols(c_rows + (c_rows % 2)):
+                for h in range(2):
+                    regs.append(vector.from_elements(pair, [
+                        memref.load(ref, [dsl.as_index(dsl.min(col + e, c_rows - 1)), dsl.as_index(rows[2 * i + h])])
+                        for e in range(2)]))
+        return dsl.FragmentedArray(regs, dsl.WGMMAFragLayout(self.shape[1], self.shape[0])).astype("float32")
 
 
 def _bits(t: ir.Type) -> int:

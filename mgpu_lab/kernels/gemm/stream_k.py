@@ -1,7 +1,7 @@
 """Stream-K for the persistent GEMM (persistent="stream_k"): every block gets the same number of
 k-steps, so no SM idles through a last, partial wave.
 
-A persistent grid of P units (blocks, or clusters of cluster_m blocks) over T work items
+A persistent grid of P units (blocks, or multicast pairs: cluster_m or cluster_n = 2) over T work items
 (tiles, or tile pairs) of ks k-steps each: with whole tiles per unit, T / P rounds up, and the
 power-of-two tile counts of most shapes leave 4 of the H200's 132 SMs idle in every wave (512
 tiles are 3.88 waves: 3% of the SM time). Here the first `dp_rounds` = T // P rounds are whole
@@ -61,7 +61,7 @@ class StreamKPlan:
 
     @classmethod
     def of(cls, t: GemmTiling) -> StreamKPlan:
-        return cls(t.grid // t.cluster_m, t.work_items, t.k_steps)
+        return cls(t.grid // t.cluster_size, t.work_items, t.k_steps)
 
     @functools.cached_property
     def dp_rounds(self) -> int:
@@ -249,7 +249,7 @@ def produce(ctx: Any, t: GemmTiling, plan: StreamKPlan, a: Any, b: Any, ring: tu
 
         @dsl.for_range(0, me.contributor_count, dtype="int32")
         def _(d0):  # unit - (d0 + 1)'s partial: one copy of the code, however many may contribute
-            source = (unit - dsl.as_index(d0 + 1)) * t.cluster_m + (0 if rank is None else rank)
+            source = (unit - dsl.as_index(d0 + 1)) * t.cluster_size + (0 if rank is None else rank)
             with ctx.named_region("flag"):
                 dsl.wait_signal(flags, source)
             for chunk in range(t.partial_chunks):
@@ -275,7 +275,7 @@ def signal_partials(t: GemmTiling, plan: StreamKPlan, flags: Any, unit: Any, blo
 
 
 def consume(ctx: Any, t: GemmTiling, plan: StreamKPlan, ring: tuple, chunks: Any, full: Any, empty: Any,
-            workspace: Any, wg: Any, unit: Any, block: Any, peer: Any, origin: Callable[[Any], tuple],
+            workspace: Any, wg: Any, unit: Any, block: Any, peers: tuple, origin: Callable[[Any], tuple],
             finish: Callable[[dsl.FragmentedArray, Any, Any], None]) -> None:
     """(A consumer warpgroup.) The unit's whole tiles, then its split segments, in one loop
     (`_Unit.for_jobs`): a job that ends its tile is finished here (`finish(acc, row0, col0)`:
@@ -285,7 +285,7 @@ def consume(ctx: Any, t: GemmTiling, plan: StreamKPlan, ring: tuple, chunks: Any
         @dsl.for_range(unit, plan.dp_items, plan.units)
         def _(item):
             acc = multiply(ctx, t, ring, full, empty, wg, (item - unit) // plan.units * plan.k_steps,
-                           release_last=True, peer=peer)
+                           release_last=True, peers=peers)
             finish(acc, *origin(item))
         return
     me = _Unit.of(plan, unit)
@@ -295,11 +295,11 @@ def consume(ctx: Any, t: GemmTiling, plan: StreamKPlan, ring: tuple, chunks: Any
     after = me.partials_first_iteration
 
     def job(item, k_first, steps, first):  # a whole tile ends its tile and owns no partials
-        acc = multiply(ctx, t, ring, full, empty, wg, first, release_last=True, steps=steps, peer=peer)
+        acc = multiply(ctx, t, ring, full, empty, wg, first, release_last=True, steps=steps, peers=peers)
         ends_tile = k_first + steps == plan.k_steps
         owner = ends_tile & (k_first != 0)
         acc = dsl.if_else(owner, lambda: _add_partials(ctx, t, contributors, after, acc, chunks, full, empty, wg,
-                                                       peer), lambda: acc)
+                                                       peers), lambda: acc)
         row0, col0 = origin(item)
         dsl.if_else(ends_tile, lambda: finish(acc, row0, col0),
                     lambda: _park(ctx, t, acc, workspace, block, wg))
@@ -317,7 +317,7 @@ def _park(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, workspace: Any, blo
 
 
 def _add_partials(ctx: Any, t: GemmTiling, contributors: Any, after: Any, acc: dsl.FragmentedArray, chunks: Any,
-                  full: Any, empty: Any, wg: Any, peer: Any) -> dsl.FragmentedArray:
+                  full: Any, empty: Any, wg: Any, peers: tuple) -> dsl.FragmentedArray:
     """The accumulator plus the partials of unit - 1, unit - 2, ... (`contributors` of them, an
     i32), in that order, read from the ring from pipeline iteration `after` on. A loop over the
     contributors, not a copy of the sum per possible one: each copy loads and adds the whole tile
@@ -336,7 +336,7 @@ def _add_partials(ctx: Any, t: GemmTiling, contributors: Any, after: Any, acc: d
                     full.wait_for_iteration(it)
                 part = dsl.FragmentedArray.load_by_thread(dsl.memref_slice(chunks, (it % t.stages, wg)), layout,
                                                           pack=2)
-                release_slot(empty, it, peer)
+                release_slot(empty, it, peers)
                 # summed before the next chunk's loads: deferred, every chunk would be live at once (spills)
                 out.append(dsl.optimization_barrier(piece + part)[0])
             return out

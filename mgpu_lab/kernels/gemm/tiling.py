@@ -22,8 +22,9 @@ from .stream_k import check_stream_k
 
 TILE_MS = (64, 128, 256)
 TILE_NS = (32, 64, 128, 192, 256)
-SWAP_AB_EPILOGUE = ("gemm: swap_ab=True writes C transposed straight from the registers and applies no epilogue; "
-                    "use swap_ab=False with an epilogue")
+SWAP_AB_EPILOGUE = ("gemm: swap_ab=True holds C.T's tiles and applies only an epilogue marked swap_safe (one that "
+                    "reads its arrays through the tile's loaders, as `fused(...)` does); use swap_ab=False with this "
+                    "epilogue")
 MAX_ACCUMULATOR = 128 * 128  # f32 accumulator elements per consumer warpgroup (128 registers a thread)
 # swap_ab tiles take no epilogue but the FP8 scales: 160 registers of accumulator leave no spills
 # there (a fused bias + GELU + residual epilogue spills above 128), and m = 129..160 fits one tile
@@ -43,6 +44,22 @@ def valid_tile_n(tile_n: Any, transpose_b: bool, swap_ab: bool = False) -> bool:
         return tile_n in TILE_NS
     step = 8 if swap_ab is True else 16
     return step <= tile_n <= 256 and tile_n % step == 0
+
+
+def pairs_split_b(tile_n: int, b_k_major: bool, parts: int = 2) -> bool:
+    """`parts` blocks sharing B (cluster_m=parts) can split a B tile this wide: each loads its
+    share of the rows of B (n, k) (8-row multiples, where the 128-byte swizzle repeats), or of its
+    64-column boxes of B (k, n) (pairs: two each, or two and one; four blocks: one each)."""
+    if b_k_major:
+        return 16 * parts <= tile_n <= 256 and tile_n % (8 * parts) == 0
+    return tile_n in ((128, 192, 256) if parts == 2 else (64 * parts,))
+
+
+def swap_safe(epilogue: Any) -> bool:
+    """Whether an epilogue applies to C.T's tiles as well (swap_ab): one marked `swap_safe = True`
+    (it reads its arrays through EpilogueTile's loaders, which speak C's terms either way, and is
+    elementwise otherwise: what `fused` builds), or one of scalars only (the FP8 scales)."""
+    return bool(getattr(epilogue, "swap_safe", False) or getattr(epilogue, "scalars_only", False))
 
 
 def check_problem(m: Any, n: Any, k: Any, transpose_b: Any = False, *, where: str = "gemm") -> tuple[int, int, int]:
@@ -82,13 +99,28 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     if t.split_k > 1 and t.persistent:
         raise ValueError(f"gemm: split_k={t.split_k} runs one tile slice per block; it cannot be combined with "
                          f"persistent={t.persistent!r}")
-    choice("cluster_m", t.cluster_m, (1, 2), expected="1 or 2", where="gemm")
-    if t.cluster_m == 2 and (t.persistent not in (True, "stream_k") or t.split_k > 1):
-        raise ValueError(f"gemm: cluster_m=2 (two blocks sharing B tiles by multicast) needs persistent=True (or "
-                         f"'stream_k') and split_k=1, got persistent={t.persistent!r}, split_k={t.split_k}")
-    if t.cluster_m == 2 and t.tile_n not in (128, 256):
-        raise ValueError(f"gemm: cluster_m=2 splits the B tile between the two blocks: tile_n must be 128 or 256, "
-                         f"got {t.tile_n}")
+    choice("cluster_m", t.cluster_m, (1, 2, 4), expected="1, 2 or 4", where="gemm")
+    if t.cluster_m > 1 and (t.persistent not in (True, "stream_k") or t.split_k > 1):
+        raise ValueError(f"gemm: cluster_m={t.cluster_m} ({t.cluster_m} blocks sharing B tiles by multicast) needs "
+                         f"persistent=True (or 'stream_k') and split_k=1, got persistent={t.persistent!r}, "
+                         f"split_k={t.split_k}")
+    if t.cluster_m > 1 and not pairs_split_b(t.tile_n, t.b_k_major, t.cluster_m):
+        share = "halves" if t.cluster_m == 2 else "quarters"
+        widths = (f"a multiple of {8 * t.cluster_m} from {16 * t.cluster_m}" if t.b_k_major
+                  else "128, 192 or 256" if t.cluster_m == 2 else "256")
+        raise ValueError(f"gemm: cluster_m={t.cluster_m} splits the B tile between the blocks (in 8-row {share} of "
+                         f"B (n, k), or 64-column boxes of B (k, n)): tile_n must be {widths}, got {t.tile_n}")
+    choice("cluster_n", t.cluster_n, (1, 2, 4), expected="1, 2 or 4", where="gemm")
+    if t.cluster_n > 1 and (t.persistent not in (True, "stream_k") or t.a_mn_major):
+        raise ValueError(f"gemm: cluster_n={t.cluster_n} ({t.cluster_n} blocks sharing A tiles by multicast) needs "
+                         f"persistent=True (or 'stream_k') and A as (m, k), got persistent={t.persistent!r}"
+                         f"{', swap_ab=True with B (k, n)' if t.a_mn_major else ''}")
+    if t.cluster_size > 4:
+        raise ValueError(f"gemm: a cluster holds at most four blocks (2 x 2, 4 x 1 or 1 x 4), got cluster_m="
+                         f"{t.cluster_m} with cluster_n={t.cluster_n}")
+    if t.cluster_size == 4 and t.persistent is not True:
+        raise ValueError(f"gemm: clusters of four blocks (cluster_m={t.cluster_m}, cluster_n={t.cluster_n}) need "
+                         f"persistent=True, got persistent={t.persistent!r}")
     choice("split_k_reduce", t.split_k_reduce, ("cluster", "workspace"), expected="'cluster' or 'workspace'",
            where="gemm")
     if t.cluster_split and t.split_k > MAX_CLUSTER_SPLIT:
@@ -98,10 +130,11 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: split_k with dtype {t.dtype!r} needs split_k_reduce='cluster' (its scales apply "
                          f"to the sums), got {t.split_k_reduce!r}")
     flag("swap_ab", t.swap_ab, where="gemm")
-    if t.swap_ab and (t.persistent or t.cluster_m > 1 or t.split_k > 1 and not t.cluster_split):
-        raise ValueError(f"gemm: swap_ab=True (C.T = B @ A.T, written transposed from registers) needs one tile per "
-                         f"block and the cluster split-K reduce; got persistent={t.persistent!r}, "
-                         f"cluster_m={t.cluster_m!r}, split_k_reduce={t.split_k_reduce!r} (split_k={t.split_k})")
+    if t.swap_ab and (t.pingpong or t.cluster_size > 1 or t.split_k > 1 and not t.cluster_split):
+        raise ValueError(f"gemm: swap_ab=True (C.T = B @ A.T, written transposed from registers) runs one tile per "
+                         f"block or persistent blocks (True or 'stream_k'), without multicast pairs, and the "
+                         f"cluster split-K reduce; got persistent={t.persistent!r}, cluster_m={t.cluster_m!r}, "
+                         f"cluster_n={t.cluster_n!r}, split_k_reduce={t.split_k_reduce!r} (split_k={t.split_k})")
     if t.a_mn_major and t.itemsize != 2:
         raise ValueError(f"gemm: swap_ab=True with B (k, n) reads B as an MN-major wgmma operand, which needs 16-bit "
                          f"inputs, got dtype {t.dtype!r}; pass B as (n, k) (transpose_b=True)")
@@ -117,7 +150,7 @@ def settle_tiling(m: int, n: int, k: int, picked: dict[str, Any], *, transpose_b
                   dtype: str = "bfloat16", out_dtype: str = "bfloat16", tile_m: int | None = None,
                   tile_n: int | None = None, stages: int | None = None, group_m: int | None = None,
                   persistent: bool | str | None = None, split_k: int | None = 1, split_k_reduce: str | None = None,
-                  cluster_m: int | None = None, swap_ab: bool | None = None,
+                  cluster_m: int | None = None, swap_ab: bool | None = None, cluster_n: int | None = None,
                   input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
     """The checked GemmTiling of sizes already checked (check_problem): each setting the caller
     gave, else the configuration `picked`'s, else the default (stages: the deepest ring that
@@ -131,6 +164,7 @@ def settle_tiling(m: int, n: int, k: int, picked: dict[str, Any], *, transpose_b
     group_m = picked.get("group_m", 8) if group_m is None else group_m
     persistent = picked.get("persistent", False) if persistent is None else persistent
     cluster_m = picked.get("cluster_m", 1) if cluster_m is None else cluster_m
+    cluster_n = picked.get("cluster_n", 1) if cluster_n is None else cluster_n
     if split_k is None:  # the configuration's split, summed its way
         split_k = picked.get("split_k", 1)
         split_k_reduce = picked.get("split_k_reduce") if split_k_reduce is None else split_k_reduce
@@ -141,7 +175,7 @@ def settle_tiling(m: int, n: int, k: int, picked: dict[str, Any], *, transpose_b
                    persistent=persistent, split_k=split_k, swap_ab=swap_ab)
     if split_k_reduce is None:
         split_k_reduce = default_reduce(split_k)
-    t = dataclasses.replace(t, split_k_reduce=split_k_reduce, cluster_m=cluster_m)
+    t = dataclasses.replace(t, split_k_reduce=split_k_reduce, cluster_m=cluster_m, cluster_n=cluster_n)
     if tile_m in TILE_MS and valid_tile_n(tile_n, transpose_b, swap_ab) and stages is None:
         t = dataclasses.replace(t, stages=deepest_ring(t if t.dtype in input_dtypes else
                                                         dataclasses.replace(t, dtype="bfloat16")))
@@ -149,5 +183,6 @@ def settle_tiling(m: int, n: int, k: int, picked: dict[str, Any], *, transpose_b
     return dataclasses.replace(t, split_k=even_split_k(t.k_tiles, t.split_k))  # no empty K slice
 
 
-__all__ = ["MAX_ACCUMULATOR", "MAX_SWAP_AB_ACCUMULATOR", "SWAP_AB_EPILOGUE", "TILE_MS", "TILE_NS", "check_problem",
-           "check_tiling", "settle_tiling", "valid_tile_n"]
+__all__ = ["MAX_ACCUMULATOR", "MAX_SWAP_AB_ACCUMULATOR", "SWAP_AB_EPILOGUE", "TILE_MS", "TILE_NS", "swap_safe",
+           "check_problem",
+           "check_tiling", "pairs_split_b", "settle_tiling", "valid_tile_n"]
