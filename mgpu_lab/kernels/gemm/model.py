@@ -83,10 +83,6 @@ def _offered(value: str) -> set[str]:
 
 _OFFERED = _offered(os.environ.get(OFFER_ENV, ""))
 
-
-def switches_on() -> tuple[str, ...]:
-    """The names of OFFERS switched on now (in OFFERS' order): what a benchmark record names."""
-    return tuple(name for name in OFFERS if globals()[f"OFFER_{name.upper()}"])
 # Pairs sharing A by multicast (make_gemm's cluster_n=2): on by default since timed on the H200
 # (seeds 21-23, 2026-12-05: the model's picks of them x1.02-1.08 persistent, x0.98-1.04 stream-K).
 OFFER_A_PAIRS = "a_pairs" in _OFFERED
@@ -117,6 +113,13 @@ OFFER_CLUSTERS_OF_FOUR = "clusters_of_four" in _OFFERED
 # ..103314Z..). Off, an epilogue runs on C's own tiles.
 OFFER_SWAP_EPILOGUE = "swap_epilogue" in _OFFERED
 SWAPPABLE = "swappable"  # Problem.epilogue of an epilogue that applies to C.T too (swap_safe)
+
+
+def switches_on() -> tuple[str, ...]:
+    """The names of OFFERS switched on now (in OFFERS' order): what a benchmark record names."""
+    return tuple(name for name in OFFERS if globals()[f"OFFER_{name.upper()}"])
+
+
 # Persistent swapped tiles from SWAP_AB_MAX_M up to this many rows: the model's picks of them on
 # seeds 21-23 ran x1.03-1.22 against main's at 525-1043 rows, x0.935-0.947 at 1434 and 1942.
 SWAP_PERSISTENT_MAX_M = 1024
