@@ -440,8 +440,8 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
         compute = waves * (steps * t_step + per_tile)
     else:
         units = clusters_resident(pair, p, c.cluster_fill) if pair > 2 else p.sms // pair
+        items = _ceil(tiles_n, cluster_n) * _ceil(tiles_m, cluster_m)  # tiles, pairs or quads of them
         if persistent == "stream_k":
-            items = _ceil(tiles_n, cluster_n) * _ceil(tiles_m, cluster_m)
             whole = items // units
             rest = items - whole * units
             unit_steps = whole * steps + _ceil(rest * steps, units)
@@ -454,7 +454,6 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
             compute = per_block * steps * t_step + _first_tile_us(per_block, c.pingpong_tile_us, c) \
                 + c.latency_us + t_store
         else:
-            items = _ceil(tiles_n, cluster_n) * _ceil(tiles_m, cluster_m)
             per_block = _ceil(items, units)
             compute = per_block * (steps * t_step + t_store * 0.5 + t_swap) \
                 + _first_tile_us(per_block, c.persist_tile_us, c) + c.latency_us
