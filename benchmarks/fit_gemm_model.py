@@ -20,6 +20,8 @@ promotion asked for (`--promotion`, default the library's); aligned ones count w
 record's. A record names its promotion (`tma_l2_promotion`, or a probe's `l2_promotion` note);
 one that names none ran at 256 bytes, the default until 0136675.
 
+Device: the constants are an H200's; records that name another GPU are left out (on_model_device).
+
 Run:  python benchmarks/fit_gemm_model.py [--since 2026-12-01T14] [--fit] [--iters 4000] [--promotion any]
 Without --fit it scores the constants in model.py; with it, prints the fitted Constants too.
 """
@@ -69,6 +71,17 @@ def record_promotion(record: dict) -> str:
     return record.get("tma_l2_promotion") or (record.get("notes") or {}).get("l2_promotion") or LEGACY_PROMOTION
 
 
+MODEL_DEVICE = "H200"  # the model's constants are an H200's (model.H200_CLUSTERS, DRAM bandwidth)
+
+
+def on_model_device(record: dict) -> bool:
+    """Whether a record's times are the model's device's: records that name another GPU (an H100's
+    runs when no H200 was lent) are left out; those that name none ran on the H200 before the
+    field was written."""
+    device = str(record.get("device") or "")
+    return "NVIDIA" not in device or MODEL_DEVICE in device
+
+
 def at_promotion(samples: list[Sample], wanted: str | None) -> tuple[list[Sample], list[Sample]]:
     """(samples that count at promotion `wanted`, the others): those timed at it, and those whose
     rows are all on the 128-byte line (the promotion did not change their times). None: all count."""
@@ -115,6 +128,8 @@ def option_samples(results: Path) -> list[Sample]:
     samples = []
     for path in sorted(results.glob("gemm_options_*.json")):
         record = json.loads(path.read_text())
+        if not on_model_device(record):
+            continue
         figures, drawn = record["figures"], bool((record.get("notes") or {}).get("random"))
         promotion = record_promotion(record)
         for key, tflops in figures.items():
@@ -141,7 +156,7 @@ def sweep_samples(results: Path, since: str) -> list[Sample]:
     samples = []
     for path in sorted(results.glob("gemm_2026-*.json")):
         record = json.loads(path.read_text())
-        if record.get("time_utc", "") < since:
+        if record.get("time_utc", "") < since or not on_model_device(record):
             continue
         figures = record["figures"]
         for key, config in figures.items():
@@ -175,6 +190,8 @@ def random_samples(results: Path, fp8: bool = False) -> list[Sample]:
     for pattern, key_re, dtype in patterns[1:] if fp8 else patterns[:1]:
         for path in sorted(results.glob(pattern)):
             record = json.loads(path.read_text())
+            if not on_model_device(record):
+                continue
             figures, promotion = record["figures"], record_promotion(record)
             for key, config in figures.items():
                 m = re.match(key_re, key)
@@ -296,7 +313,7 @@ def nelder_mead(f, x0: np.ndarray, iters: int, step: float = 0.15) -> np.ndarray
 
 BOUNDS = {"eff_two": (0.5, 1.0), "eff_one": (0.3, 1.0), "eff_pingpong": (0.5, 1.0), "multicast": (0.95, 1.1),
           "cluster_fill": (0.3, 1.0), "misaligned": (1.0, 4.0), "l2_bw": (4e6, 40e6), "l2_bw_misaligned": (2e6, 40e6),
-          "dram_bw": (3.0e6, 4.2e6), "sm_bw": (20e3, 200e3)}  # physical limits the fit must keep
+          "dram_bw": (3.0e6, 4.2e6), "sm_bw": (20e3, 200e3), "smem_eff": (0.3, 1.0)}  # physical limits the fit must keep
 
 
 def fit(samples: list[Sample], options: list[Sample], c0: model.Constants, iters: int,

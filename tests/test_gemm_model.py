@@ -5,6 +5,7 @@ clear errors for bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import sys
@@ -537,6 +538,39 @@ def test_the_fit_counts_rows_off_the_line_only_at_the_promotion_they_ran_with(tm
     assert len(kept) == 5 and at_promotion(samples, None) == (samples, [])
     kept, left = at_promotion(samples, "L2_256B")
     assert {(s.problem.k, s.promotion) for s in left} == {(4136, "L2_128B")} and len(left) == 2
+
+
+def test_narrow_tiles_are_bound_by_shared_memory_reads_when_compute_bound():
+    """wgmma reads A, and B once per 64 rows of A, from shared memory at 128 B per clock against
+    4096 bf16 flop: a 128 x 64 tile needs 1 B per 32 flop, the port's whole rate, and the records
+    ran such tiles 1.25-1.45x the tensor-core estimate on long K (791x3584x14336: a pair of
+    128 x 64 tiles 241 us where 128 x 256 stream-K ran 123 us). A wide tile stays under the port."""
+    c = model.CONSTANTS
+    assert c.smem_eff < 1.0
+    p = model.Problem(791, 3584, 14336, transpose_b=True)
+    narrow = {"tile_m": 128, "tile_n": 64, "persistent": True, "cluster_n": 2}
+    off = dataclasses.replace(c, smem_eff=1e9)  # the port never binds
+    assert model.estimate_us(p, narrow, c) > 1.15 * model.estimate_us(p, narrow, off)
+    wide = {"tile_m": 128, "tile_n": 256, "persistent": "stream_k"}
+    assert model.estimate_us(p, wide, c) == pytest.approx(model.estimate_us(p, wide, off))
+    assert model.ranked(p)[0][1]["tile_n"] >= 128
+
+
+def test_the_fit_leaves_out_records_of_another_gpu(tmp_path):
+    """The constants are an H200's: a record that names another GPU (an H100's run when no H200 was
+    lent) is no sample; one that names none ran before records named their device."""
+    import json
+
+    from fit_gemm_model import on_model_device, random_samples
+
+    figures = {"gemm_random_seed1_512x512x512_nt_config": {"tile_m": 128, "tile_n": 128},
+               "gemm_random_seed1_512x512x512_nt_ours_us": 10.0}
+    for name, device in (("h200", "NVIDIA H200"), ("h100", "NVIDIA H100 80GB HBM3"), ("old", None)):
+        (tmp_path / f"gemm_random_2026-12-05T00000{len(name)}Z_{name}.json").write_text(
+            json.dumps({"figures": figures, **({"device": device} if device else {})}))
+    kept = sorted(s.group.split("Z_")[1].split(".json")[0] for s in random_samples(tmp_path))
+    assert kept == ["h200", "old"]
+    assert not on_model_device({"device": "NVIDIA H100 80GB HBM3"}) and on_model_device({"device": "unavailable"})
 
 
 def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad_value():
