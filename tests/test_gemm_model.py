@@ -582,17 +582,17 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     import sys
 
     code = ("from mgpu_lab.kernels.gemm import model; from common import run_identity; "
-            "print(model.OFFER_A_PAIRS, model.OFFER_WIDE_B_PAIRS, model.OFFER_SWAP_PERSISTENT, "
+            "print(model.OFFER_A_PAIRS, model.OFFER_WIDE_B_PAIRS, model.OFFER_CLUSTERS_OF_FOUR, "
             "run_identity().get('gemm_offer'), ','.join(run_identity()['gemm_switches']))")
     bench = str(Path(__file__).parent.parent / "benchmarks")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([bench, *sys.path])}
     env.pop("MGPU_LAB_GEMM_OFFER", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.stdout.split() == ["True", "False", "True", "None", ",".join(model.DEFAULT_OFFERS)], out.stderr
-    env["MGPU_LAB_GEMM_OFFER"] = "wide_b_pairs,-a_pairs"  # one on, one of the defaults off
+    assert out.stdout.split() == ["False", "False", "True", "None", ",".join(model.DEFAULT_OFFERS)], out.stderr
+    env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,-clusters_of_four"  # one on, one of the defaults off
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.stdout.split() == ["False", "True", "True", "wide_b_pairs,-a_pairs",
-                                  "wide_b_pairs,swap_persistent,clusters_of_four,swap_epilogue"], out.stderr
+    assert out.stdout.split() == ["True", "False", "False", "a_pairs,-clusters_of_four",
+                                  "a_pairs,swap_epilogue"], out.stderr
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,b_pairs"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "

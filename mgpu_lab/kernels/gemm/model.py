@@ -62,7 +62,7 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 # benchmarks/bench_gemm.py --random): "wide_b_pairs" adds a switch, "-a_pairs" takes one away.
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue")
-DEFAULT_OFFERS = ("a_pairs", "swap_persistent", "clusters_of_four", "swap_epilogue")
+DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue")
 
 
 def _offered(value: str) -> set[str]:
@@ -84,8 +84,10 @@ def _offered(value: str) -> set[str]:
 
 _OFFERED = _offered(os.environ.get(OFFER_ENV, ""))
 
-# Pairs sharing A by multicast (make_gemm's cluster_n=2): on by default since timed on the H200
-# (seeds 21-23, 2026-12-05: the model's picks of them x1.02-1.08 persistent, x0.98-1.04 stream-K).
+# Pairs sharing A by multicast (make_gemm's cluster_n=2). Off: on the H200's seeds 21-23 (the runs
+# that chose them, 2026-12-05) the model's picks of them ran x1.02-1.08 persistent, x0.98-1.04
+# stream-K, but on held-out seeds 24-27 (an H100, against the switch off) persistent ones ran
+# x0.90 / x0.99 / x0.93 / x0.92 and stream-K ones x0.99 / x0.99 / x0.99 / x1.11.
 OFFER_A_PAIRS = "a_pairs" in _OFFERED
 # Pairs sharing B (cluster_m=2) at tile_n 160, 192 and 224 (tiling.pairs_split_b: the B tile
 # split in 8-row halves of B (n, k), or two and one 64-column boxes of B (k, n)): a narrow n
@@ -94,7 +96,8 @@ OFFER_A_PAIRS = "a_pairs" in _OFFERED
 OFFER_WIDE_B_PAIRS = "wide_b_pairs" in _OFFERED
 # Persistent swapped tiles (swap_ab with persistent=True): C.T's tile_n runs over m in even
 # shares (m = 530: three 184-wide tiles, 96% used, where 128-row tiles use 83%), so rows up to
-# SWAP_PERSISTENT_MAX_M get them, as cuBLAS tiles its N side. On: seeds 21-23, x1.03-1.22.
+# SWAP_PERSISTENT_MAX_M get them, as cuBLAS tiles its N side. Off: seeds 21-23 (H200, the runs
+# that chose it) x1.03-1.22, held-out seeds 24-27 (H100) x0.97 / x0.89 / x0.86 / none picked.
 OFFER_SWAP_PERSISTENT = "swap_persistent" in _OFFERED
 # The same with stream-K (with OFFER_SWAP_PERSISTENT): timed on seeds 21-23 (2026-12-05) the model's
 # eight picks of it ran x0.96 in geomean against main's picks (x0.875-x1.065), so it is a switch
@@ -104,7 +107,8 @@ OFFER_SWAP_STREAM_K = "swap_stream_k" in _OFFERED
 # block reading half of its A tile and half of its B tile from L2, what a block off the 128-byte
 # line is short of (cuBLAS runs 2 x 1, 1 x 2 and 4 x 2 clusters there); four tiles in a column
 # sharing B (cluster_m=4) or in a row sharing A (cluster_n=4), a quarter each. 30 resident on an
-# H200 (120 SMs). On: seeds 21-23, 2 x 2 x1.39 on 1161x1424x11496, 1 x 4 of 128 x 256 x1.12.
+# H200 (120 SMs). On: seeds 21-23, 2 x 2 x1.39 on 1161x1424x11496, 1 x 4 of 128 x 256 x1.12;
+# held-out seeds 24-27 (H100) x0.96 / x1.10 / x1.21 / x0.96.
 OFFER_CLUSTERS_OF_FOUR = "clusters_of_four" in _OFFERED
 # Swapped tiles for a kernel whose epilogue applies to C.T as well (`fused`'s bias / activation /
 # residual / scale, read through EpilogueTile's loaders): an nn.Linear with a bias at decode sizes
