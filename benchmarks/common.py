@@ -72,7 +72,10 @@ def run_identity() -> dict:
     identity = {"device": device_name(), "driver": driver_version(), "commit": commit(),
                 "tma_l2_promotion": l2_promotion(), "gemm_switches": list(switches_on())}
     offered = os.environ.get("MGPU_LAB_GEMM_OFFER")  # changed for a probe
-    return {**identity, "gemm_offer": offered} if offered else identity
+    if offered:
+        identity["gemm_offer"] = offered
+    swap_store = os.environ.get("MGPU_LAB_GEMM_SWAP_STORE")  # how swapped tiles write C, changed for a probe
+    return {**identity, "gemm_swap_store": swap_store} if swap_store else identity
 
 
 # --------------------------------------------------------------------------- clocks and power

@@ -131,3 +131,53 @@ def test_store_tiled_puts_each_element_where_the_tma_store_reads_it(dtype, swizz
     for (position, warp), accesses in per_instruction.items():
         report = bank_conflicts(accesses)
         assert report.degree == 1.0, (position, warp, report.max_way)
+
+
+def make_store_tiled_transposed(dtype: str, swizzle: int, m: int, n: int) -> mgpu_lab.Kernel:
+    width = swizzle // dtype_itemsize(dtype)
+    sd = mgpu_lab.ShapeDtype((m, n), dtype)
+
+    def store_tiled_transposed(ctx, x, out, smem):
+        (tile,) = smem
+        FragmentedArray.load(x, layout=WGMMAFragLayout(n, m)).store_tiled_transposed(tile, swizzle)
+
+    return mgpu_lab.kernel(store_tiled_transposed, grid=1, block=128, in_shapes=sd, out_shapes=sd,
+                           smem=(mgpu_lab.ShapeDtype((m // width, n, width), dtype),),
+                           name=f"stt_{dtype}_{swizzle}_{m}x{n}")
+
+
+def _program(kernel: mgpu_lab.Kernel) -> list[tuple]:
+    with ir.Context() as context, ir.Location.unknown():
+        context.allow_unregistered_dialects = True
+        module = ir.Module.parse(kernel.compiled.mlir)
+        gpu_module = module.body.operations[0].operation
+        func = next(op.operation for op in gpu_module.regions[0].blocks[0].operations
+                    if op.operation.name == "gpu.func")
+        return translate(func)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("swizzle", [32, 64, 128])
+@pytest.mark.parametrize("m, n", [(64, 8), (128, 24)])
+def test_store_tiled_transposed_puts_each_element_where_the_tma_store_of_the_transpose_reads_it(dtype, swizzle, m, n):
+    """A swapped GEMM tile (C.T in the registers) goes to smem as C: element (i, j) where a TMA
+    store of the (n, m) transpose with the same swizzle reads its (j, i), each exactly once; a
+    warp's 2-byte stores are served in one wavefront (4 rows, one 16-byte unit each), its
+    4-byte ones in at most two."""
+    itemsize, width = dtype_itemsize(dtype), swizzle // dtype_itemsize(dtype)
+    program = _program(make_store_tiled_transposed(dtype, swizzle, m, n))
+    smem: dict[int, tuple[int, int]] = {}
+    per_instruction: dict[tuple[int, int], list[Access]] = defaultdict(list)
+    for tid in range(128):
+        for position, (chunk, row, col), elements in run_thread(program, tid):
+            base = (chunk * n * width + row * width + col) * itemsize
+            for k, element in enumerate(elements):
+                assert base + k * itemsize not in smem, f"two stores to byte {base + k * itemsize}"
+                smem[base + k * itemsize] = element
+            per_instruction[(position, tid // 32)].append(Access(tid % 32, base, len(elements) * itemsize))
+    assert len(smem) == m * n, "every element is stored exactly once"
+    for i, j in ((i, j) for i in range(m) for j in range(n)):
+        logical = (i // width) * n * swizzle + j * swizzle + (i % width) * itemsize  # the transpose's (j, i)
+        assert smem[swizzle_address(logical, swizzle)] == (i, j), (i, j)
+    worst = max(bank_conflicts(accesses).degree for accesses in per_instruction.values())
+    assert worst <= (1.0 if itemsize == 2 else 2.0), worst

@@ -18,10 +18,15 @@ def opcodes(sass: str) -> list[str]:
     return re.findall(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", sass)
 
 
-def assert_clean(kern, hgmma: str, tma_store: bool = True) -> list[str]:
-    """HGMMA of the expected shape, TMA loads and (unless tma_store=False: swap_ab writes C from
-    the registers) stores, no local memory, no spills."""
-    compiled = getattr(kern, "inner", kern).compiled
+def assert_clean(kern, hgmma: str, tma_store: bool | None = None) -> list[str]:
+    """HGMMA of the expected shape, TMA loads and stores (tma_store None: unless the tiling is
+    swapped and not `swap_tma_store`, a persistent or split swapped tile writing C from the
+    registers), no local memory, no spills."""
+    inner = getattr(kern, "inner", kern)
+    compiled = inner.compiled
+    if tma_store is None:
+        tiling = (getattr(inner, "config", None) or {}).get("tiling")
+        tma_store = tiling is None or not tiling.swap_ab or tiling.swap_tma_store
     sass, r = compiled.sass, compiled.resources
     ops = opcodes(sass)
     assert re.search(hgmma, sass), f"no {hgmma} in the SASS"
@@ -177,7 +182,7 @@ def test_fused_epilogues_apply_to_swapped_tiles(m, n, k, transpose_b, what, tile
     e = fused(m, n, **what)
     kern = make_gemm(m, n, k, transpose_b=transpose_b, swap_ab=True, epilogue=e, epilogue_inputs=e.inputs, **tiles)
     assert kern.name.endswith("_swapab")
-    assert_clean(kern, rf"HGMMA\.64x{tiles['tile_n']}x16", tma_store=False)
+    assert_clean(kern, rf"HGMMA\.64x{tiles['tile_n']}x16")
     assert [s.shape for s in kern.compiled.inputs][2:] == [s.shape for s in e.inputs]
 
 
@@ -251,7 +256,7 @@ def test_swap_ab_tiles_the_transposed_product():
     assert [tuple(s.shape) for s in spec.inputs] == [(129, 128), (512, 128)]
     assert [tuple(s.shape) for s in spec.outputs] == [(129, 512)]
     assert k.name.endswith("_swapab")
-    ops = assert_clean(k, r"HGMMA\.64x144x16\.F32\.BF16", tma_store=False)  # A's 129 rows as the wgmma's N
+    ops = assert_clean(k, r"HGMMA\.64x144x16\.F32\.BF16")  # A's 129 rows as the wgmma's N
     assert any(op.startswith("STG") for op in ops)  # C written from the registers
     # 512 / 64 tiles of B's rows, 2 K slices, one 144-wide tile over A's 129 rows
     assert tuple(spec.grid)[:2] == (8, 2) and tuple(spec.cluster)[:2] == (1, 2)
@@ -265,7 +270,7 @@ def test_swap_ab_reads_b_k_n_mn_major():
     spec = k.compiled.spec
     assert [tuple(s.shape) for s in spec.inputs] == [(129, 4104), (4104, 4096)]
     assert [tuple(s.shape) for s in spec.outputs] == [(129, 4096)] and k.name == "gemm_nn_129x4096x4104_swapab"
-    assert_clean(k, r"HGMMA\.64x136x16\.F32\.BF16", tma_store=False)
+    assert_clean(k, r"HGMMA\.64x136x16\.F32\.BF16")
     wgmmas = [line for line in k.compiled.ptx.splitlines() if "wgmma.mma_async" in line]
     assert wgmmas and all(line.rstrip().endswith("p, 1, 1, 1, 0;") for line in wgmmas)  # trans-a 1, trans-b 0
     plain = make_gemm(129, 4096, 4104, transpose_b=True, swap_ab=True, tile_m=256, tile_n=136, split_k=4)
@@ -287,7 +292,7 @@ def test_swap_ab_takes_wider_accumulators():
     """A swapped tile applies no epilogue, so a consumer may keep 128 x 160 f32 (m = 129 as one
     136-wide tile of 256 rows of B: half the re-reads of A of 128-row tiles) without spilling."""
     k = make_gemm(129, 4096, 4104, transpose_b=True, swap_ab=True, tile_m=256, tile_n=136, split_k=4)
-    assert_clean(k, r"HGMMA\.64x136x16\.F32\.BF16", tma_store=False)
+    assert_clean(k, r"HGMMA\.64x136x16\.F32\.BF16")
     assert tuple(k.compiled.spec.grid)[:2] == (16, 4) and tuple(k.compiled.spec.cluster)[:2] == (1, 4)
 
 
@@ -305,7 +310,7 @@ def test_swap_ab_runs_persistent(m, n, k, tile_m, tile_n, persistent, transpose_
     so the ring keeps the one-tile kernel's stages."""
     kernel = make_gemm(m, n, k, transpose_b=transpose_b, swap_ab=True, tile_m=tile_m, tile_n=tile_n,
                        persistent=persistent)
-    ops = assert_clean(kernel, rf"HGMMA\.64x{tile_n}x16\.F32\.BF16", tma_store=False)
+    ops = assert_clean(kernel, rf"HGMMA\.64x{tile_n}x16\.F32\.BF16")
     assert any(op.startswith("STG") for op in ops)
     t = kernel.config["tiling"]
     assert t.swap_ab and t.persistent == persistent and kernel.compiled.grid[0] == t.grid <= 132

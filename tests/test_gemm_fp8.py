@@ -28,7 +28,7 @@ def test_fp8_gemm_for_few_rows_takes_the_models_narrow_swapped_tile():
     k = make_fp8_gemm(16, 4096, 4096)
     tiling = k.config["tiling"]
     assert tiling.swap_ab and tiling.tile_n <= 32
-    assert_clean(k, rf"QGMMA\.64x{tiling.tile_n}x32\.F32\.E4M3\.E4M3", tma_store=False)
+    assert_clean(k, rf"QGMMA\.64x{tiling.tile_n}x32\.F32\.E4M3\.E4M3")
     assert [tuple(x.shape) for x in k.compiled.inputs][:2] == [(16, 4096), (4096, 4096)]
 
 
@@ -41,7 +41,7 @@ def test_fp8_gemm_with_a_fused_epilogue():
 
 def test_fp8_swap_ab_compiles_and_keeps_its_scales():
     k = make_fp8_gemm(16, 4096, 4096, tile_m=64, tile_n=16, split_k=2, swap_ab=True)
-    ops = assert_clean(k, r"QGMMA\.64x16x32", tma_store=False)
+    ops = assert_clean(k, r"QGMMA\.64x16x32")
     assert k.name.endswith("_swapab") and any(op.startswith("STG") for op in ops)
     assert [tuple(x.shape) for x in k.compiled.inputs] == [(16, 4096), (4096, 4096), (1,), (1,)]
 
@@ -53,7 +53,7 @@ def test_fp8_swap_ab_runs_persistent(tiles):
     """FP8 swapped tiles in persistent blocks: m = 572 as four 144-wide (or 136) tiles of C.T,
     the scales applied in each, written from the registers, no spills."""
     k = make_fp8_gemm(572, 7920, 22176, swap_ab=True, **tiles)
-    ops = assert_clean(k, rf"QGMMA\.64x{tiles['tile_n']}x32", tma_store=False)
+    ops = assert_clean(k, rf"QGMMA\.64x{tiles['tile_n']}x32")
     assert any(op.startswith("STG") for op in ops) and k.compiled.grid[0] <= 132
     assert k.config["tiling"].persistent == tiles["persistent"]
 
@@ -64,7 +64,7 @@ def test_fp8_swap_ab_takes_a_swap_safe_user_epilogue_only():
     e = fused(16, 4096, bias="bfloat16")
     k = make_fp8_gemm(16, 4096, 4096, tile_m=64, tile_n=16, swap_ab=True, epilogue=e.fn, epilogue_inputs=e.inputs)
     assert k.name.endswith("_swapab")
-    assert_clean(k, r"QGMMA\.64x16x32", tma_store=False)
+    assert_clean(k, r"QGMMA\.64x16x32")
     with pytest.raises(ValueError, match=r"gemm: swap_ab=True holds C.T's tiles and applies only an epilogue marked "
                                          r"swap_safe"):
         make_fp8_gemm(16, 4096, 4096, tile_m=64, tile_n=16, swap_ab=True, epilogue=lambda acc, tile, bias: acc,

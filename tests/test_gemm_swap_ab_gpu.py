@@ -84,6 +84,21 @@ def test_swap_ab_float32_output(rng):
     assert _error(33, 500, 1000, rng, out_dtype="float32", swap_ab=True, tile_m=64, tile_n=48, split_k=2) <= 1e-4
 
 
+@pytest.mark.parametrize("m, n, k, tile_m, tile_n, out_dtype, transpose_b", [
+    (33, 500, 1000, 64, 48, "float32", True),  # f32: 32-column boxes, 4-byte transposed smem writes
+    (300, 1000, 512, 256, 104, "bfloat16", True),  # two consumers of 128 rows: two boxes each
+    (77, 1096, 700, 128, 80, "bfloat16", False),  # ragged everywhere, B (k, n)
+    (8, 72, 64, 64, 8, "bfloat16", True),  # C narrower than one box: the store clipped on both sides
+])
+def test_swapped_one_tile_blocks_store_c_by_tma(m, n, k, tile_m, tile_n, out_dtype, transpose_b, rng):
+    """A swapped one-tile block (no split) writes its C.T tile transposed into smem and C by TMA
+    (t.swap_tma_store); edges of C clip the boxes. C poisoned first: a box written past an edge
+    or a part never written shows up."""
+    tol = 1e-4 if out_dtype == "float32" else 1e-2
+    assert _error(m, n, k, rng, out_dtype=out_dtype, transpose_b=transpose_b, swap_ab=True, tile_m=tile_m,
+                  tile_n=tile_n, split_k=1) <= tol
+
+
 @pytest.mark.parametrize("m, n, k, tile_m, tile_n, split_k", [
     (16, 6144, 4096, 64, 96, 2),  # 64 tiles x 2 slices: 128 blocks
     (16, 1000, 2048, 64, 160, 2),  # 160 = 5 boxes of 32 columns, a ragged last tile

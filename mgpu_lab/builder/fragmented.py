@@ -620,6 +620,51 @@ class FragmentedArray:
                         with when((target_row < shape[0]) & (source_row < shape[1])):
                             memref.store(value, ref, [target_row, source_row])
 
+    def store_tiled_transposed(self, ref: ir.Value, swizzle: int = 128) -> None:
+        """Store an (m, n) WGMMAFragLayout array as its (n, m) transpose into a swizzled smem tile
+        (m // w, n, w) (w = swizzle / itemsize; n a multiple of 8), the layout a TMA store of
+        that transpose reads: element (i, j) to row j, column i of the transpose. For a GEMM
+        computed as C.T = B @ A.T (swap-AB): C's tile goes out by TMA, whole 128-byte lines,
+        instead of a scalar global store per element (`store_transposed`). One 2- or 4-byte
+        access per element; a warp's 32 land in 4 rows, one 16-byte unit each, which the
+        swizzle puts in distinct banks. Make the writes visible to TMA (`fence_async_shared` +
+        a barrier) before the store."""
+        what = "FragmentedArray.store_tiled_transposed"
+        if not isinstance(self.layout, WGMMAFragLayout):
+            raise ValueError(f"{what}: needs an array in WGMMAFragLayout, got {self.layout}")
+        if swizzle not in (32, 64, 128):
+            raise ValueError(f"{what}: swizzle must be 32, 64 or 128 (bytes), got {swizzle!r}")
+        ref_type = ir.MemRefType(ref.type)
+        if str(ref_type.memory_space) != "#gpu.address_space<workgroup>":
+            raise ValueError(f"{what}: the tile must be in shared memory, got {ref_type}")
+        elem = ref_type.element_type
+        itemsize = bitwidth(elem) // 8
+        width = swizzle // itemsize
+        m, n = self.shape
+        if tuple(ref_type.shape) != (m // width, n, width) or m % width or n % 8 or elem != self.element_type:
+            raise ValueError(f"{what}: expected a ({m // width}, {n}, {width}) smem tile of {self.element_type} "
+                             f"(the ({n}, {m}) transpose in {width}-element rows), got {tuple(ref_type.shape)} of "
+                             f"{elem}")
+        layout = self.layout
+        base_row, base_col = wgmma_thread_base()
+        lines = 128 // swizzle  # transpose rows per 128-byte line of the swizzle pattern
+        # The thread's element (64 i + 8 h + base_row, 8 j + e + base_col) goes to chunk
+        # (base_row + 8 h) // width + 64 i // width, row 8 j + e + base_col, and a swizzled column
+        # that depends on h and e only (8 j moves whole swizzle periods): four addresses per
+        # thread, each store one constant offset from them (what keeps the epilogue's registers).
+        local = [base_row + 8 * h for h in range(2)]  # < 64: a width (8-64) divides 64
+        unit = [(base_col + e) // lines % (swizzle // 16) for e in range(2)]
+        column = [[((local[h] % width * itemsize) ^ (unit[e] * 16)) // itemsize for e in range(2)] for h in range(2)]
+        chunk = [local[h] // width for h in range(2)]
+        for i in range(layout.m // 64):
+            for j in range(layout.n // 8):
+                for h in range(2):
+                    values = elements(self.registers[layout.index(i, j, h)])
+                    for e, value in enumerate(values):
+                        vector.store(vector.from_elements(_vtype(1, elem), [value]), ref,
+                                     [as_index(chunk[h] + 64 * i // width), as_index(base_col + (8 * j + e)),
+                                      as_index(column[h][e])])
+
     @classmethod
     def load_by_thread(cls, ref: ir.Value, layout: Layout, *, cta: int | ir.Value | None = None,
                        pack: int = 1) -> FragmentedArray:

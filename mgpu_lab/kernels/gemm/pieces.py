@@ -20,6 +20,7 @@ bias vectors, residual tiles and scalars at this tile's coordinates (see epilogu
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,21 @@ WG_BARRIER = 2  # + consumer index: named barrier of one consumer warpgroup
 TURN_BARRIER = 4  # + consumer index (pingpong): 'your mainloop may start', the other consumer arrives
 EPILOGUE_SLOTS_BYTES = 16 * 1024  # a persistent consumer's epilogue buffer, at most (two slots)
 SMEM_LIMIT = 227 * 1024  # shared memory a Hopper block can have
+
+
+def _swap_store(value: str) -> str:
+    if value not in ("tma", "registers"):
+        raise ValueError(f"{SWAP_STORE_ENV} must be 'tma' or 'registers' (how a swapped one-tile block writes C), "
+                         f"got {value!r}")
+    return value
+
+
+# How a swapped one-tile block writes C (GemmTiling.swap_tma_store): "tma" (its tile transposed
+# into smem, then TMA stores), or "registers" (one store per element from the registers, the
+# only way before 2026-12-05), for timing the two side by side; read at import, so that a
+# benchmark's build workers build as it does.
+SWAP_STORE_ENV = "MGPU_LAB_GEMM_SWAP_STORE"
+SWAP_STORE = _swap_store(os.environ.get(SWAP_STORE_ENV, "tma"))
 MAX_STAGES = 8
 # Clusters of four one-SM blocks an H200 keeps resident (cuOccupancyMaxActiveClusters, model.H200_CLUSTERS;
 # a cluster never straddles a GPC): a persistent grid of such clusters launches no more, or the rest
@@ -212,6 +228,20 @@ class GemmTiling:
                 * dtype_itemsize(self.out_dtype))
 
     @property
+    def swap_tma_store(self) -> bool:
+        """A swapped one-tile block (no split) writes C by TMA: the consumer's C.T tile goes to
+        smem transposed (over the ring, as store_tile does), then out in whole lines. C's rows
+        (the user's n) must be 16-byte aligned for a TMA descriptor; else, and for persistent or
+        split swapped tiles, C is written from the registers one element at a time."""
+        return (SWAP_STORE == "tma" and self.swap_ab is True and not self.persistent and self.split_k == 1
+                and (self.m * dtype_itemsize(self.out_dtype)) % 16 == 0)
+
+    @property
+    def transposed_width(self) -> int:
+        """Columns of C per TMA-store box of a swapped tile (swap_tma_store): one swizzle span."""
+        return SWIZZLE // dtype_itemsize(self.out_dtype)
+
+    @property
     def cluster_split(self) -> bool:
         """split_k > 1 summed inside a cluster of the tile's split_k blocks (one kernel)."""
         return self.split_k > 1 and self.split_k_reduce == "cluster"
@@ -286,8 +316,12 @@ class GemmTiling:
         a_slot = (self.stages, self.tile_m // self.a_chunk, self.tile_k, self.a_chunk) if self.a_mn_major else \
             (self.stages, self.tile_m, self.tile_k)
         ring = (sd(a_slot, self.dtype, name="a_ring"), b_ring)
-        epilogue = sd((self.consumers, self.epilogue_slots, self.consumer_rows, self.out_width), self.out_dtype,
-                      name="epilogue")
+        if self.swap_tma_store:  # each consumer's C.T tile transposed: (its rows / w, tile_n, w), as many bytes
+            epilogue = sd((self.consumers, self.consumer_rows // self.transposed_width, self.tile_n,
+                           self.transposed_width), self.out_dtype, name="epilogue")
+        else:
+            epilogue = sd((self.consumers, self.epilogue_slots, self.consumer_rows, self.out_width), self.out_dtype,
+                          name="epilogue")
         if self.cluster_split:
             per_piece = (self.consumer_rows // WGMMA_ROWS) * (self.out_width // 8) * 2  # registers
             partials = sd((self.consumers, self.epilogue_pieces, per_piece, WARPGROUP, 2), "float32",
@@ -561,6 +595,34 @@ def store_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem
         for j in range(t.tile_n // width):
             ctx.async_copy(src_ref=dsl.memref_slice(mine, j), dst_ref=c_ref, swizzle=swizzle, uniform=False,
                            gmem_slice=(*lead, dsl.ds(row, t.consumer_rows), dsl.ds(col0 + j * width, width)))
+    ctx.await_async_copy(0, await_read_only=True)
+
+
+def release_ring(t: GemmTiling) -> None:
+    """The consumers meet at a named barrier: every one of them is done reading the ring, which a
+    one-tile block's epilogue buffer overlaps (store_tile passes it itself)."""
+    dsl.named_barrier(CONSUMER_BARRIER, t.consumers * WARPGROUP)
+
+
+def store_tile_transposed(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem: ir.Value,
+                          c_ref: ir.Value, row0: ir.Value, col0: ir.Value, wg: ir.Value) -> None:
+    """Swapped one-tile blocks (t.swap_tma_store): write consumer `wg`'s (consumer_rows, tile_n)
+    tile of C.T, C's (tile_n, consumer_rows) tile at (col0, row0 + its rows): round to C's type,
+    store it transposed and swizzled to smem over the ring, TMA-store it one swizzle span of C's
+    columns at a time (clipped at C's edges). The caller passes `release_ring` first, before
+    its epilogue: with the barrier here, every value the epilogue computes would have to live
+    until it (a residual epilogue on 128 x 152 tiles spilled), where without one each is
+    stored as it is done."""
+    width = t.transposed_width
+    mine = dsl.memref_slice(epilogue_smem, wg)
+    tile.astype(t.out_dtype).store_tiled_transposed(mine, SWIZZLE)
+    dsl.fence_async_shared()
+    dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
+    with dsl.single_thread("warpgroup"):
+        col = row0 + t.row_offset(wg)
+        for j in range(t.consumer_rows // width):
+            ctx.async_copy(src_ref=dsl.memref_slice(mine, j), dst_ref=c_ref, swizzle=SWIZZLE, uniform=False,
+                           gmem_slice=(dsl.ds(col0, t.tile_n), dsl.ds(col + j * width, width)))
     ctx.await_async_copy(0, await_read_only=True)
 
 
