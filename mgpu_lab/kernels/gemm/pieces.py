@@ -53,6 +53,7 @@ def _swap_store(value: str) -> str:
 # benchmark's build workers build as it does.
 SWAP_STORE_ENV = "MGPU_LAB_GEMM_SWAP_STORE"
 SWAP_STORE = _swap_store(os.environ.get(SWAP_STORE_ENV, "tma"))
+
 MAX_STAGES = 8
 # Clusters of four one-SM blocks an H200 keeps resident (cuOccupancyMaxActiveClusters, model.H200_CLUSTERS;
 # a cluster never straddles a GPC): a persistent grid of such clusters launches no more, or the rest
