@@ -59,7 +59,11 @@ def test_compile_tasks_avoid_gpu_workers(client, cache, tmp_path):
     from mgpu_lab.tuning.pipeline import build_callable
     from mgpu_lab.tuning.timing_worker import Setup
 
+    # the CPU workers as the stages see them when they place the builds: read later, a worker the
+    # previous test's crashes restarted may be between addresses (CI once read none)
+    cpu_workers = _addresses(client, False)
     stages = DaskStages(client, make_candidate, build_callable, Setup(HostTimer(), [make_inputs()], None, None), 5.0)
+    assert cpu_workers and set(stages.compile_workers) == cpu_workers
     futures = [stages._build({"delay_ms": d}) for d in range(8)]
     keys = [f.key for f in futures]
 
@@ -75,7 +79,7 @@ def test_compile_tasks_avoid_gpu_workers(client, cache, tmp_path):
     placed = client.run_on_scheduler(placement, keys=keys)
     assert len(placed) == 8
     for restrictions, loose in placed:
-        assert set(restrictions) == _addresses(client, False) and loose
+        assert set(restrictions) == cpu_workers and loose
     stages.close(False)
 
 
