@@ -243,7 +243,8 @@ def model_alternatives(p: Problem, top: int, offer: tuple[str, ...] = ()) -> lis
     """The model's ranked configurations of `p` after its pick: the next `top - 1`, then the
     fastest of every family not among them (so a family the model misjudges gets timed). With
     `offer` (switches of configurations the default does not offer yet), ranked with them on, and
-    the switched model's own pick timed too (the default, with them off, always runs)."""
+    the switched model's own pick timed too (the default, the library's pick with its default
+    switches, always runs)."""
     from mgpu_lab.kernels.gemm import model
 
     with offering(offer):
@@ -254,7 +255,7 @@ def model_alternatives(p: Problem, top: int, offer: tuple[str, ...] = ()) -> lis
         if family(config) not in seen:
             seen.add(family(config))
             picks.append(config)
-    if offer:  # the default's configuration (switches off) runs as "default", not twice
+    if offer:  # the default's configuration (the default switches) runs as "default", not twice
         default = name_of(model_pick(p))
         picks = [config for config in picks if name_of(config) != default]
     return picks
@@ -312,7 +313,8 @@ def main() -> None:
                                          "tile_m=256,tile_n=128,persistent=True,cluster_n=2")
     parser.add_argument("--offer", default="", help=f"with --shapes or --random: comma-separated model switches "
                                                      f"({', '.join(OFFERS)}) on for the alternatives (and the switched "
-                                                     f"model's pick); the default is timed with them off")
+                                                     f"model's pick); the default, the library's pick with its own switches "
+                                                     f"(model.DEFAULT_OFFERS), is timed beside them")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--top", type=int, default=4, help="with --random: the model's K best, then one per family")
     parser.add_argument("--budget-s", type=float, default=None,
