@@ -1,6 +1,6 @@
 """GPU tests of the GEMM computed as C.T = B @ A.T (swap_ab: B's n side on the wgmma's 64-row
 side, from B (n, k) or, MN-major, from B (k, n); A's few rows as a narrow tile_n; C written
-transposed from the registers) and of the tile widths that are not powers of two (B (n, k)
+transposed through smem by TMA from one-tile blocks, from the registers otherwise) and of the tile widths that are not powers of two (B (n, k)
 takes any multiple of 16), against a float32
 matmul on fresh random inputs with C poisoned (NaN) first: a part of C never written, or
 written outside the array's edge into a neighbour, shows up. A file of its own so a fault here
