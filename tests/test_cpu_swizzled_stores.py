@@ -89,6 +89,33 @@ def run_thread(program: list[tuple], tid: int, block: int = 128) -> list[tuple]:
     return stores
 
 
+def _program(kernel: mgpu_lab.Kernel) -> list[tuple]:
+    """The translated body of the kernel's one gpu.func."""
+    with ir.Context() as context, ir.Location.unknown():
+        context.allow_unregistered_dialects = True
+        module = ir.Module.parse(kernel.compiled.mlir)
+        gpu_module = module.body.operations[0].operation
+        func = next(op.operation for op in gpu_module.regions[0].blocks[0].operations
+                    if op.operation.name == "gpu.func")
+        return translate(func)
+
+
+def _smem_written(program: list[tuple], itemsize: int, element_offset) -> tuple[dict, dict]:
+    """Run all 128 threads: ({physical byte: the (row, col) stored there}, {(store position, warp):
+    its lanes' Accesses}); `element_offset(chunk, row, col)` is an smem index's element offset.
+    A byte stored twice fails."""
+    smem: dict[int, tuple[int, int]] = {}
+    per_instruction: dict[tuple[int, int], list[Access]] = defaultdict(list)
+    for tid in range(128):
+        for position, index, elements in run_thread(program, tid):
+            base = element_offset(*index) * itemsize  # the physical byte offset
+            for k, element in enumerate(elements):
+                assert base + k * itemsize not in smem, f"two stores to byte {base + k * itemsize}"
+                smem[base + k * itemsize] = element
+            per_instruction[(position, tid // 32)].append(Access(tid % 32, base, len(elements) * itemsize))
+    return smem, per_instruction
+
+
 def make_store_tiled(dtype: str, swizzle: int, m: int = 64, chunks: int = 2) -> mgpu_lab.Kernel:
     width = swizzle // dtype_itemsize(dtype)
     n = chunks * width
@@ -107,23 +134,9 @@ def make_store_tiled(dtype: str, swizzle: int, m: int = 64, chunks: int = 2) -> 
 def test_store_tiled_puts_each_element_where_the_tma_store_reads_it(dtype, swizzle):
     m, chunks = 64, 2
     itemsize, width = dtype_itemsize(dtype), swizzle // dtype_itemsize(dtype)
-    kernel = make_store_tiled(dtype, swizzle, m, chunks)
-    with ir.Context() as context, ir.Location.unknown():
-        context.allow_unregistered_dialects = True
-        module = ir.Module.parse(kernel.compiled.mlir)
-        gpu_module = module.body.operations[0].operation
-        func = next(op.operation for op in gpu_module.regions[0].blocks[0].operations
-                    if op.operation.name == "gpu.func")
-        program = translate(func)
-    smem: dict[int, tuple[int, int]] = {}
-    per_instruction: dict[tuple[int, int], list[Access]] = defaultdict(list)
-    for tid in range(128):
-        for position, (chunk, row, col), elements in run_thread(program, tid):
-            base = (chunk * m * width + row * width + col) * itemsize  # the physical byte offset
-            for k, element in enumerate(elements):
-                assert base + k * itemsize not in smem, f"two stores to byte {base + k * itemsize}"
-                smem[base + k * itemsize] = element
-            per_instruction[(position, tid // 32)].append(Access(tid % 32, base, len(elements) * itemsize))
+    program = _program(make_store_tiled(dtype, swizzle, m, chunks))
+    smem, per_instruction = _smem_written(program, itemsize,
+                                          lambda chunk, row, col: chunk * m * width + row * width + col)
     assert len(smem) == m * chunks * width, "every element is stored exactly once"
     for (row, col) in ((r, c) for r in range(m) for c in range(chunks * width)):
         logical = (col // width) * m * swizzle + row * swizzle + (col % width) * itemsize
@@ -146,16 +159,6 @@ def make_store_tiled_transposed(dtype: str, swizzle: int, m: int, n: int) -> mgp
                            name=f"stt_{dtype}_{swizzle}_{m}x{n}")
 
 
-def _program(kernel: mgpu_lab.Kernel) -> list[tuple]:
-    with ir.Context() as context, ir.Location.unknown():
-        context.allow_unregistered_dialects = True
-        module = ir.Module.parse(kernel.compiled.mlir)
-        gpu_module = module.body.operations[0].operation
-        func = next(op.operation for op in gpu_module.regions[0].blocks[0].operations
-                    if op.operation.name == "gpu.func")
-        return translate(func)
-
-
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("swizzle", [32, 64, 128])
 @pytest.mark.parametrize("m, n", [(64, 8), (128, 24)])
@@ -166,15 +169,8 @@ def test_store_tiled_transposed_puts_each_element_where_the_tma_store_of_the_tra
     4-byte ones in at most two."""
     itemsize, width = dtype_itemsize(dtype), swizzle // dtype_itemsize(dtype)
     program = _program(make_store_tiled_transposed(dtype, swizzle, m, n))
-    smem: dict[int, tuple[int, int]] = {}
-    per_instruction: dict[tuple[int, int], list[Access]] = defaultdict(list)
-    for tid in range(128):
-        for position, (chunk, row, col), elements in run_thread(program, tid):
-            base = (chunk * n * width + row * width + col) * itemsize
-            for k, element in enumerate(elements):
-                assert base + k * itemsize not in smem, f"two stores to byte {base + k * itemsize}"
-                smem[base + k * itemsize] = element
-            per_instruction[(position, tid // 32)].append(Access(tid % 32, base, len(elements) * itemsize))
+    smem, per_instruction = _smem_written(program, itemsize,
+                                          lambda chunk, row, col: chunk * n * width + row * width + col)
     assert len(smem) == m * n, "every element is stored exactly once"
     for i, j in ((i, j) for i in range(m) for j in range(n)):
         logical = (i // width) * n * swizzle + j * swizzle + (i % width) * itemsize  # the transpose's (j, i)
