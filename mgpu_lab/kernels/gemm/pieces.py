@@ -575,6 +575,12 @@ def multiply(ctx: Any, t: GemmTiling, ring: tuple, full: Any, empty: Any, wg: ir
                                dsl.WGMMAFragLayout(t.tile_n, t.consumer_rows))
 
 
+def release_ring(t: GemmTiling) -> None:
+    """The consumers meet at a named barrier: every one of them is done reading the ring, which a
+    one-tile block's epilogue buffer (and a cluster split's parked partial) overlaps."""
+    dsl.named_barrier(CONSUMER_BARRIER, t.consumers * WARPGROUP)
+
+
 def store_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem: ir.Value, c_ref: ir.Value,
                row0: ir.Value, col0: ir.Value, wg: ir.Value, split: ir.Value | None = None) -> None:
     """One-tile blocks: write consumer `wg`'s (consumer_rows, tile_n) tile of C at (row0 + its
@@ -585,7 +591,7 @@ def store_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem
     width = t.out_width
     swizzle = width * dtype_itemsize(t.out_dtype)
     tile = tile.astype(t.out_dtype)
-    dsl.named_barrier(CONSUMER_BARRIER, t.consumers * WARPGROUP)
+    release_ring(t)
     mine = dsl.memref_slice(epilogue_smem, wg)
     tile.store_tiled(mine, swizzle)
     dsl.fence_async_shared()
@@ -597,12 +603,6 @@ def store_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem
             ctx.async_copy(src_ref=dsl.memref_slice(mine, j), dst_ref=c_ref, swizzle=swizzle, uniform=False,
                            gmem_slice=(*lead, dsl.ds(row, t.consumer_rows), dsl.ds(col0 + j * width, width)))
     ctx.await_async_copy(0, await_read_only=True)
-
-
-def release_ring(t: GemmTiling) -> None:
-    """The consumers meet at a named barrier: every one of them is done reading the ring, which a
-    one-tile block's epilogue buffer overlaps (store_tile passes it itself)."""
-    dsl.named_barrier(CONSUMER_BARRIER, t.consumers * WARPGROUP)
 
 
 def store_tile_transposed(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem: ir.Value,

@@ -30,12 +30,11 @@ from mgpu_lab.runtime.kernel import Kernel
 from mgpu_lab.runtime.program import Launch, Program, Ref, Scratch, inputs
 
 from .pieces import (
-    CONSUMER_BARRIER,
-    WARPGROUP,
     Epilogue,
     EpilogueTile,
     GemmTiling,
     drain_stores,
+    release_ring,
     run_epilogue,
     store_box,
 )
@@ -89,7 +88,7 @@ def reduce_in_cluster(ctx: Any, t: GemmTiling, acc: dsl.FragmentedArray, partial
     A last cluster_sync keeps every block (and its partial) alive until all peers have read."""
     width = t.out_width
     with ctx.named_region("park"):
-        dsl.named_barrier(CONSUMER_BARRIER, t.consumers * WARPGROUP)  # every consumer is done with the ring
+        release_ring(t)  # every consumer is done with the ring the partials overlap
         for p in range(t.epilogue_pieces):
             acc.columns(p * width, width).store_by_thread(dsl.memref_slice(partials, (wg, p)))
     with ctx.named_region("meet"):  # (also waits for the slowest block's mainloop)
