@@ -29,6 +29,8 @@ Ratios are speedups, as the GEMM records: `hf_llama_prefill_4x512_vs_torch` and
 
 Run on a GPU machine:  python benchmarks/bench_hf_model.py [--decode-batch 1 4] [--budget-s 900]
 Writes a record `hf_model_<UTC time>_<commit>.json` (or under $OUT) and prints a table last.
+`--gemm torch` routes the same way to torch's F.linear (keys `hf_llama_router_*`): a control that
+prices the router itself, so a gap of ours that the control shares is not our op's.
 On a CPU, `--cpu-dry-run` runs the same steps on a tiny Llama with F.linear standing in for our
 GEMM and wall-clock timing, writing its record to a temporary folder (a smoke test of the script).
 """
@@ -438,7 +440,7 @@ def _close_enough(name: str, errors: dict[str, float], figures: dict, rows: list
 # --------------------------------------------------------------------------- main
 
 def stand_in_gemm(m: int, n: int, k: int, has_bias: bool) -> Callable[..., Any]:
-    """For --cpu-dry-run: F.linear's product in the routed path's place."""
+    """For --cpu-dry-run and --gemm torch: F.linear's product in the routed path's place."""
     import torch.nn.functional as F
 
     return lambda x, weight, bias=None: F.linear(x, weight, bias)
@@ -448,7 +450,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prefill-batch", type=int, default=4)
     parser.add_argument("--prefill-len", type=int, default=512)
-    parser.add_argument("--decode-batch", type=int, nargs="+", default=[1, 4], help="a decode phase per batch size")
+    parser.add_argument("--decode-batch", type=int, nargs="*", default=[1, 4],
+                        help="a decode phase per batch size (none: skip)")
     parser.add_argument("--graph-decode-batch", type=int, nargs="*", default=[1, 4],
                         help="a decode phase per batch size with a static KV cache and each step a CUDA graph "
                              "replay (none: skip)")
@@ -466,13 +469,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-f32-reference", action="store_true", help="skip torch's bf16-vs-f32 noise floor")
     parser.add_argument("--no-breakdown", action="store_true",
                         help="skip the per-kernel breakdown (one profiled call per side after each phase's timing)")
+    parser.add_argument("--gemm", choices=("ours", "torch"), default="ours",
+                        help="what the routed model's linears call: our GEMM (default), or torch's F.linear through "
+                             "the same router (a control: the router's own host cost, keys hf_llama_router_...)")
     parser.add_argument("--cpu-dry-run", action="store_true",
                         help="a tiny Llama on the CPU, F.linear for our GEMM, wall-clock timing: a smoke test")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
+    global PREFIX
     args = parse_args(argv)
+    control = args.gemm == "torch"
+    if control:
+        PREFIX = "hf_llama_router"  # F.linear behind the router: not our GEMM, so not hf_llama_*_vs_torch
     if not args.warm_cache and not args.cpu_dry_run:
         # before anything builds: every shape compiles in this run (the first forward a new user sees)
         os.environ["MGPU_LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="mgpu_hf_bench_cache_")
@@ -482,7 +492,7 @@ def main(argv: list[str] | None = None) -> None:
     device = "cpu" if dry else "cuda"
     config_values = dict(TINY_LLAMA if dry else LLAMA)
     config_values["num_hidden_layers"] = min(args.layers, 2) if dry else args.layers
-    factory: GemmFactory = stand_in_gemm if dry else our_gemm_op
+    factory: GemmFactory = stand_in_gemm if dry or control else our_gemm_op
     t0 = time.perf_counter()
     deadline = t0 + args.budget_s if args.budget_s is not None else float("inf")
     torch_model, ours_model = build_models(config_values, device, torch.bfloat16)
@@ -518,8 +528,9 @@ def main(argv: list[str] | None = None) -> None:
     import transformers
 
     notes = {"ratio": "torch median time / our median time (above 1: ours faster)",
-             "A": "the model with every nn.Linear routed to our GEMM (make_gemm(m, n, k, transpose_b=True) "
-                  "as a torch op per shape)", "B": "the same weights on torch's nn.Linear (cuBLAS)",
+             "A": ("the model with every nn.Linear routed through the router to F.linear (a control: the "
+                   "router's own cost)") if control else ("the model with every nn.Linear routed to our GEMM "
+                                                           "(make_gemm(m, n, k, transpose_b=True) as a torch op per shape)"), "B": "the same weights on torch's nn.Linear (cuBLAS)",
              "order": "A B B A ... (common.interleaved_rounds), CUDA events around each forward / generation",
              "model": config_values, "dtype": "bfloat16", "attention": torch_model.config._attn_implementation,
              "prefill": f"{args.prefill_batch} x {args.prefill_len} tokens, one forward, every position's logits",
