@@ -6,11 +6,14 @@ the 128-byte line (bf16 K, or N for B (k, n), not a multiple of 64): 0.877x cuBL
 shapes at 3e725ca, against 0.960x for aligned problems of the same size. The kernel names say
 whether cuBLAS changes scheme there (TMA or cp.async loads, tile and cluster shape, split-K).
 
-Run on a GPU machine:  python benchmarks/probe_cublas_kernels.py
+Run on a GPU machine:  python benchmarks/probe_cublas_kernels.py [--shapes 517x1712x12104,322x1560x2144:nn]
+(`--shapes`: MxNxK with B (n, k) unless `:nn`, instead of the list below.)
 Writes `cublas_kernels_<time>_<commit>.json` (under $OUT when set) and prints a table last.
 """
 
 from __future__ import annotations
+
+import argparse
 
 from common import table, write_record
 
@@ -40,12 +43,30 @@ def kernels_of(torch, fn) -> list[dict]:
     return out
 
 
+def parse_shapes(text: str) -> list[tuple[int, int, int, bool]]:
+    """`MxNxK[:nt|:nn],...` as (m, n, k, B as (n, k)); B (n, k) unless `:nn`."""
+    shapes = []
+    for item in text.split(","):
+        dims, _, layout = item.strip().partition(":")
+        try:
+            m, n, k = (int(x) for x in dims.split("x"))
+        except ValueError:
+            raise SystemExit(f"--shapes: expected MxNxK[:nt|:nn], got {item!r}") from None
+        if layout not in ("", "nt", "nn"):
+            raise SystemExit(f"--shapes: expected the layout nt or nn after ':', got {item!r}")
+        shapes.append((m, n, k, layout != "nn"))
+    return shapes
+
+
 def main() -> None:
     import torch
 
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", help="comma-separated MxNxK[:nt|:nn] (B (n, k) unless :nn) instead of SHAPES")
+    args = parser.parse_args()
     figures: dict = {}
     rows = [("shape", "layout", "kernel", "us")]
-    for m, n, k, transpose_b in SHAPES:
+    for m, n, k, transpose_b in parse_shapes(args.shapes) if args.shapes else SHAPES:
         a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
         b = torch.randn((n, k) if transpose_b else (k, n), dtype=torch.bfloat16, device="cuda")
         fn = (lambda: a @ b.T) if transpose_b else (lambda: a @ b)
