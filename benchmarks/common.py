@@ -65,7 +65,7 @@ def commit() -> str:
 def run_identity() -> dict:
     """Device, driver and commit of this run, the TMA L2 promotion its kernels ask for (it
     changes times off the 128-byte line; fit_gemm_model.py reads it) and the GEMM model's
-    switches on: what every record names."""
+    switches on (and its constants' file, where one replaces the built-in): what every record names."""
     from mgpu_lab.kernels.gemm.model import switches_on  # plain Python, no MLIR
     from mgpu_lab.runtime.tma_descriptor import l2_promotion
 
@@ -74,6 +74,9 @@ def run_identity() -> dict:
     offered = os.environ.get("MGPU_LAB_GEMM_OFFER")  # changed for a probe
     if offered:
         identity["gemm_offer"] = offered
+    constants = os.environ.get("MGPU_LAB_GEMM_CONSTANTS")  # the model calibrated otherwise
+    if constants:
+        identity["gemm_constants"] = constants
     swap_store = os.environ.get("MGPU_LAB_GEMM_SWAP_STORE")  # how swapped tiles write C, changed for a probe
     return {**identity, "gemm_swap_store": swap_store} if swap_store else identity
 

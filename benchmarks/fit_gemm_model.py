@@ -23,7 +23,9 @@ one that names none ran at 256 bytes, the default until 0136675.
 Device: the constants are an H200's; records that name another GPU are left out (on_model_device).
 
 Run:  python benchmarks/fit_gemm_model.py [--since 2026-12-01T14] [--fit] [--iters 4000] [--promotion any]
-Without --fit it scores the constants in model.py; with it, prints the fitted Constants too.
+Without --fit it scores the constants in model.py; with it, prints the fitted Constants too, and
+`--write PATH` writes them as JSON: `MGPU_LAB_GEMM_CONSTANTS=PATH` makes the library pick with them
+(another GPU's calibration; records name the file). Scoring reads that variable as the library does.
 """
 
 from __future__ import annotations
@@ -313,7 +315,8 @@ def nelder_mead(f, x0: np.ndarray, iters: int, step: float = 0.15) -> np.ndarray
 
 BOUNDS = {"eff_two": (0.5, 1.0), "eff_one": (0.3, 1.0), "eff_pingpong": (0.5, 1.0), "multicast": (0.95, 1.1),
           "cluster_fill": (0.3, 1.0), "misaligned": (1.0, 4.0), "l2_bw": (4e6, 40e6), "l2_bw_misaligned": (2e6, 40e6),
-          "dram_bw": (3.0e6, 4.2e6), "sm_bw": (20e3, 200e3), "smem_eff": (0.3, 1.0)}  # physical limits the fit must keep
+          "dram_bw": (3.0e6, 4.2e6), "sm_bw": (20e3, 200e3), "smem_eff": (0.3, 1.0),
+          "multicast_four": (0.8, 1.1), "ragged_cluster": (1.0, 1.3)}  # physical limits the fit must keep
 
 
 def fit(samples: list[Sample], options: list[Sample], c0: model.Constants, iters: int,
@@ -371,6 +374,8 @@ def main() -> None:
     parser.add_argument("--promotion", default=l2_promotion(), choices=[*L2_PROMOTIONS, "any"],
                         help="count samples off the 128-byte line only if timed at this TMA L2 promotion "
                              "(default: the library's, %(default)s); any: all of them")
+    parser.add_argument("--write", metavar="PATH", help="with --fit: write the fitted constants as JSON, the file "
+                                                      "MGPU_LAB_GEMM_CONSTANTS=PATH makes the library pick with")
     parser.add_argument("--hold-out", action="append", default=[], metavar="TEXT",
                         help="leave out of the fit every sample whose record file name contains TEXT (e.g. "
                              "2026-12-05T0227: one seed's run) and score the constants on them apart; repeatable")
@@ -402,6 +407,9 @@ def main() -> None:
         if kept_out:
             report("fitted on the held-out records", kept_out, options_out, c)
         print(c)
+        if args.write:
+            Path(args.write).write_text(json.dumps(dataclasses.asdict(c), indent=1) + "\n")
+            print(f"wrote {args.write}")
     if args.rows:
         for row in rank["rows"]:
             print(f"  {row[0]:90s} {row[1]:3d} alternatives, pick/best {row[2]:.3f}")

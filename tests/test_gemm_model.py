@@ -28,7 +28,8 @@ from mgpu_lab.kernels.gemm.configs import (
 )
 from mgpu_lab.runtime.device import has_gpu
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
 
 
 @pytest.fixture(autouse=True)
@@ -79,11 +80,15 @@ def test_small_mn_long_k_splits_k(m, n, k, transpose_b):
                                      (64, 11008, 4096)])
 def test_few_rows_swap_ab_in_either_layout(m, n, k):
     """Rows that would leave a 64-row tile a quarter empty or more swap A and B (on the drawn
-    shapes' timings, 64 rows run as fast in a plain 64-row tile: the model may pick either).
-    B (k, n) swaps too (the wgmma reads it MN-major); an epilogue's tiles never do."""
+    shapes' timings, 64 rows run as fast in a plain 64-row tile: the model may pick either), or
+    a swapped tile is within 1% of the pick: where the shape is bound by reading B from DRAM
+    (48 x 3584 x 18944: 136 MB of B), the empty rows cost nothing and the two tie. B (k, n)
+    swaps too (the wgmma reads it MN-major); an epilogue's tiles never do."""
     if m <= 48:
-        assert model_config(m, n, k, transpose_b=True).get("swap_ab") is True
-        assert model_config(m, n, k, transpose_b=False).get("swap_ab") is True
+        for transpose_b in (True, False):
+            ranking = model.ranked(model.Problem(m, n, k, transpose_b=transpose_b))
+            swapped = [us for us, c in ranking if c.get("swap_ab")]
+            assert swapped and swapped[0] <= 1.01 * ranking[0][0], ranking[:3]
     assert not model_config(m, n, k, transpose_b=True, epilogue=True).get("swap_ab")
     assert not model_config(m, n, k, transpose_b=False, epilogue=True).get("swap_ab")
 
@@ -213,7 +218,8 @@ def test_rows_off_the_line_cap_all_blocks_l2_reads_and_multicast_halves_them():
     """The drawn-shape records: compute-bound shapes with both operands off the line ran at
     5.5-5.8 TB/s of L2 -> SM reads whatever the tile (128 x 256, 128 x 128, 256 x 96, pingpong
     64 x 192), where aligned ones reach 9-16. All blocks together are capped, so a multicast pair,
-    which reads B once for two blocks, is what such a shape needs."""
+    which reads B once for two blocks (or a cluster of four, each block half of A and of B), is
+    what such a shape needs."""
     c = model.CONSTANTS
     assert c.l2_bw_misaligned < 0.6 * c.l2_bw
     off = model.Problem(1310, 19640, 21416)  # k and n off the line (B (k, n)): both operands
@@ -223,8 +229,9 @@ def test_rows_off_the_line_cap_all_blocks_l2_reads_and_multicast_halves_them():
     tiles, k_tiles = -(-1310 // 128) * -(-19640 // 256), -(-21416 // 64)
     reads = tiles * k_tiles * 64 * 2 * (128 + 256)  # bytes of A and B boxes, every tile's k-steps
     assert model.estimate_us(off, single) >= reads / c.l2_bw_misaligned
-    assert model.estimate_us(off, pair) < 0.85 * model.estimate_us(off, single)
-    assert model.ranked(off)[0][1].get("cluster_m") == 2
+    assert model.estimate_us(off, pair) < 0.9 * model.estimate_us(off, single)
+    pick = model.ranked(off)[0][1]
+    assert pick.get("cluster_m", 1) * pick.get("cluster_n", 1) > 1, pick  # a pair or a cluster of four
     # on the line the same cap is far from binding: the pair gains little
     on = model.Problem(1280, 19712, 21504)
     assert model._misaligned_rows(on) == (False, False)
@@ -665,19 +672,21 @@ def test_nvidia_heuristics_estimate_our_configurations_or_say_they_cannot():
 
 
 def test_the_fit_scores_the_pick_the_model_makes_when_two_estimates_tie(no_switches):
-    """64 x 128 and 128 x 64 one-tile blocks have the same estimate on 2048 x 512 x 2048; the
-    model picks the earlier candidate (64 x 128), so the fit's ranking must too, whatever order
-    the record lists them in (it scored the other, 1.21x slower, before)."""
+    """Under the constants of a1bbde0, 64 x 128 and 128 x 64 one-tile blocks have the same
+    estimate on 2048 x 512 x 2048; the model picks the earlier candidate (64 x 128), so the fit's
+    ranking must too, whatever order the record lists them in (it scored the other, 1.21x
+    slower, before)."""
     from fit_gemm_model import Sample, ranking
 
+    tied = model.constants_from_file(str(BENCHMARKS / "gemm_constants" / "h200_a1bbde0.json"))
     p = model.Problem(2048, 512, 2048, transpose_b=True)
     wide, tall = {"tile_m": 64, "tile_n": 128}, {"tile_m": 128, "tile_n": 64}
-    assert model.estimate_us(p, wide) == pytest.approx(model.estimate_us(p, tall), rel=1e-12)
-    assert model.ranked(p)[0][1] == {**wide, "persistent": False}
+    assert model.estimate_us(p, wide, tied) == pytest.approx(model.estimate_us(p, tall, tied), rel=1e-12)
+    assert model.ranked(p, tied)[0][1] == {**wide, "persistent": False}
     group = [Sample(p, tall, 13.2, "g"), Sample(p, {"tile_m": 128, "tile_n": 256, "split_k": 4,
                                                      "split_k_reduce": "workspace"}, 19.7, "g"),
              Sample(p, wide, 10.9, "g")]
-    assert ranking(group, model.CONSTANTS)["pick_over_best_geomean"] == pytest.approx(1.0)
+    assert ranking(group, tied)["pick_over_best_geomean"] == pytest.approx(1.0)
 
 
 def test_options_on_named_shapes_take_both_layouts_and_refuse_bad_specs():
@@ -777,3 +786,44 @@ def test_rows_past_swap_persistent_max_m_and_narrow_rows_of_four_are_not_offered
     assert not rows_of_four(883, 840, 21872)  # its 128 x 64 pick ran x0.74
     wide = rows_of_four(1161, 1424, 11496)
     assert (128, 128) in wide and all(tm >= 128 and tn >= 128 for tm, tn in wide)
+
+
+def test_a_constants_file_replaces_the_fields_it_names(tmp_path):
+    path = tmp_path / "h100.json"
+    path.write_text('{"l2_bw": 9000000, "dram_bw": 3.2e6}')
+    c = model.constants_from_file(str(path))
+    assert (c.l2_bw, c.dram_bw) == (9e6, 3.2e6)
+    assert c.launch_us == model.Constants().launch_us  # the rest stay built-in
+    p = model.Problem(4096, 4096, 4096)
+    config = {"tile_m": 128, "tile_n": 256, "persistent": True}
+    assert model.estimate_us(p, config, c) > model.estimate_us(p, config, model.Constants())  # less DRAM bandwidth
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"l2_bandwidth": 1e7}', "'l2_bandwidth' is not a model constant"),
+    ('{"l2_bw": 0}', "l2_bw must be a finite number above 0, got 0"),
+    ('{"l2_bw": true}', "l2_bw must be a finite number above 0, got True"),
+    ('{"l2_bw": "fast"}', "l2_bw must be a finite number above 0, got 'fast'"),
+    ('[1, 2]', "expected a JSON object {name: number}, got list"),
+    ('{"l2_bw": ', "expected a readable JSON file of GEMM model constants"),
+])
+def test_a_bad_constants_file_names_the_variable_the_file_and_what_was_expected(tmp_path, text, message):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match="MGPU_LAB_GEMM_CONSTANTS=") as e:
+        model.constants_from_file(str(path))
+    assert message in str(e.value) and str(path) in str(e.value)
+
+
+def test_the_constants_variable_is_read_at_import(tmp_path):
+    import subprocess
+
+    path = tmp_path / "c.json"
+    path.write_text('{"tile_us": 7.5}')
+    code = "from mgpu_lab.kernels.gemm import model; print(model.CONSTANTS.tile_us)"
+    env = {**__import__("os").environ, model.CONSTANTS_ENV: str(path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "7.5"
+    env[model.CONSTANTS_ENV] = str(tmp_path / "missing.json")
+    failed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert failed.returncode != 0 and "MGPU_LAB_GEMM_CONSTANTS=" in failed.stderr and "missing.json" in failed.stderr
