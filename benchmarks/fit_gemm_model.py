@@ -315,8 +315,7 @@ def nelder_mead(f, x0: np.ndarray, iters: int, step: float = 0.15) -> np.ndarray
 
 BOUNDS = {"eff_two": (0.5, 1.0), "eff_one": (0.3, 1.0), "eff_pingpong": (0.5, 1.0), "multicast": (0.95, 1.1),
           "cluster_fill": (0.3, 1.0), "misaligned": (1.0, 4.0), "l2_bw": (4e6, 40e6), "l2_bw_misaligned": (2e6, 40e6),
-          "dram_bw": (3.0e6, 4.2e6), "sm_bw": (20e3, 200e3), "smem_eff": (0.3, 1.0),
-          "multicast_four": (0.8, 1.1), "ragged_cluster": (1.0, 1.3)}  # physical limits the fit must keep
+          "dram_bw": (3.0e6, 4.2e6), "sm_bw": (20e3, 200e3), "smem_eff": (0.3, 1.0)}  # physical limits the fit must keep
 
 
 def fit(samples: list[Sample], options: list[Sample], c0: model.Constants, iters: int,

@@ -195,35 +195,43 @@ class Constants:
     shapes showed pingpong with narrow tiles (`pp_narrow`) and cluster split-K (a costlier
     reduce: `reduce_growth`). Clusters of 3+ fill fewer SMs: that was a fitted share
     (`cluster_fill`) until the device's own counts replaced it (`Problem.clusters`). The
-    random-shape benchmark on seeds not fitted on is the held-out measure."""
+    random-shape benchmark on seeds not fitted on is the held-out measure.
 
-    launch_us: float = 3.797  # a launch's fixed GPU time (first block start, last block end)
+    Also tried and left out (2026-12-05): a refit on 24 more H200 options groups of the slowest
+    65-1024-row shapes, with two more terms (clusters of four's own multicast factor, fitted 0.896,
+    and a last cluster along m holding fewer tiles than blocks, x1.10 per k-step). In sample it
+    ranked better (87 of 113 groups' picks within 3% of the best, against 83; 1.024x the best in
+    geomean, against 1.031x); held out, timed against these constants in one call on an H100
+    (`MGPU_LAB_GEMM_CONSTANTS=benchmarks/gemm_constants/h200_a1bbde0.json`), seeds 32-34 ran
+    x0.991 / x0.985 / x0.996 and FP8 seed 32 x0.991: it sent shapes to 1 x 4 clusters that lost
+    to the pairs it displaced (x0.78-0.90). Its constants: `benchmarks/gemm_constants/refit_75a267b.json`
+    (that commit's model reads them)."""
+
+    launch_us: float = 1.556  # a launch's fixed GPU time (first block start, last block end)
     eff_two: float = 1.002  # tensor-core efficiency: two consumer warpgroups (tile_m 128, 256)
-    eff_one: float = 0.8925  # one consumer (tile_m 64)
-    eff_pingpong: float = 1.0  # pingpong: consumers alternate whole tiles
-    narrow: float = 0.4134  # tensor-core time * (1 + narrow / tile_n): narrow tiles feed the wgmma worse
-    latency_us: float = 1.198  # a slot's load round trip: stages / latency bounds the step rate
-    sm_bw: float = 163100.0  # L2 -> SM bytes per us of one block
-    step_us: float = 0.002151  # fixed cost per k-step (barrier waits, issue)
-    tile_us: float = 1.474  # per tile, one tile per block: prologue and the epilogue's store
-    persist_tile_us: float = 0.1796  # per tile, persistent (the epilogue overlaps the next tile's loads)
-    pingpong_tile_us: float = 0.03308  # per tile, pingpong
-    stream_k_us: float = 7.522  # stream-K's partial tiles: park ~2 us + sum ~2 us
-    cluster_reduce_us: float = 3.907  # split-K summed in the cluster (per 128 x 128 f32 tile)
-    workspace_us: float = 2.616  # split-K's second kernel: its launch
-    dram_bw: float = 4205000.0  # DRAM bytes per us (4.04 TB/s copy)
-    multicast: float = 0.9788  # tensor-core time factor of a multicast pair (cta-scope peer arrivals)
-    multicast_four: float = 0.8959  # the same of a cluster of four (2 x 2, 4 x 1, 1 x 4)
-    ragged_cluster: float = 1.101  # k-step time factor where m's last cluster holds fewer tiles than blocks
-    swap_us: float = 0.07404  # per 128 x 128 tile, swap-AB's transposed stores from the registers
-    overlap: float = 0.2121  # share of the shorter of compute and DRAM time that does not overlap the longer
-    pp_narrow: float = 8.863  # pingpong's narrow-tile penalty (one consumer's wgmma at a time): * (1 + pp_narrow / tile_n)
+    eff_one: float = 0.9004  # one consumer (tile_m 64)
+    eff_pingpong: float = 0.9944  # pingpong: consumers alternate whole tiles
+    narrow: float = 0.5532  # tensor-core time * (1 + narrow / tile_n): narrow tiles feed the wgmma worse
+    latency_us: float = 1.225  # a slot's load round trip: stages / latency bounds the step rate
+    sm_bw: float = 111968.7  # L2 -> SM bytes per us of one block
+    step_us: float = 0.0008712  # fixed cost per k-step (barrier waits, issue)
+    tile_us: float = 3.376  # per tile, one tile per block: prologue and the epilogue's store
+    persist_tile_us: float = 0.442  # per tile, persistent (the epilogue overlaps the next tile's loads)
+    pingpong_tile_us: float = 0.07264  # per tile, pingpong
+    stream_k_us: float = 6.525  # stream-K's partial tiles: park ~2 us + sum ~2 us
+    cluster_reduce_us: float = 3.883  # split-K summed in the cluster (per 128 x 128 f32 tile)
+    workspace_us: float = 1.808  # split-K's second kernel: its launch
+    dram_bw: float = 4208000.0  # DRAM bytes per us (4.04 TB/s copy)
+    multicast: float = 0.9846  # tensor-core time factor of a multicast pair (cta-scope peer arrivals)
+    swap_us: float = 0.1314  # per 128 x 128 tile, swap-AB's transposed stores from the registers
+    overlap: float = 0.3419  # share of the shorter of compute and DRAM time that does not overlap the longer
+    pp_narrow: float = 9.748  # pingpong's narrow-tile penalty (one consumer's wgmma at a time): * (1 + pp_narrow / tile_n)
     cluster_fill: float = 1.0  # share of the SMs clusters of 3+ occupy, where neither the device nor H200_CLUSTERS says
-    reduce_growth: float = 0.1048  # cluster split-K's reduce grows by this share per split past 2
-    misaligned: float = 1.811  # L2 -> SM cost per byte of an operand whose row pitch is not a multiple of 128 bytes
-    l2_bw: float = 20470000.0  # L2 -> SM bytes per us, all SMs together, of rows on the 128-byte line
-    l2_bw_misaligned: float = 6799000.0  # the same of rows off the line
-    smem_eff: float = 0.7143  # share of shared memory's 128 B per clock the wgmma operand reads reach
+    reduce_growth: float = 0.08285  # cluster split-K's reduce grows by this share per split past 2
+    misaligned: float = 1.553  # L2 -> SM cost per byte of an operand whose row pitch is not a multiple of 128 bytes
+    l2_bw: float = 18612000.0  # L2 -> SM bytes per us, all SMs together, of rows on the 128-byte line
+    l2_bw_misaligned: float = 6485000.0  # the same of rows off the line
+    smem_eff: float = 0.8  # share of shared memory's 128 B per clock the wgmma operand reads reach
 
     def as_vector(self) -> list[float]:
         return [getattr(self, f.name) for f in dataclasses.fields(self)]
@@ -472,7 +480,7 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
     smem_rate = PEAK_TFLOPS["bfloat16"] * 1e6 / p.sms / SMEM_FLOP_PER_BYTE  # bytes per us of one SM
     t_mma = max(t_mma, smem_bytes / (smem_rate * c.smem_eff))
     if pair > 1:
-        t_mma *= c.multicast if pair == 2 else c.multicast_four
+        t_mma *= c.multicast
     rows_a, rows_b = _misaligned_rows(p)
     if swap:
         rows_a, rows_b = rows_b, rows_a
@@ -480,8 +488,6 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
                    + tn / cluster_m * (c.misaligned if rows_b else 1.0)) * tk * isz
     t_load = max(stage_bytes / c.sm_bw, c.latency_us / stages)
     t_step = max(t_mma, t_load) + c.step_us
-    if cluster_m > 1 and tiles_m % cluster_m:
-        t_step *= c.ragged_cluster
 
     # the epilogue's store of one tile (C, or the split's f32 partial into the workspace)
     store_bytes = tm * tn * (4 if split > 1 and reduce == "workspace" else osz)
