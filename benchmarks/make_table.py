@@ -5,7 +5,10 @@ and the number of runs beside it, with the record files it came from. The select
 benchmark: every run at the given commit (default: the commit of that benchmark's newest
 run), or, with --last N, the newest N runs whatever their commit. Benchmarks measured over
 several runs (NEWEST_RUNS: drawn-shape seeds, the profiler's kernels) read, row by row, the
-newest runs that measured the row's figure.
+newest runs that measured the row's figure. Each GPU kind gets its own table (an H100's runs, made
+while no H200 was lent, never mix into the H200's figures), and probe runs (a record naming
+`gemm_offer`, `gemm_constants` or `gemm_swap_store`: the GEMM switched away from what main ships,
+or made at a commit in PROBE_COMMITS) are left out.
 
     python benchmarks/make_table.py                 # prints the markdown table
     python benchmarks/make_table.py --last 5        # the newest 5 runs of each benchmark
@@ -263,15 +266,33 @@ def provenance(runs: list[dict]) -> str:
     return f"{', '.join(commits)}: {files}"
 
 
-def render(results: Path = RESULTS, last: int | None = None, commit: str | None = None) -> str:
-    """The markdown table (one row per figure) over the selected runs of each benchmark."""
+PROBE_FIELDS = ("gemm_offer", "gemm_constants", "gemm_swap_store")  # a run of the GEMM as main does not ship it
+# Commits whose own defaults were a probe, reverted after it: their runs read as probes too.
+PROBE_COMMITS = {"75a267b": "the GEMM model's refit, which held out worse and was reverted in 6c1f841"}
+
+
+def on_device(record: dict, device: str) -> bool:
+    """Whether a record belongs in `device`'s table ("H200", "H100"): records naming that GPU, and
+    for the H200 also those naming none (CPU-only runs, and the H200's before the field existed)."""
+    named = str(record.get("device") or "")
+    if "NVIDIA" not in named:
+        return device == "H200"
+    return device in named
+
+
+def render(results: Path = RESULTS, last: int | None = None, commit: str | None = None,
+           device: str = "H200") -> str:
+    """The markdown table (one row per figure) over the selected runs of each benchmark on
+    `device` (records of one GPU kind only: an H100's runs never mix into the H200's figures)."""
     lines = ["| benchmark | ratio: median (range, runs) | ours | peer | unit | goal | SM clock, power | "
              "commit: records |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     loaded: dict[str, list[dict]] = {}
 
     def records_of(name: str) -> list[dict]:  # each benchmark's records read once per table
         if name not in loaded:
-            loaded[name] = [with_derived(r) for r in load_records(name, results)]
+            loaded[name] = [with_derived(r) for r in load_records(name, results)
+                            if on_device(r, device) and not any(r.get(f) for f in PROBE_FIELDS)
+                            and str(r.get("commit", ""))[:7] not in PROBE_COMMITS]
         return loaded[name]
 
     for record_name, label, ours, peer, ratio, unit, goal in ROWS:
@@ -335,6 +356,9 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="replace the table in benchmarks/README.md")
     args = parser.parse_args()
     text = render(last=args.last, commit=args.commit)
+    h100 = render(last=args.last, commit=args.commit, device="H100")
+    if len(h100.splitlines()) > 2:  # rows beyond the header
+        text += "\n\n### NVIDIA H100 (runs made while no H200 was lent; not comparable with the rows above)\n\n" + h100
     mutation = render_mutation()
     if mutation:
         text += "\n\n" + mutation

@@ -96,6 +96,25 @@ def test_make_table_shows_median_and_range_over_all_runs_at_the_commit(tmp_path,
     assert "(0.900-0.990, 4 runs)" in row and "aaaaaaaa, bbbbbbbb" in row
 
 
+def test_make_table_keeps_each_gpu_kind_apart_and_leaves_probe_runs_out(tmp_path):
+    import make_table
+
+    def record(when, ratio, **fields):
+        name = f"foundation_{when}_cccccccc.json"
+        (tmp_path / name).write_text(json.dumps({
+            "benchmark": "foundation", "date": when[:10], "time_utc": when, "commit": "c" * 40, **fields,
+            "figures": {"tiled_copy_8192_vs_copyto": ratio}}))
+
+    record("2026-12-01T010000Z", 0.90)  # names no device: the H200's table
+    record("2026-12-01T020000Z", 0.92, device="NVIDIA H200")
+    record("2026-12-01T030000Z", 0.50, device="NVIDIA H100 80GB HBM3")
+    record("2026-12-01T040000Z", 0.10, device="NVIDIA H200", gemm_constants="other.json")  # a probe
+    [h200] = [line for line in make_table.render(tmp_path).splitlines() if "tiled smem copy" in line]
+    assert "(0.900-0.920, 2 runs)" in h200
+    [h100] = [line for line in make_table.render(tmp_path, device="H100").splitlines() if "tiled smem copy" in line]
+    assert "**0.500 (1 run)**" in h100
+
+
 def test_make_table_derives_the_attention_sweep_minimum_from_full_runs_only(tmp_path):
     import make_table
 
