@@ -37,7 +37,7 @@ import statistics
 import time
 
 import numpy as np
-from common import GpuSampler, interleaved_runs, table, write_record
+from common import GpuSampler, interleaved_runs, parse_shapes, table, write_record
 from gemm_sweep import Problem, bf16_problems, blocking_timer, cupy_view, fp8_problems, iterations, operand_sets
 
 from mgpu_lab.builder.dtypes import numpy_dtype
@@ -283,15 +283,8 @@ def random_cases(count: int, seed: int, top: int, offer: tuple[str, ...] = ()):
 def given_cases(shapes: str, top: int, offer: tuple[str, ...] = ()):
     """(dtype, Problem, candidates) of `--shapes` ("2048x5632x2048,129x28672x4096:nn"; B (n, k)
     unless ":nn"): the model's alternatives on shapes a user names, e.g. a model's layers."""
-    for spec in shapes.split(","):
-        size, _, layout = spec.strip().partition(":")
-        if layout not in ("", "nt", "nn"):
-            raise SystemExit(f"--shapes: {spec!r}: the layout after ':' must be nt or nn")
-        try:
-            m, n, k = (int(x) for x in size.split("x"))
-        except ValueError:
-            raise SystemExit(f"--shapes: {spec!r} is not MxNxK[:nt|:nn]") from None
-        p = Problem(m, n, k, layout != "nn", "given")
+    for m, n, k, transpose_b in parse_shapes(shapes):
+        p = Problem(m, n, k, transpose_b, "given")
         yield "bf16", p, model_alternatives(p, top, offer)
 
 

@@ -529,8 +529,9 @@ def main(argv: list[str] | None = None) -> None:
 
     notes = {"ratio": "torch median time / our median time (above 1: ours faster)",
              "A": ("the model with every nn.Linear routed through the router to F.linear (a control: the "
-                   "router's own cost)") if control else ("the model with every nn.Linear routed to our GEMM "
-                                                           "(make_gemm(m, n, k, transpose_b=True) as a torch op per shape)"), "B": "the same weights on torch's nn.Linear (cuBLAS)",
+                   "router's own cost)" if control else "the model with every nn.Linear routed to our GEMM "
+                   "(make_gemm(m, n, k, transpose_b=True) as a torch op per shape)"),
+             "B": "the same weights on torch's nn.Linear (cuBLAS)",
              "order": "A B B A ... (common.interleaved_rounds), CUDA events around each forward / generation",
              "model": config_values, "dtype": "bfloat16", "attention": torch_model.config._attn_implementation,
              "prefill": f"{args.prefill_batch} x {args.prefill_len} tokens, one forward, every position's logits",

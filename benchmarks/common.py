@@ -328,3 +328,19 @@ def table(rows: list[tuple]) -> str:
     """Plain-text table of rows (first row = header), columns padded to their widest cell."""
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(str(v).ljust(w) for v, w in zip(r, widths)) for r in rows)
+
+
+def parse_shapes(shapes: str, option: str = "--shapes") -> list[tuple[int, int, int, bool]]:
+    """`MxNxK[:nt|:nn],...` as (m, n, k, B as (n, k)): B (n, k) unless ":nn". SystemExit naming
+    the option and the spec for anything else."""
+    parsed = []
+    for spec in shapes.split(","):
+        size, _, layout = spec.strip().partition(":")
+        if layout not in ("", "nt", "nn"):
+            raise SystemExit(f"{option}: {spec!r}: the layout after ':' must be nt or nn")
+        try:
+            m, n, k = (int(x) for x in size.split("x"))
+        except ValueError:
+            raise SystemExit(f"{option}: {spec!r} is not MxNxK[:nt|:nn]") from None
+        parsed.append((m, n, k, layout != "nn"))
+    return parsed

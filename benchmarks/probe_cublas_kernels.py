@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from common import table, write_record
+from common import parse_shapes, table, write_record
 
 # (m, n, k, B as (n, k)): pairs on and off the line, and the slowest drawn off-line shapes
 SHAPES = [
@@ -43,21 +43,6 @@ def kernels_of(torch, fn) -> list[dict]:
     return out
 
 
-def parse_shapes(text: str) -> list[tuple[int, int, int, bool]]:
-    """`MxNxK[:nt|:nn],...` as (m, n, k, B as (n, k)); B (n, k) unless `:nn`."""
-    shapes = []
-    for item in text.split(","):
-        dims, _, layout = item.strip().partition(":")
-        try:
-            m, n, k = (int(x) for x in dims.split("x"))
-        except ValueError:
-            raise SystemExit(f"--shapes: expected MxNxK[:nt|:nn], got {item!r}") from None
-        if layout not in ("", "nt", "nn"):
-            raise SystemExit(f"--shapes: expected the layout nt or nn after ':', got {item!r}")
-        shapes.append((m, n, k, layout != "nn"))
-    return shapes
-
-
 def main() -> None:
     import torch
 
@@ -69,7 +54,7 @@ def main() -> None:
     for m, n, k, transpose_b in parse_shapes(args.shapes) if args.shapes else SHAPES:
         a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
         b = torch.randn((n, k) if transpose_b else (k, n), dtype=torch.bfloat16, device="cuda")
-        fn = (lambda: a @ b.T) if transpose_b else (lambda: a @ b)
+        fn = (lambda a=a, b=b: a @ b.T) if transpose_b else (lambda a=a, b=b: a @ b)
         key = f"{m}x{n}x{k}_{'nt' if transpose_b else 'nn'}"
         kernels = kernels_of(torch, fn)
         figures[f"cublas_kernels_{key}"] = kernels

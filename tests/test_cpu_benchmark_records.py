@@ -96,6 +96,15 @@ def test_make_table_shows_median_and_range_over_all_runs_at_the_commit(tmp_path,
     assert "(0.900-0.990, 4 runs)" in row and "aaaaaaaa, bbbbbbbb" in row
 
 
+def test_shape_lists_read_both_layouts_and_name_the_option_of_a_bad_spec():
+    assert common.parse_shapes("517x1712x12104, 322x1560x2144:nn,1x2x3:nt") == [
+        (517, 1712, 12104, True), (322, 1560, 2144, False), (1, 2, 3, True)]
+    with pytest.raises(SystemExit, match=r"--probe: '1x2' is not MxNxK\[:nt\|:nn\]"):
+        common.parse_shapes("1x2", option="--probe")
+    with pytest.raises(SystemExit, match=r"--shapes: '1x2x3:tt': the layout after ':' must be nt or nn"):
+        common.parse_shapes("1x2x3:tt")
+
+
 def test_make_table_keeps_each_gpu_kind_apart_and_leaves_probe_runs_out(tmp_path):
     import make_table
 
