@@ -807,14 +807,16 @@ def test_a_bad_constants_file_names_the_variable_the_file_and_what_was_expected(
 
 
 def test_the_constants_variable_is_read_at_import(tmp_path):
+    import os
     import subprocess
 
     path = tmp_path / "c.json"
     path.write_text('{"tile_us": 7.5}')
     code = "from mgpu_lab.kernels.gemm import model; print(model.CONSTANTS.tile_us)"
-    env = {**__import__("os").environ, model.CONSTANTS_ENV: str(path)}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    env = {**os.environ, model.CONSTANTS_ENV: str(path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                         timeout=120)
     assert out.stdout.strip() == "7.5"
     env[model.CONSTANTS_ENV] = str(tmp_path / "missing.json")
-    failed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    failed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert failed.returncode != 0 and "MGPU_LAB_GEMM_CONSTANTS=" in failed.stderr and "missing.json" in failed.stderr
