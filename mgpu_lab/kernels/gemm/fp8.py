@@ -19,7 +19,7 @@ from mgpu_lab import dsl
 from mgpu_lab.arguments import choice
 from mgpu_lab.user_errors import user_facing
 
-from .kernel import build_gemm_kernel, resolve_tiling
+from .kernel import build_gemm_kernel, epilogue_keywords, resolve_tiling
 from .tiling import check_problem, swap_safe
 from .padding import aligned_shape, padded_gemm
 from .pieces import Epilogue, EpilogueTile
@@ -52,8 +52,7 @@ def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m
     t = resolve_tiling(m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype, tile_m=tile_m, tile_n=tile_n,
                        stages=stages, group_m=group_m, persistent=persistent, cluster_m=cluster_m,
                        split_k=split_k, split_k_reduce=split_k_reduce, swap_ab=swap_ab, cluster_n=cluster_n,
-                       unswapped=epilogue is not None and not swap_safe(epilogue),
-                       swappable_epilogue=epilogue is not None and swap_safe(epilogue), input_dtypes=(FP8,))
+                       **epilogue_keywords(epilogue), input_dtypes=(FP8,))
 
     def scaled(acc: dsl.FragmentedArray, tile: EpilogueTile, scale_a: Any, scale_b: Any,
                *refs: Any) -> dsl.FragmentedArray:

@@ -170,7 +170,7 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     resolve = functools.partial(resolve_tiling, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                                 tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
                                 cluster_m=cluster_m, swap_ab=swap_ab, cluster_n=cluster_n,
-                                **_resolve_epilogue(epilogue))
+                                **epilogue_keywords(epilogue))
     t = resolve(split_k=split_k, split_k_reduce=split_k_reduce)
     if epilogue is not None and t.split_k > 1 and not t.cluster_split:
         if split_k is not None:
@@ -193,7 +193,7 @@ def epilogue_kind(epilogue: Any) -> bool | str:
     return SWAPPABLE if swap_safe(epilogue) and model.OFFER_SWAP_EPILOGUE else True
 
 
-def _resolve_epilogue(epilogue: Any) -> dict[str, bool]:
+def epilogue_keywords(epilogue: Any) -> dict[str, bool]:
     """resolve_tiling's keywords for an epilogue: none, one on C's own tiles (unswapped), or one
     that applies to C.T's too (swappable_epilogue)."""
     if epilogue is None:
@@ -327,7 +327,7 @@ def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
                          f"{m}x{n}x{k} ({dtype} in, {out_dtype} out) is not: use make_gemm (it pads)")
     t = resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
                        tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
-                       **_resolve_epilogue(epilogue))
+                       **epilogue_keywords(epilogue))
     if t.stream_k and persistent is None:
         t = dataclasses.replace(t, persistent=True)
     check_buffer_mode(profile_buffer)

@@ -183,6 +183,5 @@ def settle_tiling(m: int, n: int, k: int, picked: dict[str, Any], *, transpose_b
     return dataclasses.replace(t, split_k=even_split_k(t.k_tiles, t.split_k))  # no empty K slice
 
 
-__all__ = ["MAX_ACCUMULATOR", "MAX_SWAP_AB_ACCUMULATOR", "SWAP_AB_EPILOGUE", "TILE_MS", "TILE_NS", "swap_safe",
-           "check_problem",
-           "check_tiling", "pairs_split_b", "settle_tiling", "valid_tile_n"]
+__all__ = ["MAX_ACCUMULATOR", "MAX_SWAP_AB_ACCUMULATOR", "SWAP_AB_EPILOGUE", "TILE_MS", "TILE_NS", "check_problem",
+           "check_tiling", "pairs_split_b", "settle_tiling", "swap_safe", "valid_tile_n"]
