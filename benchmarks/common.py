@@ -71,14 +71,23 @@ def run_identity() -> dict:
 
     identity = {"device": device_name(), "driver": driver_version(), "commit": commit(),
                 "tma_l2_promotion": l2_promotion(), "gemm_switches": list(switches_on())}
-    offered = os.environ.get("MGPU_LAB_GEMM_OFFER")  # changed for a probe
-    if offered:
-        identity["gemm_offer"] = offered
-    constants = os.environ.get("MGPU_LAB_GEMM_CONSTANTS")  # the model calibrated otherwise
-    if constants:
-        identity["gemm_constants"] = constants
-    swap_store = os.environ.get("MGPU_LAB_GEMM_SWAP_STORE")  # how swapped tiles write C, changed for a probe
-    return {**identity, "gemm_swap_store": swap_store} if swap_store else identity
+    return {**identity, **{key: os.environ[variable] for key, variable in PROBE_SETTINGS.items()
+                           if os.environ.get(variable)}}
+
+
+# Record key -> the variable that, set, runs the GEMM otherwise than main ships it (a probe):
+# the model's switches changed, its constants replaced, swapped tiles' stores switched.
+PROBE_SETTINGS = {"gemm_offer": "MGPU_LAB_GEMM_OFFER", "gemm_constants": "MGPU_LAB_GEMM_CONSTANTS",
+                  "gemm_swap_store": "MGPU_LAB_GEMM_SWAP_STORE"}
+
+
+def recorded_on(record: dict, gpu: str) -> bool:
+    """Whether a record ran on `gpu` ("H200", "H100"): it names that GPU, or, for the H200, it
+    names none (CPU-only runs, and the H200's from before the field was written)."""
+    named = str(record.get("device") or "")
+    if "NVIDIA" not in named:
+        return gpu == "H200"
+    return gpu in named
 
 
 # --------------------------------------------------------------------------- clocks and power

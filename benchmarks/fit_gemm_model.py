@@ -42,6 +42,7 @@ import numpy as np
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
+from common import recorded_on  # noqa: E402
 from gemm_sweep import bf16_problems, fp8_problems  # noqa: E402
 
 from mgpu_lab.kernels.gemm import model  # noqa: E402
@@ -80,8 +81,7 @@ def on_model_device(record: dict) -> bool:
     """Whether a record's times are the model's device's: records that name another GPU (an H100's
     runs when no H200 was lent) are left out; those that name none ran on the H200 before the
     field was written."""
-    device = str(record.get("device") or "")
-    return "NVIDIA" not in device or MODEL_DEVICE in device
+    return recorded_on(record, MODEL_DEVICE)
 
 
 def at_promotion(samples: list[Sample], wanted: str | None) -> tuple[list[Sample], list[Sample]]:

@@ -7,7 +7,7 @@ run), or, with --last N, the newest N runs whatever their commit. Benchmarks mea
 several runs (NEWEST_RUNS: drawn-shape seeds, the profiler's kernels) read, row by row, the
 newest runs that measured the row's figure. Each GPU kind gets its own table (an H100's runs, made
 while no H200 was lent, never mix into the H200's figures), and probe runs (a record naming
-`gemm_offer`, `gemm_constants` or `gemm_swap_store`: the GEMM switched away from what main ships,
+a key of common.PROBE_SETTINGS: the GEMM switched away from what main ships,
 or made at a commit in PROBE_COMMITS) are left out.
 
     python benchmarks/make_table.py                 # prints the markdown table
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import RESULTS, load_records  # noqa: E402
+from common import PROBE_SETTINGS, RESULTS, load_records, recorded_on  # noqa: E402
 
 README = Path(__file__).parent / "README.md"
 BEGIN, END = "<!-- make_table.py: begin -->", "<!-- make_table.py: end -->"
@@ -266,18 +266,8 @@ def provenance(runs: list[dict]) -> str:
     return f"{', '.join(commits)}: {files}"
 
 
-PROBE_FIELDS = ("gemm_offer", "gemm_constants", "gemm_swap_store")  # a run of the GEMM as main does not ship it
 # Commits whose own defaults were a probe, reverted after it: their runs read as probes too.
 PROBE_COMMITS = {"75a267b": "the GEMM model's refit, which held out worse and was reverted in 6c1f841"}
-
-
-def on_device(record: dict, device: str) -> bool:
-    """Whether a record belongs in `device`'s table ("H200", "H100"): records naming that GPU, and
-    for the H200 also those naming none (CPU-only runs, and the H200's before the field existed)."""
-    named = str(record.get("device") or "")
-    if "NVIDIA" not in named:
-        return device == "H200"
-    return device in named
 
 
 def render(results: Path = RESULTS, last: int | None = None, commit: str | None = None,
@@ -291,7 +281,7 @@ def render(results: Path = RESULTS, last: int | None = None, commit: str | None 
     def records_of(name: str) -> list[dict]:  # each benchmark's records read once per table
         if name not in loaded:
             loaded[name] = [with_derived(r) for r in load_records(name, results)
-                            if on_device(r, device) and not any(r.get(f) for f in PROBE_FIELDS)
+                            if recorded_on(r, device) and not any(r.get(key) for key in PROBE_SETTINGS)
                             and str(r.get("commit", ""))[:7] not in PROBE_COMMITS]
         return loaded[name]
 
