@@ -472,8 +472,8 @@ def test_multicast_quads_compile(m, n, tile_m, tile_n, transpose_b):
     sass, ptx = k.compiled.sass, k.compiled.ptx
     assert not re.search(r"\bUTMALDG\.2D\b(?!\.MULTICAST)", sass), "a load that is not multicast"
     assert len(re.findall(r"\bUTMALDG\.2D\.MULTICAST\b", sass)) >= 2
-    # the masks: A to ranks {row, row + 2} (5 * (row + 1)), B to {2 col, 2 col + 1} (3 * (3 col + 1))
-    assert re.search(r"mad\.lo\.s16\s+%rs\d+, %rs\d+, 5, 5;", ptx) and re.search(r"mad\.lo\.s16\s+%rs\d+, %rs\d+, 9, 3;", ptx)
+    # the masks: A to ranks {row, row + 2} (0b0101 << row), B to {2 col, 2 col + 1} (0b0011 << 2 col)
+    assert len(re.findall(r"shl\.b16\s+%rs\d+, %rs\d+, %r\d+;", ptx)) >= 2, "the masks are not shifted by the rank"
     assert re.search(r"xor\.b32\s+%r\d+, %r\d+, 1;", ptx) and re.search(r"xor\.b32\s+%r\d+, %r\d+, 2;", ptx)
     assert re.search(r"mov\.b32\s+%r\d+, 24;", ptx), "the empty barriers do not count 3 blocks x 8 warps"
 
@@ -503,6 +503,48 @@ def test_quad_positions_peers_and_tiles():
     assert multicast_masks(row, 3) == (0b1111, None) and row.work_items == 64 * 8
 
 
+@pytest.mark.parametrize("cluster_m, cluster_n", [(2, 4), (4, 2), (2, 2), (4, 1), (1, 4)])
+def test_cluster_ranks_multicast_to_their_row_and_column_and_release_in_them(cluster_m, cluster_n):
+    """In any cluster of blocks (rank = row + cluster_m * column), a block's A share goes to the
+    ranks of its cluster row and its B share to those of its column; its peers (whose 'empty'
+    barriers its consumers release) are exactly the other ranks of both, none twice."""
+    from mgpu_lab.kernels.gemm.pieces import GemmTiling, cluster_position, multicast_masks, multicast_peers
+
+    t = GemmTiling(8192, 8192, 1000, tile_m=128, tile_n=256, persistent=True, cluster_m=cluster_m,
+                   cluster_n=cluster_n)
+    size = cluster_m * cluster_n
+    position = [cluster_position(t, r) for r in range(size)]
+    assert sorted(position) == [(row, col) for row in range(cluster_m) for col in range(cluster_n)]
+    for rank, (row, col) in enumerate(position):
+        same_row = {r for r, p in enumerate(position) if p[0] == row}
+        same_col = {r for r, p in enumerate(position) if p[1] == col}
+        a_mask, b_mask = multicast_masks(t, rank)
+        assert a_mask == (sum(1 << r for r in same_row) if cluster_n > 1 else None)
+        assert b_mask == (sum(1 << r for r in same_col) if cluster_m > 1 else None)
+        peers = multicast_peers(t, rank)
+        assert len(peers) == len(set(peers)) == t.slot_writers - 1
+        assert set(peers) == (same_row | same_col) - {rank}
+    assert t.grid == size * (15 if size == 8 else 30)  # the H200's resident clusters of eight (four)
+
+
+@pytest.mark.parametrize("cluster_m, cluster_n, m, n, tile_n, transpose_b", [
+    (2, 4, 325, 3736, 128, True), (2, 4, 700, 9000, 128, False), (4, 2, 5286, 1000, 256, False),
+    (4, 2, 1161, 1424, 128, True)])
+def test_multicast_clusters_of_eight_compile(cluster_m, cluster_n, m, n, tile_n, transpose_b):
+    """2 x 4 / 4 x 2 clusters of eight: both operands loaded by multicast only, (8, 1, 1) clusters,
+    at most 15 of them (120 blocks), and every 'empty' barrier counting the consumer warps of the
+    block and the 4 + 2 - 2 others whose loads land in it: 2 x 4 x 5 = 40."""
+    k = make_gemm(m, n, 4104, tile_m=128, tile_n=tile_n, transpose_b=transpose_b, persistent=True,
+                  cluster_m=cluster_m, cluster_n=cluster_n)
+    assert_clean(k, rf"HGMMA\.64x{tile_n}x16")
+    groups = -(-m // (cluster_m * 128)) * -(-n // (cluster_n * tile_n))
+    assert k.compiled.cluster == (8, 1, 1) and k.compiled.grid == (8 * min(groups, 15), 1, 1)
+    sass, ptx = k.compiled.sass, k.compiled.ptx
+    assert not re.search(r"\bUTMALDG\.2D\b(?!\.MULTICAST)", sass), "a load that is not multicast"
+    assert len(re.findall(r"\bUTMALDG\.2D\.MULTICAST\b", sass)) >= 2
+    assert re.search(r"mov\.b32\s+%r\d+, 40;", ptx), "the empty barriers do not count 5 blocks x 8 warps"
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"persistent": True, "cluster_n": 3}, r"cluster_n must be 1, 2 or 4, got 3"),
     ({"persistent": False, "cluster_n": 2}, r"cluster_n=2 \(2 blocks sharing A tiles by multicast\) needs "
@@ -515,8 +557,11 @@ def test_quad_positions_peers_and_tiles():
      r"clusters of four blocks \(cluster_m=1, cluster_n=4\) need persistent=True, got persistent='stream_k'$"),
     ({"persistent": True, "cluster_n": 2, "cluster_m": 2, "tile_n": 64},
      r"cluster_m=2 splits the B tile .* tile_n must be 128, 192 or 256, got 64"),
-    ({"persistent": True, "cluster_n": 4, "cluster_m": 2},
-     r"a cluster holds at most four blocks \(2 x 2, 4 x 1 or 1 x 4\), got cluster_m=2 with cluster_n=4$"),
+    ({"persistent": True, "cluster_n": 4, "cluster_m": 4, "tile_n": 256},
+     r"a cluster holds at most eight blocks \(2 x 4 or 4 x 2; four: 2 x 2, 4 x 1 or 1 x 4\), got cluster_m=4 "
+     r"with cluster_n=4$"),
+    ({"persistent": "stream_k", "cluster_n": 4, "cluster_m": 2},
+     r"clusters of eight blocks \(cluster_m=2, cluster_n=4\) need persistent=True, got persistent='stream_k'$"),
 ])
 def test_multicast_a_pairs_reject_bad_arguments(kwargs, message):
     kwargs = {"tile_m": 128, "tile_n": 256, **kwargs}

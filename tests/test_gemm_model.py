@@ -596,8 +596,9 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,b_pairs"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
-                                    "swap_persistent, swap_stream_k, clusters_of_four, swap_epilogue "
-                                    "(comma-separated, -name to switch one off), got 'a_pairs,b_pairs'") in out.stderr
+                                    "swap_persistent, swap_stream_k, clusters_of_four, swap_epilogue, "
+                                    "clusters_of_eight (comma-separated, -name to switch one off), got "
+                                    "'a_pairs,b_pairs'") in out.stderr
 
 
 def test_options_with_switches_on_time_the_switched_picks_beside_the_default(no_switches):
@@ -820,3 +821,29 @@ def test_the_constants_variable_is_read_at_import(tmp_path):
     env[model.CONSTANTS_ENV] = str(tmp_path / "missing.json")
     failed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert failed.returncode != 0 and "MGPU_LAB_GEMM_CONSTANTS=" in failed.stderr and "missing.json" in failed.stderr
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_clusters_of_eight_are_offered_only_when_switched_on_take_nothing_away_and_all_build(monkeypatch, no_switches,
+                                                                                              transpose_b):
+    """2 x 4 and 4 x 2 clusters of eight (each block a quarter of one operand's tile, half of the
+    other's): off until timed on a GPU; on, the switch adds those two and nothing else, 2 x 4
+    estimated below one block a tile and no slower than its 2 x 2 quad where the rows are off the
+    line (the model prices only L2 reads, which a quad already halves), and every one offered
+    resolves to 15 clusters at most (120 SMs)."""
+    off = model.Problem(1161, 11424, 11496, transpose_b=transpose_b)  # both operands off the line
+    before = list(model.candidates(off))
+    assert not any(c.get("cluster_m", 1) * c.get("cluster_n", 1) == 8 for c in before)
+    monkeypatch.setattr(model, "OFFER_CLUSTERS_OF_EIGHT", True)
+    after = list(model.candidates(off))
+    added = [c for c in after if c not in before]
+    assert {(c["cluster_m"], c["cluster_n"]) for c in added} == {(2, 4), (4, 2)}
+    assert all(c["persistent"] is True for c in added) and [c for c in after if c not in added] == before
+    eight = {"tile_m": 128, "tile_n": 256, "persistent": True, "group_m": 8, "cluster_m": 2, "cluster_n": 4}
+    single = {key: value for key, value in eight.items() if not key.startswith("cluster")}
+    assert model.estimate_us(off, eight) <= model.estimate_us(off, {**eight, "cluster_n": 2})
+    assert model.estimate_us(off, eight) < 0.9 * model.estimate_us(off, single)
+    for config in added:
+        settings = {key: config[key] for key in CONFIG_KEYS if key in config}
+        t = resolve_tiling(off.m, off.n, off.k, transpose_b=transpose_b, split_k=1, **settings)
+        assert t.cluster_size == 8 and t.grid % 8 == 0 and t.grid <= 120

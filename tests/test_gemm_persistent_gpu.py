@@ -1,6 +1,6 @@
 """GPU tests of the persistent GEMMs (one block per SM looping over tiles; 'pingpong': the two
 consumers alternating whole tiles; cluster_m=2 / cluster_n=2: pairs of blocks sharing B / A tiles by
-multicast; both, or 4 on one side: clusters of four): bf16 on ragged, aligned, decode and small shapes, fused
+multicast; both, or 4 on one side: clusters of four; 2 x 4 and 4 x 2: clusters of eight): bf16 on ragged, aligned, decode and small shapes, fused
 epilogues, FP8 and block-scaled FP8. A file of its own so that a fault
 here cannot take the other GEMM tests' CUDA context down with it (gpu_check_gemm.sh runs it
 in its own process and tunes without the persistent kernel when it fails)."""
@@ -154,3 +154,24 @@ def test_multicast_clusters_of_four_in_a_line_gemm(clusters, m, n, k, tiles, tra
     """cluster_m=4 / cluster_n=4: four tiles in a column (row) share B (A) by TMA multicast, each
     block loading a quarter of it; every slot is released in all four blocks."""
     assert _run(m, n, k, rng, transpose_b, runs=2, persistent=True, **clusters, **tiles) <= 1e-2
+
+
+@pytest.mark.parametrize("clusters, m, n, k, tiles, transpose_b", [
+    ({"cluster_m": 2, "cluster_n": 4}, 325, 3736, 2488, {"tile_m": 128, "tile_n": 128}, True),  # 3 row tiles: the lower pair half past M; rows off the line
+    ({"cluster_m": 2, "cluster_n": 4}, 700, 9000, 1000, {"tile_m": 128, "tile_n": 128}, False),  # 71 column tiles: the last eight's last past N
+    ({"cluster_m": 2, "cluster_n": 4}, 4096, 4096, 4096, {"tile_m": 128, "tile_n": 256}, True),  # 128 clusters' worth on 15: rounds and a tail
+    ({"cluster_m": 4, "cluster_n": 2}, 5286, 1000, 1000, {"tile_m": 128, "tile_n": 256}, False),  # B (k, n): one box a block
+    ({"cluster_m": 4, "cluster_n": 2}, 1161, 1424, 11496, {"tile_m": 128, "tile_n": 128}, True),  # both operands off the line
+    ({"cluster_m": 4, "cluster_n": 2}, 300, 200, 100, {"tile_m": 128, "tile_n": 64}, True),  # one cluster, most tiles past the edges
+], ids=["2x4-nt-ragged", "2x4-nn", "2x4-rounds", "4x2-nn", "4x2-nt-offline", "4x2-one"])
+def test_multicast_clusters_of_eight_gemm(clusters, m, n, k, tiles, transpose_b, rng):
+    """2 x 4 / 4 x 2 clusters of eight blocks: each block loads a quarter of one operand's shared
+    tile and half of the other's, multicast to the blocks of its cluster row (A) and column (B);
+    every slot is released in the block and the 4 + 2 - 2 others whose loads land in it."""
+    assert _run(m, n, k, rng, transpose_b, runs=2, persistent=True, **clusters, **tiles) <= 1e-2
+
+
+def test_multicast_clusters_of_eight_fused_epilogue(rng):
+    assert _check(3000, 4104, 1000, rng, tiles={"tile_m": 128, "tile_n": 256, "persistent": True, "cluster_m": 4,
+                                                "cluster_n": 2},
+                  bias="bfloat16", activation="gelu", residual="bfloat16", scale=True) <= 1e-2

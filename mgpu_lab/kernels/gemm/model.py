@@ -61,7 +61,8 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 # a probe, read at import (so that the build workers a benchmark spawns pick as it does;
 # benchmarks/bench_gemm.py --random): "wide_b_pairs" adds a switch, "-a_pairs" takes one away.
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
-OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue")
+OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
+          "clusters_of_eight")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue")
 
 
@@ -117,6 +118,12 @@ OFFER_CLUSTERS_OF_FOUR = "clusters_of_four" in _OFFERED
 # 1.04-1.05x (gemm_random_2026-12-05T103227Z_a3e16fc.json, ..103720Z..; main's ..103008Z..,
 # ..103314Z..). Off, an epilogue runs on C's own tiles.
 OFFER_SWAP_EPILOGUE = "swap_epilogue" in _OFFERED
+# Clusters of eight blocks (persistent=True): 2 x 4 (two tile rows sharing B, four tile columns
+# sharing A) and 4 x 2, each block reading a quarter of one operand's tile and half of the
+# other's. cuBLAS runs 4 x 2 clusters where even our best alternative trailed it on the H200
+# (64 x 168 on 325x3736x2488: ours 0.80x; 128 x 176 on 342x7144x5792). 15 resident on an H200
+# (120 SMs, as clusters of four). Off: built and checked on the host only, not yet timed.
+OFFER_CLUSTERS_OF_EIGHT = "clusters_of_eight" in _OFFERED
 SWAPPABLE = "swappable"  # Problem.epilogue of an epilogue that applies to C.T too (swap_safe)
 
 
@@ -303,6 +310,18 @@ def _clusters_of_four(p: Problem, tm: int, tn: int, group_m: int) -> Iterator[di
         yield {**config, "cluster_n": 4}
 
 
+def _clusters_of_eight(p: Problem, tm: int, tn: int, group_m: int) -> Iterator[dict[str, Any]]:
+    """Persistent clusters of eight blocks on these tiles where the problem has the tiles for
+    them: 2 x 4 (B halves as a pair's, A quarters: tiles at least 128 x 128) and 4 x 2 (B
+    quarters as four in a column, A halves)."""
+    rows, cols = _ceil(p.m, tm), _ceil(p.n, tn)
+    config = {"tile_m": tm, "tile_n": tn, "persistent": True, "group_m": group_m}
+    if tm >= 128 and tn >= 128 and tn in _b_pair_widths(p.transpose_b) and rows >= 2 and cols >= 4:
+        yield {**config, "cluster_m": 2, "cluster_n": 4}
+    if tm >= 128 and rows >= 4 and cols >= 2 and (tn % 32 == 0 and tn >= 64 if p.transpose_b else tn == 256):
+        yield {**config, "cluster_m": 4, "cluster_n": 2}
+
+
 def _fits_accumulator(tile_m: int, tile_n: int, pingpong: bool = False) -> bool:
     rows = tile_m if pingpong else (tile_m // 2 if tile_m > 64 else tile_m)
     return rows * tile_n <= MAX_ACCUMULATOR
@@ -351,6 +370,8 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                                        "group_m": g}
                         if OFFER_CLUSTERS_OF_FOUR:
                             yield from _clusters_of_four(p, tm, tn, g)
+                        if OFFER_CLUSTERS_OF_EIGHT:
+                            yield from _clusters_of_eight(p, tm, tn, g)
             if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}
     swap_rows = SWAP_PERSISTENT_MAX_M if OFFER_SWAP_PERSISTENT else SWAP_AB_MAX_M

@@ -55,10 +55,11 @@ SWAP_STORE_ENV = "MGPU_LAB_GEMM_SWAP_STORE"
 SWAP_STORE = _swap_store(os.environ.get(SWAP_STORE_ENV, "tma"))
 
 MAX_STAGES = 8
-# Clusters of four one-SM blocks an H200 keeps resident (cuOccupancyMaxActiveClusters, model.H200_CLUSTERS;
-# a cluster never straddles a GPC): a persistent grid of such clusters launches no more, or the rest
-# would wait for a second wave
+# Clusters of four (eight) one-SM blocks an H200 keeps resident (cuOccupancyMaxActiveClusters,
+# model.H200_CLUSTERS; a cluster never straddles a GPC): a persistent grid of such clusters launches no
+# more, or the rest would wait for a second wave
 RESIDENT_CLUSTERS_OF_4 = 30
+RESIDENT_CLUSTERS_OF_8 = 15
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ class GemmTiling:
     cluster_m: int = 1
     # 2 (4): the same on horizontally adjacent tiles sharing A; with cluster_m = 2 as well, a
     # 2 x 2 "quad" of tiles: each block loads half of its row's A tile and half of its column's B
-    # tile (what one block reads from L2 per k-step halves). At most four blocks a cluster.
+    # tile (what one block reads from L2 per k-step halves); 2 x 4 and 4 x 2 clusters of eight
+    # blocks, a quarter of one operand's tile and half of the other's. At most eight blocks.
     cluster_n: int = 1
     # True: the tiling is of C.T = B @ A.T (m, n: the user's n, m; B is the wgmma A operand, K-major
     # from B (n, k) or MN-major from B (k, n), A (m, k) the K-major B operand): a skinny A becomes a
@@ -271,7 +273,7 @@ class GemmTiling:
 
     @property
     def cluster_size(self) -> int:
-        """Blocks per cluster of a persistent grid that multicasts: 2 (a pair) or 4, else 1."""
+        """Blocks per cluster of a persistent grid that multicasts: 2 (a pair), 4 or 8, else 1."""
         return self.cluster_m * self.cluster_n
 
     @property
@@ -295,7 +297,8 @@ class GemmTiling:
         if self.stream_k:  # every SM: the split tiles spread over all of them
             return self.sms // size * size
         per_block = 2 if self.pingpong else 1  # a pingpong block keeps both consumers busy
-        resident = self.sms // size if size < 4 else min(self.sms // size, RESIDENT_CLUSTERS_OF_4)
+        resident = self.sms // size if size < 4 else min(
+            self.sms // size, RESIDENT_CLUSTERS_OF_4 if size == 4 else RESIDENT_CLUSTERS_OF_8)
         clusters = min(-(-self.work_items // per_block), resident)
         return clusters * size
 
@@ -389,14 +392,17 @@ def multicast_peers(t: GemmTiling, rank: Any) -> tuple:
 
 
 def multicast_masks(t: GemmTiling, rank: Any) -> tuple[Any, Any]:
-    """The multicast masks of this block's share of A (the ranks of its cluster row) and of B (of
-    its cluster column), ints where they do not depend on the rank; None where not shared."""
+    """The multicast masks of this block's share of A (the ranks of its cluster row: row +
+    cluster_m * c) and of B (of its cluster column: cluster_m * col + r), ints where they do not
+    depend on the rank; None where not shared."""
     row, col = cluster_position(t, rank)
     a_mask = b_mask = None
-    if t.cluster_n > 1:  # a quad: ranks row and row + 2, 0b0101 or 0b1010
-        a_mask = (1 << t.cluster_n) - 1 if t.cluster_m == 1 else 0b101 * (row + 1)
-    if t.cluster_m > 1:  # a quad: ranks 2 col and 2 col + 1, 0b0011 or 0b1100
-        b_mask = (1 << t.cluster_m) - 1 if t.cluster_n == 1 else 0b11 * (3 * col + 1)
+    if t.cluster_n > 1:  # a quad: ranks row and row + 2, 0b0101 << row
+        row_ranks = sum(1 << (t.cluster_m * c) for c in range(t.cluster_n))
+        a_mask = row_ranks if t.cluster_m == 1 else row_ranks << row
+    if t.cluster_m > 1:  # a quad: ranks 2 col and 2 col + 1, 0b0011 << 2 col
+        column_ranks = (1 << t.cluster_m) - 1
+        b_mask = column_ranks if t.cluster_n == 1 else column_ranks << (t.cluster_m * col)
     return a_mask, b_mask
 
 

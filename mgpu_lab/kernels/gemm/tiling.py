@@ -115,12 +115,13 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: cluster_n={t.cluster_n} ({t.cluster_n} blocks sharing A tiles by multicast) needs "
                          f"persistent=True (or 'stream_k') and A as (m, k), got persistent={t.persistent!r}"
                          f"{', swap_ab=True with B (k, n)' if t.a_mn_major else ''}")
-    if t.cluster_size > 4:
-        raise ValueError(f"gemm: a cluster holds at most four blocks (2 x 2, 4 x 1 or 1 x 4), got cluster_m="
-                         f"{t.cluster_m} with cluster_n={t.cluster_n}")
-    if t.cluster_size == 4 and t.persistent is not True:
-        raise ValueError(f"gemm: clusters of four blocks (cluster_m={t.cluster_m}, cluster_n={t.cluster_n}) need "
-                         f"persistent=True, got persistent={t.persistent!r}")
+    if t.cluster_size > 8:
+        raise ValueError(f"gemm: a cluster holds at most eight blocks (2 x 4 or 4 x 2; four: 2 x 2, 4 x 1 or "
+                         f"1 x 4), got cluster_m={t.cluster_m} with cluster_n={t.cluster_n}")
+    if t.cluster_size >= 4 and t.persistent is not True:
+        size = "four" if t.cluster_size == 4 else "eight"
+        raise ValueError(f"gemm: clusters of {size} blocks (cluster_m={t.cluster_m}, cluster_n={t.cluster_n}) "
+                         f"need persistent=True, got persistent={t.persistent!r}")
     choice("split_k_reduce", t.split_k_reduce, ("cluster", "workspace"), expected="'cluster' or 'workspace'",
            where="gemm")
     if t.cluster_split and t.split_k > MAX_CLUSTER_SPLIT:
