@@ -122,7 +122,9 @@ OFFER_SWAP_EPILOGUE = "swap_epilogue" in _OFFERED
 # sharing A) and 4 x 2, each block reading a quarter of one operand's tile and half of the
 # other's. cuBLAS runs 4 x 2 clusters where even our best alternative trailed it on the H200
 # (64 x 168 on 325x3736x2488: ours 0.80x; 128 x 176 on 342x7144x5792). 15 resident on an H200
-# (120 SMs, as clusters of four). Off: built and checked on the host only, not yet timed.
+# (120 SMs, as clusters of four). Off: timed on an H100 (2026-12-05, gemm_options_2026-12-05T173640Z)
+# named outright they ran 1.32x the model's pick on 325x3736x2488 (4 x 2 of 128 x 128) and 1.15x on
+# 726x5992x800 (2 x 4), 0.62x on 550x11008x8192; switched on, the model picked none on seed 30.
 OFFER_CLUSTERS_OF_EIGHT = "clusters_of_eight" in _OFFERED
 SWAPPABLE = "swappable"  # Problem.epilogue of an epilogue that applies to C.T too (swap_safe)
 
