@@ -116,10 +116,13 @@ def test_configs():
     ({"tile_n": 40, "transpose_b": True}, r"tile_n must be a multiple of 16 from 16 to 256 \(B \(n, k\)\), got 40"),
     ({"tile_n": 272, "transpose_b": True}, r"tile_n must be a multiple of 16 from 16 to 256 \(B \(n, k\)\), got 272"),
     ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 64, "persistent": "pingpong"},
-     r"swap_ab=True .* runs one tile per block or persistent blocks \(True or 'stream_k'\), without multicast "
-     r"pairs, and the cluster split-K reduce; got persistent='pingpong'"),
-    ({"swap_ab": True, "tile_m": 128, "tile_n": 64, "persistent": True, "cluster_m": 2},
-     r"swap_ab=True .* without multicast pairs.*got persistent=True, cluster_m=2, cluster_n=1"),
+     r"swap_ab=True .* runs one tile per block or persistent blocks \(True or 'stream_k'; multicast clusters with "
+     r"True only\), and the cluster split-K reduce; got persistent='pingpong'"),
+    ({"swap_ab": True, "transpose_b": True, "tile_m": 128, "tile_n": 64, "persistent": "stream_k", "cluster_m": 2},
+     r"swap_ab=True .* multicast clusters with True only.*got persistent='stream_k', cluster_m=2, cluster_n=1"),
+    ({"swap_ab": True, "tile_m": 128, "tile_n": 64, "persistent": True, "cluster_n": 2},
+     r"cluster_n=2 \(2 blocks sharing A tiles by multicast\) needs persistent=True \(or 'stream_k'\) and A as "
+     r"\(m, k\), got persistent=True, swap_ab=True with B \(k, n\)"),
     ({"swap_ab": "yes", "transpose_b": True, "tile_m": 64, "tile_n": 64}, r"swap_ab must be True or False, got 'yes'"),
     ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 36},
      r"tile_n must be a multiple of 8 from 8 to 256 \(swap_ab\), got 36"),
@@ -543,6 +546,31 @@ def test_multicast_clusters_of_eight_compile(cluster_m, cluster_n, m, n, tile_n,
     assert not re.search(r"\bUTMALDG\.2D\b(?!\.MULTICAST)", sass), "a load that is not multicast"
     assert len(re.findall(r"\bUTMALDG\.2D\.MULTICAST\b", sass)) >= 2
     assert re.search(r"mov\.b32\s+%r\d+, 40;", ptx), "the empty barriers do not count 5 blocks x 8 warps"
+
+
+@pytest.mark.parametrize("cluster_m, cluster_n, m, n, tile_m, tile_n, transpose_b", [
+    (2, 1, 325, 3736, 64, 176, True), (1, 2, 325, 3736, 64, 168, True), (2, 2, 517, 1712, 128, 96, True),
+    (4, 2, 325, 3736, 64, 192, True), (2, 1, 550, 11008, 128, 192, False), (4, 1, 235, 2280, 64, 256, False)])
+def test_swapped_multicast_clusters_compile(cluster_m, cluster_n, m, n, tile_m, tile_n, transpose_b):
+    """Swapped persistent tiles (C.T = B @ A.T: tile_m over the caller's n, tile_n over its m) in
+    multicast clusters, the shape of cuBLAS's mid-m kernels (its 64 x 168 in 4 x 2 clusters is 64
+    of n by 168 of m): the operands shared by multicast only, C written from the registers (no
+    TMA store), the cluster and grid sized by the swapped tiles, every 'empty' barrier counting
+    the consumer warps of each block whose loads land in it."""
+    k = make_gemm(m, n, 2488, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, swap_ab=True, persistent=True,
+                  cluster_m=cluster_m, cluster_n=cluster_n)
+    assert_clean(k, rf"HGMMA\.64x{tile_n}x16", tma_store=False)
+    size = cluster_m * cluster_n
+    groups = -(-n // (cluster_m * tile_m)) * -(-m // (cluster_n * tile_n))  # C.T: n rows, m columns
+    resident = 132 // size if size < 4 else {4: 30, 8: 15}[size]
+    assert k.compiled.cluster == (size, 1, 1) and k.compiled.grid == (size * min(groups, resident), 1, 1)
+    sass, ptx = k.compiled.sass, k.compiled.ptx
+    shared_both = cluster_m > 1 and cluster_n > 1
+    if shared_both:
+        assert not re.search(r"\bUTMALDG\.2D\b(?!\.MULTICAST)", sass), "a load that is not multicast"
+    assert re.search(r"\bUTMALDG\.2D\.MULTICAST\b", sass)
+    arrivals = (1 if tile_m == 64 else 2) * 4 * (cluster_m + cluster_n - 1)
+    assert re.search(rf"mov\.b32\s+%r\d+, {arrivals};", ptx), f"the empty barriers do not count {arrivals} warps"
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -597,7 +597,8 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
                                     "swap_persistent, swap_stream_k, clusters_of_four, swap_epilogue, "
-                                    "clusters_of_eight (comma-separated, -name to switch one off), got "
+                                    "clusters_of_eight, swap_clusters (comma-separated, -name to switch one off), "
+                                    "got "
                                     "'a_pairs,b_pairs'") in out.stderr
 
 
@@ -847,3 +848,31 @@ def test_clusters_of_eight_are_offered_only_when_switched_on_take_nothing_away_a
         settings = {key: config[key] for key in CONFIG_KEYS if key in config}
         t = resolve_tiling(off.m, off.n, off.k, transpose_b=transpose_b, split_k=1, **settings)
         assert t.cluster_size == 8 and t.grid % 8 == 0 and t.grid <= 120
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_swapped_clusters_are_offered_only_when_switched_on_take_nothing_away_and_all_build(monkeypatch, no_switches,
+                                                                                           transpose_b):
+    """Swapped persistent tiles in multicast clusters (cuBLAS's mid-m kernels in our terms): off
+    until timed on a GPU; on, the switch adds only swapped persistent clusters (B (k, n), read
+    MN-major, shares only the caller's A: cluster_n stays 1), a pair estimated below its single
+    block where L2 binds, and every one offered resolves to a tiling the kernel builds."""
+    p = model.Problem(325, 3736, 2488, transpose_b=transpose_b)
+    before = list(model.candidates(p))
+    assert not any(c.get("swap_ab") and c.get("cluster_m", 1) * c.get("cluster_n", 1) > 1 for c in before)
+    monkeypatch.setattr(model, "OFFER_SWAP_CLUSTERS", True)
+    after = list(model.candidates(p))
+    added = [c for c in after if c not in before]
+    assert added and [c for c in after if c not in added] == before
+    assert all(c["swap_ab"] is True and c["persistent"] is True and c["cluster_m"] * c["cluster_n"] > 1
+               for c in added)
+    shapes = {(c["cluster_m"], c["cluster_n"]) for c in added}
+    assert shapes == ({(2, 1), (4, 1), (1, 2), (2, 2), (4, 2), (1, 4), (2, 4)} if transpose_b else {(2, 1), (4, 1)})
+    pair = {"tile_m": 64, "tile_n": 176, "persistent": True, "swap_ab": True, "group_m": 8, "cluster_m": 2,
+            "cluster_n": 1}
+    assert pair in added
+    assert model.estimate_us(p, pair) < model.estimate_us(p, {**pair, "cluster_m": 1})
+    for config in added:
+        settings = {key: config[key] for key in CONFIG_KEYS if key in config}
+        t = resolve_tiling(p.m, p.n, p.k, transpose_b=transpose_b, split_k=1, **settings)
+        assert t.swap_ab and t.cluster_size == config["cluster_m"] * config["cluster_n"]

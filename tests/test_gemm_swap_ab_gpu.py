@@ -80,6 +80,23 @@ def test_swap_ab_persistent(m, n, k, tile_m, tile_n, persistent, transpose_b, rn
                   persistent=persistent) <= 1e-2
 
 
+@pytest.mark.parametrize("m, n, k, tile_m, tile_n, cluster_m, cluster_n, transpose_b", [
+    (325, 3736, 2488, 64, 176, 2, 1, True),  # pairs down C.T's rows sharing A's 176 rows, 88 each
+    (325, 3736, 2488, 64, 168, 1, 2, True),  # pairs along m sharing B's 64 rows, 32 each; ragged m
+    (325, 3736, 2488, 64, 192, 4, 2, True),  # clusters of eight: A in quarters, B in halves
+    (517, 1712, 12104, 128, 96, 2, 2, True),  # quads over six column tiles of m, a K tail
+    (550, 11008, 8192, 128, 192, 2, 1, False),  # B (k, n) read MN-major, A shared by the pair
+    (235, 2280, 2056, 64, 256, 4, 1, False),  # four down the column, 36 C.T row tiles (not a multiple of 4)
+    (300, 1000, 520, 128, 160, 2, 2, True),  # fewer quads than clusters resident: a ragged grid
+])
+def test_swapped_multicast_clusters(m, n, k, tile_m, tile_n, cluster_m, cluster_n, transpose_b, rng):
+    """Swapped persistent tiles in multicast clusters (cuBLAS's mid-m kernels in our terms): every
+    block loads its share of the shared tiles into its cluster's slots; C poisoned first, so a
+    tile skipped, a share never loaded or a slot reused early shows."""
+    assert _error(m, n, k, rng, transpose_b=transpose_b, swap_ab=True, tile_m=tile_m, tile_n=tile_n,
+                  persistent=True, cluster_m=cluster_m, cluster_n=cluster_n) <= 1e-2
+
+
 def test_swap_ab_float32_output(rng):
     assert _error(33, 500, 1000, rng, out_dtype="float32", swap_ab=True, tile_m=64, tile_n=48, split_k=2) <= 1e-4
 

@@ -131,8 +131,8 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     quarter) of their common A tile (needs persistent=True or "stream_k", and A as (m, k)): the
     operand off the 128-byte line, or the taller tile's, read once from L2 for two blocks. Both
     2: clusters of four blocks on 2 x 2 quads of tiles, each loading half of its row's A tile and
-    half of its column's B tile. Clusters of four need persistent=True; at most 30 run (what an
-    H200 keeps resident).
+    half of its column's B tile; 2 x 4 and 4 x 2, clusters of eight. Clusters of four or eight
+    need persistent=True; at most 30 (15) run (what an H200 keeps resident).
     swap_ab: True computes C.T = B @ A.T (an epilogue only if marked swap_safe, as `fused`'s are:
     its loaders then read the bias and residual transposed; bf16/f16 only with B (k, n), which the wgmma
     then reads MN-major): B's n side fills the wgmma's 64-row side and A's few rows a narrow tile_n
@@ -142,7 +142,9 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     With no epilogue to hold registers, a swapped consumer may keep 128 x 160 f32 (tile_m=256,
     tile_n up to 160; other tilings 128 x 128). Swapped blocks run one tile each (with the
     cluster split-K) or persistent (True or "stream_k": m = 530 as three 184-wide tiles looped
-    over by 132 blocks), not pingpong or in multicast pairs.
+    over by 132 blocks), not pingpong; persistent=True ones also in multicast clusters
+    (cluster_m over C.T's rows, sharing the caller's A rows; cluster_n along them, sharing B (n, k)'s
+    rows: 64 x 176 tiles in pairs are 64 rows of n by 176 of m, cuBLAS's mid-m kernels).
     Tile sizes (and split_k, swap_ab) left out come from `gemm_config` (tuned table, else the
     performance model; with an epilogue, a tuned entry that swaps gives way to the model). Given
     one of tile_m and tile_n, the other and the rest come from the model's fastest configuration

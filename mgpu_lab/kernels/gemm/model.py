@@ -62,7 +62,7 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 # benchmarks/bench_gemm.py --random): "wide_b_pairs" adds a switch, "-a_pairs" takes one away.
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
-          "clusters_of_eight")
+          "clusters_of_eight", "swap_clusters")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue")
 
 
@@ -126,6 +126,12 @@ OFFER_SWAP_EPILOGUE = "swap_epilogue" in _OFFERED
 # named outright they ran 1.32x the model's pick on 325x3736x2488 (4 x 2 of 128 x 128) and 1.15x on
 # 726x5992x800 (2 x 4), 0.62x on 550x11008x8192; switched on, the model picked none on seed 30.
 OFFER_CLUSTERS_OF_EIGHT = "clusters_of_eight" in _OFFERED
+# Swapped persistent tiles in multicast clusters (swap_ab with persistent=True and cluster_m /
+# cluster_n): what cuBLAS runs on the mid-m shapes where ours trail (its 64 x 168 tiles in 4 x 2
+# clusters on 325x3736x2488 are 64 rows of n by 168 of m: our swapped tiles), each block loading
+# its share of the swapped B tile (the caller's A rows) and of A (the caller's B rows, B (n, k)
+# only), for the rows up to SWAP_PERSISTENT_MAX_M. Off: not yet timed.
+OFFER_SWAP_CLUSTERS = "swap_clusters" in _OFFERED
 SWAPPABLE = "swappable"  # Problem.epilogue of an epilogue that applies to C.T too (swap_safe)
 
 
@@ -376,7 +382,7 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                             yield from _clusters_of_eight(p, tm, tn, g)
             if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}
-    swap_rows = SWAP_PERSISTENT_MAX_M if OFFER_SWAP_PERSISTENT else SWAP_AB_MAX_M
+    swap_rows = SWAP_PERSISTENT_MAX_M if OFFER_SWAP_PERSISTENT or OFFER_SWAP_CLUSTERS else SWAP_AB_MAX_M
     if p.m <= swap_rows and p.epilogue in (False, SWAPPABLE) and (p.transpose_b or ITEMSIZE[p.dtype] == 2):
         yield from _swap_candidates(p, k_tiles)
 
@@ -434,6 +440,23 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
                 yield {"tile_m": tm, "tile_n": width, "persistent": True, "swap_ab": True, "group_m": 8}
                 if OFFER_SWAP_STREAM_K and _stream_k_ok(tm, width, tiles, k_tiles, p.sms):
                     yield {"tile_m": tm, "tile_n": width, "persistent": "stream_k", "swap_ab": True, "group_m": 8}
+            if OFFER_SWAP_CLUSTERS and tiles > p.sms // 4:
+                yield from _swapped_clusters(p, tm, width, parts)
+
+
+def _swapped_clusters(p: Problem, tm: int, width: int, parts: int) -> Iterator[dict[str, Any]]:
+    """Persistent swapped tiles (tile_m over n, `width` over m in `parts` column tiles of C.T) in
+    the multicast clusters the problem has the tiles for: down C.T's rows sharing the caller's A
+    rows (tiling.pairs_split_b: 8-row shares), along them sharing B (n, k)'s rows (B (k, n) is
+    read MN-major: not split), both in quads and in clusters of eight."""
+    rows = _ceil(p.n, tm)
+    config = {"tile_m": tm, "tile_n": width, "persistent": True, "swap_ab": True, "group_m": 8}
+    down = [c for c in (2, 4) if rows >= c and width % (8 * c) == 0 and width >= 16 * c]
+    along = [c for c in (2, 4) if p.transpose_b and parts >= c]
+    for cluster_m in [1, *down]:
+        for cluster_n in [1, *along]:
+            if 1 < cluster_m * cluster_n <= 8:
+                yield {**config, "cluster_m": cluster_m, "cluster_n": cluster_n}
 
 
 @functools.lru_cache(maxsize=4096)
