@@ -876,3 +876,5 @@ def test_swapped_clusters_are_offered_only_when_switched_on_take_nothing_away_an
         settings = {key: config[key] for key in CONFIG_KEYS if key in config}
         t = resolve_tiling(p.m, p.n, p.k, transpose_b=transpose_b, split_k=1, **settings)
         assert t.swap_ab and t.cluster_size == config["cluster_m"] * config["cluster_n"]
+    tall = model.Problem(model.SWAP_CLUSTERS_MAX_M + 1, 18944, 3584, transpose_b=transpose_b)
+    assert not any(c.get("swap_ab") and c["persistent"] for c in model.candidates(tall))  # C from registers lost there

@@ -140,7 +140,10 @@ def test_epilogue_on_a_96_wide_tile(rng):
     (530, 5920, 3152, False, {"bias": "float32", "scale": True}, {"tile_m": 128, "tile_n": 184, "persistent": True}),
     (33, 4104, 2048, True, {"bias": "bfloat16", "residual": "bfloat16"},
      {"tile_m": 64, "tile_n": 48, "persistent": "stream_k"}),
-], ids=["gelu-all", "bias-split", "residual-odd-m", "bias-f32-persistent", "stream-k"])
+    (325, 3736, 2488, True, {"bias": "bfloat16", "activation": "gelu", "residual": "bfloat16"},
+     {"tile_m": 64, "tile_n": 176, "persistent": True, "cluster_m": 2, "cluster_n": 2}),
+    (550, 4096, 1024, False, {"bias": "bfloat16"}, {"tile_m": 128, "tile_n": 96, "persistent": True, "cluster_m": 4}),
+], ids=["gelu-all", "bias-split", "residual-odd-m", "bias-f32-persistent", "stream-k", "quads", "fours-b-k-n"])
 def test_fused_epilogue_on_swapped_tiles(m, n, k, transpose_b, options, tiles, rng):
     """`fused` epilogues on C.T's tiles (swap_ab): the bias along the accumulator's rows, the
     residual's tile read transposed, against the f64 reference on C; outputs poisoned first."""

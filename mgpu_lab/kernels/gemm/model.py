@@ -130,8 +130,13 @@ OFFER_CLUSTERS_OF_EIGHT = "clusters_of_eight" in _OFFERED
 # cluster_n): what cuBLAS runs on the mid-m shapes where ours trail (its 64 x 168 tiles in 4 x 2
 # clusters on 325x3736x2488 are 64 rows of n by 168 of m: our swapped tiles), each block loading
 # its share of the swapped B tile (the caller's A rows) and of A (the caller's B rows, B (n, k)
-# only), for the rows up to SWAP_PERSISTENT_MAX_M. Off: not yet timed.
+# only), for up to SWAP_CLUSTERS_MAX_M rows. Off: timed on an H100 (2026-12-05, 909db3f), the
+# model's picks of them on eight mid-m shapes ran x0.92-1.34 against its picks without (x1.16 in
+# geomean; 325x3736x2488 0.605x cuBLAS -> 0.802x, 550x11008x8192 0.66x -> 0.89x), on seed 30 x1.009
+# (six changed: x0.81-1.35), seed 32 x1.000; over 576 rows they lost as often as they won (822 x 18944
+# x 3584 x0.81: C written from the registers), so they stop there.
 OFFER_SWAP_CLUSTERS = "swap_clusters" in _OFFERED
+SWAP_CLUSTERS_MAX_M = 576
 SWAPPABLE = "swappable"  # Problem.epilogue of an epilogue that applies to C.T too (swap_safe)
 
 
@@ -382,7 +387,8 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                             yield from _clusters_of_eight(p, tm, tn, g)
             if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}
-    swap_rows = SWAP_PERSISTENT_MAX_M if OFFER_SWAP_PERSISTENT or OFFER_SWAP_CLUSTERS else SWAP_AB_MAX_M
+    swap_rows = SWAP_PERSISTENT_MAX_M if OFFER_SWAP_PERSISTENT else \
+        SWAP_CLUSTERS_MAX_M if OFFER_SWAP_CLUSTERS else SWAP_AB_MAX_M
     if p.m <= swap_rows and p.epilogue in (False, SWAPPABLE) and (p.transpose_b or ITEMSIZE[p.dtype] == 2):
         yield from _swap_candidates(p, k_tiles)
 
@@ -415,7 +421,8 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
     not three 128-row ones), rounded up to 8 (and 16), at most 256. One tile per block up to
     SWAP_AB_MAX_M rows; with OFFER_SWAP_PERSISTENT, persistent ones too (over the fewest column
     tiles of 256 and the next two counts, up to SWAP_PERSISTENT_MAX_M rows; with
-    OFFER_SWAP_STREAM_K, stream-K ones beside them)."""
+    OFFER_SWAP_STREAM_K, stream-K ones beside them); with OFFER_SWAP_CLUSTERS, persistent ones in
+    multicast clusters up to SWAP_CLUSTERS_MAX_M rows."""
     widths = {}
     # an epilogue's registers beside 128 x 160 f32 spill (bias + GELU + residual did): 128 x 128 then
     limit = MAX_ACCUMULATOR if p.epilogue else MAX_SWAP_AB_ACCUMULATOR
@@ -440,7 +447,7 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
                 yield {"tile_m": tm, "tile_n": width, "persistent": True, "swap_ab": True, "group_m": 8}
                 if OFFER_SWAP_STREAM_K and _stream_k_ok(tm, width, tiles, k_tiles, p.sms):
                     yield {"tile_m": tm, "tile_n": width, "persistent": "stream_k", "swap_ab": True, "group_m": 8}
-            if OFFER_SWAP_CLUSTERS and tiles > p.sms // 4:
+            if OFFER_SWAP_CLUSTERS and p.m <= SWAP_CLUSTERS_MAX_M and tiles > p.sms // 4:
                 yield from _swapped_clusters(p, tm, width, parts)
 
 
