@@ -63,7 +63,7 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
           "clusters_of_eight", "swap_clusters")
-DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue")
+DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters")
 
 
 def _offered(value: str) -> set[str]:
@@ -130,11 +130,14 @@ OFFER_CLUSTERS_OF_EIGHT = "clusters_of_eight" in _OFFERED
 # cluster_n): what cuBLAS runs on the mid-m shapes where ours trail (its 64 x 168 tiles in 4 x 2
 # clusters on 325x3736x2488 are 64 rows of n by 168 of m: our swapped tiles), each block loading
 # its share of the swapped B tile (the caller's A rows) and of A (the caller's B rows, B (n, k)
-# only), for up to SWAP_CLUSTERS_MAX_M rows. Off: timed on an H100 (2026-12-05, 909db3f), the
+# only), for up to SWAP_CLUSTERS_MAX_M rows. Timed on an H100 (2026-12-05, 909db3f), the
 # model's picks of them on eight mid-m shapes ran x0.92-1.34 against its picks without (x1.16 in
 # geomean; 325x3736x2488 0.605x cuBLAS -> 0.802x, 550x11008x8192 0.66x -> 0.89x), on seed 30 x1.009
 # (six changed: x0.81-1.35), seed 32 x1.000; over 576 rows they lost as often as they won (822 x 18944
-# x 3584 x0.81: C written from the registers), so they stop there.
+# x 3584 x0.81: C written from the registers), so they stop there. On: capped so, held out on seeds
+# 33 / 34 / 35 (H100, interleaved with the switch off, 35cc281) x1.004 / x1.010 / x1.002 (the shapes
+# changed x1.007 / x1.064 / x1.011: 576x11008x8192 x1.28, 132x3320x2224 x0.88), FP8 seed 33 0.989 ->
+# 0.990, seed 33 with a bias x1.000.
 OFFER_SWAP_CLUSTERS = "swap_clusters" in _OFFERED
 SWAP_CLUSTERS_MAX_M = 576
 SWAPPABLE = "swappable"  # Problem.epilogue of an epilogue that applies to C.T too (swap_safe)
