@@ -43,6 +43,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from .h200_limits import H200_CLUSTERS, H200_SMS
+
 PEAK_TFLOPS = {"bfloat16": 790.0, "float16": 790.0, "float8_e4m3fn": 1580.0}  # H200 dense tensor-core peaks
 ITEMSIZE = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
 SMEM_FLOP_PER_BYTE = 32  # dense bf16 tensor-core flop per byte shared memory delivers (4096 / 128 per clock)
@@ -151,11 +153,8 @@ def switches_on() -> tuple[str, ...]:
 # Persistent swapped tiles from SWAP_AB_MAX_M up to this many rows: the model's picks of them on
 # seeds 21-23 ran x1.03-1.22 against main's at 525-1043 rows, x0.935-0.947 at 1434 and 1942.
 SWAP_PERSISTENT_MAX_M = 1024
-# Clusters of 2, 3, ... one-SM blocks an H200 keeps resident at once (cuOccupancyMaxActiveClusters,
-# benchmarks/probe_cluster_occupancy.py): a cluster never straddles a GPC, so 32 clusters of 4
-# (128 blocks) run in two waves. configs.py asks the device itself where there is one.
-H200_SMS = 132
-H200_CLUSTERS = {1: 132, 2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cluster_occupancy_2026-12-05T035154Z
+# H200_SMS, H200_CLUSTERS (h200_limits.py): the clusters an H200 keeps resident, where the problem
+# carries no device's own count (configs.py asks the device itself where there is one).
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,6 +29,8 @@ from mgpu_lab import dsl
 from mgpu_lab.compiler.compiled_kernel import dtype_itemsize
 from mgpu_lab.dsl import arith, c, ir, memref, vector
 
+from .h200_limits import H200_CLUSTERS
+
 WARPGROUP = 128
 WGMMA_ROWS = 64  # rows of one wgmma instruction (one warpgroup)
 SWIZZLE = 128  # bytes: A and K-major B rows are one 128-byte swizzle span of k
@@ -55,11 +57,6 @@ SWAP_STORE_ENV = "MGPU_LAB_GEMM_SWAP_STORE"
 SWAP_STORE = _swap_store(os.environ.get(SWAP_STORE_ENV, "tma"))
 
 MAX_STAGES = 8
-# Clusters of four (eight) one-SM blocks an H200 keeps resident (cuOccupancyMaxActiveClusters,
-# model.H200_CLUSTERS; a cluster never straddles a GPC): a persistent grid of such clusters launches no
-# more, or the rest would wait for a second wave
-RESIDENT_CLUSTERS_OF_4 = 30
-RESIDENT_CLUSTERS_OF_8 = 15
 
 
 @dataclass(frozen=True)
@@ -297,8 +294,9 @@ class GemmTiling:
         if self.stream_k:  # every SM: the split tiles spread over all of them
             return self.sms // size * size
         per_block = 2 if self.pingpong else 1  # a pingpong block keeps both consumers busy
-        resident = self.sms // size if size < 4 else min(
-            self.sms // size, RESIDENT_CLUSTERS_OF_4 if size == 4 else RESIDENT_CLUSTERS_OF_8)
+        # clusters of four or eight: no more than an H200 keeps resident, or the rest would wait
+        # for a second wave (a cluster never straddles a GPC)
+        resident = self.sms // size if size < 4 else min(self.sms // size, H200_CLUSTERS[size])
         clusters = min(-(-self.work_items // per_block), resident)
         return clusters * size
 
