@@ -133,7 +133,7 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     flag("swap_ab", t.swap_ab, where="gemm")
     if t.swap_ab and (t.pingpong or t.cluster_size > 1 and t.persistent is not True
                       or t.split_k > 1 and not t.cluster_split):
-        raise ValueError(f"gemm: swap_ab=True (C.T = B @ A.T, written transposed from registers) runs one tile per "
+        raise ValueError(f"gemm: swap_ab=True (C.T = B @ A.T, written transposed) runs one tile per "
                          f"block or persistent blocks (True or 'stream_k'; multicast clusters with True only), and "
                          f"the cluster split-K reduce; got persistent={t.persistent!r}, cluster_m={t.cluster_m!r}, "
                          f"cluster_n={t.cluster_n!r}, split_k_reduce={t.split_k_reduce!r} (split_k={t.split_k})")
