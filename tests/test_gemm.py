@@ -308,17 +308,18 @@ def test_swap_ab_takes_wider_accumulators():
 ])
 def test_swap_ab_runs_persistent(m, n, k, tile_m, tile_n, persistent, transpose_b):
     """Persistent swapped blocks loop over tiles of C.T (tile_m over n, tile_n over m: any
-    multiple of 8, so an m of a few hundred to a few thousand rows splits evenly), each written
-    from the registers; the epilogue buffer a persistent block keeps overlaps the ring instead,
-    so the ring keeps the one-tile kernel's stages."""
+    multiple of 8, so an m of a few hundred to a few thousand rows splits evenly), each streamed
+    out by TMA through two small slots beside the ring (UTMASTG; stores from the registers only
+    in stream-K's partial tiles), sized after the ring: it keeps the one-tile kernel's stages."""
     kernel = make_gemm(m, n, k, transpose_b=transpose_b, swap_ab=True, tile_m=tile_m, tile_n=tile_n,
                        persistent=persistent)
-    ops = assert_clean(kernel, rf"HGMMA\.64x{tile_n}x16\.F32\.BF16")
-    assert any(op.startswith("STG") for op in ops)
+    ops = assert_clean(kernel, rf"HGMMA\.64x{tile_n}x16\.F32\.BF16", tma_store=True)
+    assert any(op.startswith("STG") for op in ops) == (persistent == "stream_k")
     t = kernel.config["tiling"]
     assert t.swap_ab and t.persistent == persistent and kernel.compiled.grid[0] == t.grid <= 132
+    assert t.swap_tma_store and t.epilogue_beside_ring
     one_tile = resolve_tiling(m, n, k, transpose_b=transpose_b, swap_ab=True, tile_m=tile_m, tile_n=tile_n)
-    assert t.stages == one_tile.stages and t.smem_bytes == one_tile.smem_bytes
+    assert t.stages == one_tile.stages
 
 
 @pytest.mark.parametrize("name, home", [("TILE_MS", "tiling"), ("MAX_SWAP_AB_ACCUMULATOR", "tiling"),
@@ -554,12 +555,13 @@ def test_multicast_clusters_of_eight_compile(cluster_m, cluster_n, m, n, tile_n,
 def test_swapped_multicast_clusters_compile(cluster_m, cluster_n, m, n, tile_m, tile_n, transpose_b):
     """Swapped persistent tiles (C.T = B @ A.T: tile_m over the caller's n, tile_n over its m) in
     multicast clusters, the shape of cuBLAS's mid-m kernels (its 64 x 168 in 4 x 2 clusters is 64
-    of n by 168 of m): the operands shared by multicast only, C written from the registers (no
-    TMA store), the cluster and grid sized by the swapped tiles, every 'empty' barrier counting
-    the consumer warps of each block whose loads land in it."""
+    of n by 168 of m): the operands shared by multicast only, C streamed out by TMA (no store
+    from the registers), the cluster and grid sized by the swapped tiles, every 'empty' barrier
+    counting the consumer warps of each block whose loads land in it."""
     k = make_gemm(m, n, 2488, tile_m=tile_m, tile_n=tile_n, transpose_b=transpose_b, swap_ab=True, persistent=True,
                   cluster_m=cluster_m, cluster_n=cluster_n)
-    assert_clean(k, rf"HGMMA\.64x{tile_n}x16", tma_store=False)
+    ops = assert_clean(k, rf"HGMMA\.64x{tile_n}x16", tma_store=True)
+    assert not any(op.startswith("STG") for op in ops)
     size = cluster_m * cluster_n
     groups = -(-n // (cluster_m * tile_m)) * -(-m // (cluster_n * tile_n))  # C.T: n rows, m columns
     resident = 132 // size if size < 4 else {4: 30, 8: 15}[size]

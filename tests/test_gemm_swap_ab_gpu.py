@@ -1,7 +1,8 @@
 """GPU tests of the GEMM computed as C.T = B @ A.T (swap_ab: B's n side on the wgmma's 64-row
 side, from B (n, k) or, MN-major, from B (k, n); A's few rows as a narrow tile_n; C written
-transposed through smem by TMA from one-tile blocks, from the registers otherwise) and of the tile widths that are not powers of two (B (n, k)
-takes any multiple of 16), against a float32
+transposed through smem by TMA, all at once from one-tile blocks, piece by piece through two
+slots from persistent ones, from the registers from split ones) and of the tile widths that
+are not powers of two (B (n, k) takes any multiple of 16), against a float32
 matmul on fresh random inputs with C poisoned (NaN) first: a part of C never written, or
 written outside the array's edge into a neighbour, shows up. A file of its own so a fault here
 cannot take the other GEMM tests' CUDA context down."""
@@ -114,6 +115,24 @@ def test_swapped_one_tile_blocks_store_c_by_tma(m, n, k, tile_m, tile_n, out_dty
     tol = 1e-4 if out_dtype == "float32" else 1e-2
     assert _error(m, n, k, rng, out_dtype=out_dtype, transpose_b=transpose_b, swap_ab=True, tile_m=tile_m,
                   tile_n=tile_n, split_k=1) <= tol
+
+
+@pytest.mark.parametrize("m, n, k, tile_m, tile_n, out_dtype, transpose_b, clusters", [
+    (300, 20000, 256, 128, 208, "bfloat16", True, {}),  # 7 pieces (odd): a tile's first reuses the last's slot
+    (530, 5920, 3152, 128, 184, "bfloat16", True, {}),  # 4 pieces, the last 16 rows of C
+    (401, 13752, 344, 128, 208, "bfloat16", False, {"cluster_m": 2}),  # B (k, n), pairs, a 344-deep K tail
+    (250, 20000, 1000, 256, 160, "bfloat16", True, {"cluster_n": 2}),  # 128-row consumers: 2 boxes a piece
+    (301, 6001, 1000, 128, 152, "float32", False, {}),  # f32: 32-column boxes; ragged everywhere
+    (40, 20000, 2048, 128, 48, "bfloat16", True, {}),  # one piece per tile, one slot
+    (325, 3736, 2488, 64, 176, "bfloat16", True, {"cluster_m": 2, "cluster_n": 2}),  # quads
+])
+def test_persistent_swapped_tiles_stream_c_by_tma(m, n, k, tile_m, tile_n, out_dtype, transpose_b, clusters, rng):
+    """A persistent swapped block streams each C.T tile out piece by piece (transposed into one of
+    two slots, then TMA-stored) while its producer loads the next tile; most blocks take two or
+    more tiles, so a slot reused before its store has read it shows. C poisoned first."""
+    tol = 1e-4 if out_dtype == "float32" else 1e-2
+    assert _error(m, n, k, rng, out_dtype=out_dtype, transpose_b=transpose_b, swap_ab=True, tile_m=tile_m,
+                  tile_n=tile_n, persistent=True, **clusters) <= tol
 
 
 @pytest.mark.parametrize("m, n, k, tile_m, tile_n, split_k", [

@@ -85,6 +85,7 @@ from .pieces import (
     run_epilogue,
     store_tile,
     store_tile_transposed,
+    stream_tile_transposed,
     stream_tile,
     tile_origin,
 )
@@ -407,10 +408,12 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                                       epilogue, extra_refs)
                 return
             with ctx.named_region("epilogue"):
-                if t.swap_tma_store:  # C goes out through smem over the ring (see store_tile_transposed)
-                    release_ring(t)
+                if t.swap_tma_store and not t.persistent:  # C goes out through smem over the ring
+                    release_ring(t)  # (see store_tile_transposed)
                 acc = run_epilogue(epilogue, acc, tile, extra_refs)
-                if t.swap_tma_store:
+                if t.swap_tma_store and t.persistent:
+                    stream_tile_transposed(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me)
+                elif t.swap_tma_store:
                     store_tile_transposed(ctx, t, acc, epilogue_smem, c_ref, row0, col0, me)
                 elif t.swap_ab:
                     acc.astype(t.out_dtype).store_transposed(c_ref, col0, row0 + t.row_offset(me))

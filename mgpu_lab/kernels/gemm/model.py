@@ -470,14 +470,15 @@ def _swapped_clusters(p: Problem, tm: int, width: int, parts: int) -> Iterator[d
 
 @functools.lru_cache(maxsize=4096)
 def ring_stages(tile_m: int, tile_n: int, dtype: str, persistent: bool | str, cluster_split: bool,
-                out_dtype: str = "bfloat16") -> int:
+                out_dtype: str = "bfloat16", swap_ab: bool = False) -> int:
     """The deepest ring (resolve_tiling's default) of these tiles: smem of the ring, the
-    epilogue's buffer and, for a cluster split, the parked partial tile."""
+    epilogue's buffer (a persistent swapped tile's slots are sized after the ring) and, for a
+    cluster split, the parked partial tile."""
     from .pieces import GemmTiling, deepest_ring  # the kernel's own rule (pieces loads MLIR: not at import)
 
     return deepest_ring(GemmTiling(4096, 4096, 1 << 20, tile_m=tile_m, tile_n=tile_n, stages=2, dtype=dtype,
                                    out_dtype=out_dtype, persistent=persistent, split_k=2 if cluster_split else 1,
-                                   split_k_reduce="cluster" if cluster_split else "workspace"))
+                                   split_k_reduce="cluster" if cluster_split else "workspace", swap_ab=swap_ab))
 
 
 def clusters_resident(size: int, p: Problem, fill: float = CONSTANTS.cluster_fill) -> int:
@@ -522,7 +523,7 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
     tiles = tiles_m * tiles_n
     pingpong = persistent == "pingpong"
     stages = config.get("stages") or ring_stages(tm, tn, p.dtype if p.dtype in ITEMSIZE else "bfloat16",
-                                                 persistent, split > 1 and reduce == "cluster")
+                                                 persistent, split > 1 and reduce == "cluster", swap_ab=swap)
 
     # one k-step of one block
     rate = PEAK_TFLOPS.get(p.dtype, 790.0) * 1e6 / p.sms  # flop per us of one SM

@@ -42,17 +42,21 @@ EPILOGUE_SLOTS_BYTES = 16 * 1024  # a persistent consumer's epilogue buffer, at 
 SMEM_LIMIT = 227 * 1024  # shared memory a Hopper block can have
 
 
+SWAP_STORES = ("tma", "one-tile", "registers")
+
+
 def _swap_store(value: str) -> str:
-    if value not in ("tma", "registers"):
-        raise ValueError(f"{SWAP_STORE_ENV} must be 'tma' or 'registers' (how a swapped one-tile block writes C), "
+    if value not in SWAP_STORES:
+        raise ValueError(f"{SWAP_STORE_ENV} must be 'tma', 'one-tile' or 'registers' (how a swapped tile writes C), "
                          f"got {value!r}")
     return value
 
 
-# How a swapped one-tile block writes C (GemmTiling.swap_tma_store): "tma" (its tile transposed
-# into smem, then TMA stores), or "registers" (one store per element from the registers, the
-# only way before 2026-12-05), for timing the two side by side; read at import, so that a
-# benchmark's build workers build as it does.
+# How a swapped tile writes C (GemmTiling.swap_tma_store): "tma" (one-tile and persistent blocks
+# write their tile transposed into smem, then TMA-store it), "one-tile" (only one-tile blocks do;
+# persistent ones store each element from the registers, as before 2026-12-05's evening) or
+# "registers" (every swapped tile from the registers, as before that morning), for timing the
+# paths side by side; read at import, so that a benchmark's build workers build as it does.
 SWAP_STORE_ENV = "MGPU_LAB_GEMM_SWAP_STORE"
 SWAP_STORE = _swap_store(os.environ.get(SWAP_STORE_ENV, "tma"))
 
@@ -98,8 +102,8 @@ class GemmTiling:
     cluster_n: int = 1
     # True: the tiling is of C.T = B @ A.T (m, n: the user's n, m; B is the wgmma A operand, K-major
     # from B (n, k) or MN-major from B (k, n), A (m, k) the K-major B operand): a skinny A becomes a
-    # narrow tile_n (a multiple of 8) instead of a mostly empty 64-row wgmma tile; C is written
-    # transposed from the registers
+    # narrow tile_n (a multiple of 8) instead of a mostly empty 64-row wgmma tile; C's tile is
+    # written transposed (by TMA through smem where it can: swap_tma_store)
     swap_ab: bool = False
 
     @property
@@ -224,22 +228,53 @@ class GemmTiling:
 
     @property
     def epilogue_bytes(self) -> int:
+        if self.persistent and self.swap_tma_store:
+            return (self.consumers * self.transposed_slots * self.consumer_rows * self.transposed_piece
+                    * dtype_itemsize(self.out_dtype))
         return (self.consumers * self.epilogue_slots * self.consumer_rows * self.out_width
                 * dtype_itemsize(self.out_dtype))
 
     @property
     def swap_tma_store(self) -> bool:
-        """A swapped one-tile block (no split) writes C by TMA: the consumer's C.T tile goes to
-        smem transposed (over the ring, as store_tile does), then out in whole lines. C's rows
-        (the user's n) must be 16-byte aligned for a TMA descriptor; else, and for persistent or
-        split swapped tiles, C is written from the registers one element at a time."""
-        return (SWAP_STORE == "tma" and self.swap_ab is True and not self.persistent and self.split_k == 1
+        """A swapped tile (no split) writes C by TMA: the consumer's C.T tile goes to smem
+        transposed, then out in whole lines. A one-tile block writes it all at once over the ring
+        (store_tile_transposed); a persistent one streams it through two small slots beside the
+        ring (stream_tile_transposed), so the producer keeps loading the next tile. C's rows (the
+        user's n) must be 16-byte aligned for a TMA descriptor; else, for split swapped tiles and
+        where SWAP_STORE says so, C is written from the registers one element at a time."""
+        if SWAP_STORE == "registers" or self.persistent and SWAP_STORE == "one-tile":
+            return False
+        return (self.swap_ab is True and self.split_k == 1 and not self.pingpong
                 and (self.m * dtype_itemsize(self.out_dtype)) % 16 == 0)
 
     @property
     def transposed_width(self) -> int:
         """Columns of C per TMA-store box of a swapped tile (swap_tma_store): one swizzle span."""
         return SWIZZLE // dtype_itemsize(self.out_dtype)
+
+    @property
+    def transposed_piece(self) -> int:
+        """Rows of C (columns of the C.T tile) per piece a persistent swapped consumer streams out
+        (stream_tile_transposed): a multiple of 8 (a thread's column group), as many as two slots
+        hold in EPILOGUE_SLOTS_BYTES and in the smem the ring leaves (deepest_ring sizes the ring
+        first: a slot of 8 rows still fits where a deeper ring would not), at least 8; the last
+        piece of a tile may be narrower."""
+        per_row = 2 * self.consumer_rows * dtype_itemsize(self.out_dtype)  # two slots, one row of C each
+        left = SMEM_LIMIT - self.pipeline_bytes - 2 * self.stages * 8
+        rows = min(EPILOGUE_SLOTS_BYTES, left // self.consumers) // per_row
+        return min(self.tile_n, max(8, rows // 8 * 8))
+
+    @property
+    def transposed_pieces(self) -> tuple[tuple[int, int], ...]:
+        """(first column, width) of each piece of a consumer's C.T tile (stream_tile_transposed)."""
+        piece = self.transposed_piece
+        return tuple((start, min(piece, self.tile_n - start)) for start in range(0, self.tile_n, piece))
+
+    @property
+    def transposed_slots(self) -> int:
+        """Slots a persistent swapped consumer streams its pieces through: two where a tile has more
+        than one piece (one is written while the other's store reads it), else one."""
+        return 2 if len(self.transposed_pieces) > 1 else 1
 
     @property
     def cluster_split(self) -> bool:
@@ -252,11 +287,17 @@ class GemmTiling:
         return self.tile_m * self.tile_n * 4
 
     @property
+    def epilogue_beside_ring(self) -> bool:
+        """A persistent block's epilogue buffer has smem of its own (the ring is loading the next
+        tile while the epilogue writes), unless its tile goes out from the registers."""
+        return bool(self.persistent) and (not self.swap_ab or self.swap_tma_store)
+
+    @property
     def smem_bytes(self) -> int:
         if self.cluster_split:  # partials over the ring, one output box per consumer beside them
             staging = self.consumers * self.consumer_rows * self.out_width * dtype_itemsize(self.out_dtype)
             return max(self.pipeline_bytes, self.partials_bytes) + staging + 2 * self.stages * 8
-        if self.persistent and not self.swap_ab:  # the ring keeps loading the next tile while the epilogue writes
+        if self.epilogue_beside_ring:  # the ring keeps loading the next tile while the epilogue writes
             return self.pipeline_bytes + self.epilogue_bytes + 2 * self.stages * 8
         return max(self.pipeline_bytes, self.epilogue_bytes) + 2 * self.stages * 8
 
@@ -318,7 +359,10 @@ class GemmTiling:
         a_slot = (self.stages, self.tile_m // self.a_chunk, self.tile_k, self.a_chunk) if self.a_mn_major else \
             (self.stages, self.tile_m, self.tile_k)
         ring = (sd(a_slot, self.dtype, name="a_ring"), b_ring)
-        if self.swap_tma_store:  # each consumer's C.T tile transposed: (its rows / w, tile_n, w), as many bytes
+        if self.swap_tma_store and self.persistent:  # slots of a piece of C.T's tile each, transposed
+            epilogue = sd((self.consumers, self.transposed_slots, self.consumer_rows // self.transposed_width,
+                           self.transposed_piece, self.transposed_width), self.out_dtype, name="epilogue")
+        elif self.swap_tma_store:  # each consumer's C.T tile transposed: (its rows / w, tile_n, w), as many bytes
             epilogue = sd((self.consumers, self.consumer_rows // self.transposed_width, self.tile_n,
                            self.transposed_width), self.out_dtype, name="epilogue")
         else:
@@ -331,9 +375,9 @@ class GemmTiling:
             staging = sd((self.consumers, self.consumer_rows, self.out_width), self.out_dtype, name="c_staging")
             both = (dsl.Union([ring, partials]), staging)
         else:
-            # swap_ab writes C from the registers: a persistent block's epilogue buffer goes unused,
-            # so it overlaps the ring instead of taking stages from it
-            both = (ring, epilogue) if self.persistent and not self.swap_ab else dsl.Union([ring, epilogue])
+            # a swapped tile written from the registers leaves a persistent block's epilogue buffer
+            # unused, so it overlaps the ring instead of taking stages from it
+            both = (ring, epilogue) if self.epilogue_beside_ring else dsl.Union([ring, epilogue])
         return (both, dsl.Barriers(self.stages, name="full"), dsl.Barriers(self.stages, name="empty"))
 
 
@@ -629,6 +673,38 @@ def store_tile_transposed(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, ep
             ctx.async_copy(src_ref=dsl.memref_slice(mine, j), dst_ref=c_ref, swizzle=SWIZZLE, uniform=False,
                            gmem_slice=(dsl.ds(col0, t.tile_n), dsl.ds(col + j * width, width)))
     ctx.await_async_copy(0, await_read_only=True)
+
+
+def stream_tile_transposed(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem: ir.Value,
+                           c_ref: ir.Value, row0: ir.Value, col0: ir.Value, wg: ir.Value) -> None:
+    """Persistent swapped blocks (t.swap_tma_store): write consumer `wg`'s (consumer_rows, tile_n)
+    tile of C.T, C's (tile_n, consumer_rows) tile at (col0, row0 + its rows), one piece of C's
+    rows (t.transposed_pieces) at a time: round the piece to C's type, store it transposed and
+    swizzled into one of the consumer's slots, TMA-store it one swizzle span of C's columns at a
+    time (clipped at C's edges). As in stream_tile nothing waits for a store to finish: before a
+    slot is written again the issuing thread waits until the store that last read it is done
+    (each piece is consumer_rows / w stores, each its own bulk group). With an odd number of
+    pieces a tile's first piece reuses the slot of the previous tile's last one, so it waits
+    for every store."""
+    width = t.transposed_width
+    mine = dsl.memref_slice(epilogue_smem, wg)
+    col = row0 + t.row_offset(wg)
+    stores = t.consumer_rows // width  # bulk groups per piece
+    pieces = t.transposed_pieces
+    for p, (start, rows) in enumerate(pieces):
+        slot = dsl.memref_slice(mine, p % t.transposed_slots)
+        if rows < t.transposed_piece:  # the tile's narrower last piece: the first rows of each chunk
+            slot = dsl.memref_slice(slot, (slice(None), slice(0, rows)))
+        pending = 0 if p == 0 and len(pieces) % 2 else (t.transposed_slots - 1) * stores
+        ctx.await_async_copy(pending, await_read_only=True)  # only the issuing thread has groups
+        dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)  # ... and the others learn here that the slot is free
+        tile.columns(start, rows).astype(t.out_dtype).store_tiled_transposed(slot, SWIZZLE)
+        dsl.fence_async_shared()
+        dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
+        with dsl.single_thread("warpgroup"):
+            for j in range(stores):
+                ctx.async_copy(src_ref=dsl.memref_slice(slot, j), dst_ref=c_ref, swizzle=SWIZZLE, uniform=False,
+                               gmem_slice=(dsl.ds(col0 + start, rows), dsl.ds(col + j * width, width)))
 
 
 def stream_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem: ir.Value, c_ref: ir.Value,
