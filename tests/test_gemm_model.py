@@ -597,7 +597,8 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
                                     "swap_persistent, swap_stream_k, clusters_of_four, swap_epilogue, "
-                                    "clusters_of_eight, swap_clusters (comma-separated, -name to switch one off), "
+                                    "clusters_of_eight, swap_clusters, swap_clusters_wide (comma-separated, -name to "
+                                    "switch one off), "
                                     "got "
                                     "'a_pairs,b_pairs'") in out.stderr
 
@@ -878,3 +879,8 @@ def test_swapped_clusters_are_offered_only_when_switched_on_take_nothing_away_an
         assert t.swap_ab and t.cluster_size == config["cluster_m"] * config["cluster_n"]
     tall = model.Problem(model.SWAP_CLUSTERS_MAX_M + 1, 18944, 3584, transpose_b=transpose_b)
     assert not any(c.get("swap_ab") and c["persistent"] for c in model.candidates(tall))  # C from registers lost there
+    monkeypatch.setattr(model, "OFFER_SWAP_CLUSTERS_WIDE", True)  # the probe past that cap, to its own
+    assert any(c.get("swap_ab") and c["persistent"] and c["cluster_m"] * c["cluster_n"] > 1
+               for c in model.candidates(tall))
+    taller = model.Problem(model.SWAP_CLUSTERS_WIDE_MAX_M + 1, 18944, 3584, transpose_b=transpose_b)
+    assert not any(c.get("swap_ab") and c["persistent"] for c in model.candidates(taller))

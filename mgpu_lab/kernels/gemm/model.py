@@ -64,7 +64,7 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 # benchmarks/bench_gemm.py --random): "wide_b_pairs" adds a switch, "-a_pairs" takes one away.
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
-          "clusters_of_eight", "swap_clusters")
+          "clusters_of_eight", "swap_clusters", "swap_clusters_wide")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters")
 
 
@@ -141,7 +141,19 @@ OFFER_CLUSTERS_OF_EIGHT = "clusters_of_eight" in _OFFERED
 # changed x1.007 / x1.064 / x1.011: 576x11008x8192 x1.28, 132x3320x2224 x0.88), FP8 seed 33 0.989 ->
 # 0.990, seed 33 with a bias x1.000.
 OFFER_SWAP_CLUSTERS = "swap_clusters" in _OFFERED
+# The same up to SWAP_CLUSTERS_WIDE_MAX_M rows (with OFFER_SWAP_CLUSTERS): the losses over 576 rows
+# were timed when persistent swapped tiles still wrote C from the registers; since they stream it
+# out by TMA (2026-12-05 evening, x1.039 over the 22 such picks of seeds 31 / 33 / 36 / 37 on an
+# H100) the cap is a probe of its own. Off until timed.
+OFFER_SWAP_CLUSTERS_WIDE = "swap_clusters_wide" in _OFFERED
 SWAP_CLUSTERS_MAX_M = 576
+SWAP_CLUSTERS_WIDE_MAX_M = 1024
+
+
+def _swap_clusters_rows() -> int:
+    """Rows of A up to which swapped persistent clusters are offered (with OFFER_SWAP_CLUSTERS)."""
+    return SWAP_CLUSTERS_WIDE_MAX_M if OFFER_SWAP_CLUSTERS_WIDE else SWAP_CLUSTERS_MAX_M
+
 SWAPPABLE = "swappable"  # Problem.epilogue of an epilogue that applies to C.T too (swap_safe)
 
 
@@ -390,7 +402,7 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
             if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}
     swap_rows = SWAP_PERSISTENT_MAX_M if OFFER_SWAP_PERSISTENT else \
-        SWAP_CLUSTERS_MAX_M if OFFER_SWAP_CLUSTERS else SWAP_AB_MAX_M
+        _swap_clusters_rows() if OFFER_SWAP_CLUSTERS else SWAP_AB_MAX_M
     if p.m <= swap_rows and p.epilogue in (False, SWAPPABLE) and (p.transpose_b or ITEMSIZE[p.dtype] == 2):
         yield from _swap_candidates(p, k_tiles)
 
@@ -424,7 +436,8 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
     SWAP_AB_MAX_M rows; with OFFER_SWAP_PERSISTENT, persistent ones too (over the fewest column
     tiles of 256 and the next two counts, up to SWAP_PERSISTENT_MAX_M rows; with
     OFFER_SWAP_STREAM_K, stream-K ones beside them); with OFFER_SWAP_CLUSTERS, persistent ones in
-    multicast clusters up to SWAP_CLUSTERS_MAX_M rows."""
+    multicast clusters up to SWAP_CLUSTERS_MAX_M rows (SWAP_CLUSTERS_WIDE_MAX_M with
+    OFFER_SWAP_CLUSTERS_WIDE)."""
     widths = {}
     # an epilogue's registers beside 128 x 160 f32 spill (bias + GELU + residual did): 128 x 128 then
     limit = MAX_ACCUMULATOR if p.epilogue else MAX_SWAP_AB_ACCUMULATOR
@@ -449,7 +462,7 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
                 yield {"tile_m": tm, "tile_n": width, "persistent": True, "swap_ab": True, "group_m": 8}
                 if OFFER_SWAP_STREAM_K and _stream_k_ok(tm, width, tiles, k_tiles, p.sms):
                     yield {"tile_m": tm, "tile_n": width, "persistent": "stream_k", "swap_ab": True, "group_m": 8}
-            if OFFER_SWAP_CLUSTERS and p.m <= SWAP_CLUSTERS_MAX_M and tiles > p.sms // 4:
+            if OFFER_SWAP_CLUSTERS and p.m <= _swap_clusters_rows() and tiles > p.sms // 4:
                 yield from _swapped_clusters(p, tm, width, parts)
 
 
