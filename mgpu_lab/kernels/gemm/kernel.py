@@ -139,7 +139,8 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     then reads MN-major): B's n side fills the wgmma's 64-row side and A's few rows a narrow tile_n
     (any multiple of 8), e.g. m = 129 as one 136-wide tile instead of two 128-row tiles, one
     nearly empty; m = 257 as two 136-wide tiles; tile_m and tile_n then tile
-    C.T (tile_m over n, tile_n over m) and C is written transposed straight from the registers.
+    C.T (tile_m over n, tile_n over m) and C is written transposed (by TMA through smem; split
+    swapped tiles straight from the registers).
     With no epilogue to hold registers, a swapped consumer may keep 128 x 160 f32 (tile_m=256,
     tile_n up to 160; other tilings 128 x 128). Swapped blocks run one tile each (with the
     cluster split-K) or persistent (True or "stream_k": m = 530 as three 184-wide tiles looped

@@ -257,7 +257,7 @@ class Constants:
     workspace_us: float = 1.808  # split-K's second kernel: its launch
     dram_bw: float = 4208000.0  # DRAM bytes per us (4.04 TB/s copy)
     multicast: float = 0.9846  # tensor-core time factor of a multicast pair (cta-scope peer arrivals)
-    swap_us: float = 0.1314  # per 128 x 128 tile, swap-AB's transposed stores from the registers
+    swap_us: float = 0.1314  # per 128 x 128 tile, swap-AB's transposed stores (fitted when they were from the registers)
     overlap: float = 0.3419  # share of the shorter of compute and DRAM time that does not overlap the longer
     pp_narrow: float = 9.748  # pingpong's narrow-tile penalty (one consumer's wgmma at a time): * (1 + pp_narrow / tile_n)
     cluster_fill: float = 1.0  # share of the SMs clusters of 3+ occupy, where neither the device nor H200_CLUSTERS says
@@ -561,7 +561,7 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
     # the epilogue's store of one tile (C, or the split's f32 partial into the workspace)
     store_bytes = tm * tn * (4 if split > 1 and reduce == "workspace" else osz)
     t_store = store_bytes / c.sm_bw
-    t_swap = c.swap_us * tm * tn / 16384 if swap else 0.0  # swap-AB's transposed stores from the registers
+    t_swap = c.swap_us * tm * tn / 16384 if swap else 0.0  # swap-AB's transposed stores
     if not persistent:
         per_tile = c.tile_us + t_store + t_swap
         if split > 1 and reduce == "cluster":
