@@ -85,8 +85,8 @@ from .pieces import (
     run_epilogue,
     store_tile,
     store_tile_transposed,
-    stream_tile_transposed,
     stream_tile,
+    stream_tile_transposed,
     tile_origin,
 )
 
