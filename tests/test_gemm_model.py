@@ -312,6 +312,16 @@ def test_pairs_sharing_b_are_offered_persistent_and_stream_k_whatever_else_is_sw
     assert offered == {(True, 128), (True, 256), ("stream_k", 128), ("stream_k", 256)}
 
 
+def test_the_model_offers_clusters_by_the_rule_the_tiling_checks():
+    """One rule of which B tiles a cluster's blocks split (cluster_shares.pairs_split_b), read by
+    the tiling's check and the model's offers alike (no copy to drift); tiling's name still works."""
+    from mgpu_lab.kernels.gemm import cluster_shares, tiling
+
+    assert tiling.pairs_split_b is cluster_shares.pairs_split_b is model.pairs_split_b
+    assert [w for w in range(8, 257, 8) if cluster_shares.pairs_split_b(w, True, 4)] == list(range(64, 257, 32))
+    assert [w for w in range(8, 257, 8) if cluster_shares.pairs_split_b(w, False, 2)] == [128, 192, 256]
+
+
 @pytest.mark.parametrize("transpose_b", [False, True])
 def test_wide_pairs_sharing_b_are_offered_only_when_switched_on_and_all_build(monkeypatch, no_switches, transpose_b):
     """Pairs at tile_n 160, 192, 224 (B (n, k)) or 192 (B (k, n)): off until timed on a GPU; on,

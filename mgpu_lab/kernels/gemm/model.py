@@ -43,6 +43,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from .cluster_shares import pairs_split_b
 from .h200_limits import H200_CLUSTERS, H200_SMS
 
 PEAK_TFLOPS = {"bfloat16": 790.0, "float16": 790.0, "float8_e4m3fn": 1580.0}  # H200 dense tensor-core peaks
@@ -92,7 +93,7 @@ _OFFERED = _offered(os.environ.get(OFFER_ENV, ""))
 # stream-K, but on held-out seeds 24-27 (an H100, against the switch off) persistent ones ran
 # x0.90 / x0.99 / x0.93 / x0.92 and stream-K ones x0.99 / x0.99 / x0.99 / x1.11.
 OFFER_A_PAIRS = "a_pairs" in _OFFERED
-# Pairs sharing B (cluster_m=2) at tile_n 160, 192 and 224 (tiling.pairs_split_b: the B tile
+# Pairs sharing B (cluster_m=2) at tile_n 160, 192 and 224 (cluster_shares.pairs_split_b: the B tile
 # split in 8-row halves of B (n, k), or two and one 64-column boxes of B (k, n)): a narrow n
 # (536, 848) in three or four such tiles wastes less than in 128- or 256-wide ones. Off: on seeds
 # 21-23 the model's picks of them ran x0.72-x1.17 (no better in geomean); 128 and 256 always.
@@ -257,7 +258,7 @@ class Constants:
     workspace_us: float = 1.808  # split-K's second kernel: its launch
     dram_bw: float = 4208000.0  # DRAM bytes per us (4.04 TB/s copy)
     multicast: float = 0.9846  # tensor-core time factor of a multicast pair (cta-scope peer arrivals)
-    swap_us: float = 0.1314  # per 128 x 128 tile, swap-AB's transposed stores (fitted when they were from the registers)
+    swap_us: float = 0.1314  # per 128 x 128 tile, swap-AB's transposed stores (fitted on register stores)
     overlap: float = 0.3419  # share of the shorter of compute and DRAM time that does not overlap the longer
     pp_narrow: float = 9.748  # pingpong's narrow-tile penalty (one consumer's wgmma at a time): * (1 + pp_narrow / tile_n)
     cluster_fill: float = 1.0  # share of the SMs clusters of 3+ occupy, where neither the device nor H200_CLUSTERS says
@@ -317,7 +318,7 @@ def _tile_ns(transpose_b: bool) -> tuple[int, ...]:
 
 
 def _b_pair_widths(transpose_b: bool) -> tuple[int, ...]:
-    """tile_n values offered with cluster_m=2 (among _tile_ns: tiling.pairs_split_b takes them)."""
+    """tile_n values offered with cluster_m=2 (among _tile_ns: cluster_shares.pairs_split_b takes them)."""
     if not OFFER_WIDE_B_PAIRS:
         return (128, 256)
     return (128, 160, 192, 224, 256) if transpose_b else (128, 192, 256)
@@ -325,13 +326,13 @@ def _b_pair_widths(transpose_b: bool) -> tuple[int, ...]:
 
 def _clusters_of_four(p: Problem, tm: int, tn: int, group_m: int) -> Iterator[dict[str, Any]]:
     """Persistent clusters of four blocks on these tiles where the problem has the tiles for
-    them: 2 x 2 quads, four tiles in a column sharing B (tiling.pairs_split_b: a quarter of B
+    them: 2 x 2 quads, four tiles in a column sharing B (cluster_shares.pairs_split_b: a quarter of B
     each), four in a row sharing A (a quarter of A's rows each, tiles at least 128 x 128)."""
     rows, cols = _ceil(p.m, tm), _ceil(p.n, tn)
     config = {"tile_m": tm, "tile_n": tn, "persistent": True, "group_m": group_m}
     if tm >= 128 and tn in _b_pair_widths(p.transpose_b) and rows >= 2 and cols >= 2:
         yield {**config, "cluster_m": 2, "cluster_n": 2}
-    if rows >= 4 and (tn % 32 == 0 and tn >= 64 if p.transpose_b else tn == 256):
+    if rows >= 4 and pairs_split_b(tn, p.transpose_b, 4):
         yield {**config, "cluster_m": 4}
     if tm >= 128 and tn >= 128 and cols >= 4:  # 128 x 64 ones ran x0.74 / x0.96 / x1.06 (seeds 21-23)
         yield {**config, "cluster_n": 4}
@@ -469,11 +470,11 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
 def _swapped_clusters(p: Problem, tm: int, width: int, parts: int) -> Iterator[dict[str, Any]]:
     """Persistent swapped tiles (tile_m over n, `width` over m in `parts` column tiles of C.T) in
     the multicast clusters the problem has the tiles for: down C.T's rows sharing the caller's A
-    rows (tiling.pairs_split_b: 8-row shares), along them sharing B (n, k)'s rows (B (k, n) is
+    rows (cluster_shares.pairs_split_b: 8-row shares), along them sharing B (n, k)'s rows (B (k, n) is
     read MN-major: not split), both in quads and in clusters of eight."""
     rows = _ceil(p.n, tm)
     config = {"tile_m": tm, "tile_n": width, "persistent": True, "swap_ab": True, "group_m": 8}
-    down = [c for c in (2, 4) if rows >= c and width % (8 * c) == 0 and width >= 16 * c]
+    down = [c for c in (2, 4) if rows >= c and pairs_split_b(width, True, c)]  # B here is the caller's A: K-major
     along = [c for c in (2, 4) if p.transpose_b and parts >= c]
     for cluster_m in [1, *down]:
         for cluster_n in [1, *along]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from mgpu_lab.arguments import alternatives, choice, count, flag, size
 
+from .cluster_shares import pairs_split_b  # the rule lives there (the model reads it too); still importable here
 from .pieces import SMEM_LIMIT, GemmTiling, deepest_ring
 from .split_k import MAX_CLUSTER_SPLIT, default_reduce, even_split_k
 from .stream_k import check_stream_k
@@ -44,15 +45,6 @@ def valid_tile_n(tile_n: Any, transpose_b: bool, swap_ab: bool = False) -> bool:
         return tile_n in TILE_NS
     step = 8 if swap_ab is True else 16
     return step <= tile_n <= 256 and tile_n % step == 0
-
-
-def pairs_split_b(tile_n: int, b_k_major: bool, parts: int = 2) -> bool:
-    """`parts` blocks sharing B (cluster_m=parts) can split a B tile this wide: each loads its
-    share of the rows of B (n, k) (8-row multiples, where the 128-byte swizzle repeats), or of its
-    64-column boxes of B (k, n) (pairs: two each, or two and one; four blocks: one each)."""
-    if b_k_major:
-        return 16 * parts <= tile_n <= 256 and tile_n % (8 * parts) == 0
-    return tile_n in ((128, 192, 256) if parts == 2 else (64 * parts,))
 
 
 def swap_safe(epilogue: Any) -> bool:
