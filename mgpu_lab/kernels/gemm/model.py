@@ -346,7 +346,7 @@ def _clusters_of_eight(p: Problem, tm: int, tn: int, group_m: int) -> Iterator[d
     config = {"tile_m": tm, "tile_n": tn, "persistent": True, "group_m": group_m}
     if tm >= 128 and tn >= 128 and tn in _b_pair_widths(p.transpose_b) and rows >= 2 and cols >= 4:
         yield {**config, "cluster_m": 2, "cluster_n": 4}
-    if tm >= 128 and rows >= 4 and cols >= 2 and (tn % 32 == 0 and tn >= 64 if p.transpose_b else tn == 256):
+    if tm >= 128 and rows >= 4 and cols >= 2 and pairs_split_b(tn, p.transpose_b, 4):
         yield {**config, "cluster_m": 4, "cluster_n": 2}
 
 
