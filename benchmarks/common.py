@@ -65,12 +65,15 @@ def commit() -> str:
 def run_identity() -> dict:
     """Device, driver and commit of this run, the TMA L2 promotion its kernels ask for (it
     changes times off the 128-byte line; fit_gemm_model.py reads it) and the GEMM model's
-    switches on (and its constants' file, where one replaces the built-in): what every record names."""
-    from mgpu_lab.kernels.gemm.model import switches_on  # plain Python, no MLIR
+    switches on and calibration (its constants: built in, the device's file or the variable's):
+    what every record names."""
+    from mgpu_lab.kernels.gemm.model import calibration_of, switches_on  # plain Python, no MLIR
     from mgpu_lab.runtime.tma_descriptor import l2_promotion
 
-    identity = {"device": device_name(), "driver": driver_version(), "commit": commit(),
-                "tma_l2_promotion": l2_promotion(), "gemm_switches": list(switches_on())}
+    device = device_name()
+    identity = {"device": device, "driver": driver_version(), "commit": commit(),
+                "tma_l2_promotion": l2_promotion(), "gemm_switches": list(switches_on()),
+                "gemm_calibration": calibration_of(device)}
     return {**identity, **{key: os.environ[variable] for key, variable in PROBE_SETTINGS.items()
                            if os.environ.get(variable)}}
 

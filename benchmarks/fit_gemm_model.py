@@ -20,12 +20,15 @@ promotion asked for (`--promotion`, default the library's); aligned ones count w
 record's. A record names its promotion (`tma_l2_promotion`, or a probe's `l2_promotion` note);
 one that names none ran at 256 bytes, the default until 0136675.
 
-Device: the constants are an H200's; records that name another GPU are left out (on_model_device).
+Device (`--device`, default H200): only that GPU's records count (on_model_device), and the
+tuned table's entries for it.
 
-Run:  python benchmarks/fit_gemm_model.py [--since 2026-12-01T14] [--fit] [--iters 4000] [--promotion any]
-Without --fit it scores the constants in model.py; with it, prints the fitted Constants too, and
-`--write PATH` writes them as JSON: `MGPU_LAB_GEMM_CONSTANTS=PATH` makes the library pick with them
-(another GPU's calibration; records name the file). Scoring reads that variable as the library does.
+Run:  python benchmarks/fit_gemm_model.py [--device H100] [--since 2026-12-01T14] [--fit] [--iters 4000] [--promotion any]
+Without --fit it scores the device's constants (model.constants_for: the built-in for the H200,
+model.DEVICE_CONSTANTS' file for another GPU); with it, fits from them, prints the fitted Constants
+too, and `--write PATH` writes them as JSON: the file DEVICE_CONSTANTS names for the GPU is what the
+library then picks with there, and `MGPU_LAB_GEMM_CONSTANTS=PATH` makes it pick with any such file
+(records name it). Scoring reads that variable as the library does.
 """
 
 from __future__ import annotations
@@ -74,14 +77,15 @@ def record_promotion(record: dict) -> str:
     return record.get("tma_l2_promotion") or (record.get("notes") or {}).get("l2_promotion") or LEGACY_PROMOTION
 
 
-MODEL_DEVICE = "H200"  # the model's constants are an H200's (model.H200_CLUSTERS, DRAM bandwidth)
+MODEL_DEVICE = "H200"  # model.CONSTANTS are an H200's (model.H200_CLUSTERS, DRAM bandwidth)
+_fitted_device = [MODEL_DEVICE]  # the GPU whose records count (--device); one entry, set by main
 
 
 def on_model_device(record: dict) -> bool:
-    """Whether a record's times are the model's device's: records that name another GPU (an H100's
-    runs when no H200 was lent) are left out; those that name none ran on the H200 before the
-    field was written."""
-    return recorded_on(record, MODEL_DEVICE)
+    """Whether a record's times are the fitted device's (`--device`, the H200 by default): records
+    that name another GPU are left out; those that name none ran on the H200 before the field was
+    written."""
+    return recorded_on(record, _fitted_device[0])
 
 
 def at_promotion(samples: list[Sample], wanted: str | None) -> tuple[list[Sample], list[Sample]]:
@@ -209,7 +213,8 @@ def random_samples(results: Path, fp8: bool = False) -> list[Sample]:
 def table_samples() -> list[Sample]:
     samples = []
     devices = json.loads(CONFIG_FILE.read_text())["devices"]
-    for key, entry in devices.get("NVIDIA H200", {}).items():
+    tables = [entry for name, entry in devices.items() if _fitted_device[0] in name]
+    for key, entry in (tables[0] if tables else {}).items():
         dtype, layout, size = key.split("_", 2) if not key.startswith("float8") else \
             ("float8_e4m3fn", *key[len("float8_e4m3fn_"):].split("_", 1))
         m, n, k = (int(x) for x in size.split("x"))
@@ -315,7 +320,7 @@ def nelder_mead(f, x0: np.ndarray, iters: int, step: float = 0.15) -> np.ndarray
 
 BOUNDS = {"eff_two": (0.5, 1.0), "eff_one": (0.3, 1.0), "eff_pingpong": (0.5, 1.0), "multicast": (0.95, 1.1),
           "cluster_fill": (0.3, 1.0), "misaligned": (1.0, 4.0), "l2_bw": (4e6, 40e6), "l2_bw_misaligned": (2e6, 40e6),
-          "dram_bw": (3.0e6, 4.2e6), "sm_bw": (20e3, 200e3), "smem_eff": (0.3, 1.0)}  # physical limits the fit must keep
+          "dram_bw": (2.4e6, 4.2e6), "sm_bw": (20e3, 200e3), "smem_eff": (0.3, 1.0)}  # physical limits the fit must keep
 
 
 def fit(samples: list[Sample], options: list[Sample], c0: model.Constants, iters: int,
@@ -378,7 +383,12 @@ def main() -> None:
     parser.add_argument("--hold-out", action="append", default=[], metavar="TEXT",
                         help="leave out of the fit every sample whose record file name contains TEXT (e.g. "
                              "2026-12-05T0227: one seed's run) and score the constants on them apart; repeatable")
+    parser.add_argument("--device", default=MODEL_DEVICE, choices=sorted(model.DEVICE_CONSTANTS),
+                        help="fit and score on this GPU's records only (default: %(default)s, whose "
+                             "constants model.py holds); `--fit --write` for another GPU writes the file "
+                             "model.DEVICE_CONSTANTS names for it")
     args = parser.parse_args()
+    _fitted_device[0] = args.device
     results = HERE / "results"
     options = option_samples(results)
     samples = options + sweep_samples(results, args.since) + table_samples()
@@ -392,12 +402,13 @@ def main() -> None:
     print(f"{len(options)} option samples, {len(samples)} in all" + (f", {len(kept_out)} held out" if kept_out else "")
           + (f"; {len(other)} off the 128-byte line left out: timed at another TMA L2 promotion than "
              f"{wanted} (--promotion any counts them)" if other else ""))
-    rank = report("model.CONSTANTS", samples, options, model.CONSTANTS)
+    c = model.constants_for(args.device)  # the device's calibration (the variable's file, where set)
+    label = f"{args.device} constants ({model.calibration_of(args.device)})"
+    rank = report(label, samples, options, c)
     held_out, _ = at_promotion(random_samples(results, fp8=True), wanted)
-    report("model.CONSTANTS on FP8 drawn picks (not fitted on)", held_out, [], model.CONSTANTS)
+    report(f"{label} on FP8 drawn picks (not fitted on)", held_out, [], c)
     if kept_out:
-        report("model.CONSTANTS on the held-out records", kept_out, options_out, model.CONSTANTS)
-    c = model.CONSTANTS
+        report(f"{label} on the held-out records", kept_out, options_out, c)
     if args.fit:
         ranked_groups = [s for s in options if s.drawn] if args.rank_drawn else options
         c = fit(samples, ranked_groups or options, c, args.iters)

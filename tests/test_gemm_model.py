@@ -583,6 +583,22 @@ def test_the_fit_leaves_out_records_of_another_gpu(tmp_path):
     assert not on_model_device({"device": "NVIDIA H100 80GB HBM3"}) and on_model_device({"device": "unavailable"})
 
 
+def test_the_fit_for_another_gpu_reads_only_that_gpus_records(tmp_path, monkeypatch):
+    """`fit_gemm_model.py --device H100`: an H100's calibration is fitted on its records alone."""
+    import json
+
+    import fit_gemm_model
+
+    figures = {"gemm_random_seed1_512x512x512_nt_config": {"tile_m": 128, "tile_n": 128},
+               "gemm_random_seed1_512x512x512_nt_ours_us": 10.0}
+    for name, device in (("h200", "NVIDIA H200"), ("h100", "NVIDIA H100 80GB HBM3"), ("old", None)):
+        (tmp_path / f"gemm_random_2026-12-05T00000{len(name)}Z_{name}.json").write_text(
+            json.dumps({"figures": figures, **({"device": device} if device else {})}))
+    monkeypatch.setattr(fit_gemm_model, "_fitted_device", ["H100"])
+    kept = [s.group.split("Z_")[1].split(".json")[0] for s in fit_gemm_model.random_samples(tmp_path)]
+    assert kept == ["h100"]
+
+
 def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad_value():
     # MGPU_LAB_GEMM_OFFER (read at import, so that a benchmark's spawned build workers pick as it
     # does) adds switches to DEFAULT_OFFERS and takes "-name"s away; records name it and the switches
@@ -833,6 +849,65 @@ def test_the_constants_variable_is_read_at_import(tmp_path):
     env[model.CONSTANTS_ENV] = str(tmp_path / "missing.json")
     failed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert failed.returncode != 0 and "MGPU_LAB_GEMM_CONSTANTS=" in failed.stderr and "missing.json" in failed.stderr
+
+
+@pytest.fixture
+def no_constants_variable(monkeypatch):
+    monkeypatch.delenv(model.CONSTANTS_ENV, raising=False)
+    model.constants_for.cache_clear()
+    yield
+    model.constants_for.cache_clear()
+
+
+def test_each_gpu_picks_with_its_own_calibration(no_constants_variable):
+    """An H100 reads the calibration file beside the model (fitted on its own records: 0.7x the
+    H200's DRAM bandwidth); the H200, and a GPU the model has no file for, the built-in constants."""
+    h100 = model.constants_for("NVIDIA H100 80GB HBM3")
+    assert h100 == model.constants_from_file(model.device_constants_path("H100"))
+    assert h100 != model.Constants() and h100.dram_bw < 0.85 * model.Constants().dram_bw
+    assert model.constants_for("NVIDIA H200") == model.Constants() == model.constants_for("unavailable")
+    assert model.calibration_of("NVIDIA H100 PCIe") == "constants_h100.json"
+    assert model.calibration_of("NVIDIA H200") == "built-in (H200)"
+    # the calibration changes estimates, so picks: the same config costs more where DRAM is slower
+    p, config = model.Problem(8, 8192, 8192, transpose_b=True), {"tile_m": 128, "tile_n": 128, "persistent": False}
+    assert model.estimate_us(p, config, h100) > model.estimate_us(p, config, model.Constants())
+
+
+def test_the_constants_variable_overrides_every_gpus_calibration(monkeypatch, tmp_path, no_constants_variable):
+    path = tmp_path / "c.json"
+    path.write_text('{"tile_us": 7.5}')
+    monkeypatch.setenv(model.CONSTANTS_ENV, str(path))
+    monkeypatch.setattr(model, "CONSTANTS", model.constants_from_file(str(path)))
+    for device in ("NVIDIA H100 80GB HBM3", "NVIDIA H200"):
+        assert model.constants_for(device).tile_us == 7.5
+        assert model.calibration_of(device) == f"{model.CONSTANTS_ENV}={path}"
+
+
+def test_the_library_picks_with_the_current_gpus_calibration(monkeypatch, no_constants_variable):
+    """configs' model picks (make_gemm's default) estimate with constants_for(the device's name)."""
+    from mgpu_lab.kernels.gemm import configs
+
+    picks = {}
+    for device in ("NVIDIA H100 80GB HBM3", "NVIDIA H200"):
+        monkeypatch.setattr(configs, "device_name", lambda device=device: device)
+        configs.model_ranking.cache_clear()
+        picks[device] = configs.model_ranking(8, 8192, 8192, transpose_b=True, sms=132)[0]
+    configs.model_ranking.cache_clear()
+    for device, pick in picks.items():
+        config = {key: value for key, value in pick.items() if key not in ("source", "model_us")}
+        expected = model.estimate_us(model.Problem(8, 8192, 8192, transpose_b=True), config,
+                                     model.constants_for(device))
+        assert pick["model_us"] == pytest.approx(expected, abs=0.01)
+    assert picks["NVIDIA H100 80GB HBM3"]["model_us"] != picks["NVIDIA H200"]["model_us"]
+
+
+def test_records_name_the_calibration_their_picks_used(monkeypatch, no_constants_variable):
+    import common
+
+    monkeypatch.setattr(common, "device_name", lambda: "NVIDIA H100 80GB HBM3")
+    assert common.run_identity()["gemm_calibration"] == "constants_h100.json"
+    monkeypatch.setattr(common, "device_name", lambda: "unavailable")
+    assert common.run_identity()["gemm_calibration"] == "built-in (H200)"
 
 
 @pytest.mark.parametrize("transpose_b", [False, True])

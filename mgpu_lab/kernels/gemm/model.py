@@ -305,9 +305,47 @@ def constants_from_file(path: str, base: Constants | None = None) -> Constants:
     return dataclasses.replace(base, **{name: float(value) for name, value in values.items()})
 
 
-# The constants every pick uses: the built-in (an H200's), or a calibration file's (read at
-# import, like OFFER_ENV, so build workers pick the same).
+# The built-in constants, or a calibration file's (read at import, like OFFER_ENV, so build
+# workers pick the same): what estimate_us and ranked use unless told otherwise.
 CONSTANTS = constants_from_file(os.environ[CONSTANTS_ENV]) if os.environ.get(CONSTANTS_ENV) else Constants()
+
+# Each GPU's calibration, by a part of its name: the built-in constants are an H200's; other GPUs
+# have a file beside this module (`fit_gemm_model.py --device GPU --fit --write`). An H100 has the
+# H200's tensor cores and SM count but 0.7x its DRAM bandwidth, and its records ran the
+# H200-fitted model's picks at different costs per scheme.
+DEVICE_CONSTANTS: dict[str, str | None] = {"H200": None, "H100": "constants_h100.json"}
+
+
+def device_constants_path(gpu: str) -> str | None:
+    """The calibration file DEVICE_CONSTANTS names for `gpu` (a key), as a path; None: built in."""
+    name = DEVICE_CONSTANTS[gpu]
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), name) if name else None
+
+
+@functools.lru_cache(maxsize=16)
+def constants_for(device: str) -> Constants:
+    """The constants to pick with on `device` (a CUDA device name, e.g. "NVIDIA H100 80GB HBM3"):
+    MGPU_LAB_GEMM_CONSTANTS's file where set (whatever the device), else the calibration of the
+    first DEVICE_CONSTANTS key the name contains, else the built-in (an H200's)."""
+    if os.environ.get(CONSTANTS_ENV):
+        return CONSTANTS
+    for gpu in DEVICE_CONSTANTS:
+        path = device_constants_path(gpu)
+        if gpu in device and path and os.path.exists(path):
+            return constants_from_file(path)
+    return Constants()
+
+
+def calibration_of(device: str) -> str:
+    """What constants_for(device) reads, in words a record can keep: the variable's file, the
+    calibration file's name, or "built-in (H200)"."""
+    if os.environ.get(CONSTANTS_ENV):
+        return f"{CONSTANTS_ENV}={os.environ[CONSTANTS_ENV]}"
+    for gpu in DEVICE_CONSTANTS:
+        path = device_constants_path(gpu)
+        if gpu in device and path and os.path.exists(path):
+            return os.path.basename(path)
+    return "built-in (H200)"
 
 
 def _tile_ns(transpose_b: bool) -> tuple[int, ...]:
