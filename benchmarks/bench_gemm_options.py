@@ -246,9 +246,11 @@ def model_alternatives(p: Problem, top: int, offer: tuple[str, ...] = ()) -> lis
     the switched model's own pick timed too (the default, the library's pick with its default
     switches, always runs)."""
     from mgpu_lab.kernels.gemm import model
+    from mgpu_lab.kernels.gemm.configs import device_name
 
-    with offering(offer):
-        ranked = [config for _, config in model.ranked(model.Problem(p.m, p.n, p.k, transpose_b=p.transpose_b))]
+    with offering(offer):  # ranked as the library ranks on this GPU: with its calibration
+        ranked = [config for _, config in model.ranked(model.Problem(p.m, p.n, p.k, transpose_b=p.transpose_b),
+                                                        model.constants_for(device_name()))]
     picks = [ranked[0]] + ranked[1:top] if offer else ranked[1:top]  # switched: its own pick first
     seen = {family(ranked[0])} | {family(c) for c in picks}
     for config in ranked[top:]:

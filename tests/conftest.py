@@ -39,6 +39,22 @@ def _private_cache(tmp_path_factory, monkeypatch):
         monkeypatch.delenv(var, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _cpu_tests_pick_for_the_default_device(request, monkeypatch):
+    """A CPU test sees the GEMM picks CI sees, whatever GPU the machine has: the model's
+    calibration and the tuned table follow the device's name (an H100 picks with its own
+    constants), so CPU tests pin it to the default device's; GPU tests keep the real one."""
+    if request.node.get_closest_marker("gpu") is not None:
+        yield
+        return
+    from mgpu_lab.kernels.gemm import configs
+
+    monkeypatch.setattr(configs, "device_name", lambda: configs.DEFAULT_DEVICE)
+    configs.model_ranking.cache_clear()
+    yield
+    configs.model_ranking.cache_clear()
+
+
 @pytest.fixture
 def rng():
     """Fresh random inputs every run: seeded from the OS, the seed printed on failure."""
