@@ -24,6 +24,7 @@ Device (`--device`, default H200): only that GPU's records count (on_model_devic
 tuned table's entries for it.
 
 Run:  python benchmarks/fit_gemm_model.py [--device H100] [--since 2026-12-01T14] [--fit] [--iters 4000] [--promotion any]
+      python benchmarks/fit_gemm_model.py --device H100 --random --fold ac0951d --fold 444a85d   # cross-validate
 Without --fit it scores the device's constants (model.constants_for: the built-in for the H200,
 model.DEVICE_CONSTANTS' file for another GPU); with it, fits from them, prints the fitted Constants
 too, and `--write PATH` writes them as JSON: the file DEVICE_CONSTANTS names for the GPU is what the
@@ -45,7 +46,7 @@ import numpy as np
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from common import recorded_on  # noqa: E402
+from common import recorded_on, write_record  # noqa: E402
 from gemm_sweep import bf16_problems, fp8_problems  # noqa: E402
 
 from mgpu_lab.kernels.gemm import model  # noqa: E402
@@ -360,6 +361,53 @@ def report(label: str, samples: list[Sample], options: list[Sample], c: model.Co
     return rank
 
 
+def cross_validate(samples: list[Sample], options: list[Sample], folds: list[list[str]], c0: model.Constants,
+                   iters: int, rank_drawn: bool = True) -> list[dict]:
+    """Per fold (texts of record file names): fit from c0 without the fold's samples, then score
+    the fold's timed groups and samples with c0 and with the fit. What a change of constants or
+    of the model's terms does to picks it was not fitted on, without a GPU."""
+    rows = []
+    for texts in folds:
+        train, test = split_held_out(samples, texts)
+        train_options, test_options = split_held_out(options, texts)
+        ranked = [s for s in train_options if s.drawn] if rank_drawn else train_options
+        fitted = fit(train, ranked or train_options, c0, iters)
+        row = {"fold": ",".join(texts), "samples": len(test)}
+        for label, c in (("start", c0), ("fitted", fitted)):
+            rank = ranking(test_options, c) if test_options else {}
+            r = residuals(test, c) if test else np.zeros(0)
+            row.update({"groups": rank.get("groups", 0), f"within_3pct_{label}": rank.get("within_3pct", 0),
+                        f"pick_over_best_{label}": rank.get("pick_over_best_geomean", float("nan")),
+                        f"rms_{label}": float(np.sqrt(np.mean(r * r))) if len(r) else float("nan")})
+        print(json.dumps(row))
+        rows.append(row)
+    return rows
+
+
+def cv_figures(rows: list[dict], device: str) -> dict:
+    """The record's figures of a cross-validation: per fold and over every held-out group (the
+    geomean of pick over best, weighted by groups)."""
+    figures: dict = {}
+    for row in rows:
+        slug = re.sub(r"\W+", "_", row["fold"])[:40]
+        for key in ("groups", "samples", "within_3pct_start", "within_3pct_fitted", "pick_over_best_start",
+                    "pick_over_best_fitted", "rms_start", "rms_fitted"):
+            figures[f"gemm_model_cv_{device}_{slug}_{key}"] = row[key]
+    counted = [row for row in rows if row["groups"]]
+    groups = sum(row["groups"] for row in counted)
+    if groups:
+        def pooled(label: str) -> float:
+            return math.exp(sum(row["groups"] * math.log(row[f"pick_over_best_{label}"]) for row in counted) / groups)
+
+        figures[f"gemm_model_cv_{device}_groups"] = groups
+        figures[f"gemm_model_cv_{device}_within_3pct_fitted_vs_start"] = \
+            [sum(row["within_3pct_fitted"] for row in counted), sum(row["within_3pct_start"] for row in counted)]
+        figures[f"gemm_model_cv_{device}_pick_over_best_fitted"] = pooled("fitted")
+        figures[f"gemm_model_cv_{device}_pick_over_best_start"] = pooled("start")
+        figures[f"gemm_model_cv_{device}_pick_over_best_fitted_vs_start"] = pooled("fitted") / pooled("start")
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--since", default="2026-12-01T14", help="sweep records from this UTC time on")
@@ -387,6 +435,11 @@ def main() -> None:
                         help="fit and score on this GPU's records only (default: %(default)s, whose "
                              "constants model.py holds); `--fit --write` for another GPU writes the file "
                              "model.DEVICE_CONSTANTS names for it")
+    parser.add_argument("--fold", action="append", default=[], metavar="TEXTS",
+                        help="cross-validate instead of one fit: per fold (comma-separated texts of record "
+                             "file names, e.g. 444a85d or 1349aa3,8ea5c74), fit from the device's constants "
+                             "without its records (and every --hold-out's), score its timed groups with both; "
+                             "repeatable; writes gemm_model_cv_<time>_<commit>.json")
     args = parser.parse_args()
     _fitted_device[0] = args.device
     results = HERE / "results"
@@ -404,6 +457,17 @@ def main() -> None:
              f"{wanted} (--promotion any counts them)" if other else ""))
     c = model.constants_for(args.device)  # the device's calibration (the variable's file, where set)
     label = f"{args.device} constants ({model.calibration_of(args.device)})"
+    if args.fold:
+        folds = [[text for text in fold.split(",") if text] for fold in args.fold]
+        rows = cross_validate(samples, options, folds, c, args.iters, args.rank_drawn)
+        figures = cv_figures(rows, args.device.lower())
+        path = write_record("gemm_model_cv", figures, {
+            "fitted_device": args.device, "start": model.calibration_of(args.device), "folds": args.fold,
+            "held_out_of_every_fit": args.hold_out, "iters": args.iters, "random": args.random,
+            "promotion": args.promotion, "what": "per fold: fitted from `start` without the fold's records, "
+            "its timed groups ranked with `start` and with the fit (within 3% of the best; pick over best)"})
+        print(f"wrote {path}")
+        return
     rank = report(label, samples, options, c)
     held_out, _ = at_promotion(random_samples(results, fp8=True), wanted)
     report(f"{label} on FP8 drawn picks (not fitted on)", held_out, [], c)

@@ -969,3 +969,43 @@ def test_swapped_clusters_are_offered_only_when_switched_on_take_nothing_away_an
                for c in model.candidates(tall))
     taller = model.Problem(model.SWAP_CLUSTERS_WIDE_MAX_M + 1, 18944, 3584, transpose_b=transpose_b)
     assert not any(c.get("swap_ab") and c["persistent"] for c in model.candidates(taller))
+
+
+def test_cross_validation_fits_without_each_fold_and_scores_its_groups(monkeypatch):
+    """fit_gemm_model.py --fold: each fold's samples stay out of its fit; its timed groups are
+    ranked with the starting constants and with the fit; the record pools every fold's groups."""
+    import dataclasses
+    import math
+
+    import fit_gemm_model as fgm
+
+    def group(record: str, shape: tuple[int, int, int], times: list[float]) -> list:
+        configs = [{"tile_m": 128, "tile_n": 256, "persistent": True}, {"tile_m": 128, "tile_n": 128},
+                   {"tile_m": 64, "tile_n": 128}]
+        p = model.Problem(*shape, transpose_b=True)
+        return [fgm.Sample(p, c, t, f"gemm_options_{record}.json:bf16_{shape}") for c, t in zip(configs, times)]
+
+    options = group("T1_aaa", (4096, 4096, 4096), [200.0, 260.0, 400.0]) + \
+        group("T2_bbb", (256, 4096, 8192), [40.0, 30.0, 35.0])
+    seen = []
+
+    def fake_fit(train, ranked, c0, iters):
+        seen.append({s.group.split(":")[0] for s in train})
+        return dataclasses.replace(c0, dram_bw=c0.dram_bw * 0.5)
+
+    monkeypatch.setattr(fgm, "fit", fake_fit)
+    c0 = model.Constants()
+    rows = fgm.cross_validate(options, options, [["aaa"], ["bbb"]], c0, iters=1)
+    assert seen == [{"gemm_options_T2_bbb.json"}, {"gemm_options_T1_aaa.json"}]
+    for row, held in zip(rows, (options[:3], options[3:])):
+        start = fgm.ranking(held, c0)
+        assert row["groups"] == 1 and row["samples"] == 3
+        assert row["pick_over_best_start"] == start["pick_over_best_geomean"]
+        assert row["within_3pct_start"] == start["within_3pct"]
+    figures = fgm.cv_figures(rows, "h100")
+    assert figures["gemm_model_cv_h100_groups"] == 2
+    pooled = math.sqrt(rows[0]["pick_over_best_fitted"] * rows[1]["pick_over_best_fitted"])
+    assert figures["gemm_model_cv_h100_pick_over_best_fitted"] == pytest.approx(pooled)
+    assert figures["gemm_model_cv_h100_pick_over_best_fitted_vs_start"] == pytest.approx(
+        pooled / math.sqrt(rows[0]["pick_over_best_start"] * rows[1]["pick_over_best_start"]))
+    assert "gemm_model_cv_h100_aaa_rms_fitted" in figures
