@@ -322,6 +322,15 @@ def device_constants_path(gpu: str) -> str | None:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), name) if name else None
 
 
+def _calibration_file(device: str) -> str | None:
+    """The calibration file of the first DEVICE_CONSTANTS key `device` contains, where it exists."""
+    for gpu in DEVICE_CONSTANTS:
+        path = device_constants_path(gpu)
+        if gpu in device and path and os.path.exists(path):
+            return path
+    return None
+
+
 @functools.lru_cache(maxsize=16)
 def constants_for(device: str) -> Constants:
     """The constants to pick with on `device` (a CUDA device name, e.g. "NVIDIA H100 80GB HBM3"):
@@ -329,11 +338,8 @@ def constants_for(device: str) -> Constants:
     first DEVICE_CONSTANTS key the name contains, else the built-in (an H200's)."""
     if os.environ.get(CONSTANTS_ENV):
         return CONSTANTS
-    for gpu in DEVICE_CONSTANTS:
-        path = device_constants_path(gpu)
-        if gpu in device and path and os.path.exists(path):
-            return constants_from_file(path)
-    return Constants()
+    path = _calibration_file(device)
+    return constants_from_file(path) if path else Constants()
 
 
 def calibration_of(device: str) -> str:
@@ -341,11 +347,8 @@ def calibration_of(device: str) -> str:
     calibration file's name, or "built-in (H200)"."""
     if os.environ.get(CONSTANTS_ENV):
         return f"{CONSTANTS_ENV}={os.environ[CONSTANTS_ENV]}"
-    for gpu in DEVICE_CONSTANTS:
-        path = device_constants_path(gpu)
-        if gpu in device and path and os.path.exists(path):
-            return os.path.basename(path)
-    return "built-in (H200)"
+    path = _calibration_file(device)
+    return os.path.basename(path) if path else "built-in (H200)"
 
 
 def _tile_ns(transpose_b: bool) -> tuple[int, ...]:
