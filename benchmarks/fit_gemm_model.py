@@ -351,14 +351,26 @@ def fit(samples: list[Sample], options: list[Sample], c0: model.Constants, iters
     return model.Constants.from_vector([float(v) for v in np.exp(nelder_mead(loss, x0, iters))])
 
 
-def report(label: str, samples: list[Sample], options: list[Sample], c: model.Constants) -> dict:
-    r = residuals(samples, c)
+def score(samples: list[Sample], options: list[Sample], c: model.Constants) -> tuple[dict, dict]:
+    """(the constants' errors on `samples` and ranking of `options`' groups, the ranking with its rows)."""
+    r = residuals(samples, c) if samples else np.zeros(0)
     rank = ranking(options, c) if options else {}
-    out = {"samples": len(samples), "rms_log_error": float(np.sqrt(np.mean(r * r))),
-           "median_abs_error": float(np.exp(np.median(np.abs(r))) - 1), **{k: v for k, v in rank.items()
-                                                                             if k != "rows"}}
+    out = {"samples": len(samples), "rms_log_error": float(np.sqrt(np.mean(r * r))) if len(r) else float("nan"),
+           "median_abs_error": float(np.exp(np.median(np.abs(r))) - 1) if len(r) else float("nan"),
+           **{k: v for k, v in rank.items() if k != "rows"}}
+    return out, rank
+
+
+def report(label: str, samples: list[Sample], options: list[Sample], c: model.Constants) -> dict:
+    out, rank = score(samples, options, c)
     print(f"{label}: {json.dumps(out)}")
     return rank
+
+
+def groups_to_rank(options: list[Sample], rank_drawn: bool) -> list[Sample]:
+    """The options groups a fit ranks: only the drawn shapes' with `rank_drawn` (all where none is drawn)."""
+    drawn = [s for s in options if s.drawn] if rank_drawn else options
+    return drawn or options
 
 
 def cross_validate(samples: list[Sample], options: list[Sample], folds: list[list[str]], c0: model.Constants,
@@ -370,15 +382,13 @@ def cross_validate(samples: list[Sample], options: list[Sample], folds: list[lis
     for texts in folds:
         train, test = split_held_out(samples, texts)
         train_options, test_options = split_held_out(options, texts)
-        ranked = [s for s in train_options if s.drawn] if rank_drawn else train_options
-        fitted = fit(train, ranked or train_options, c0, iters)
+        fitted = fit(train, groups_to_rank(train_options, rank_drawn), c0, iters)
         row = {"fold": ",".join(texts), "samples": len(test)}
         for label, c in (("start", c0), ("fitted", fitted)):
-            rank = ranking(test_options, c) if test_options else {}
-            r = residuals(test, c) if test else np.zeros(0)
-            row.update({"groups": rank.get("groups", 0), f"within_3pct_{label}": rank.get("within_3pct", 0),
-                        f"pick_over_best_{label}": rank.get("pick_over_best_geomean", float("nan")),
-                        f"rms_{label}": float(np.sqrt(np.mean(r * r))) if len(r) else float("nan")})
+            out, _ = score(test, test_options, c)
+            row.update({"groups": out.get("groups", 0), f"within_3pct_{label}": out.get("within_3pct", 0),
+                        f"pick_over_best_{label}": out.get("pick_over_best_geomean", float("nan")),
+                        f"rms_{label}": out["rms_log_error"]})
         print(json.dumps(row))
         rows.append(row)
     return rows
@@ -474,8 +484,7 @@ def main() -> None:
     if kept_out:
         report(f"{label} on the held-out records", kept_out, options_out, c)
     if args.fit:
-        ranked_groups = [s for s in options if s.drawn] if args.rank_drawn else options
-        c = fit(samples, ranked_groups or options, c, args.iters)
+        c = fit(samples, groups_to_rank(options, args.rank_drawn), c, args.iters)
         rank = report("fitted", samples, options, c)
         report("fitted on FP8 drawn picks (not fitted on)", held_out, [], c)
         if kept_out:
