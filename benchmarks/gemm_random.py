@@ -48,7 +48,8 @@ LLM_HIDDEN = (4096, 8192, 3584)
 LLM_INTERMEDIATE = (11008, 14336, 28672, 18944)
 M_RANGE = (1, 16384)
 NK_RANGE = (256, 32768)
-DEVICE_COPY_BYTES_PER_S = 4.04e12  # the H200's measured device copy (../shared/DESIGN.md)
+DEVICE_COPY_BYTES_PER_S = 4.04e12  # the H200's device copy (../shared/DESIGN.md): when none was measured
+COPY_BYTES = 1 << 28  # per buffer of the copy timed for the m <= 64 ceiling: five times an H200's L2
 BLOCK_MS = 8.0  # GPU time per timed block (kernel-only)
 CALL_ITERS = (3, 30)  # user-call launches per block, at least / at most
 ROUNDS = 3
@@ -314,9 +315,27 @@ def ratio_totals(prefix: str, peer: str, ratios: list[float]) -> dict[str, float
             f"{prefix}_min_vs_{peer}": min(ratios)}
 
 
-def summarize(seed: int, problems: list[Problem], figures: dict, rows: list, epilogue: str | None = None) -> None:
+def device_copy_bytes_per_s() -> float:
+    """This GPU's device-to-device copy bandwidth, read + write bytes per second: the median of
+    ten CUDA-event timings of `cupy.copyto` between two 256 MiB buffers (beyond L2), after warm-up.
+    The m <= 64 ceiling is measured on the GPU that runs the shapes, not taken from an H200."""
+    import cupy
+
+    from mgpu_lab.runtime.timing import time_cuda
+
+    src = cupy.random.default_rng(0).integers(0, 255, COPY_BYTES, dtype=cupy.uint8)
+    dst = cupy.full_like(src, 0xFF)
+    timing = time_cuda(lambda i: cupy.copyto(dst, src), warmup=3, iters=10)
+    if not bool(cupy.array_equal(dst, src)):
+        raise RuntimeError("device copy: the destination does not match the source")
+    return 2 * COPY_BYTES / (timing.median_ms * 1e-3)
+
+
+def summarize(seed: int, problems: list[Problem], figures: dict, rows: list, epilogue: str | None = None,
+              copy_bytes_per_s: float = DEVICE_COPY_BYTES_PER_S) -> None:
     """Totals: geomean, 10th percentile and min of the kernel-only ratio, the user-call geomean,
-    and the m <= 64 subset with its achieved bandwidth as a share of the device copy's."""
+    and the m <= 64 subset with its achieved bandwidth as a share of the device copy's
+    (`copy_bytes_per_s`: the one measured in the run, else the H200's)."""
     prefix = figure_prefix(seed, epilogue)
     ratios, calls, small, shares = [], [], [], []
     for p in problems:
@@ -328,7 +347,7 @@ def summarize(seed: int, problems: list[Problem], figures: dict, rows: list, epi
         if p.m <= 64:
             small.append(figures[f"{name}_kernel_vs_cublas"])
             moved = (p.m * p.k + p.n * p.k + p.m * p.n) * 2
-            share = moved / (figures[f"{name}_ours_us"] * 1e-6) / DEVICE_COPY_BYTES_PER_S
+            share = moved / (figures[f"{name}_ours_us"] * 1e-6) / copy_bytes_per_s
             figures[f"{name}_bandwidth_share_of_copy"] = share
             shares.append(share)
     figures[f"{prefix}_shapes_timed"] = len(ratios)
@@ -401,8 +420,10 @@ def run_random(count: int, seed: int, figures: dict, rows: list, *, rounds: int 
     t0 = time.perf_counter()
     built = build_all(problems, workers or default_workers(), functools.partial(_build, epilogue=epilogue))
     figures[f"{figure_prefix(seed, epilogue)}_build_wall_s"] = time.perf_counter() - t0
+    copy_bytes_per_s = device_copy_bytes_per_s()
+    figures[f"{figure_prefix(seed, epilogue)}_device_copy_bytes_per_s"] = copy_bytes_per_s
     time_all(problems, built, lambda p: tag(seed, p, epilogue),
              lambda p, result: time_problem(seed, p, result, figures, rows, rounds, GpuSampler, epilogue),
              figures, rows, deadline)
-    summarize(seed, problems, figures, rows, epilogue)
+    summarize(seed, problems, figures, rows, epilogue, copy_bytes_per_s)
     return problems
