@@ -79,14 +79,13 @@ def record_promotion(record: dict) -> str:
 
 
 MODEL_DEVICE = "H200"  # model.CONSTANTS are an H200's (model.H200_CLUSTERS, DRAM bandwidth)
-_fitted_device = [MODEL_DEVICE]  # the GPU whose records count (--device); one entry, set by main
 
 
-def on_model_device(record: dict) -> bool:
+def on_model_device(record: dict, device: str = MODEL_DEVICE) -> bool:
     """Whether a record's times are the fitted device's (`--device`, the H200 by default): records
     that name another GPU are left out; those that name none ran on the H200 before the field was
     written."""
-    return recorded_on(record, _fitted_device[0])
+    return recorded_on(record, device)
 
 
 def at_promotion(samples: list[Sample], wanted: str | None) -> tuple[list[Sample], list[Sample]]:
@@ -131,11 +130,11 @@ def _problems(kind: str) -> dict[str, bool]:
     return out
 
 
-def option_samples(results: Path) -> list[Sample]:
+def option_samples(results: Path, device: str = MODEL_DEVICE) -> list[Sample]:
     samples = []
     for path in sorted(results.glob("gemm_options_*.json")):
         record = json.loads(path.read_text())
-        if not on_model_device(record):
+        if not on_model_device(record, device):
             continue
         figures, drawn = record["figures"], bool((record.get("notes") or {}).get("random"))
         promotion = record_promotion(record)
@@ -159,11 +158,11 @@ def option_samples(results: Path) -> list[Sample]:
     return samples
 
 
-def sweep_samples(results: Path, since: str) -> list[Sample]:
+def sweep_samples(results: Path, since: str, device: str = MODEL_DEVICE) -> list[Sample]:
     samples = []
     for path in sorted(results.glob("gemm_2026-*.json")):
         record = json.loads(path.read_text())
-        if record.get("time_utc", "") < since or not on_model_device(record):
+        if record.get("time_utc", "") < since or not on_model_device(record, device):
             continue
         figures = record["figures"]
         for key, config in figures.items():
@@ -183,7 +182,7 @@ def sweep_samples(results: Path, since: str) -> list[Sample]:
     return samples
 
 
-def random_samples(results: Path, fp8: bool = False) -> list[Sample]:
+def random_samples(results: Path, fp8: bool = False, device: str = MODEL_DEVICE) -> list[Sample]:
     """The random-shape benchmark's shapes: bf16 (`gemm_random_*.json`, both layouts), or with
     `fp8` FP8 with per-tensor scales (`gemm_fp8_random_*.json`, B (n, k); the block-scaled kernel
     has no configuration to choose): each shape's configuration (the model's pick) and our
@@ -197,7 +196,7 @@ def random_samples(results: Path, fp8: bool = False) -> list[Sample]:
     for pattern, key_re, dtype in patterns[1:] if fp8 else patterns[:1]:
         for path in sorted(results.glob(pattern)):
             record = json.loads(path.read_text())
-            if not on_model_device(record):
+            if not on_model_device(record, device):
                 continue
             figures, promotion = record["figures"], record_promotion(record)
             for key, config in figures.items():
@@ -211,10 +210,10 @@ def random_samples(results: Path, fp8: bool = False) -> list[Sample]:
     return samples
 
 
-def table_samples() -> list[Sample]:
+def table_samples(device: str = MODEL_DEVICE) -> list[Sample]:
     samples = []
     devices = json.loads(CONFIG_FILE.read_text())["devices"]
-    tables = [entry for name, entry in devices.items() if _fitted_device[0] in name]
+    tables = [entry for name, entry in devices.items() if device in name]
     for key, entry in (tables[0] if tables else {}).items():
         dtype, layout, size = key.split("_", 2) if not key.startswith("float8") else \
             ("float8_e4m3fn", *key[len("float8_e4m3fn_"):].split("_", 1))
@@ -451,12 +450,11 @@ def main() -> None:
                              "without its records (and every --hold-out's), score its timed groups with both; "
                              "repeatable; writes gemm_model_cv_<time>_<commit>.json")
     args = parser.parse_args()
-    _fitted_device[0] = args.device
     results = HERE / "results"
-    options = option_samples(results)
-    samples = options + sweep_samples(results, args.since) + table_samples()
+    options = option_samples(results, args.device)
+    samples = options + sweep_samples(results, args.since, args.device) + table_samples(args.device)
     if args.random:
-        samples += random_samples(results)
+        samples += random_samples(results, device=args.device)
     wanted = None if args.promotion == "any" else args.promotion
     samples, other = at_promotion(samples, wanted)
     options, _ = at_promotion(options, wanted)
@@ -479,7 +477,7 @@ def main() -> None:
         print(f"wrote {path}")
         return
     rank = report(label, samples, options, c)
-    held_out, _ = at_promotion(random_samples(results, fp8=True), wanted)
+    held_out, _ = at_promotion(random_samples(results, fp8=True, device=args.device), wanted)
     report(f"{label} on FP8 drawn picks (not fitted on)", held_out, [], c)
     if kept_out:
         report(f"{label} on the held-out records", kept_out, options_out, c)

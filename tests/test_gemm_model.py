@@ -570,13 +570,12 @@ def test_narrow_tiles_are_bound_by_shared_memory_reads_when_compute_bound():
 
 
 @pytest.mark.parametrize("device, expected", [("H200", ["h200", "old"]), ("H100", ["h100"])])
-def test_the_fit_reads_only_the_fitted_gpus_records(tmp_path, monkeypatch, device, expected):
+def test_the_fit_reads_only_the_fitted_gpus_records(tmp_path, device, expected):
     """The built-in constants are an H200's: a record that names another GPU (an H100's run when no
     H200 was lent) is no sample; one that names none ran before records named their device.
     `fit_gemm_model.py --device H100`: an H100's calibration is fitted on its records alone."""
     import json
 
-    import fit_gemm_model
     from fit_gemm_model import on_model_device, random_samples
 
     figures = {"gemm_random_seed1_512x512x512_nt_config": {"tile_m": 128, "tile_n": 128},
@@ -584,11 +583,12 @@ def test_the_fit_reads_only_the_fitted_gpus_records(tmp_path, monkeypatch, devic
     for name, gpu in (("h200", "NVIDIA H200"), ("h100", "NVIDIA H100 80GB HBM3"), ("old", None)):
         (tmp_path / f"gemm_random_2026-12-05T00000{len(name)}Z_{name}.json").write_text(
             json.dumps({"figures": figures, **({"device": gpu} if gpu else {})}))
-    monkeypatch.setattr(fit_gemm_model, "_fitted_device", [device])
-    kept = sorted(s.group.split("Z_")[1].split(".json")[0] for s in random_samples(tmp_path))
+    kept = sorted(s.group.split("Z_")[1].split(".json")[0] for s in random_samples(tmp_path, device=device))
     assert kept == expected
+    assert on_model_device({"device": "NVIDIA H100 80GB HBM3"}, device) == (device == "H100")
     if device == "H200":
-        assert not on_model_device({"device": "NVIDIA H100 80GB HBM3"}) and on_model_device({"device": "unavailable"})
+        assert on_model_device({"device": "unavailable"}) and kept == sorted(
+            s.group.split("Z_")[1].split(".json")[0] for s in random_samples(tmp_path))  # the default
 
 
 def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad_value():
