@@ -455,6 +455,12 @@ def test_random_summary_figures():
     # the copy measured in the run (an H100's is slower than the H200's default) is the ceiling
     summarize(3, problems, figures, [], copy_bytes_per_s=3.0e12)
     assert figures["gemm_random_seed3_m64_bandwidth_share_of_copy_geomean"] == pytest.approx(moved / 20e-6 / 3.0e12)
+    # a copy of as many bytes, timed beside the shape: its time over ours
+    assert "gemm_random_seed3_m64_bandwidth_share_of_same_bytes_copy_geomean" not in figures
+    figures[f"{tag(3, problems[0])}_same_bytes_copy_us"] = 15.0
+    summarize(3, problems, figures, [])
+    assert figures[f"{tag(3, problems[0])}_bandwidth_share_of_same_bytes_copy"] == 0.75
+    assert figures["gemm_random_seed3_m64_bandwidth_share_of_same_bytes_copy_geomean"] == 0.75
 
 
 def test_drawn_shapes_with_a_bias_build_the_users_kernel_and_name_their_figures():
