@@ -29,7 +29,10 @@ draws the shapes from the seed, drops the tuned table's, switches the table off 
 configurations alone) and writes a `gemm_random` record: per shape kernel-only and user-call
 time against cuBLAS, the configuration, SM clock and power; `gemm_random_seed<S>_geomean_vs_cublas`,
 `_p10_vs_cublas`, `_min_vs_cublas`, `_call_geomean_vs_cublas`, and the m <= 64 subset
-(`_m64_geomean_vs_cublas`, `_m64_bandwidth_share_of_copy_geomean`).
+(`_m64_geomean_vs_cublas`, `_m64_bandwidth_share_of_copy_geomean`: bytes moved over our time against
+the run's own 256 MiB device copy, `_device_copy_bytes_per_s`; and
+`_m64_bandwidth_share_of_same_bytes_copy_geomean`: a copy of as many bytes, timed beside each
+shape, over our time).
 
     python benchmarks/bench_gemm.py --random 32 --seed 7 --epilogue bias   # + a bias, against torch.addmm
 the same with a (n,) bias added in our epilogue, against cuBLASLt's bias epilogue (torch.addmm):
