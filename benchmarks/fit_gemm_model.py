@@ -25,11 +25,13 @@ tuned table's entries for it.
 
 Run:  python benchmarks/fit_gemm_model.py [--device H100] [--since 2026-12-01T14] [--fit] [--iters 4000] [--promotion any]
       python benchmarks/fit_gemm_model.py --device H100 --random --fold ac0951d --fold 444a85d   # cross-validate
-Without --fit it scores the device's constants (model.constants_for: the built-in for the H200,
-model.DEVICE_CONSTANTS' file for another GPU); with it, fits from them, prints the fitted Constants
-too, and `--write PATH` writes them as JSON: the file DEVICE_CONSTANTS names for the GPU is what the
-library then picks with there, and `MGPU_LAB_GEMM_CONSTANTS=PATH` makes it pick with any such file
-(records name it). Scoring reads that variable as the library does.
+Without --fit it scores the device's constants (model.constants_for: the built-in ones unless
+model.DEVICE_CONSTANTS names a file for the GPU); with it, fits from them, prints the fitted Constants
+too, and `--write PATH` writes them as JSON: `MGPU_LAB_GEMM_CONSTANTS=PATH` makes the library pick
+with such a file (records name it), and naming it in DEVICE_CONSTANTS makes it a GPU's default --
+only once its picks have been timed against the built-in constants' on fresh seeds (an H100 fit
+that predicted times twice as well picked slower: gemm_constants/h100_fit2_0a55cfa.json). Scoring
+reads that variable as the library does.
 """
 
 from __future__ import annotations
@@ -442,8 +444,7 @@ def main() -> None:
                              "2026-12-05T0227: one seed's run) and score the constants on them apart; repeatable")
     parser.add_argument("--device", default=MODEL_DEVICE, choices=sorted(model.DEVICE_CONSTANTS),
                         help="fit and score on this GPU's records only (default: %(default)s, whose "
-                             "constants model.py holds); `--fit --write` for another GPU writes the file "
-                             "model.DEVICE_CONSTANTS names for it")
+                             "constants model.py holds)")
     parser.add_argument("--fold", action="append", default=[], metavar="TEXTS",
                         help="cross-validate instead of one fit: per fold (comma-separated texts of record "
                              "file names, e.g. 444a85d or 1349aa3,8ea5c74), fit from the device's constants "

@@ -849,6 +849,9 @@ def test_the_constants_variable_is_read_at_import(tmp_path):
     assert failed.returncode != 0 and "MGPU_LAB_GEMM_CONSTANTS=" in failed.stderr and "missing.json" in failed.stderr
 
 
+H100_FIT = Path(__file__).parent.parent / "benchmarks" / "gemm_constants" / "h100_fit2_0a55cfa.json"
+
+
 @pytest.fixture
 def no_constants_variable(monkeypatch):
     monkeypatch.delenv(model.CONSTANTS_ENV, raising=False)
@@ -857,14 +860,28 @@ def no_constants_variable(monkeypatch):
     model.constants_for.cache_clear()
 
 
-def test_each_gpu_picks_with_its_own_calibration(no_constants_variable):
-    """An H100 reads the calibration file beside the model (fitted on its own records: 0.7x the
-    H200's DRAM bandwidth); the H200, and a GPU the model has no file for, the built-in constants."""
+@pytest.fixture
+def h100_calibrated(monkeypatch, no_constants_variable):
+    """An H100 with a calibration file of its own (main's H100 keeps the built-in constants: the
+    fit of its records picked slower on fresh seeds)."""
+    monkeypatch.setitem(model.DEVICE_CONSTANTS, "H100", str(H100_FIT))
+    model.constants_for.cache_clear()
+
+
+def test_every_gpu_picks_with_the_built_in_constants_by_default(no_constants_variable):
+    for device in ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "unavailable"):
+        assert model.constants_for(device) == model.Constants()
+        assert model.calibration_of(device) == "built-in (H200)"
+
+
+def test_each_gpu_picks_with_its_own_calibration(h100_calibrated):
+    """A GPU that DEVICE_CONSTANTS gives a file (an H100's fit: 0.7x the H200's DRAM bandwidth)
+    reads it; the H200, and a GPU the model has no file for, the built-in constants."""
     h100 = model.constants_for("NVIDIA H100 80GB HBM3")
     assert h100 == model.constants_from_file(model.device_constants_path("H100"))
     assert h100 != model.Constants() and h100.dram_bw < 0.85 * model.Constants().dram_bw
     assert model.constants_for("NVIDIA H200") == model.Constants() == model.constants_for("unavailable")
-    assert model.calibration_of("NVIDIA H100 PCIe") == "constants_h100.json"
+    assert model.calibration_of("NVIDIA H100 PCIe") == H100_FIT.name
     assert model.calibration_of("NVIDIA H200") == "built-in (H200)"
     # the calibration changes estimates, so picks: the same config costs more where DRAM is slower
     p, config = model.Problem(8, 8192, 8192, transpose_b=True), {"tile_m": 128, "tile_n": 128, "persistent": False}
@@ -881,7 +898,7 @@ def test_the_constants_variable_overrides_every_gpus_calibration(monkeypatch, tm
         assert model.calibration_of(device) == f"{model.CONSTANTS_ENV}={path}"
 
 
-def test_the_library_picks_with_the_current_gpus_calibration(monkeypatch, no_constants_variable):
+def test_the_library_picks_with_the_current_gpus_calibration(monkeypatch, h100_calibrated):
     """configs' model picks (make_gemm's default) estimate with constants_for(the device's name)."""
     from mgpu_lab.kernels.gemm import configs
 
@@ -899,11 +916,11 @@ def test_the_library_picks_with_the_current_gpus_calibration(monkeypatch, no_con
     assert picks["NVIDIA H100 80GB HBM3"]["model_us"] != picks["NVIDIA H200"]["model_us"]
 
 
-def test_records_name_the_calibration_their_picks_used(monkeypatch, no_constants_variable):
+def test_records_name_the_calibration_their_picks_used(monkeypatch, h100_calibrated):
     import common
 
     monkeypatch.setattr(common, "device_name", lambda: "NVIDIA H100 80GB HBM3")
-    assert common.run_identity()["gemm_calibration"] == "constants_h100.json"
+    assert common.run_identity()["gemm_calibration"] == H100_FIT.name
     monkeypatch.setattr(common, "device_name", lambda: "unavailable")
     assert common.run_identity()["gemm_calibration"] == "built-in (H200)"
 
