@@ -7,8 +7,8 @@ run), or, with --last N, the newest N runs whatever their commit. Benchmarks mea
 several runs (NEWEST_RUNS: drawn-shape seeds, the profiler's kernels) read, row by row, the
 newest runs that measured the row's figure. Each GPU kind gets its own table (an H100's runs, made
 while no H200 was lent, never mix into the H200's figures), and probe runs (a record naming
-a key of common.PROBE_SETTINGS: the GEMM switched away from what main ships,
-or made at a commit in PROBE_COMMITS) are left out.
+a key of common.PROBE_SETTINGS: the GEMM switched away from what main ships, one whose
+`gemm_calibration` main no longer gives that GPU, or made at a commit in PROBE_COMMITS) are left out.
 
     python benchmarks/make_table.py                 # prints the markdown table
     python benchmarks/make_table.py --last 5        # the newest 5 runs of each benchmark
@@ -270,6 +270,16 @@ def provenance(runs: list[dict]) -> str:
 PROBE_COMMITS = {"75a267b": "the GEMM model's refit, which held out worse and was reverted in 6c1f841"}
 
 
+def off_calibration(record: dict) -> bool:
+    """Whether a record's GEMM picks used a calibration main no longer gives its GPU (c3000be's
+    H100 runs picked with constants_h100.json, retired in 5994a63): a probe, like a switched
+    model. A run under MGPU_LAB_GEMM_CONSTANTS is one already (its `gemm_constants`)."""
+    from mgpu_lab.kernels.gemm import model
+
+    used = record.get("gemm_calibration")
+    return bool(used) and "=" not in used and used != model.calibration_of(str(record.get("device") or ""))
+
+
 def render(results: Path = RESULTS, last: int | None = None, commit: str | None = None,
            device: str = "H200") -> str:
     """The markdown table (one row per figure) over the selected runs of each benchmark on
@@ -282,7 +292,7 @@ def render(results: Path = RESULTS, last: int | None = None, commit: str | None 
         if name not in loaded:
             loaded[name] = [with_derived(r) for r in load_records(name, results)
                             if recorded_on(r, device) and not any(r.get(key) for key in PROBE_SETTINGS)
-                            and str(r.get("commit", ""))[:7] not in PROBE_COMMITS]
+                            and str(r.get("commit", ""))[:7] not in PROBE_COMMITS and not off_calibration(r)]
         return loaded[name]
 
     for record_name, label, ours, peer, ratio, unit, goal in ROWS:

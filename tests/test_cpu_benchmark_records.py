@@ -118,8 +118,11 @@ def test_make_table_keeps_each_gpu_kind_apart_and_leaves_probe_runs_out(tmp_path
     record("2026-12-01T020000Z", 0.92, device="NVIDIA H200")
     record("2026-12-01T030000Z", 0.50, device="NVIDIA H100 80GB HBM3")
     record("2026-12-01T040000Z", 0.10, device="NVIDIA H200", gemm_constants="other.json")  # a probe
+    # picked with a calibration main no longer gives the H100 (retired): a probe too
+    record("2026-12-01T050000Z", 0.20, device="NVIDIA H100 80GB HBM3", gemm_calibration="constants_h100.json")
+    record("2026-12-01T060000Z", 0.40, device="NVIDIA H200", gemm_calibration="built-in (H200)")  # main's
     [h200] = [line for line in make_table.render(tmp_path).splitlines() if "tiled smem copy" in line]
-    assert "(0.900-0.920, 2 runs)" in h200
+    assert "(0.400-0.920, 3 runs)" in h200
     [h100] = [line for line in make_table.render(tmp_path, device="H100").splitlines() if "tiled smem copy" in line]
     assert "**0.500 (1 run)**" in h100
 
