@@ -621,7 +621,8 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
                                     "swap_persistent, swap_stream_k, clusters_of_four, swap_epilogue, "
-                                    "clusters_of_eight, swap_clusters, swap_clusters_wide (comma-separated, -name to "
+                                    "clusters_of_eight, swap_clusters, swap_clusters_wide, n16_tiles (comma-separated, "
+                                    "-name to "
                                     "switch one off), "
                                     "got "
                                     "'a_pairs,b_pairs'") in out.stderr
@@ -984,6 +985,25 @@ def test_swapped_clusters_are_offered_only_when_switched_on_take_nothing_away_an
                for c in model.candidates(tall))
     taller = model.Problem(model.SWAP_CLUSTERS_WIDE_MAX_M + 1, 18944, 3584, transpose_b=transpose_b)
     assert not any(c.get("swap_ab") and c["persistent"] for c in model.candidates(taller))
+
+
+def test_n16_tiles_offer_c_tiles_that_fill_whole_waves(monkeypatch):
+    """MGPU_LAB_GEMM_OFFER=n16_tiles: C's own tiles over B (n, k) 144, 176, 208 and 240 wide too,
+    which the kernel takes (16-column store boxes); on the HF prefill's 2048x5632x2048 a 128 x 176
+    tile makes 512 tiles (3.9 waves on 132 SMs) and the model picks it; B (k, n) gets none."""
+    p = model.Problem(2048, 5632, 2048, transpose_b=True, sms=132)
+    monkeypatch.setattr(model, "OFFER_N16_TILES", False)
+    before = list(model.candidates(p))
+    assert not any(c["tile_n"] in model.N16_TILE_NS and not c.get("swap_ab") for c in before)
+    monkeypatch.setattr(model, "OFFER_N16_TILES", True)
+    added = [c for c in model.candidates(p) if c not in before]
+    assert {c["tile_n"] for c in added} == set(model.N16_TILE_NS) and not any(c.get("swap_ab") for c in added)
+    us, pick = model.ranked(p)[0]
+    assert (pick["tile_m"], pick["tile_n"]) == (128, 176)
+    t = resolve_tiling(2048, 5632, 2048, transpose_b=True, **{k: v for k, v in pick.items() if k in CONFIG_KEYS})
+    assert t.out_width == 16 and t.epilogue_pieces == 11
+    nn = model.Problem(2048, 5632, 2048, transpose_b=False, sms=132)
+    assert not any(c["tile_n"] in model.N16_TILE_NS for c in model.candidates(nn) if not c.get("swap_ab"))
 
 
 def test_cross_validation_fits_without_each_fold_and_scores_its_groups(monkeypatch):

@@ -28,6 +28,18 @@ def test_persistent_gemm(m, n, k, tiles, transpose_b, rng):
     assert _run(m, n, k, rng, transpose_b, runs=1, persistent=True, **tiles) <= 1e-2
 
 
+@pytest.mark.parametrize("m, n, k, tile_n", [
+    (1000, 2000, 1000, 144), (1000, 2000, 1000, 176), (1000, 2000, 1000, 208), (1000, 2000, 1000, 240),
+    (2048, 5632, 2048, 176),  # the HF prefill's gate / up projection: 512 tiles, 3.9 waves
+])
+def test_persistent_c_tiles_an_odd_multiple_of_16_wide(m, n, k, tile_n, rng):
+    """model.OFFER_N16_TILES: C's own tiles over B (n, k) 144 to 240 wide, stored in 16-column boxes."""
+    assert _run(m, n, k, rng, True, runs=1, persistent=True, tile_m=128, tile_n=tile_n) <= 1e-2
+    if tile_n == 176:
+        assert _check(m, n, k, rng, tiles={"tile_m": 128, "tile_n": 176, "persistent": True},
+                      bias="bfloat16", activation="gelu") <= 1e-2
+
+
 @pytest.mark.parametrize("m, n, k, tiles", [
     (4000, 4000, 4000, {"tile_m": 128, "tile_n": 128}),
     (4096, 4096, 4096, {"tile_m": 128, "tile_n": 128}),

@@ -65,7 +65,7 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 # benchmarks/bench_gemm.py --random): "wide_b_pairs" adds a switch, "-a_pairs" takes one away.
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
-          "clusters_of_eight", "swap_clusters", "swap_clusters_wide")
+          "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters")
 
 
@@ -149,6 +149,12 @@ OFFER_SWAP_CLUSTERS = "swap_clusters" in _OFFERED
 OFFER_SWAP_CLUSTERS_WIDE = "swap_clusters_wide" in _OFFERED
 SWAP_CLUSTERS_MAX_M = 576
 SWAP_CLUSTERS_WIDE_MAX_M = 1024
+# C's own tiles over B (n, k) at the odd multiples of 16 from 144 to 240 as well as multiples of
+# 32: a width that divides n into a whole number of waves (2048x5632x2048: 128 x 176 makes 512
+# tiles, 3.9 waves on 132 SMs, where 128 x 256 makes 352, 2.7; cuBLAS runs 176 x 128 there). Their
+# C goes out in 16-column boxes (GemmTiling.out_width). Off until timed.
+OFFER_N16_TILES = "n16_tiles" in _OFFERED
+N16_TILE_NS = (144, 176, 208, 240)
 
 
 def _swap_clusters_rows() -> int:
@@ -354,9 +360,10 @@ def calibration_of(device: str) -> str:
 
 
 def _tile_ns(transpose_b: bool) -> tuple[int, ...]:
-    """B (k, n) loads 64-column boxes (kernel.TILE_NS); B (n, k) takes any multiple of 16."""
+    """B (k, n) loads 64-column boxes (kernel.TILE_NS); B (n, k) takes any multiple of 16: the
+    multiples of 32 are offered, and with OFFER_N16_TILES the odd multiples of 16 from 144 on."""
     if transpose_b:
-        return (32, 64, 96, 128, 160, 192, 224, 256)
+        return tuple(sorted((32, 64, 96, 128, 160, 192, 224, 256) + (N16_TILE_NS if OFFER_N16_TILES else ())))
     return (32, 64, 128, 192, 256)
 
 
