@@ -81,7 +81,7 @@ def run_identity() -> dict:
 # Record key -> the variable that, set, runs the GEMM otherwise than main ships it (a probe):
 # the model's switches changed, its constants replaced, swapped tiles' stores switched.
 PROBE_SETTINGS = {"gemm_offer": "MGPU_LAB_GEMM_OFFER", "gemm_constants": "MGPU_LAB_GEMM_CONSTANTS",
-                  "gemm_swap_store": "MGPU_LAB_GEMM_SWAP_STORE"}
+                  "gemm_swap_store": "MGPU_LAB_GEMM_SWAP_STORE", "gemm_epilogue_slots": "MGPU_LAB_GEMM_EPILOGUE_SLOTS"}
 
 
 def recorded_on(record: dict, gpu: str) -> bool:

@@ -60,6 +60,25 @@ def _swap_store(value: str) -> str:
 SWAP_STORE_ENV = "MGPU_LAB_GEMM_SWAP_STORE"
 SWAP_STORE = _swap_store(os.environ.get(SWAP_STORE_ENV, "tma"))
 
+# How many smem slots a persistent consumer streams its C tile out through (GemmTiling.epilogue_slots):
+# "even" (two where the tile has an even number of store boxes and two fit in EPILOGUE_SLOTS_BYTES,
+# else one: a 128 x 192 tile's three boxes, or a 128 x 176 tile's eleven, each waited for before
+# the next is written) or "fill" (as many as the tile has boxes, up to EPILOGUE_SLOTS_BYTES and
+# the smem the ring leaves: the box written next reuses the slot whose store is oldest); for
+# timing the two side by side; read at import, so that a benchmark's build workers build as it does.
+EPILOGUE_SLOTS_ENV = "MGPU_LAB_GEMM_EPILOGUE_SLOTS"
+EPILOGUE_SLOT_POLICIES = ("even", "fill")
+
+
+def _epilogue_slots_policy(value: str) -> str:
+    if value not in EPILOGUE_SLOT_POLICIES:
+        raise ValueError(f"{EPILOGUE_SLOTS_ENV} must be 'even' or 'fill' (how many smem slots a persistent "
+                         f"tile streams C through), got {value!r}")
+    return value
+
+
+EPILOGUE_SLOTS = _epilogue_slots_policy(os.environ.get(EPILOGUE_SLOTS_ENV, "even"))
+
 MAX_STAGES = 8
 
 
@@ -218,13 +237,30 @@ class GemmTiling:
     @property
     def epilogue_slots(self) -> int:
         """Persistent blocks stream each consumer's tile out one box at a time through slots of
-        their own (stream_tile): two, so one slot is written while the other's store reads it,
-        where they fit in 16 KB per consumer and the pieces alternate evenly; else one. A
-        one-tile block writes the whole tile at once over the ring."""
+        their own (stream_tile), so that a box is written while earlier ones' stores read theirs.
+        EPILOGUE_SLOTS "even": two where they fit in EPILOGUE_SLOTS_BYTES per consumer and the
+        pieces alternate evenly, else one; "fill": as many as the tile has boxes, up to
+        EPILOGUE_SLOTS_BYTES and the smem the ring leaves (deepest_ring sizes the ring first, as
+        for one slot), at least one. A one-tile block writes the whole tile at once over the ring."""
         if not self.persistent:
             return self.epilogue_pieces
         piece = self.consumer_rows * self.out_width * dtype_itemsize(self.out_dtype)
-        return 2 if self.epilogue_pieces % 2 == 0 and 2 * piece <= EPILOGUE_SLOTS_BYTES else 1
+        if EPILOGUE_SLOTS == "even":
+            return 2 if self.epilogue_pieces % 2 == 0 and 2 * piece <= EPILOGUE_SLOTS_BYTES else 1
+        left = SMEM_LIMIT - self.pipeline_bytes - 2 * self.stages * 8
+        return max(1, min(self.epilogue_pieces, EPILOGUE_SLOTS_BYTES // piece, left // (self.consumers * piece)))
+
+    def epilogue_pending(self, piece: int) -> int:
+        """Stores a persistent consumer may leave reading smem before it writes box `piece` of a
+        tile into slot piece % epilogue_slots (stream_tile): those issued since that slot's last
+        store, which was this tile's box piece - slots, or the previous tile's last box in the
+        slot (its stores come in order, epilogue_pieces a tile); at most slots - 1."""
+        slots, pieces = self.epilogue_slots, self.epilogue_pieces
+        if piece >= slots:
+            return slots - 1
+        slot = piece % slots
+        last = slot + slots * ((pieces - 1 - slot) // slots)  # the previous tile's last box in the slot
+        return min(slots - 1, pieces - 1 - last + piece)
 
     @property
     def epilogue_bytes(self) -> int:
@@ -712,8 +748,8 @@ def stream_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_sme
     """Persistent blocks: write consumer `wg`'s (consumer_rows, tile_n) tile of C at (row0 +
     its rows, col0) one TMA box (out_width columns) at a time through its `epilogue_slots`
     smem slots. Nothing waits for a store to finish: before a slot is written again, the thread
-    that issued the stores waits until the store that last read it is done reading (with two
-    slots, the one before it may still be reading), so the warpgroup goes back to the tensor
+    that issued the stores waits until the store that last read it is done reading (the later
+    ones may still be reading: epilogue_pending), so the warpgroup goes back to the tensor
     cores as soon as its last piece is issued. A small buffer leaves the ring its depth (128x256
     tiles: 32 KB instead of 64 KB, 4 stages instead of 3); `drain_stores` ends the block."""
     width = t.out_width
@@ -722,7 +758,7 @@ def stream_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_sme
     for p in range(t.epilogue_pieces):
         piece = tile.columns(p * width, width).astype(t.out_dtype)
         store_box(ctx, t, piece, dsl.memref_slice(mine, p % t.epilogue_slots), c_ref, row, col0 + p * width, wg,
-                  pending=t.epilogue_slots - 1)
+                  pending=t.epilogue_pending(p))
 
 
 def store_box(ctx: Any, t: GemmTiling, box: dsl.FragmentedArray, slot: ir.Value, c_ref: ir.Value,
