@@ -84,10 +84,21 @@ MODEL_DEVICE = "H200"  # model.CONSTANTS are an H200's (model.H200_CLUSTERS, DRA
 
 
 def on_model_device(record: dict, device: str = MODEL_DEVICE) -> bool:
-    """Whether a record's times are the fitted device's (`--device`, the H200 by default): records
-    that name another GPU are left out; those that name none ran on the H200 before the field was
-    written."""
-    return recorded_on(record, device)
+    """Whether a record's times are the fitted device's (`--device`, the H200 by default) and of
+    the kernels this library builds: records that name another GPU are left out (those that name
+    none ran on the H200 before the field was written), and so are probes that built other
+    kernels (main_kernels)."""
+    return recorded_on(record, device) and main_kernels(record)
+
+
+def main_kernels(record: dict) -> bool:
+    """Whether a record timed the kernels this process builds: a probe that switched how they
+    write C (MGPU_LAB_GEMM_SWAP_STORE, MGPU_LAB_GEMM_EPILOGUE_SLOTS, named in the record) timed
+    others, whatever it picked. Switched picks (model switches, constants) time the same kernels."""
+    from mgpu_lab.kernels.gemm import pieces  # (loads MLIR: only when records are read)
+
+    return (record.get("gemm_swap_store", pieces.SWAP_STORE) == pieces.SWAP_STORE
+            and record.get("gemm_epilogue_slots", pieces.EPILOGUE_SLOTS) == pieces.EPILOGUE_SLOTS)
 
 
 def at_promotion(samples: list[Sample], wanted: str | None) -> tuple[list[Sample], list[Sample]]:

@@ -592,6 +592,11 @@ def test_the_fit_reads_only_the_fitted_gpus_records(tmp_path, device, expected):
     kept = sorted(s.group.split("Z_")[1].split(".json")[0] for s in random_samples(tmp_path, device=device))
     assert kept == expected
     assert on_model_device({"device": "NVIDIA H100 80GB HBM3"}, device) == (device == "H100")
+    # a probe that built other kernels (how they store C) timed no kernel the library builds
+    gpu = {"H200": "NVIDIA H200", "H100": "NVIDIA H100 80GB HBM3"}[device]
+    assert on_model_device({"device": gpu, "gemm_offer": "n16_tiles", "gemm_swap_store": "tma"}, device)
+    assert not on_model_device({"device": gpu, "gemm_swap_store": "one-tile"}, device)
+    assert not on_model_device({"device": gpu, "gemm_epilogue_slots": "fill"}, device)
     if device == "H200":
         assert on_model_device({"device": "unavailable"}) and kept == sorted(
             s.group.split("Z_")[1].split(".json")[0] for s in random_samples(tmp_path))  # the default
