@@ -154,8 +154,8 @@ SWAP_CLUSTERS_WIDE_MAX_M = 1024
 # tiles, 3.9 waves on 132 SMs, where 128 x 256 makes 352, 2.7; cuBLAS runs 176 x 128 there). Their
 # C goes out in 16-column boxes (GemmTiling.out_width). Off: timed on an H100 (45d0a73) 128 x 176
 # ran 0.975x main's pick on 2048x5632x2048 (a tile's epilogue 2.0 us against 1.1 for 128 x 256:
-# eleven 16-column boxes; and 20% fewer flops per us in the mainloop, whose loads already bound a
-# 128 x 256 tile), 128 x 144 0.76x on 341x18944x8192; seed 43 x0.999 (886x11008x3584 x0.959).
+# eleven 16-column boxes; and about 20% fewer flops per us in the mainloop), 128 x 144 0.76x on
+# 341x18944x8192; seed 43 x0.999 (886x11008x3584 x0.959).
 OFFER_N16_TILES = "n16_tiles" in _OFFERED
 N16_TILE_NS = (144, 176, 208, 240)
 
