@@ -258,8 +258,7 @@ class GemmTiling:
         slots, pieces = self.epilogue_slots, self.epilogue_pieces
         if piece >= slots:
             return slots - 1
-        slot = piece % slots
-        last = slot + slots * ((pieces - 1 - slot) // slots)  # the previous tile's last box in the slot
+        last = piece + slots * ((pieces - 1 - piece) // slots)  # the previous tile's last box in slot `piece`
         return min(slots - 1, pieces - 1 - last + piece)
 
     @property
