@@ -922,6 +922,21 @@ def test_the_library_picks_with_the_current_gpus_calibration(monkeypatch, h100_c
     assert picks["NVIDIA H100 80GB HBM3"]["model_us"] != picks["NVIDIA H200"]["model_us"]
 
 
+def test_the_ranking_cache_keeps_each_gpus_picks_apart(monkeypatch, h100_calibrated):
+    """A process that ranks a shape on one GPU model and then on another (two unlike cards in one
+    host) gets each device's own estimate, not the first one's from the cache."""
+    from mgpu_lab.kernels.gemm import configs
+
+    configs.model_ranking.cache_clear()
+    picks = {}
+    for device in ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA H200"):
+        monkeypatch.setattr(configs, "device_name", lambda device=device: device)
+        picks.setdefault(device, []).append(configs.model_ranking(8, 8192, 8192, transpose_b=True, sms=132)[0])
+    assert picks["NVIDIA H200"][0] == picks["NVIDIA H200"][1]
+    assert picks["NVIDIA H100 80GB HBM3"][0]["model_us"] != picks["NVIDIA H200"][0]["model_us"]
+    configs.model_ranking.cache_clear()
+
+
 def test_records_name_the_calibration_their_picks_used(monkeypatch, h100_calibrated):
     import common
 

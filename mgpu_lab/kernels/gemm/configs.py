@@ -142,14 +142,20 @@ def device_sms() -> int:
 CLUSTER_QUERY_SMEM = 200 * 1024  # a split-K block's smem: the deepest ring that fits, one block per SM
 
 
-@functools.cache
 def device_clusters() -> tuple[int, ...]:
     """Clusters of 1..MAX_CLUSTER_SPLIT one-SM blocks the current device keeps resident at once
-    (the model's split-K waves), or () without a GPU (the model then uses the H200's counts)."""
+    (the model's split-K waves), or () without a GPU (the model then uses the H200's counts).
+    Queried once per device model (a process may switch between unlike GPUs)."""
     from mgpu_lab.compiler.target import device_capability
 
     if device_capability() is None:
         return ()
+    return _resident_clusters(device_name())
+
+
+@functools.cache
+def _resident_clusters(device: str) -> tuple[int, ...]:
+    """device_clusters of the current device, whose name is `device` (the cache's key)."""
     try:
         from mgpu_lab.runtime.device import resident_clusters
 
@@ -187,31 +193,44 @@ def _valid(m: int, n: int, k: int, config: dict[str, Any], *, transpose_b: bool,
 
 
 def _valid_ranked(m: int, n: int, k: int, *, transpose_b: bool, dtype: str, out_dtype: str, epilogue: bool | str,
-                  sms: int | None = None, keep: Callable[[dict[str, Any]], bool] = lambda config: True
-                  ) -> Iterator[dict[str, Any]]:
+                  sms: int | None = None, keep: Callable[[dict[str, Any]], bool] = lambda config: True,
+                  device: str | None = None) -> Iterator[dict[str, Any]]:
     """The model's configurations that `keep` takes and resolve_tiling's checks pass, fastest
-    first, each with source 'model' and the model's estimate (`model_us`)."""
+    first, each with source 'model' and the model's estimate (`model_us`), with the calibration
+    of `device` (default: the current GPU's name)."""
     if dtype not in model.ITEMSIZE:
         return
     problem = model.Problem(m, n, k, transpose_b=transpose_b, dtype=dtype, epilogue=epilogue,
                             sms=sms or device_sms(), out_dtype=out_dtype,
                             clusters=device_clusters() if sms is None else ())
-    for us, config in model.ranked(problem, model.constants_for(device_name())):
+    for us, config in model.ranked(problem, model.constants_for(device or device_name())):
         if keep(config) and _valid(m, n, k, config, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                                    epilogue=epilogue):
             yield {**config, "source": "model", "model_us": round(us, 2)}
 
 
-@functools.lru_cache(maxsize=4096)
 def model_ranking(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                   out_dtype: str = "bfloat16", epilogue: bool | str = False, sms: int | None = None,
                   count: int = 1) -> tuple[dict[str, Any], ...]:
     """The model's `count` fastest configurations that pass resolve_tiling's checks, fastest
     first, each with source 'model' and the model's estimate (`model_us`); the heuristic's
-    configuration (source 'heuristic') when none passes. Cached: a few ms the first time."""
+    configuration (source 'heuristic') when none passes. Cached per device model (its
+    calibration, SM count and cluster residency differ): a few ms the first time.
+    `model_ranking.cache_clear()` empties the cache (after a calibration changes)."""
+    return _ranking(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue, sms=sms,
+                    count=count, device=device_name())
+
+
+@functools.lru_cache(maxsize=4096)
+def _ranking(m: int, n: int, k: int, *, transpose_b: bool, dtype: str, out_dtype: str, epilogue: bool | str,
+             sms: int | None, count: int, device: str) -> tuple[dict[str, Any], ...]:
+    """model_ranking on the current GPU, whose name is `device` (the cache's key)."""
     picked = tuple(itertools.islice(_valid_ranked(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
-                                                  epilogue=epilogue, sms=sms), count))
+                                                  epilogue=epilogue, sms=sms, device=device), count))
     return picked or (heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype),)
+
+
+model_ranking.cache_clear = _ranking.cache_clear  # type: ignore[attr-defined]  # the tests' and tools' handle
 
 
 def config_with_side(m: int, n: int, k: int, side: str, value: int, *, transpose_b: bool = False,
