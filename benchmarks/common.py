@@ -73,9 +73,16 @@ def run_identity() -> dict:
     device = device_name()
     identity = {"device": device, "driver": driver_version(), "commit": commit(),
                 "tma_l2_promotion": l2_promotion(), "gemm_switches": list(switches_on()),
-                "gemm_calibration": calibration_of(device)}
+                "gemm_calibration": calibration_of(device), "gemm_epilogue_slots_ran": epilogue_slots_ran()}
     return {**identity, **{key: os.environ[variable] for key, variable in PROBE_SETTINGS.items()
                            if os.environ.get(variable)}}
+
+
+def epilogue_slots_ran() -> str:
+    """The epilogue slot policy this run's persistent GEMMs stream C with (pieces.EPILOGUE_SLOTS,
+    read without importing pieces: the variable, else the default), named in every record since
+    the default changed (fit_gemm_model.main_kernels reads it)."""
+    return os.environ.get("MGPU_LAB_GEMM_EPILOGUE_SLOTS") or "fill"
 
 
 # Record key -> the variable that, set, runs the GEMM otherwise than main ships it (a probe):

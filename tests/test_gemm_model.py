@@ -596,7 +596,9 @@ def test_the_fit_reads_only_the_fitted_gpus_records(tmp_path, device, expected):
     gpu = {"H200": "NVIDIA H200", "H100": "NVIDIA H100 80GB HBM3"}[device]
     assert on_model_device({"device": gpu, "gemm_offer": "n16_tiles", "gemm_swap_store": "tma"}, device)
     assert not on_model_device({"device": gpu, "gemm_swap_store": "one-tile"}, device)
-    assert not on_model_device({"device": gpu, "gemm_epilogue_slots": "fill"}, device)
+    assert not on_model_device({"device": gpu, "gemm_epilogue_slots": "even"}, device)
+    assert not on_model_device({"device": gpu, "gemm_epilogue_slots_ran": "even"}, device)
+    assert on_model_device({"device": gpu, "gemm_epilogue_slots_ran": "fill"}, device)
     if device == "H200":
         assert on_model_device({"device": "unavailable"}) and kept == sorted(
             s.group.split("Z_")[1].split(".json")[0] for s in random_samples(tmp_path))  # the default
@@ -935,6 +937,19 @@ def test_the_ranking_cache_keeps_each_gpus_picks_apart(monkeypatch, h100_calibra
     assert picks["NVIDIA H200"][0] == picks["NVIDIA H200"][1]
     assert picks["NVIDIA H100 80GB HBM3"][0]["model_us"] != picks["NVIDIA H200"][0]["model_us"]
     configs.model_ranking.cache_clear()
+
+
+def test_records_name_the_epilogue_slot_policy_their_kernels_ran(monkeypatch):
+    """common reads the policy without importing pieces: its default must be pieces' own."""
+    import common
+
+    from mgpu_lab.kernels.gemm import pieces
+
+    monkeypatch.delenv(pieces.EPILOGUE_SLOTS_ENV, raising=False)
+    assert common.run_identity()["gemm_epilogue_slots_ran"] == pieces.EPILOGUE_SLOTS == "fill"
+    monkeypatch.setenv(pieces.EPILOGUE_SLOTS_ENV, "even")
+    identity = common.run_identity()
+    assert identity["gemm_epilogue_slots_ran"] == "even" and identity["gemm_epilogue_slots"] == "even"
 
 
 def test_records_name_the_calibration_their_picks_used(monkeypatch, h100_calibrated):
