@@ -62,6 +62,23 @@ def test_fill_gives_a_tile_as_many_slots_as_fit_without_a_shallower_ring(monkeyp
     assert after.epilogue_slots * piece <= pieces.EPILOGUE_SLOTS_BYTES
 
 
+@pytest.mark.parametrize("m, n, k, config", [
+    (2048, 2048, 2048, {"tile_m": 64, "tile_n": 256, "persistent": "pingpong"}),  # the tuned 2048^3 pick
+    (2048, 5632, 2048, {"tile_m": 128, "tile_n": 256, "persistent": True, "cluster_m": 2}),
+    (4096, 4096, 4096, {"tile_m": 128, "tile_n": 128, "persistent": True}),
+])
+def test_fill_keeps_the_ring_and_slots_even_gives_and_only_adds(monkeypatch, m, n, k, config):
+    """Fill sized after the deepest ring gave the 64 x 256 pingpong tile a fifth stage and one
+    slot (a kernel nobody timed); it must be even's kernel wherever even's slots are not one."""
+    tilings = {}
+    for policy in ("even", "fill"):
+        monkeypatch.setattr(pieces, "EPILOGUE_SLOTS", policy)
+        t = resolve_tiling(m, n, k, **config)
+        tilings[policy] = (t.stages, t.epilogue_slots, t.smem_bytes <= pieces.SMEM_LIMIT)
+    assert tilings["fill"][0] == tilings["even"][0] and tilings["fill"][1] >= tilings["even"][1] == 2
+    assert tilings["fill"][2]
+
+
 def test_fill_builds_a_kernel_whose_boxes_wait_only_for_their_slot(monkeypatch):
     """128 x 176 (eleven 16-column boxes a consumer tile): with eight slots its boxes wait for at
     most seven stores (two at a tile's first box, whose slot the previous tile's ninth box used)

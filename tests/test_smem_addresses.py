@@ -52,6 +52,21 @@ def test_row_and_column_reads_of_a_32_wide_float_tile() -> None:
     assert column.lanes[1] == 0x84
 
 
+def test_wide_imad_writes_its_carry_and_takes_one_in() -> None:
+    """ptxas divides a 64-bit ring counter by a non-power-of-two stage count with IMAD.WIDE.U32
+    writing the sum's carry to a predicate, and .X taking one in (a persistent GEMM of 5 stages):
+    the evaluator must follow both, or every TMA address after them is unknown."""
+    addend = 0xFFFFFFFE80000000  # 2**64 - 3 * 2**31: lane t's t * 2**31 carries out from t = 3
+    setup = ("MOV R6, 0x80000000", "MOV R7, 0xfffffffe", "IMAD.WIDE.U32 R4, P0, R0, 0x80000000, R6")
+    carry = lds(*setup, "IADD3.X R8, RZ, RZ, RZ, P0, !PT", "LEA R1, R8, UR4, 0x2", "LDS R2, [R1]")
+    assert carry.derived and list(carry.lanes) == [4 * (t >= 3) for t in range(32)]
+    high = lds(*setup, "LOP3.LUT R9, R5, 0xf, RZ, 0xc0, !PT", "LEA R1, R9, UR4, 0x2", "LDS R2, [R1]")
+    assert list(high.lanes) == [4 * (((t * 2**31 + addend) % 2**64 >> 32) & 0xF) for t in range(32)]
+    # .X: the carry comes back in (0 or 1 on top of the product and the addend)
+    taken = lds(*setup, "IMAD.WIDE.U32.X R10, R0, 0x2, RZ, P0", "LEA R1, R10, UR4, 0x2", "LDS R2, [R1]")
+    assert list(taken.lanes) == [4 * (2 * t + (t >= 3)) for t in range(32)]
+
+
 def test_lop3_shf_sgxt_prmt_and_imad_variants() -> None:
     # lane t: ((t >> 1) ^ 3) & 0xf ... composed so each op changes the answer if it is wrong.
     ins = lds("SHF.R.U32.HI R1, RZ, 0x1, R0", "LOP3.LUT R1, R1, 0x3, RZ, 0x3c, !PT", "SGXT.U32 R1, R1, 0x4",

@@ -715,29 +715,41 @@ class WarpEvaluator:
             raise _NotModelled(f"{ins.opcode} at {ins.address:#x} is not evaluated (its result is data or not modelled)")
 
     def imad(self, ins: Instruction, w: Callable[[Operand | str, Lanes], None]) -> None:
-        ops, mods = ins.operands, ins.mods
+        ops, mods = list(ins.operands), ins.mods
+        # `IMAD.WIDE.U32 R8, P0, R2, R3, R8` writes the 64-bit sum's carry to P0 (the low half of a
+        # 64 x 64-bit product, as ptxas divides 64-bit indices by a constant); `.X` adds a carry-in.
+        carry_out = ops.pop(1) if len(ops) > 4 and ops[1].kind == "pred" else None
         d, a, b, c = ops[0], self.read(ops[1]), self.read(ops[2]), ops[3]
+        carry_in = self.read(ops[4]) if "X" in mods and len(ops) > 4 else Lanes.const(0)
         signed = "U32" not in mods
         x, y = (a.signed(), b.signed()) if signed else (a.values.astype(np.int64), b.values.astype(np.int64))
         if "WIDE" in mods:
             lo, hi = self.read_pair(c)
             product = _u(x.astype(np.int64) * y.astype(np.int64))  # wraps mod 2**64
-            total = product + (lo.values | (hi.values << _u(32)))
-            w(d, _combine(total, a, b, lo, hi))
-            w(_next_register(d.name), _combine(total >> _u(32), a, b, lo, hi))
+            addend = lo.values | (hi.values << _u(32))
+            total = product + addend  # wraps mod 2**64
+            overflow = total < addend
+            total = total + carry_in.values
+            overflow |= total < carry_in.values
+            sources = (a, b, lo, hi, carry_in)
+            w(d, _combine(total & _u(MASK32), *sources))
+            w(_next_register(d.name), _combine(total >> _u(32), *sources))
+            if carry_out is not None:
+                w(carry_out, _combine(overflow.astype(np.uint64), *sources) if not signed else
+                  Lanes.unknown(f"carry of the signed {ins.opcode} is not modelled"))
             return
         cv = self.read(c, carry="X" in mods)
         if "HI" in mods:
             product = x.astype(object) * y.astype(object)
             high = np.array([(int(p) >> 32) & MASK32 for p in product], dtype=np.uint64)
-            w(d, _combine(high + cv.values, a, b, cv))
+            w(d, _combine(high + cv.values + carry_in.values, a, b, cv, carry_in))
+            if carry_out is not None:
+                w(carry_out, Lanes.unknown(f"carry of {ins.opcode} is not modelled"))
             return
-        total = _u((x * y) & MASK32) + cv.values
-        sources = [a, b, cv]
-        if "X" in mods:
-            carry = self.read(ops[4]) if len(ops) > 4 else Lanes.const(0)
-            total, sources = total + carry.values, sources + [carry]
-        w(d, _combine(total, *sources))
+        total = _u((x * y) & MASK32) + cv.values + carry_in.values
+        w(d, _combine(total, a, b, cv, carry_in))
+        if carry_out is not None:
+            w(carry_out, _combine((total >> _u(32)) & _u(1), a, b, cv, carry_in))
 
     def iadd3(self, ins: Instruction, w: Callable[[Operand | str, Lanes], None]) -> None:
         ops, mods = list(ins.operands), ins.mods

@@ -61,15 +61,17 @@ SWAP_STORE_ENV = "MGPU_LAB_GEMM_SWAP_STORE"
 SWAP_STORE = _swap_store(os.environ.get(SWAP_STORE_ENV, "tma"))
 
 # How many smem slots a persistent consumer streams its C tile out through (GemmTiling.epilogue_slots):
-# "fill" (as many as the tile has boxes, up to EPILOGUE_SLOTS_BYTES and the smem the ring leaves:
-# the box written next reuses the slot whose store is oldest) or "even" (two where the tile has an
-# even number of store boxes and two fit in EPILOGUE_SLOTS_BYTES, else one: a 128 x 224 tile's
-# seven boxes, or a 128 x 176 tile's eleven, each waited for before the next is written; the
-# default until 2026-12-05's last session, kept for timing the two side by side). Fill is the
-# default: the model's alternatives ran x1.008-1.023 on the tiles it changes (H200, afcb4ae), the
-# stream-K and persistent GPU tests pass under it (116 / 116 on an H100, 9c41882), and drawn seeds
-# whose picks it barely touches ran x1.002 / x0.999 (seeds 42 / 43, H100). Read at import, so
-# that a benchmark's build workers build as it does.
+# "even" (two where the tile has an even number of store boxes and two fit in EPILOGUE_SLOTS_BYTES,
+# else one: a 128 x 224 tile's seven boxes, or a 128 x 176 tile's eleven, each waited for before
+# the next is written; the default until 2026-12-05's last session, kept for timing) or "fill"
+# (at least even's, and more up to the tile's boxes, EPILOGUE_SLOTS_BYTES and the smem the ring
+# leaves, the ring as deep as with even's: the box written next reuses the slot whose store is
+# oldest). Fill is the default: the model's alternatives ran x1.008-1.023 on the odd-box tiles it
+# changes (H200, afcb4ae), the stream-K and persistent GPU tests pass under it (116 / 116 on an
+# H100, 9c41882), and drawn seeds whose picks it barely touches ran x1.002 / x0.999 (seeds 42 / 43,
+# H100). (Those runs sized the ring first, which gave a 64 x 256 pingpong tile a fifth stage and
+# one slot; fill now keeps even's ring.) Read at import, so that a benchmark's build workers build
+# as it does.
 EPILOGUE_SLOTS_ENV = "MGPU_LAB_GEMM_EPILOGUE_SLOTS"
 EPILOGUE_SLOT_POLICIES = ("even", "fill")
 
@@ -243,16 +245,20 @@ class GemmTiling:
         """Persistent blocks stream each consumer's tile out one box at a time through slots of
         their own (stream_tile), so that a box is written while earlier ones' stores read theirs.
         EPILOGUE_SLOTS "even": two where they fit in EPILOGUE_SLOTS_BYTES per consumer and the
-        pieces alternate evenly, else one; "fill": as many as the tile has boxes, up to
-        EPILOGUE_SLOTS_BYTES and the smem the ring leaves (deepest_ring sizes the ring first, as
-        for one slot), at least one. A one-tile block writes the whole tile at once over the ring."""
+        pieces alternate evenly, else one; "fill": at least as many as "even", and more up to the
+        tile's boxes, EPILOGUE_SLOTS_BYTES and the smem the ring leaves. So fill never changes the
+        ring "even" gets (deepest_ring sizes it with even's slots) and only adds slots: a 64 x 256
+        pingpong tile keeps its two slots and four stages, where filling after the deepest ring
+        would give it five stages and one slot. A one-tile block writes the whole tile at once
+        over the ring."""
         if not self.persistent:
             return self.epilogue_pieces
         piece = self.consumer_rows * self.out_width * dtype_itemsize(self.out_dtype)
+        even = 2 if self.epilogue_pieces % 2 == 0 and 2 * piece <= EPILOGUE_SLOTS_BYTES else 1
         if EPILOGUE_SLOTS == "even":
-            return 2 if self.epilogue_pieces % 2 == 0 and 2 * piece <= EPILOGUE_SLOTS_BYTES else 1
+            return even
         left = SMEM_LIMIT - self.pipeline_bytes - 2 * self.stages * 8
-        return max(1, min(self.epilogue_pieces, EPILOGUE_SLOTS_BYTES // piece, left // (self.consumers * piece)))
+        return max(even, min(self.epilogue_pieces, EPILOGUE_SLOTS_BYTES // piece, left // (self.consumers * piece)))
 
     def epilogue_pending(self, piece: int) -> int:
         """Stores a persistent consumer may leave reading smem before it writes box `piece` of a
