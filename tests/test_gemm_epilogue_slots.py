@@ -79,6 +79,35 @@ def test_fill_keeps_the_ring_and_slots_even_gives_and_only_adds(monkeypatch, m, 
     assert tilings["fill"][2]
 
 
+def test_fill_never_changes_a_ring_or_takes_a_slot_away_over_many_tilings(monkeypatch):
+    """The invariant behind the default, over persistent, pingpong and stream-K tilings of every
+    tile side, both B layouts, bf16 and f32 C and multicast clusters: fill's ring is even's and
+    its slots are at least even's (so each of its kernels is one that ran before: even's, or
+    where even gives one slot, the first fill's)."""
+    import itertools
+
+    checked = 0
+    for tile_m, tile_n, persistent, transpose_b, out_dtype, cluster_m in itertools.product(
+            (64, 128, 256), range(16, 257, 16), (True, "pingpong", "stream_k"), (True, False),
+            ("bfloat16", "float32"), (1, 2)):
+        kw = dict(tile_m=tile_m, tile_n=tile_n, persistent=persistent, transpose_b=transpose_b,
+                  out_dtype=out_dtype, cluster_m=cluster_m)
+        got = {}
+        for policy in ("even", "fill"):
+            monkeypatch.setattr(pieces, "EPILOGUE_SLOTS", policy)
+            try:
+                t = resolve_tiling(4096, 4096, 4096, **kw)
+            except ValueError:
+                break
+            got[policy] = (t.stages, t.epilogue_slots, t.smem_bytes)
+        if len(got) < 2:
+            continue
+        checked += 1
+        assert got["fill"][0] == got["even"][0] and got["fill"][1] >= got["even"][1], kw
+        assert got["fill"][2] <= pieces.SMEM_LIMIT, kw
+    assert checked > 200
+
+
 def test_fill_builds_a_kernel_whose_boxes_wait_only_for_their_slot(monkeypatch):
     """128 x 176 (eleven 16-column boxes a consumer tile): with eight slots its boxes wait for at
     most seven stores (two at a tile's first box, whose slot the previous tile's ninth box used)
