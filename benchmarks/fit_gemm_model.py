@@ -382,6 +382,42 @@ def report(label: str, samples: list[Sample], options: list[Sample], c: model.Co
     return rank
 
 
+def family(config: dict) -> str:
+    """A configuration's kind for --by-family: block scheme, swap, clusters, split-K; stream-K
+    and its cluster also by tile (its partial tiles' hand-over grows as tiles shrink)."""
+    persistent = config.get("persistent") or False
+    name = {False: "one tile", True: "persistent", "pingpong": "pingpong", "stream_k": "stream-K"}[persistent]
+    if config.get("swap_ab"):
+        name += ", swapped"
+    if (config.get("cluster_m", 1) or 1) * (config.get("cluster_n", 1) or 1) > 1:
+        name += ", cluster"
+    if (config.get("split_k", 1) or 1) > 1:
+        name += ", split-K"
+    if persistent == "stream_k":
+        name += f" {config['tile_m']}x{config['tile_n']}"
+    return name
+
+
+def family_bias(samples: list[Sample], c: model.Constants, least: int = 4) -> list[tuple[str, int, float, float]]:
+    """(family, samples, geomean and 10th percentile of estimate / measured time) per family of
+    at least `least` samples, most optimistic first: a family the model rates faster than the
+    rest (a lower ratio than theirs) wins picks it then loses on the GPU."""
+    ratios: dict[str, list[float]] = {}
+    for s in samples:
+        try:
+            estimate = model.estimate_us(s.problem, s.config, c)
+        except (ValueError, KeyError, ZeroDivisionError):
+            continue
+        ratios.setdefault(family(s.config), []).append(estimate / s.us)
+    rows = []
+    for name, values in ratios.items():
+        if len(values) >= least:
+            values.sort()
+            rows.append((name, len(values), math.exp(sum(map(math.log, values)) / len(values)),
+                         values[len(values) // 10]))
+    return sorted(rows, key=lambda row: row[2])
+
+
 def groups_to_rank(options: list[Sample], rank_drawn: bool) -> list[Sample]:
     """The options groups a fit ranks: only the drawn shapes' with `rank_drawn` (all where none is drawn)."""
     drawn = [s for s in options if s.drawn] if rank_drawn else options
@@ -439,6 +475,9 @@ def main() -> None:
     parser.add_argument("--fit", action="store_true", help="fit the constants (else score model.CONSTANTS)")
     parser.add_argument("--iters", type=int, default=3000)
     parser.add_argument("--rows", action="store_true", help="print every ranking group")
+    parser.add_argument("--by-family", action="store_true",
+                        help="print the model's estimate / measured time per kind of configuration over the "
+                             "options samples (which kinds it rates too fast), then stop")
     parser.add_argument("--rank-drawn", action=argparse.BooleanOptionalAction, default=True,
                         help="rank only the drawn shapes' groups in the fit (all groups still count in the "
                              "least squares); on the 2026-12-04 records a fit so ranked picked 1.033x / 1.042x "
@@ -480,6 +519,11 @@ def main() -> None:
              f"{wanted} (--promotion any counts them)" if other else ""))
     c = model.constants_for(args.device)  # the device's calibration (the variable's file, where set)
     label = f"{args.device} constants ({model.calibration_of(args.device)})"
+    if args.by_family:
+        print(f"{label}: estimate / measured per family, most optimistic first")
+        for name, count, geomean, p10 in family_bias(options, c):
+            print(f"  {name:40s} {count:4d} samples  geomean {geomean:.3f}  p10 {p10:.3f}")
+        return
     if args.fold:
         folds = [[text for text in fold.split(",") if text] for fold in args.fold]
         rows = cross_validate(samples, options, folds, c, args.iters, args.rank_drawn)

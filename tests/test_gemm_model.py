@@ -38,9 +38,10 @@ def _model_default(monkeypatch):
 
 @pytest.fixture
 def no_switches(monkeypatch):
-    """The model with every switch of model.OFFERS off: the candidates the switches add to."""
+    """The model with every switch of model.OFFERS off: the candidates the switches add to (but
+    narrow_stream_k, whose off takes candidates away, stays on as it always was)."""
     for name in model.OFFERS:
-        monkeypatch.setattr(model, f"OFFER_{name.upper()}", False)
+        monkeypatch.setattr(model, f"OFFER_{name.upper()}", name == "narrow_stream_k")
 
 
 def test_the_model_is_the_default_and_can_be_switched_off(monkeypatch):
@@ -623,12 +624,13 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,-clusters_of_four"  # one on, one of the defaults off
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "False", "False", "a_pairs,-clusters_of_four",
-                                  "a_pairs,swap_epilogue,swap_clusters"], out.stderr
+                                  "a_pairs,swap_epilogue,swap_clusters,narrow_stream_k"], out.stderr
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,b_pairs"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
                                     "swap_persistent, swap_stream_k, clusters_of_four, swap_epilogue, "
-                                    "clusters_of_eight, swap_clusters, swap_clusters_wide, n16_tiles (comma-separated, "
+                                    "clusters_of_eight, swap_clusters, swap_clusters_wide, n16_tiles, narrow_stream_k "
+                                    "(comma-separated, "
                                     "-name to "
                                     "switch one off), "
                                     "got "
@@ -1020,6 +1022,41 @@ def test_swapped_clusters_are_offered_only_when_switched_on_take_nothing_away_an
                for c in model.candidates(tall))
     taller = model.Problem(model.SWAP_CLUSTERS_WIDE_MAX_M + 1, 18944, 3584, transpose_b=transpose_b)
     assert not any(c.get("swap_ab") and c["persistent"] for c in model.candidates(taller))
+
+
+def test_family_bias_names_the_kind_the_model_rates_too_fast():
+    """fit_gemm_model --by-family: estimate / measured per kind of configuration, most optimistic
+    first; samples timed at twice the estimate make their family's ratio 0.5."""
+    from fit_gemm_model import Sample, family, family_bias
+
+    problem = model.Problem(787, 4096, 28672, transpose_b=True, sms=132)
+    narrow = {"tile_m": 128, "tile_n": 128, "persistent": "stream_k", "group_m": 8}
+    plain = {"tile_m": 128, "tile_n": 256, "persistent": True, "group_m": 8}
+    pair = {**plain, "cluster_m": 2}
+    assert (family(narrow), family(plain), family(pair)) == ("stream-K 128x128", "persistent", "persistent, cluster")
+    samples = [Sample(problem, config, model.estimate_us(problem, config, model.CONSTANTS) * slower, "g")
+               for config, slower in ((narrow, 2.0), (plain, 1.0), (pair, 1.25))
+               for _ in range(4)]
+    rows = family_bias(samples, model.CONSTANTS)
+    assert [row[0] for row in rows] == ["stream-K 128x128", "persistent, cluster", "persistent"]
+    assert [round(row[2], 6) for row in rows] == [0.5, 0.8, 1.0] and all(row[1] == 4 for row in rows)
+    assert family_bias(samples[:3], model.CONSTANTS) == []  # fewer than `least` samples: no row
+
+
+def test_narrow_stream_k_switch_takes_stream_k_below_128x256_away(monkeypatch):
+    """-narrow_stream_k (the probe of the model's stream-K bias): no stream-K candidate smaller than
+    128 x 256 is left, wider ones stay; on (the default) 787x4096x28672 gets 128 x 128 stream-K."""
+    problem = model.Problem(787, 4096, 28672, transpose_b=True, sms=132)
+
+    def stream_k_tiles():
+        return {(c["tile_m"], c["tile_n"]) for c in model.candidates(problem) if c.get("persistent") == "stream_k"}
+
+    assert model.OFFER_NARROW_STREAM_K
+    on = stream_k_tiles()
+    assert (128, 128) in on and (128, 256) in on
+    monkeypatch.setattr(model, "OFFER_NARROW_STREAM_K", False)
+    off = stream_k_tiles()
+    assert off and all(tm * tn >= 128 * 256 for tm, tn in off) and (128, 256) in off
 
 
 def test_n16_tiles_offer_c_tiles_that_fill_whole_waves(monkeypatch):
