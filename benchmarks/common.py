@@ -82,7 +82,7 @@ def epilogue_slots_ran() -> str:
     """The epilogue slot policy this run's persistent GEMMs stream C with (pieces.EPILOGUE_SLOTS,
     read without importing pieces: the variable, else the default), named in every record since
     the default changed (fit_gemm_model.main_kernels reads it)."""
-    return os.environ.get("MGPU_LAB_GEMM_EPILOGUE_SLOTS") or "fill"
+    return os.environ.get(PROBE_SETTINGS["gemm_epilogue_slots"]) or "fill"
 
 
 # Record key -> the variable that, set, runs the GEMM otherwise than main ships it (a probe):
