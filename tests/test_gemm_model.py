@@ -38,10 +38,9 @@ def _model_default(monkeypatch):
 
 @pytest.fixture
 def no_switches(monkeypatch):
-    """The model with every switch of model.OFFERS off: the candidates the switches add to (but
-    narrow_stream_k, whose off takes candidates away, stays on as it always was)."""
+    """The model with every switch of model.OFFERS off: the candidates the switches add to."""
     for name in model.OFFERS:
-        monkeypatch.setattr(model, f"OFFER_{name.upper()}", name == "narrow_stream_k")
+        monkeypatch.setattr(model, f"OFFER_{name.upper()}", False)
 
 
 def test_the_model_is_the_default_and_can_be_switched_off(monkeypatch):
@@ -624,7 +623,7 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,-clusters_of_four"  # one on, one of the defaults off
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "False", "False", "a_pairs,-clusters_of_four",
-                                  "a_pairs,swap_epilogue,swap_clusters,narrow_stream_k"], out.stderr
+                                  "a_pairs,swap_epilogue,swap_clusters"], out.stderr
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,b_pairs"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
@@ -1043,20 +1042,22 @@ def test_family_bias_names_the_kind_the_model_rates_too_fast():
     assert family_bias(samples[:3], model.CONSTANTS) == []  # fewer than `least` samples: no row
 
 
-def test_narrow_stream_k_switch_takes_stream_k_below_128x256_away(monkeypatch):
-    """-narrow_stream_k (the probe of the model's stream-K bias): no stream-K candidate smaller than
-    128 x 256 is left, wider ones stay; on (the default) 787x4096x28672 gets 128 x 128 stream-K."""
+def test_narrow_stream_k_is_off_and_its_switch_offers_128x128_stream_k(monkeypatch):
+    """Stream-K over 128 x 128 tiles (the model rates it faster than it runs) is not offered by
+    default: 787x4096x28672 gets stream-K only over wider tiles (128 x 160 to 128 x 256 stay);
+    MGPU_LAB_GEMM_OFFER=narrow_stream_k offers 128 x 128 again."""
     problem = model.Problem(787, 4096, 28672, transpose_b=True, sms=132)
 
     def stream_k_tiles():
         return {(c["tile_m"], c["tile_n"]) for c in model.candidates(problem) if c.get("persistent") == "stream_k"}
 
-    assert model.OFFER_NARROW_STREAM_K
-    on = stream_k_tiles()
-    assert (128, 128) in on and (128, 256) in on
-    monkeypatch.setattr(model, "OFFER_NARROW_STREAM_K", False)
+    assert "narrow_stream_k" not in model.DEFAULT_OFFERS and not model.OFFER_NARROW_STREAM_K
     off = stream_k_tiles()
-    assert off and all(tm * tn >= 128 * 256 for tm, tn in off) and (128, 256) in off
+    assert off and all(tm * tn > model.NARROW_STREAM_K_AREA for tm, tn in off)
+    assert {(128, 192), (128, 256)} <= off
+    monkeypatch.setattr(model, "OFFER_NARROW_STREAM_K", True)
+    on = stream_k_tiles()
+    assert on - off == {(128, 128)}
 
 
 def test_n16_tiles_offer_c_tiles_that_fill_whole_waves(monkeypatch):
