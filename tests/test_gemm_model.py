@@ -1043,21 +1043,23 @@ def test_family_bias_names_the_kind_the_model_rates_too_fast():
 
 
 def test_narrow_stream_k_is_off_and_its_switch_offers_128x128_stream_k(monkeypatch):
-    """Stream-K over 128 x 128 tiles (the model rates it faster than it runs) is not offered by
-    default: 787x4096x28672 gets stream-K only over wider tiles (128 x 160 to 128 x 256 stay);
-    MGPU_LAB_GEMM_OFFER=narrow_stream_k offers 128 x 128 again."""
+    """Stream-K over 128 x 128 tiles one to a block (the model rates it faster than it runs) is
+    not offered by default: on 787x4096x28672 128 x 128 stream-K comes only in multicast pairs,
+    wider tiles (128 x 160 to 128 x 256) alone too; MGPU_LAB_GEMM_OFFER=narrow_stream_k offers
+    128 x 128 alone again."""
     problem = model.Problem(787, 4096, 28672, transpose_b=True, sms=132)
 
     def stream_k_tiles():
-        return {(c["tile_m"], c["tile_n"]) for c in model.candidates(problem) if c.get("persistent") == "stream_k"}
+        return {(c["tile_m"], c["tile_n"], max(c.get("cluster_m", 1), c.get("cluster_n", 1)))
+                for c in model.candidates(problem) if c.get("persistent") == "stream_k"}
 
     assert "narrow_stream_k" not in model.DEFAULT_OFFERS and not model.OFFER_NARROW_STREAM_K
     off = stream_k_tiles()
-    assert off and all(tm * tn > model.NARROW_STREAM_K_AREA for tm, tn in off)
-    assert {(128, 192), (128, 256)} <= off
+    assert all(tm * tn > model.NARROW_STREAM_K_AREA for tm, tn, pair in off if pair == 1)
+    assert {(128, 192, 1), (128, 256, 1), (128, 128, 2)} <= off
     monkeypatch.setattr(model, "OFFER_NARROW_STREAM_K", True)
     on = stream_k_tiles()
-    assert on - off == {(128, 128)}
+    assert on - off == {(128, 128, 1)}
 
 
 def test_n16_tiles_offer_c_tiles_that_fill_whole_waves(monkeypatch):

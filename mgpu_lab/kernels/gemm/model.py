@@ -158,15 +158,16 @@ SWAP_CLUSTERS_WIDE_MAX_M = 1024
 # 341x18944x8192; seed 43 x0.999 (886x11008x3584 x0.959).
 OFFER_N16_TILES = "n16_tiles" in _OFFERED
 N16_TILE_NS = (144, 176, 208, 240)
-# Stream-K over tiles of 128 x 128 (alone or in pairs: NARROW_STREAM_K_AREA or less). Off since
-# 2026-12-06 (`narrow_stream_k` offers them again). Over every timed alternative
-# (`fit_gemm_model.py --by-family`) the model rates stream-K 128 x 128 faster than it runs, against
-# the other kinds: estimate / measured 0.87-0.92 on the H200 and 0.76-0.84 on the H100, where the
-# other kinds read 0.98-1.14 (787x4096x28672 on an H100: 128 x 128 stream-K 484 us, estimated 307).
-# As picks on drawn shapes, 128 x 128 stream-K ran 0.59x cuBLAS on the H100 (4 runs) and 0.80x on
-# the H200 (3). Off on fresh seeds 45-48 (H100, 4babc56, runs A B B A) the two picks it moved ran
-# x1.47 (347x3584x18944 nn: 0.59 -> 0.88 cuBLAS) and x1.07. The first probe took every stream-K
-# tile under 128 x 256 away and also moved a 128 x 192 pick, which then ran x0.92: those stay.
+# Stream-K over 128 x 128 tiles one to a block (NARROW_STREAM_K_AREA or less; multicast pairs of
+# them stay). Off since 2026-12-06 (`narrow_stream_k` offers them again). Over every timed
+# alternative (`fit_gemm_model.py --by-family`) the model rates stream-K 128 x 128 faster than it
+# runs, against the other kinds: estimate / measured 0.76-0.92 where the other kinds read
+# 0.98-1.14. As picks on drawn shapes they ran 0.59x cuBLAS on an H100; a profile of
+# 787x4096x28672 (H100) shows their consumers waiting for data 35% of the time (1.5x the L2 -> SM
+# bytes per flop of 128 x 256). Timed on an H100 against the pick they displace (13fe12f, rounds
+# interleaved): 347x3584x18944 x1.48; in pairs the picks split, x1.09 and x1.17 against x0.86 and
+# x0.86, so pairs stay. A first probe took every stream-K tile under 128 x 256 away and moved a
+# 128 x 192 pick, which lost x0.92: those stay too.
 NARROW_STREAM_K_AREA = 128 * 128
 OFFER_NARROW_STREAM_K = "narrow_stream_k" in _OFFERED
 
@@ -484,8 +485,8 @@ def _splits(tiles: int, k_tiles: int, sms: int, splits: tuple[int, ...]) -> list
 
 def _stream_k_ok(tm: int, tn: int, tiles: int, k_tiles: int, sms: int, cluster_m: int = 1) -> bool:
     """stream_k.check_stream_k's cheap part: 16-byte slices, every unit at least one k-step; and
-    a tile larger than NARROW_STREAM_K_AREA unless OFFER_NARROW_STREAM_K."""
-    if not OFFER_NARROW_STREAM_K and tm * tn <= NARROW_STREAM_K_AREA:
+    a tile larger than NARROW_STREAM_K_AREA, or a multicast pair, unless OFFER_NARROW_STREAM_K."""
+    if not OFFER_NARROW_STREAM_K and cluster_m == 1 and tm * tn <= NARROW_STREAM_K_AREA:
         return False
     consumers = 2 if tm > 64 else 1
     step = math.lcm(16 * consumers, tm // 4)
