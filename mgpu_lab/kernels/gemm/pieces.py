@@ -44,6 +44,32 @@ SMEM_LIMIT = 227 * 1024  # shared memory a Hopper block can have
 
 SWAP_STORES = ("tma", "one-tile", "registers")
 
+# The smem a block's default ring (deepest_ring) and a persistent tile's epilogue slots may use,
+# in bytes: SMEM_LIMIT unless MGPU_LAB_GEMM_RING_SMEM asks for less (a probe; read at import, so
+# that a benchmark's build workers build as it does). On an H100 (13fe12f) long-K tiles ran x1.08
+# -1.27 persistent and x1.02-1.05 one to a block with one stage fewer than the deepest that fits
+# (under ~197 KB of smem against 205-229 KB): whether shallower rings win across shapes (decode
+# shapes run 11-16 stages) is what the probe times before any default changes.
+RING_SMEM_ENV = "MGPU_LAB_GEMM_RING_SMEM"
+RING_SMEM_FLOOR = 32 * 1024
+
+
+def _ring_smem(value: str | None) -> int:
+    if not value:
+        return SMEM_LIMIT
+    try:
+        limit = int(value)
+    except ValueError:
+        limit = -1
+    if not RING_SMEM_FLOOR <= limit <= SMEM_LIMIT:
+        raise ValueError(f"{RING_SMEM_ENV} must be a number of bytes from {RING_SMEM_FLOOR} to {SMEM_LIMIT} (the smem "
+                         f"a GEMM block's default ring and epilogue slots may use), got {value!r}")
+    return limit
+
+
+RING_SMEM = _ring_smem(os.environ.get(RING_SMEM_ENV))
+
+
 
 def _swap_store(value: str) -> str:
     if value not in SWAP_STORES:
@@ -246,7 +272,7 @@ class GemmTiling:
         their own (stream_tile), so that a box is written while earlier ones' stores read theirs.
         EPILOGUE_SLOTS "even": two where they fit in EPILOGUE_SLOTS_BYTES per consumer and the
         pieces alternate evenly, else one; "fill": at least as many as "even", and more up to the
-        tile's boxes, EPILOGUE_SLOTS_BYTES and the smem the ring leaves. So fill never changes the
+        tile's boxes, EPILOGUE_SLOTS_BYTES and the smem the ring leaves (of RING_SMEM). So fill never changes the
         ring "even" gets (deepest_ring sizes it with even's slots) and only adds slots: a 64 x 256
         pingpong tile keeps its two slots and four stages, where filling after the deepest ring
         would give it five stages and one slot. A one-tile block writes the whole tile at once
@@ -257,7 +283,7 @@ class GemmTiling:
         even = 2 if self.epilogue_pieces % 2 == 0 and 2 * piece <= EPILOGUE_SLOTS_BYTES else 1
         if EPILOGUE_SLOTS == "even":
             return even
-        left = SMEM_LIMIT - self.pipeline_bytes - 2 * self.stages * 8
+        left = RING_SMEM - self.pipeline_bytes - 2 * self.stages * 8
         return max(even, min(self.epilogue_pieces, EPILOGUE_SLOTS_BYTES // piece, left // (self.consumers * piece)))
 
     def epilogue_pending(self, piece: int) -> int:
@@ -305,7 +331,7 @@ class GemmTiling:
         first: a slot of 8 rows still fits where a deeper ring would not), at least 8; the last
         piece of a tile may be narrower."""
         per_row = 2 * self.consumer_rows * dtype_itemsize(self.out_dtype)  # two slots, one row of C each
-        left = SMEM_LIMIT - self.pipeline_bytes - 2 * self.stages * 8
+        left = RING_SMEM - self.pipeline_bytes - 2 * self.stages * 8
         rows = min(EPILOGUE_SLOTS_BYTES, left // self.consumers) // per_row
         return min(self.tile_n, max(8, rows // 8 * 8))
 
@@ -427,10 +453,12 @@ class GemmTiling:
 
 
 def deepest_ring(t: GemmTiling) -> int:
-    """The most ring slots (2 to MAX_STAGES) whose smem fits in a block: the default `stages`
-    (the kernel's resolve_tiling and the model's estimates both read it here)."""
-    fits = [s for s in range(2, MAX_STAGES + 1) if dataclasses.replace(t, stages=s).smem_bytes <= SMEM_LIMIT]
-    return max(fits) if fits else 2
+    """The most ring slots (2 to MAX_STAGES) whose smem fits in a block and in RING_SMEM (where
+    none fits RING_SMEM, the fewest that fit the block): the default `stages` (the kernel's
+    resolve_tiling and the model's estimates both read it here)."""
+    smem = {s: dataclasses.replace(t, stages=s).smem_bytes for s in range(2, MAX_STAGES + 1)}
+    fits = [s for s in smem if smem[s] <= SMEM_LIMIT]
+    return max([s for s in fits if smem[s] <= RING_SMEM] or fits[:1] or [2])
 
 
 def tile_origin(t: GemmTiling, tile: ir.Value | None = None, rank: ir.Value | None = None) -> tuple[ir.Value, ir.Value]:
