@@ -48,19 +48,33 @@ def shape_key(m: int, n: int, k: int, *, transpose_b: bool, dtype: str) -> str:
     return f"{dtype}_{'nt' if transpose_b else 'nn'}_{m}x{n}x{k}"
 
 
-@functools.cache
 def device_name() -> str:
-    """The current CUDA device's name, or DEFAULT_DEVICE without a GPU."""
+    """The current CUDA device's name, or DEFAULT_DEVICE without a GPU. Asked of the driver once
+    per device: a process may use GPUs of unlike models, and the caches keyed by the name (the
+    model's ranking, cluster residency) must see which one is current."""
+    dev = _current_device()
+    return DEFAULT_DEVICE if dev is None else _device_name(dev)
+
+
+def _current_device() -> int | None:
+    """The current CUDA device's ordinal (its current context's, else device 0), or None without a GPU."""
     from mgpu_lab.compiler.target import device_capability
 
     if device_capability() is None:
-        return DEFAULT_DEVICE
+        return None
     from cuda.bindings import driver
 
     err, dev = driver.cuCtxGetDevice()
     if err != driver.CUresult.CUDA_SUCCESS:
         _, dev = driver.cuDeviceGet(0)
-    _, raw = driver.cuDeviceGetName(128, dev)
+    return int(dev)
+
+
+@functools.cache
+def _device_name(dev: int) -> str:
+    from cuda.bindings import driver
+
+    _, raw = driver.cuDeviceGetName(128, driver.CUdevice(dev))
     return raw.split(b"\0", 1)[0].decode()
 
 
@@ -119,21 +133,20 @@ def table_enabled(table: bool | None = None) -> bool:
     return os.environ.get(TABLE_ENV, "1").strip().lower() not in ("0", "off", "false", "no")
 
 
-@functools.cache
 def device_sms() -> int:
-    """The current device's SM count (SMS without a GPU): the model's waves."""
-    from mgpu_lab.compiler.target import device_capability
+    """The current device's SM count (SMS without a GPU): the model's waves. Asked of the driver
+    once per device."""
+    dev = _current_device()
+    return SMS if dev is None else _device_sms(dev)
 
-    if device_capability() is None:
-        return SMS
+
+@functools.cache
+def _device_sms(dev: int) -> int:
     try:
         from cuda.bindings import driver
 
-        err, dev = driver.cuCtxGetDevice()
-        if err != driver.CUresult.CUDA_SUCCESS:
-            _, dev = driver.cuDeviceGet(0)
         err, count = driver.cuDeviceGetAttribute(
-            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)
+            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, driver.CUdevice(dev))
         return int(count) if err == driver.CUresult.CUDA_SUCCESS and count > 0 else SMS
     except Exception:  # noqa: BLE001 - a driver query failing only costs the model its exact SM count
         return SMS
