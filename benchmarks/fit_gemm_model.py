@@ -94,7 +94,8 @@ def on_model_device(record: dict, device: str = MODEL_DEVICE) -> bool:
 def main_kernels(record: dict) -> bool:
     """Whether a record timed the kernels this process builds: a probe that switched how they
     write C (MGPU_LAB_GEMM_SWAP_STORE, MGPU_LAB_GEMM_EPILOGUE_SLOTS) or how deep their default
-    ring is (MGPU_LAB_GEMM_RING_SMEM), named in the record, timed others, whatever it picked. Switched picks (model switches, constants) time the same kernels.
+    ring is (MGPU_LAB_GEMM_RING_SMEM), named in the record, timed others, whatever it picked.
+    Switched picks (model switches, constants) time the same kernels.
     A run from before the epilogue slots' default changed names no policy (it ran "even") and
     counts as main's: the change moves only tiles with an odd number of store boxes, by 1-2%
     (pieces.EPILOGUE_SLOTS), and the fit keeps its samples."""

@@ -70,7 +70,6 @@ def _ring_smem(value: str | None) -> int:
 RING_SMEM = _ring_smem(os.environ.get(RING_SMEM_ENV))
 
 
-
 def _swap_store(value: str) -> str:
     if value not in SWAP_STORES:
         raise ValueError(f"{SWAP_STORE_ENV} must be 'tma', 'one-tile' or 'registers' (how a swapped tile writes C), "
@@ -272,11 +271,11 @@ class GemmTiling:
         their own (stream_tile), so that a box is written while earlier ones' stores read theirs.
         EPILOGUE_SLOTS "even": two where they fit in EPILOGUE_SLOTS_BYTES per consumer and the
         pieces alternate evenly, else one; "fill": at least as many as "even", and more up to the
-        tile's boxes, EPILOGUE_SLOTS_BYTES and the smem the ring leaves (of RING_SMEM). So fill never changes the
-        ring "even" gets (deepest_ring sizes it with even's slots) and only adds slots: a 64 x 256
-        pingpong tile keeps its two slots and four stages, where filling after the deepest ring
-        would give it five stages and one slot. A one-tile block writes the whole tile at once
-        over the ring."""
+        tile's boxes, EPILOGUE_SLOTS_BYTES and the smem the ring leaves of RING_SMEM. So fill
+        never changes the ring "even" gets (deepest_ring sizes it with even's slots) and only adds
+        slots: a 64 x 256 pingpong tile keeps its two slots and four stages, where filling after
+        the deepest ring would give it five stages and one slot. A one-tile block writes the whole
+        tile at once over the ring."""
         if not self.persistent:
             return self.epilogue_pieces
         piece = self.consumer_rows * self.out_width * dtype_itemsize(self.out_dtype)
