@@ -159,11 +159,8 @@ def device_clusters() -> tuple[int, ...]:
     """Clusters of 1..MAX_CLUSTER_SPLIT one-SM blocks the current device keeps resident at once
     (the model's split-K waves), or () without a GPU (the model then uses the H200's counts).
     Queried once per device model (a process may switch between unlike GPUs)."""
-    from mgpu_lab.compiler.target import device_capability
-
-    if device_capability() is None:
-        return ()
-    return _resident_clusters(device_name())
+    dev = _current_device()
+    return () if dev is None else _resident_clusters(_device_name(dev))
 
 
 @functools.cache
