@@ -69,6 +69,30 @@ def _ring_smem(value: str | None) -> int:
 
 RING_SMEM = _ring_smem(os.environ.get(RING_SMEM_ENV))
 
+# A probe beside it: MGPU_LAB_GEMM_SMEM_PAD=<bytes> gives every GEMM block that much more smem
+# that nothing reads or writes (the last entry of GemmTiling.smem). It counts in smem_bytes, so a
+# default ring gives up stages to make room; with `stages` given, the ring stays and only the
+# block's smem grows. Timing a shallow ring padded to a deep one's smem separates the two causes
+# RING_SMEM cannot: the depth itself, or the smem size (the 228 KB carve-out it needs).
+SMEM_PAD_ENV = "MGPU_LAB_GEMM_SMEM_PAD"
+PAD_ALIGNMENT = 1024  # the pad buffer starts on a 1 KB boundary after the barriers: counted as used
+
+
+def _smem_pad(value: str | None) -> int:
+    if not value:
+        return 0
+    try:
+        pad = int(value)
+    except ValueError:
+        pad = -1
+    if not 0 <= pad <= SMEM_LIMIT - RING_SMEM_FLOOR or pad % 128:
+        raise ValueError(f"{SMEM_PAD_ENV} must be a number of bytes from 0 to {SMEM_LIMIT - RING_SMEM_FLOOR}, a "
+                         f"multiple of 128 (unused smem added to every GEMM block), got {value!r}")
+    return pad
+
+
+SMEM_PAD = _smem_pad(os.environ.get(SMEM_PAD_ENV))
+
 
 def _swap_store(value: str) -> str:
     if value not in SWAP_STORES:
@@ -364,6 +388,10 @@ class GemmTiling:
 
     @property
     def smem_bytes(self) -> int:
+        return self._used_smem_bytes + (SMEM_PAD + PAD_ALIGNMENT if SMEM_PAD else 0)
+
+    @property
+    def _used_smem_bytes(self) -> int:
         if self.cluster_split:  # partials over the ring, one output box per consumer beside them
             staging = self.consumers * self.consumer_rows * self.out_width * dtype_itemsize(self.out_dtype)
             return max(self.pipeline_bytes, self.partials_bytes) + staging + 2 * self.stages * 8
@@ -448,7 +476,10 @@ class GemmTiling:
             # a swapped tile written from the registers leaves a persistent block's epilogue buffer
             # unused, so it overlaps the ring instead of taking stages from it
             both = (ring, epilogue) if self.epilogue_beside_ring else dsl.Union([ring, epilogue])
-        return (both, dsl.Barriers(self.stages, name="full"), dsl.Barriers(self.stages, name="empty"))
+        barriers = (dsl.Barriers(self.stages, name="full"), dsl.Barriers(self.stages, name="empty"))
+        if SMEM_PAD:  # the SMEM_PAD probe's unused bytes, after everything the kernel indexes
+            return (both, *barriers, sd((SMEM_PAD,), "uint8", name="smem_pad"))
+        return (both, *barriers)
 
 
 def deepest_ring(t: GemmTiling) -> int:
