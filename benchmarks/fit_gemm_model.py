@@ -94,8 +94,8 @@ def on_model_device(record: dict, device: str = MODEL_DEVICE) -> bool:
 def main_kernels(record: dict) -> bool:
     """Whether a record timed the kernels this process builds: a probe that switched how they
     write C (MGPU_LAB_GEMM_SWAP_STORE, MGPU_LAB_GEMM_EPILOGUE_SLOTS) or how deep their default
-    ring is (MGPU_LAB_GEMM_RING_SMEM) or how much smem they take (MGPU_LAB_GEMM_SMEM_PAD), named in
-    the record, timed others, whatever it picked.
+    ring is (MGPU_LAB_GEMM_RING_SMEM, MGPU_LAB_GEMM_WIDE_STAGES) or how much smem they take
+    (MGPU_LAB_GEMM_SMEM_PAD), named in the record, timed others, whatever it picked.
     Switched picks (model switches, constants) time the same kernels.
     A run from before the epilogue slots' default changed names no policy (it ran "even") and
     counts as main's: the change moves only tiles with an odd number of store boxes, by 1-2%
@@ -105,7 +105,8 @@ def main_kernels(record: dict) -> bool:
     slots = record.get("gemm_epilogue_slots") or record.get("gemm_epilogue_slots_ran") or pieces.EPILOGUE_SLOTS
     return record.get("gemm_swap_store", pieces.SWAP_STORE) == pieces.SWAP_STORE and slots == pieces.EPILOGUE_SLOTS \
         and int(record.get("gemm_ring_smem") or pieces.SMEM_LIMIT) == pieces.RING_SMEM \
-        and int(record.get("gemm_smem_pad") or 0) == pieces.SMEM_PAD
+        and int(record.get("gemm_smem_pad") or 0) == pieces.SMEM_PAD \
+        and int(record.get("gemm_wide_stages") or 0) == (pieces.WIDE_STAGES or 0)
 
 
 def at_promotion(samples: list[Sample], wanted: str | None) -> tuple[list[Sample], list[Sample]]:

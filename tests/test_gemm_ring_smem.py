@@ -5,12 +5,9 @@ the probe so that the model's fit leaves them out."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
+from gemm_probes import assert_recorded_and_left_out, import_error
 from mgpu_lab.kernels.gemm import model, pieces
 from mgpu_lab.kernels.gemm.tiling import settle_tiling
 
@@ -48,22 +45,10 @@ def test_a_cap_no_ring_fits_gives_the_shallowest(monkeypatch):
 
 @pytest.mark.parametrize("value", ["lots", "1000", str(300 * 1024)])
 def test_a_bad_value_is_refused_naming_the_variable(value):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), pieces.RING_SMEM_ENV: value}
-    out = subprocess.run([sys.executable, "-c", "import mgpu_lab.kernels.gemm"], env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode != 0
     assert (f"MGPU_LAB_GEMM_RING_SMEM must be a number of bytes from 32768 to {pieces.SMEM_LIMIT} (the smem a GEMM "
-            f"block's default ring and epilogue slots may use), got {value!r}") in out.stderr
+            f"block's default ring and epilogue slots may use), got {value!r}") in import_error(pieces.RING_SMEM_ENV,
+                                                                                               value)
 
 
 def test_records_name_the_probe_and_the_fit_leaves_them_out(monkeypatch):
-    import common
-    from fit_gemm_model import on_model_device
-
-    monkeypatch.delenv(pieces.RING_SMEM_ENV, raising=False)
-    assert "gemm_ring_smem" not in common.run_identity()
-    monkeypatch.setenv(pieces.RING_SMEM_ENV, str(CAP))
-    assert common.run_identity()["gemm_ring_smem"] == str(CAP)
-    assert not on_model_device({"device": "NVIDIA H200", "gemm_ring_smem": str(CAP)})
-    assert on_model_device({"device": "NVIDIA H200", "gemm_ring_smem": str(pieces.SMEM_LIMIT)})
-    assert on_model_device({"device": "NVIDIA H200"})
+    assert_recorded_and_left_out(monkeypatch, pieces.RING_SMEM_ENV, "gemm_ring_smem", str(CAP), str(pieces.SMEM_LIMIT))

@@ -6,12 +6,9 @@ them out."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
+from gemm_probes import assert_recorded_and_left_out, import_error
 from mgpu_lab.kernels.gemm import make_gemm, pieces
 from mgpu_lab.kernels.gemm.tiling import settle_tiling
 
@@ -69,23 +66,10 @@ def test_the_compiled_kernel_asks_for_the_padded_smem(monkeypatch):
 
 @pytest.mark.parametrize("value", ["lots", "100", str(300 * 1024)])
 def test_a_bad_value_is_refused_naming_the_variable(value):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), pieces.SMEM_PAD_ENV: value}
-    out = subprocess.run([sys.executable, "-c", "import mgpu_lab.kernels.gemm"], env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode != 0
     limit = pieces.SMEM_LIMIT - pieces.RING_SMEM_FLOOR
     assert (f"MGPU_LAB_GEMM_SMEM_PAD must be a number of bytes from 0 to {limit}, a multiple of 128 (unused smem "
-            f"added to every GEMM block), got {value!r}") in out.stderr
+            f"added to every GEMM block), got {value!r}") in import_error(pieces.SMEM_PAD_ENV, value)
 
 
 def test_records_name_the_probe_and_the_fit_leaves_them_out(monkeypatch):
-    import common
-    from fit_gemm_model import on_model_device
-
-    monkeypatch.delenv(pieces.SMEM_PAD_ENV, raising=False)
-    assert "gemm_smem_pad" not in common.run_identity()
-    monkeypatch.setenv(pieces.SMEM_PAD_ENV, str(PAD))
-    assert common.run_identity()["gemm_smem_pad"] == str(PAD)
-    assert not on_model_device({"device": "NVIDIA H200", "gemm_smem_pad": str(PAD)})
-    assert on_model_device({"device": "NVIDIA H200", "gemm_smem_pad": "0"})
-    assert on_model_device({"device": "NVIDIA H200"})
+    assert_recorded_and_left_out(monkeypatch, pieces.SMEM_PAD_ENV, "gemm_smem_pad", str(PAD), "0")

@@ -44,54 +44,41 @@ SMEM_LIMIT = 227 * 1024  # shared memory a Hopper block can have
 
 SWAP_STORES = ("tma", "one-tile", "registers")
 
-# The smem a block's default ring (deepest_ring) and a persistent tile's epilogue slots may use,
-# in bytes: SMEM_LIMIT unless MGPU_LAB_GEMM_RING_SMEM asks for less (a probe; read at import, so
-# that a benchmark's build workers build as it does). On an H100 (13fe12f) long-K tiles ran x1.08
-# -1.27 persistent and x1.02-1.05 one to a block with one stage fewer than the deepest that fits
-# (under ~197 KB of smem against 205-229 KB): whether shallower rings win across shapes (decode
-# shapes run 11-16 stages) is what the probe times before any default changes.
+def _probe_number(variable: str, low: int, high: int, meaning: str, step: int = 1) -> int | None:
+    """A probe's whole number from the environment (None unset), refused naming the variable, the
+    range and what it means where it is not one from `low` to `high`, a multiple of `step`."""
+    value = os.environ.get(variable)
+    if not value:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = low - 1
+    if not low <= number <= high or number % step:
+        multiple = f", a multiple of {step}" if step > 1 else ""
+        raise ValueError(f"{variable} must be a number of {meaning[0]} from {low} to {high}{multiple} ({meaning[1]}), "
+                         f"got {value!r}")
+    return number
+
+
+# Probes of the ring's smem and depth, read at import so that a benchmark's build workers build
+# as it does; unset, nothing changes. MGPU_LAB_GEMM_RING_SMEM=<bytes>: the smem a block's default
+# ring (deepest_ring) and a persistent tile's epilogue slots may use (else SMEM_LIMIT).
+# MGPU_LAB_GEMM_SMEM_PAD=<bytes>: that much more smem in every GEMM block, unused (the last entry
+# of GemmTiling.smem); it counts in smem_bytes, so a default ring gives up stages for it, while a
+# ring given with `stages` keeps them and only the block grows. Padding a shallow ring to a deep
+# one's smem told the two apart (H100, f25b310): 631x8192x28672's persistent 128 x 160 ran 726
+# TF/s with 4 stages (180 KB) and 730 padded to 214 KB, against 572 with the default 6 (229 KB):
+# the depth, not the 228 KB carve-out. RING_SMEM=199680 lost x0.988-0.996 on seeds 52 / 53 / 57 /
+# 58: it also takes 128 x 256 and 256 x 128 tiles from 4 stages to 3 (x0.90-0.97).
 RING_SMEM_ENV = "MGPU_LAB_GEMM_RING_SMEM"
 RING_SMEM_FLOOR = 32 * 1024
-
-
-def _ring_smem(value: str | None) -> int:
-    if not value:
-        return SMEM_LIMIT
-    try:
-        limit = int(value)
-    except ValueError:
-        limit = -1
-    if not RING_SMEM_FLOOR <= limit <= SMEM_LIMIT:
-        raise ValueError(f"{RING_SMEM_ENV} must be a number of bytes from {RING_SMEM_FLOOR} to {SMEM_LIMIT} (the smem "
-                         f"a GEMM block's default ring and epilogue slots may use), got {value!r}")
-    return limit
-
-
-RING_SMEM = _ring_smem(os.environ.get(RING_SMEM_ENV))
-
-# A probe beside it: MGPU_LAB_GEMM_SMEM_PAD=<bytes> gives every GEMM block that much more smem
-# that nothing reads or writes (the last entry of GemmTiling.smem). It counts in smem_bytes, so a
-# default ring gives up stages to make room; with `stages` given, the ring stays and only the
-# block's smem grows. Timing a shallow ring padded to a deep one's smem separates the two causes
-# RING_SMEM cannot: the depth itself, or the smem size (the 228 KB carve-out it needs).
+RING_SMEM = _probe_number(RING_SMEM_ENV, RING_SMEM_FLOOR, SMEM_LIMIT,
+                          ("bytes", "the smem a GEMM block's default ring and epilogue slots may use")) or SMEM_LIMIT
 SMEM_PAD_ENV = "MGPU_LAB_GEMM_SMEM_PAD"
 PAD_ALIGNMENT = 1024  # the pad buffer starts on a 1 KB boundary after the barriers: counted as used
-
-
-def _smem_pad(value: str | None) -> int:
-    if not value:
-        return 0
-    try:
-        pad = int(value)
-    except ValueError:
-        pad = -1
-    if not 0 <= pad <= SMEM_LIMIT - RING_SMEM_FLOOR or pad % 128:
-        raise ValueError(f"{SMEM_PAD_ENV} must be a number of bytes from 0 to {SMEM_LIMIT - RING_SMEM_FLOOR}, a "
-                         f"multiple of 128 (unused smem added to every GEMM block), got {value!r}")
-    return pad
-
-
-SMEM_PAD = _smem_pad(os.environ.get(SMEM_PAD_ENV))
+SMEM_PAD = _probe_number(SMEM_PAD_ENV, 0, SMEM_LIMIT - RING_SMEM_FLOOR,
+                         ("bytes", "unused smem added to every GEMM block"), step=128) or 0
 
 
 def _swap_store(value: str) -> str:
@@ -135,6 +122,15 @@ def _epilogue_slots_policy(value: str) -> str:
 EPILOGUE_SLOTS = _epilogue_slots_policy(os.environ.get(EPILOGUE_SLOTS_ENV, "fill"))
 
 MAX_STAGES = 8
+
+# A third probe: MGPU_LAB_GEMM_WIDE_STAGES=<n> caps the default ring of tiles with 128 rows or
+# more and more than 128 columns (128 x 136 ... 128 x 224 take 5-6 stages by smem; 128 x 256 and
+# 256-row tiles take 4) at n stages. On an H100 (f25b310) one stage fewer ran x1.02-1.09 on 128 x
+# 192 tiles and four stages x1.27 on a persistent 128 x 160, on long K; the probe times the rule
+# on drawn shapes before any default changes.
+WIDE_STAGES_ENV = "MGPU_LAB_GEMM_WIDE_STAGES"
+WIDE_STAGES = _probe_number(WIDE_STAGES_ENV, 2, MAX_STAGES,
+                            ("stages", "the deepest default ring of a tile of 128+ rows by 136+ columns"))
 
 
 @dataclass(frozen=True)
@@ -484,11 +480,15 @@ class GemmTiling:
 
 def deepest_ring(t: GemmTiling) -> int:
     """The most ring slots (2 to MAX_STAGES) whose smem fits in a block and in RING_SMEM (where
-    none fits RING_SMEM, the fewest that fit the block): the default `stages` (the kernel's
-    resolve_tiling and the model's estimates both read it here)."""
+    none fits RING_SMEM, the fewest that fit the block), at most WIDE_STAGES for a wide tile where
+    that probe is set: the default `stages` (the kernel's resolve_tiling and the model's estimates
+    both read it here)."""
     smem = {s: dataclasses.replace(t, stages=s).smem_bytes for s in range(2, MAX_STAGES + 1)}
     fits = [s for s in smem if smem[s] <= SMEM_LIMIT]
-    return max([s for s in fits if smem[s] <= RING_SMEM] or fits[:1] or [2])
+    deepest = max([s for s in fits if smem[s] <= RING_SMEM] or fits[:1] or [2])
+    if WIDE_STAGES and t.tile_m >= 128 and t.tile_n > 128:
+        return min(deepest, WIDE_STAGES)
+    return deepest
 
 
 def tile_origin(t: GemmTiling, tile: ir.Value | None = None, rank: ir.Value | None = None) -> tuple[ir.Value, ir.Value]:
