@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import CompileOptionError
 
@@ -95,15 +96,34 @@ def device_capability() -> tuple[int, int] | None:
         return None
     if err != driver.CUresult.CUDA_SUCCESS:
         return None
+    dev = _context_device(driver)
+    if dev is None:
+        return None
+    attr = driver.CUdevice_attribute
+    _, major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+    _, minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+    return int(major), int(minor)
+
+
+def current_device() -> int | None:
+    """The current CUDA device's ordinal (its current context's, else device 0), or None when there
+    is no usable GPU. Not cached: the current device may change between calls."""
+    if device_capability() is None:
+        return None
+    from cuda.bindings import driver
+
+    dev = _context_device(driver)
+    return None if dev is None else int(dev)
+
+
+def _context_device(driver: Any) -> Any:
+    """The current context's CUdevice, else device 0's, or None where the driver has neither."""
     err, dev = driver.cuCtxGetDevice()
     if err != driver.CUresult.CUDA_SUCCESS:
         err, dev = driver.cuDeviceGet(0)
         if err != driver.CUresult.CUDA_SUCCESS:
             return None
-    attr = driver.CUdevice_attribute
-    _, major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
-    _, minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
-    return int(major), int(minor)
+    return dev
 
 
 def default_target() -> str:

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from mgpu_lab.compiler.target import current_device
+
 from . import model
 from .split_k import MAX_CLUSTER_SPLIT, choose_split_k, default_reduce
 
@@ -52,22 +54,8 @@ def device_name() -> str:
     """The current CUDA device's name, or DEFAULT_DEVICE without a GPU. Asked of the driver once
     per device: a process may use GPUs of unlike models, and the caches keyed by the name (the
     model's ranking, cluster residency) must see which one is current."""
-    dev = _current_device()
+    dev = current_device()
     return DEFAULT_DEVICE if dev is None else _device_name(dev)
-
-
-def _current_device() -> int | None:
-    """The current CUDA device's ordinal (its current context's, else device 0), or None without a GPU."""
-    from mgpu_lab.compiler.target import device_capability
-
-    if device_capability() is None:
-        return None
-    from cuda.bindings import driver
-
-    err, dev = driver.cuCtxGetDevice()
-    if err != driver.CUresult.CUDA_SUCCESS:
-        _, dev = driver.cuDeviceGet(0)
-    return int(dev)
 
 
 @functools.cache
@@ -136,7 +124,7 @@ def table_enabled(table: bool | None = None) -> bool:
 def device_sms() -> int:
     """The current device's SM count (SMS without a GPU): the model's waves. Asked of the driver
     once per device."""
-    dev = _current_device()
+    dev = current_device()
     return SMS if dev is None else _device_sms(dev)
 
 
@@ -159,7 +147,7 @@ def device_clusters() -> tuple[int, ...]:
     """Clusters of 1..MAX_CLUSTER_SPLIT one-SM blocks the current device keeps resident at once
     (the model's split-K waves), or () without a GPU (the model then uses the H200's counts).
     Queried once per device model (a process may switch between unlike GPUs)."""
-    dev = _current_device()
+    dev = current_device()
     return () if dev is None else _resident_clusters(_device_name(dev))
 
 

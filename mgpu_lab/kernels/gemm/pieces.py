@@ -44,6 +44,7 @@ SMEM_LIMIT = 227 * 1024  # shared memory a Hopper block can have
 
 SWAP_STORES = ("tma", "one-tile", "registers")
 
+
 def _probe_number(variable: str, low: int, high: int, meaning: tuple[str, str], step: int = 1) -> int | None:
     """A probe's whole number from the environment (None unset), refused naming the variable, the
     range and what it means (`meaning`: its unit, what it sets) where it is not one from `low` to
