@@ -493,8 +493,7 @@ def _stream_k_ok(tm: int, tn: int, tiles: int, k_tiles: int, sms: int, cluster_m
     if tn % step:
         return False
     units = sms // cluster_m
-    items = tiles if cluster_m == 1 else tiles  # pairs of row tiles: close enough for the check
-    rem = items % units
+    rem = tiles % units  # for a multicast pair, tiles over pairs of SMs: close enough for the check
     return rem == 0 or rem * k_tiles >= units
 
 
