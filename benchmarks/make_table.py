@@ -126,6 +126,7 @@ ROWS = [  # (record, label, our figure, peer figure, ratio key, unit, goal)
     *(("build_time", f"GEMM cold build, 24 shapes drawn per seed, {what} ({where})", None, None,
        f"build_time_{host}_{figure}_s", "s of host time (make_gemm, no cache)", "< 1" if goal else "- (goal: H200 host)")
       for host, where, goal in (("h200_host", "the H200 machine's host", True),
+                                ("h100_host", "the H100 machine's host", False),
                                 ("no_gpu_host", "the 2-core CPU machine", False))
       for what, figure in (("slowest", "max"), ("90th percentile", "p90"), ("median", "median"))),
     ("hf_model", "Llama-style HF model (8 layers, 2048/5632), prefill 4x512", "hf_llama_prefill_4x512_ours_ms",
@@ -207,8 +208,9 @@ def with_derived(record: dict) -> dict:
         prefix = f"{stem}_seed{seed}_"
         record["figures"] = {**figures, **{f"{stem}_{k[len(prefix):]}": v for k, v in figures.items()
                                            if k.startswith(prefix)}}
-    if name == "build_time":  # the target is the H200 machine's host; the CPU machine's runs beside it
-        host = "h200_host" if "H200" in str(record.get("device")) else "no_gpu_host"
+    if name == "build_time":  # the target is the H200 machine's host; the other machines' runs beside it
+        device = str(record.get("device"))
+        host = "h200_host" if "H200" in device else "h100_host" if "H100" in device else "no_gpu_host"
         ours = {f"build_time_{host}_{k[len('build_time_'):]}": v for k, v in record["figures"].items()
                 if k.startswith("build_time_")}
         record["figures"] = {**record["figures"], **ours}

@@ -178,10 +178,14 @@ def test_make_table_reports_build_times_per_host(tmp_path):
 
     record("2026-12-01T010000Z", "unavailable", 1.2)
     record("2026-12-01T020000Z", "NVIDIA H200", 2.0)
+    record("2026-12-01T030000Z", "NVIDIA H100 80GB HBM3", 0.9)
     lines = make_table.render(tmp_path).splitlines()
     [h200] = [line for line in lines if "slowest (the H200 machine's host)" in line]
+    [h100] = [line for line in make_table.render(tmp_path, device="H100").splitlines()  # the H100's own table
+              if "slowest (the H100 machine's host)" in line]
     [cpu] = [line for line in lines if "slowest (the 2-core CPU machine)" in line]
-    assert "**2.000 (1 run)**" in h200 and "**1.200 (1 run)**" in cpu
+    assert "**2.000 (1 run)**" in h200 and "**0.900 (1 run)**" in h100 and "**1.200 (1 run)**" in cpu
+    assert "< 1" in h200 and "goal: H200 host" in h100  # the target is the H200 machine's host
 
 
 def test_make_table_reads_drawn_fp8_runs_of_any_seed_per_scaling_mode(tmp_path):
