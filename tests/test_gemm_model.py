@@ -1062,6 +1062,50 @@ def test_narrow_stream_k_is_off_and_its_switch_offers_128x128_stream_k(monkeypat
     assert on - off == {(128, 128, 1)}
 
 
+def test_row_raster_numbers_tiles_along_rows_where_a_is_the_large_operand(monkeypatch):
+    """MGPU_LAB_GEMM_OFFER=row_raster (off by default): where A, in the kernel's own terms, is more
+    than twice B and B stays in L2, the model's configurations take group_m=1, so the blocks that
+    read one panel of A take adjacent numbers; the picks' tiles and estimates do not move."""
+    def picks(p):
+        return model.ranked(p)[:20]
+
+    swapped = model.Problem(180, 8192, 14336, transpose_b=False, sms=132)  # C.T: A is 8192 x 14336
+    tall = model.Problem(8309, 1136, 4072, transpose_b=True, sms=132)
+    square = model.Problem(4096, 4096, 4096, transpose_b=True, sms=132)
+    assert "row_raster" not in model.DEFAULT_OFFERS and not model.OFFER_ROW_RASTER
+    off = {name: picks(p) for name, p in (("swapped", swapped), ("tall", tall), ("square", square))}
+    assert all(c.get("group_m", 8) != 1 for ranked in off.values() for _, c in ranked)
+    monkeypatch.setattr(model, "OFFER_ROW_RASTER", True)
+    on = {name: picks(p) for name, p in (("swapped", swapped), ("tall", tall), ("square", square))}
+    for name in on:
+        assert [us for us, _ in on[name]] == [us for us, _ in off[name]]
+        assert [{**c, "group_m": 0} for _, c in on[name]] == [{**c, "group_m": 0} for _, c in off[name]]
+    # A swapped pick is C.T's: A is the caller's B (8192 x 14336) against 180 x 14336.
+    assert all(c["group_m"] == 1 for _, c in on["swapped"] if c.get("swap_ab"))
+    assert all(c.get("group_m", 8) != 1 for _, c in on["swapped"] if not c.get("swap_ab"))
+    assert all(c["group_m"] == 1 for _, c in on["tall"] if not c.get("swap_ab"))
+    assert on["square"] == off["square"]
+    big_b = model.Problem(8309, 4096, 4072, transpose_b=True, sms=132)  # B 33 MB: past ROW_RASTER_B_BYTES
+    assert all(c.get("group_m", 8) != 1 for _, c in picks(big_b) if not c.get("swap_ab"))
+
+
+def test_row_raster_reaches_the_kernel_the_user_gets(monkeypatch):
+    """With the switch on, make_gemm's default configuration (the model's pick, the table off)
+    numbers its tiles along rows: the built kernel's tiling has group_m 1 and compiles."""
+    monkeypatch.setattr(model, "OFFER_ROW_RASTER", True)
+    model_ranking.cache_clear()
+    try:
+        pick = model_ranking(180, 8192, 14336, transpose_b=False)[0]
+        assert pick.get("swap_ab") and pick["group_m"] == 1
+        monkeypatch.setenv("MGPU_LAB_GEMM_TABLE", "0")
+        kernel = make_gemm(180, 8192, 14336, transpose_b=False)
+        tiling = kernel.program.notes["tiling"]
+        assert tiling.group_m == 1 and tiling.swap_ab
+        assert kernel.program.launches[0].compiled.sass
+    finally:
+        model_ranking.cache_clear()
+
+
 def test_n16_tiles_offer_c_tiles_that_fill_whole_waves(monkeypatch):
     """MGPU_LAB_GEMM_OFFER=n16_tiles: C's own tiles over B (n, k) 144, 176, 208 and 240 wide too,
     which the kernel takes (16-column store boxes); on the HF prefill's 2048x5632x2048 a 128 x 176

@@ -65,7 +65,7 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 # benchmarks/bench_gemm.py --random): "wide_b_pairs" adds a switch, "-a_pairs" takes one away.
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
-          "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k")
+          "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters")
 
 
@@ -170,6 +170,17 @@ N16_TILE_NS = (144, 176, 208, 240)
 # 128 x 192 pick, which lost x0.92: those stay too.
 NARROW_STREAM_K_AREA = 128 * 128
 OFFER_NARROW_STREAM_K = "narrow_stream_k" in _OFFERED
+# Tiles numbered along rows (group_m=1) where A is the large operand and B small enough to stay in
+# L2 (`rastered`): the blocks that read one panel of A then take adjacent block numbers. With
+# group_m 8 they are 8 numbers apart, and their reads of the panel did not share: timed on an
+# H100 (434399a, gemm_options_2026-12-06T060419Z), swapped 128 x 96 over 173-181 rows of
+# 8192 x 11008-14336 (A: 180-235 MB, B: 4-5 MB) ran 0.96-1.01 of cuBLAS numbered along rows,
+# 0.76-0.77 / 0.71-0.77 / 0.67-0.75 at group_m 4 / 8 / 64. The other way round holds too: 64 x 192
+# there (B the large operand) ran 0.90-0.99 at group_m 8 (the three tiles of one B panel
+# adjacent) and 0.55-0.61 numbered along rows. The model does not estimate the order: the switch
+# moves no pick, only its raster. Off until timed on fresh seeds.
+OFFER_ROW_RASTER = "row_raster" in _OFFERED
+ROW_RASTER_B_BYTES = L2_BYTES // 4  # B at most this large: it stays in L2 while A streams past
 
 
 def _swap_clusters_rows() -> int:
@@ -714,8 +725,20 @@ def _padding_us(p: Problem, c: Constants) -> float:
     return 3 * c.launch_us + copies / c.dram_bw
 
 
+def rastered(p: Problem, config: dict[str, Any]) -> dict[str, Any]:
+    """`config` numbered along rows (group_m=1) where OFFER_ROW_RASTER is on, A (in the kernel's
+    own terms: C.T's where swapped) is more than twice B's bytes and B is at most
+    ROW_RASTER_B_BYTES; else `config` itself."""
+    if not OFFER_ROW_RASTER:
+        return config
+    m, n = (p.n, p.m) if config.get("swap_ab") else (p.m, p.n)
+    a_bytes, b_bytes = m * p.k * ITEMSIZE[p.dtype], n * p.k * ITEMSIZE[p.dtype]
+    return {**config, "group_m": 1} if a_bytes > 2 * b_bytes and b_bytes <= ROW_RASTER_B_BYTES else config
+
+
 def ranked(p: Problem, c: Constants = CONSTANTS) -> list[tuple[float, dict[str, Any]]]:
-    """(estimated us, config) of every candidate, fastest first (ties: the earlier candidate)."""
-    scored = [(estimate_us(p, cfg, c), i, cfg) for i, cfg in enumerate(candidates(p))]
+    """(estimated us, config) of every candidate, fastest first (ties: the earlier candidate);
+    each estimated as the model writes it, then `rastered`."""
+    scored = [(estimate_us(p, cfg, c), i, rastered(p, cfg)) for i, cfg in enumerate(candidates(p))]
     scored.sort(key=lambda x: (x[0], x[1]))
     return [(t, cfg) for t, _, cfg in scored]
