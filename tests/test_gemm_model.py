@@ -1063,36 +1063,41 @@ def test_narrow_stream_k_is_off_and_its_switch_offers_128x128_stream_k(monkeypat
 
 
 def test_row_raster_numbers_tiles_along_rows_where_a_is_the_large_operand(monkeypatch):
-    """MGPU_LAB_GEMM_OFFER=row_raster (off by default): where A, in the kernel's own terms, is more
-    than twice B and B stays in L2, the model's configurations take group_m=1, so the blocks that
-    read one panel of A take adjacent numbers; the picks' tiles and estimates do not move."""
+    """The switch row_raster (on by default): a one-tile-per-block grid without split-K whose
+    tiles span 2+ columns, where A, in the kernel's own terms, is more than twice B and B stays in
+    L2, takes group_m=1, so the blocks that read one panel of A take adjacent numbers; persistent,
+    stream-K and split-K grids keep theirs, and no pick's tiles or estimate move."""
     def picks(p):
-        return model.ranked(p)[:20]
+        return model.ranked(p)[:40]
 
-    swapped = model.Problem(180, 8192, 14336, transpose_b=False, sms=132)  # C.T: A is 8192 x 14336
-    tall = model.Problem(8309, 1136, 4072, transpose_b=True, sms=132)
-    square = model.Problem(4096, 4096, 4096, transpose_b=True, sms=132)
-    assert "row_raster" not in model.DEFAULT_OFFERS and not model.OFFER_ROW_RASTER
-    off = {name: picks(p) for name, p in (("swapped", swapped), ("tall", tall), ("square", square))}
+    def one_tile(c):
+        return not c.get("persistent") and (c.get("split_k") or 1) == 1
+
+    problems = {"swapped": model.Problem(180, 8192, 14336, transpose_b=False, sms=132),  # C.T's A: 8192 x 14336
+                "tall": model.Problem(6578, 568, 744, transpose_b=False, sms=132),
+                "square": model.Problem(4096, 4096, 4096, transpose_b=True, sms=132),
+                "big_b": model.Problem(8309, 4096, 4072, transpose_b=True, sms=132)}  # B 33 MB: past ROW_RASTER_B_BYTES
+    assert "row_raster" in model.DEFAULT_OFFERS and model.OFFER_ROW_RASTER
+    on = {name: picks(p) for name, p in problems.items()}
+    monkeypatch.setattr(model, "OFFER_ROW_RASTER", False)
+    off = {name: picks(p) for name, p in problems.items()}
     assert all(c.get("group_m", 8) != 1 for ranked in off.values() for _, c in ranked)
-    monkeypatch.setattr(model, "OFFER_ROW_RASTER", True)
-    on = {name: picks(p) for name, p in (("swapped", swapped), ("tall", tall), ("square", square))}
     for name in on:
         assert [us for us, _ in on[name]] == [us for us, _ in off[name]]
         assert [{**c, "group_m": 0} for _, c in on[name]] == [{**c, "group_m": 0} for _, c in off[name]]
-    # A swapped pick is C.T's: A is the caller's B (8192 x 14336) against 180 x 14336.
-    assert all(c["group_m"] == 1 for _, c in on["swapped"] if c.get("swap_ab"))
-    assert all(c.get("group_m", 8) != 1 for _, c in on["swapped"] if not c.get("swap_ab"))
-    assert all(c["group_m"] == 1 for _, c in on["tall"] if not c.get("swap_ab"))
-    assert on["square"] == off["square"]
-    big_b = model.Problem(8309, 4096, 4072, transpose_b=True, sms=132)  # B 33 MB: past ROW_RASTER_B_BYTES
-    assert all(c.get("group_m", 8) != 1 for _, c in picks(big_b) if not c.get("swap_ab"))
+    swapped = [c for _, c in on["swapped"] if c.get("swap_ab") and one_tile(c) and c["tile_n"] < 180]
+    assert swapped and all(c["group_m"] == 1 for c in swapped)
+    assert all(c.get("group_m", 8) != 1 for _, c in on["swapped"] if not c.get("swap_ab") or not one_tile(c))
+    tall = [c for _, c in on["tall"] if one_tile(c) and not c.get("swap_ab") and c["tile_n"] < 568]
+    assert tall and all(c["group_m"] == 1 for c in tall)
+    assert all(c.get("group_m", 8) != 1 for _, c in on["tall"] if not one_tile(c))
+    assert on["square"] == off["square"] and on["big_b"] == off["big_b"]
 
 
 def test_row_raster_reaches_the_kernel_the_user_gets(monkeypatch):
-    """With the switch on, make_gemm's default configuration (the model's pick, the table off)
-    numbers its tiles along rows: the built kernel's tiling has group_m 1 and compiles."""
-    monkeypatch.setattr(model, "OFFER_ROW_RASTER", True)
+    """make_gemm's default configuration (the model's pick, the table off) numbers its tiles along
+    rows where the switch applies: the built kernel's tiling has group_m 1 and compiles."""
+    assert model.OFFER_ROW_RASTER  # on by default
     model_ranking.cache_clear()
     try:
         pick = model_ranking(180, 8192, 14336, transpose_b=False)[0]

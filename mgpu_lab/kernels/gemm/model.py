@@ -66,7 +66,7 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster")
-DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters")
+DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "row_raster")
 
 
 def _offered(value: str) -> set[str]:
@@ -178,7 +178,10 @@ OFFER_NARROW_STREAM_K = "narrow_stream_k" in _OFFERED
 # 0.76-0.77 / 0.71-0.77 / 0.67-0.75 at group_m 4 / 8 / 64. The other way round holds too: 64 x 192
 # there (B the large operand) ran 0.90-0.99 at group_m 8 (the three tiles of one B panel
 # adjacent) and 0.55-0.61 numbered along rows. The model does not estimate the order: the switch
-# moves no pick, only its raster. Off until timed on fresh seeds.
+# moves no pick, only its raster. On: on fresh seeds 68 / 69 (H100, 3d763ec, rounds A B B A) the
+# one-tile grids it renumbered ran x1.664 (313x4096x11008, swapped 128 x 80 over four column
+# tiles: 0.72 -> 1.20 of cuBLAS), x1.057 and x1.024 (6578x568x744, 3009x1320x368); persistent,
+# stream-K and split-K grids so numbered ran x0.94-x1.00, so they keep theirs (`rastered`).
 OFFER_ROW_RASTER = "row_raster" in _OFFERED
 ROW_RASTER_B_BYTES = L2_BYTES // 4  # B at most this large: it stays in L2 while A streams past
 
@@ -726,14 +729,18 @@ def _padding_us(p: Problem, c: Constants) -> float:
 
 
 def rastered(p: Problem, config: dict[str, Any]) -> dict[str, Any]:
-    """`config` numbered along rows (group_m=1) where OFFER_ROW_RASTER is on, A (in the kernel's
-    own terms: C.T's where swapped) is more than twice B's bytes and B is at most
-    ROW_RASTER_B_BYTES; else `config` itself."""
-    if not OFFER_ROW_RASTER:
+    """`config` numbered along rows (group_m=1) where OFFER_ROW_RASTER is on and it is a one-tile
+    -per-block grid without split-K whose tiles span 2+ columns, A (in the kernel's own terms:
+    C.T's where swapped) is more than twice B's bytes and B is at most ROW_RASTER_B_BYTES; else
+    `config` itself. Persistent, stream-K and split-K grids keep their order: on seeds 68 / 69
+    (H100) their picks so numbered ran x0.94-x1.00."""
+    if not OFFER_ROW_RASTER or config.get("persistent") or (config.get("split_k") or 1) > 1:
         return config
     m, n = (p.n, p.m) if config.get("swap_ab") else (p.m, p.n)
     a_bytes, b_bytes = m * p.k * ITEMSIZE[p.dtype], n * p.k * ITEMSIZE[p.dtype]
-    return {**config, "group_m": 1} if a_bytes > 2 * b_bytes and b_bytes <= ROW_RASTER_B_BYTES else config
+    if n <= config["tile_n"] or a_bytes <= 2 * b_bytes or b_bytes > ROW_RASTER_B_BYTES:
+        return config
+    return {**config, "group_m": 1}
 
 
 def ranked(p: Problem, c: Constants = CONSTANTS) -> list[tuple[float, dict[str, Any]]]:
