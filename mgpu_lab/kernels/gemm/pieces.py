@@ -128,8 +128,9 @@ MAX_STAGES = 8
 # A third probe: MGPU_LAB_GEMM_WIDE_STAGES=<n> caps the default ring of tiles with 128 rows or
 # more and more than 128 columns (128 x 136 ... 128 x 224 take 5-6 stages by smem; 128 x 256 and
 # 256-row tiles take 4) at n stages. On an H100 (f25b310) one stage fewer ran x1.02-1.09 on 128 x
-# 192 tiles and four stages x1.27 on a persistent 128 x 160, on long K; the probe times the rule
-# on drawn shapes before any default changes.
+# 192 tiles and four stages x1.27 on a persistent 128 x 160, on long K. Timed at 4 on fresh seeds
+# 59-61 (H100, 47ecb4c) it moved no seed (x0.999-1.001; its picks x0.96-1.06, long K gaining,
+# short K losing), so no default changed.
 WIDE_STAGES_ENV = "MGPU_LAB_GEMM_WIDE_STAGES"
 WIDE_STAGES = _probe_number(WIDE_STAGES_ENV, 2, MAX_STAGES,
                             ("stages", "the deepest default ring of a tile of 128+ rows by 136+ columns"))
