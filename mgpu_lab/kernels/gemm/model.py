@@ -729,8 +729,8 @@ def _padding_us(p: Problem, c: Constants) -> float:
 
 
 def rastered(p: Problem, config: dict[str, Any]) -> dict[str, Any]:
-    """`config` numbered along rows (group_m=1) where OFFER_ROW_RASTER is on and it is a one-tile
-    -per-block grid without split-K whose tiles span 2+ columns, A (in the kernel's own terms:
+    """`config` numbered along rows (group_m=1) where OFFER_ROW_RASTER is on and it is a grid of
+    one tile per block without split-K whose tiles span 2+ columns, A (in the kernel's own terms:
     C.T's where swapped) is more than twice B's bytes and B is at most ROW_RASTER_B_BYTES; else
     `config` itself. Persistent, stream-K and split-K grids keep their order: on seeds 68 / 69
     (H100) their picks so numbered ran x0.94-x1.00."""
