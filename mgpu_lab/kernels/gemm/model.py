@@ -255,7 +255,11 @@ class Constants:
     the other constants kept): 0.8 keeps the log-time rms (0.1200 against 0.1199 without the term)
     and ranks better (69 of 85 groups' picks within 3% of the best, against 67; 1.019x the best in
     geomean, against 1.024x); 0.7 ranks 71 at rms 0.125. A full refit with it (0.68) ranked worse
-    (68, 1.025x, worst pick 1.49x), so the other constants stay.
+    (68, 1.025x, worst pick 1.49x), so the other constants stay. Scanned again on every record
+    (2026-12-06): 0.65 ranks 92 of 116 H200 groups within 3% (84 at 0.8; 1.025x the best against
+    1.033x) and 18 of 68 H100 ones (14), at rms 0.138 (0.123); timed against 0.8 on fresh seeds
+    79-82 (H100, A B B A, `benchmarks/gemm_constants/smem_eff065.json`) it ran x0.995 / x1.003 /
+    x1.006 / x0.999, so 0.8 stays.
 
     Tried and left out: a DRAM latency bound (bytes in flight over a fitted latency), for narrow
     tiles over few rows that run 1.1-1.5x the estimate; held out it scored 0.130 against 0.134 on
@@ -348,7 +352,10 @@ CONSTANTS = constants_from_file(os.environ[CONSTANTS_ENV]) if os.environ.get(CON
 # --device GPU --fit --write`), or None for the built-in constants (an H200's). The H100 keeps the
 # built-in ones: an H100 fit (benchmarks/gemm_constants/h100_fit2_0a55cfa.json) predicted the
 # H100's times better (log rms 0.082 against 0.183 held out) but its picks ran x0.981 / x0.999 /
-# x0.998 / x0.981 on seeds 40 / 41 / 38 / 39 against the built-in constants' (H100, c3000be).
+# x0.998 / x0.981 on seeds 40 / 41 / 38 / 39 against the built-in constants' (H100, c3000be). A
+# second fit (h100_fit3_0ae916d.json, 2026-12-06: 8343 H100 samples, DRAM 3.18 TB/s against the
+# measured copy's 2.97) ranked held-out groups better (16 of 39 within 3% against 8; 1.09x the best
+# against 1.20x) yet ran x1.001 / x1.010 / x0.991 / x0.998 on fresh seeds 75-78 (372a05a).
 DEVICE_CONSTANTS: dict[str, str | None] = {"H200": None, "H100": None}
 
 
