@@ -30,6 +30,7 @@ from mgpu_lab.compiler.compiled_kernel import dtype_itemsize
 from mgpu_lab.dsl import arith, c, ir, memref, vector
 
 from .h200_limits import H200_CLUSTERS
+from .tile_order import tile_position
 
 WARPGROUP = 128
 WGMMA_ROWS = 64  # rows of one wgmma instruction (one warpgroup)
@@ -507,13 +508,9 @@ def tile_origin(t: GemmTiling, tile: ir.Value | None = None, rank: ir.Value | No
         row0, col0 = tile_origin(group, tile)
         row, col = cluster_position(t, rank)
         return row0 + row * t.tile_m if t.cluster_m > 1 else row0, col0 + col * t.tile_n if t.cluster_n > 1 else col0
-    group_m = max(1, min(t.group_m, t.tiles_m))
     pid = dsl.block_idx("x") if tile is None else tile
-    per_group = group_m * t.tiles_n
-    first_m = pid // per_group * group_m
-    size = dsl.min(t.tiles_m - first_m, group_m) if t.tiles_m % group_m else group_m  # the last group is shorter
-    in_group = pid % per_group
-    return (first_m + in_group % size) * t.tile_m, in_group // size * t.tile_n
+    row, col = tile_position(pid, t.tiles_m, t.tiles_n, t.group_m, dsl.min)
+    return row * t.tile_m, col * t.tile_n
 
 
 def cluster_position(t: GemmTiling, rank: Any) -> tuple[Any, Any]:

@@ -35,7 +35,6 @@ owner resets the flags it waited for, so they are zero again after every launch)
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -45,75 +44,10 @@ from mgpu_lab.runtime.kernel import Kernel
 from mgpu_lab.runtime.program import Launch, Program, Ref, Scratch, inputs
 
 from .pieces import WARPGROUP, GemmTiling, load_tile, multiply, release_slot
+from .stream_k_plan import MAX_CONTRIBUTORS, StreamKPlan
 
 SIGNAL_BARRIER = 6  # + consumer index: the consumer's partial is parked (it arrives, the signaller syncs)
 SIGNALLER_WARP = 1  # of the producer warpgroup (warp 0 issues the TMA loads)
-MAX_CONTRIBUTORS = 8  # partials one owner may sum: beyond, one whole round fewer (longer pieces)
-
-
-@dataclass(frozen=True)
-class StreamKPlan:
-    """The static schedule: `units` persistent units over `items` work items of `k_steps` each."""
-
-    units: int
-    items: int
-    k_steps: int
-
-    @classmethod
-    def of(cls, t: GemmTiling) -> StreamKPlan:
-        return cls(t.grid // t.cluster_size, t.work_items, t.k_steps)
-
-    @functools.cached_property
-    def dp_rounds(self) -> int:
-        """Whole-tile rounds before the split ones (every unit takes one tile per round)."""
-        whole = self.items // self.units
-        if whole and _contributors(self.units, self.items - whole * self.units, self.k_steps) > MAX_CONTRIBUTORS:
-            return whole - 1
-        return whole
-
-    @property
-    def dp_items(self) -> int:
-        return self.dp_rounds * self.units
-
-    @property
-    def sk_steps(self) -> int:
-        """k-steps of the split tiles, shared out evenly over the units."""
-        return (self.items - self.dp_items) * self.k_steps
-
-    def start(self, unit: Any) -> Any:
-        """First split k-step of `unit` (an int, or an index value in a kernel)."""
-        return unit * self.sk_steps // self.units
-
-    def segments(self, unit: int) -> list[tuple[int, int, int]]:
-        """(split item, first k-step in it, k-steps) of unit's segments in the order it runs them
-        (host side, for checks and tests)."""
-        s0, s1 = self.start(unit), self.start(unit + 1)
-        out = []
-        for item in reversed(range(s0 // self.k_steps, -(-s1 // self.k_steps))):
-            lo, hi = max(s0, item * self.k_steps), min(s1, (item + 1) * self.k_steps)
-            out.append((item, lo - item * self.k_steps, hi - lo))
-        return out
-
-    @property
-    def max_contributors(self) -> int:
-        """The most partials an owner sums: units whose split range ends strictly inside one item."""
-        return _contributors(self.units, self.items - self.dp_items, self.k_steps)
-
-    @property
-    def max_steps(self) -> int:
-        """The most k-steps one unit multiplies (whole tiles and its split range)."""
-        return self.dp_rounds * self.k_steps + -(-self.sk_steps // self.units)
-
-
-def _contributors(units: int, items: int, k_steps: int) -> int:
-    """The most of `units` range ends (u * S // units, S = items * k_steps) strictly inside one item."""
-    total = items * k_steps
-    counts = [0] * max(items, 1)
-    for u in range(1, units):
-        end = u * total // units
-        if end % k_steps:
-            counts[end // k_steps] += 1
-    return max(counts)
 
 
 def check_stream_k(t: GemmTiling) -> None:
@@ -362,5 +296,5 @@ def stream_k_gemm(kernel: Any, tiling: GemmTiling) -> Any:
     return Kernel(program, isolate=kernel.isolate)
 
 
-__all__ = ["SIGNAL_BARRIER", "stream_k_gemm", "StreamKPlan", "check_stream_k", "consume", "produce",
+__all__ = ["MAX_CONTRIBUTORS", "SIGNAL_BARRIER", "stream_k_gemm", "StreamKPlan", "check_stream_k", "consume", "produce",
            "signal_partials", "stream_k_inputs"]
