@@ -342,14 +342,19 @@ def nelder_mead(f, x0: np.ndarray, iters: int, step: float = 0.15) -> np.ndarray
 BOUNDS = {"eff_two": (0.5, 1.0), "eff_one": (0.3, 1.0), "eff_pingpong": (0.5, 1.0), "multicast": (0.95, 1.1),
           "cluster_fill": (0.3, 1.0), "misaligned": (1.0, 4.0), "l2_bw": (4e6, 40e6), "l2_bw_misaligned": (2e6, 40e6),
           "dram_bw": (2.4e6, 4.2e6), "sm_bw": (20e3, 200e3), "smem_eff": (0.3, 1.0)}  # physical limits the fit must keep
+MEASURED = ("copy_bw",)  # constants a device measures (the copy rate): the fit keeps the start's
 
 
 def fit(samples: list[Sample], options: list[Sample], c0: model.Constants, iters: int,
         rank_weight: float = 4.0) -> model.Constants:
     """Least squares on log time, plus (weight `rank_weight`) the log times of each options group
-    relative to the group's mean (what ranking alternatives needs), within BOUNDS."""
+    relative to the group's mean (what ranking alternatives needs), within BOUNDS; MEASURED
+    constants stay c0's."""
     names = [f.name for f in dataclasses.fields(model.Constants)]
     x0 = np.log(np.array(c0.as_vector()))
+    def constants(x: np.ndarray) -> model.Constants:
+        fitted = model.Constants.from_vector([float(v) for v in np.exp(x)])
+        return dataclasses.replace(fitted, **{name: getattr(c0, name) for name in MEASURED})
     groups: dict[str, list[int]] = {}
     for i, s in enumerate(options):
         groups.setdefault(s.group, []).append(i)
@@ -361,14 +366,14 @@ def fit(samples: list[Sample], options: list[Sample], c0: model.Constants, iters
         for name, (lo, hi) in BOUNDS.items():
             v = values[names.index(name)]
             penalty += 10.0 * (max(0.0, math.log(lo / v)) + max(0.0, math.log(v / hi))) ** 2
-        c = model.Constants.from_vector(list(values))
+        c = constants(x)
         r = residuals(samples, c)
         ro = residuals(options, c)
         relative = [ro[g] - ro[g].mean() for g in members]
         rel = float(np.mean(np.concatenate(relative) ** 2)) if relative else 0.0
         return float(np.mean(r * r)) + rank_weight * rel + penalty
 
-    return model.Constants.from_vector([float(v) for v in np.exp(nelder_mead(loss, x0, iters))])
+    return constants(nelder_mead(loss, x0, iters))
 
 
 def score(samples: list[Sample], options: list[Sample], c: model.Constants) -> tuple[dict, dict]:

@@ -629,7 +629,7 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
                                     "swap_persistent, swap_stream_k, clusters_of_four, swap_epilogue, "
                                     "clusters_of_eight, swap_clusters, swap_clusters_wide, n16_tiles, narrow_stream_k, "
-                                    "row_raster (comma-separated, "
+                                    "row_raster, stream_k_reads (comma-separated, "
                                     "-name to "
                                     "switch one off), "
                                     "got "
@@ -1062,6 +1062,42 @@ def test_narrow_stream_k_is_off_and_its_switch_offers_128x128_stream_k(monkeypat
     assert on - off == {(128, 128, 1)}
 
 
+def test_stream_k_reads_is_off_and_moves_no_estimate(no_switches):
+    """The switch stream_k_reads is not on by default, and off it changes no estimate."""
+    assert "stream_k_reads" not in model.DEFAULT_OFFERS and not model.OFFER_STREAM_K_READS
+    p = model.Problem(572, 3584, 28672, sms=132)
+    config = {"tile_m": 128, "tile_n": 256, "persistent": "stream_k", "group_m": 8}
+    slow_copy = dataclasses.replace(model.Constants(), copy_bw=2.97e6)
+    assert model.estimate_us(p, config, slow_copy) == model.estimate_us(p, config)
+
+
+def test_stream_k_reads_floors_stream_k_at_its_replayed_dram_time(monkeypatch, no_switches):
+    """On: a stream-K estimate is at least the time the device's copy rate takes to read what the
+    replayed schedule reads (572x3584x28672 in 128 x 256: 3.1 times A and B); at an H100's 2.97
+    TB/s that moves the pick off such stream-K, at the H200's 4.18 it does not bind."""
+    from mgpu_lab.kernels.gemm.l2_replay import operand_reads
+
+    monkeypatch.setattr(model, "OFFER_STREAM_K_READS", True)
+    p = model.Problem(572, 3584, 28672, sms=132)
+    config = {"tile_m": 128, "tile_n": 256, "persistent": "stream_k", "group_m": 8}
+    h100 = dataclasses.replace(model.Constants(), copy_bw=2.97e6)
+    reads = operand_reads(5, 14, 448, 128, 256, 8, 132, True, model.L2_BYTES)
+    assert reads > 2.5
+    floor = (reads * (572 + 3584) * 28672 * 2 + 572 * 3584 * 2) / h100.copy_bw
+    assert model.estimate_us(p, config, h100) == pytest.approx(h100.launch_us + floor)
+    assert model.estimate_us(p, config) == pytest.approx(model.estimate_us(p, config, model.Constants()))
+    picked = model.ranked(p, h100)[0][1]
+    assert not (picked.get("persistent") == "stream_k" and picked["tile_n"] == 256)
+    monkeypatch.setattr(model, "OFFER_STREAM_K_READS", False)
+    assert model.ranked(p, h100)[0][1] == config
+    # a one-tile grid runs in step: no floor
+    one_tile = {"tile_m": 64, "tile_n": 256, "persistent": False}
+    monkeypatch.setattr(model, "OFFER_STREAM_K_READS", True)
+    on = model.estimate_us(p, one_tile, h100)
+    monkeypatch.setattr(model, "OFFER_STREAM_K_READS", False)
+    assert on == model.estimate_us(p, one_tile, h100)
+
+
 def test_row_raster_numbers_tiles_along_rows_where_a_is_the_large_operand(monkeypatch):
     """The switch row_raster (on by default): a one-tile-per-block grid without split-K whose
     tiles span 2+ columns, where A, in the kernel's own terms, is more than twice B and B stays in
@@ -1168,3 +1204,20 @@ def test_cross_validation_fits_without_each_fold_and_scores_its_groups(monkeypat
     assert figures["gemm_model_cv_h100_pick_over_best_fitted_vs_start"] == pytest.approx(
         pooled / math.sqrt(rows[0]["pick_over_best_start"] * rows[1]["pick_over_best_start"]))
     assert "gemm_model_cv_h100_aaa_rms_fitted" in figures
+
+
+def test_a_fit_keeps_the_measured_copy_rate():
+    """fit_gemm_model's fit moves the fitted constants but not the ones a device measures
+    (MEASURED: the copy rate stream_k_reads floors stream-K with)."""
+    import dataclasses
+
+    import fit_gemm_model as fgm
+
+    p = model.Problem(4096, 4096, 4096, transpose_b=True)
+    configs = [{"tile_m": 128, "tile_n": 256, "persistent": True}, {"tile_m": 128, "tile_n": 128},
+               {"tile_m": 64, "tile_n": 128}]
+    samples = [fgm.Sample(p, c, t, "gemm_options_T1_aaa.json:bf16_4096") for c, t in zip(configs, (400.0, 520.0, 800.0))]
+    c0 = dataclasses.replace(model.Constants(), copy_bw=2.97e6)
+    fitted = fgm.fit(samples, samples, c0, iters=60)
+    assert "copy_bw" in fgm.MEASURED and fitted.copy_bw == c0.copy_bw
+    assert fitted != c0  # the rest moved toward times ~2x the estimates

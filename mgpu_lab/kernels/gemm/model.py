@@ -45,6 +45,7 @@ from typing import Any
 
 from .cluster_shares import pairs_split_b
 from .h200_limits import H200_CLUSTERS, H200_SMS
+from .l2_replay import operand_reads
 
 PEAK_TFLOPS = {"bfloat16": 790.0, "float16": 790.0, "float8_e4m3fn": 1580.0}  # H200 dense tensor-core peaks
 ITEMSIZE = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
@@ -65,7 +66,8 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 # benchmarks/bench_gemm.py --random): "wide_b_pairs" adds a switch, "-a_pairs" takes one away.
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
-          "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster")
+          "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
+          "stream_k_reads")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "row_raster")
 
 
@@ -184,6 +186,25 @@ OFFER_NARROW_STREAM_K = "narrow_stream_k" in _OFFERED
 # stream-K and split-K grids so numbered ran x0.94-x1.00, so they keep theirs (`rastered`).
 OFFER_ROW_RASTER = "row_raster" in _OFFERED
 ROW_RASTER_B_BYTES = L2_BYTES // 4  # B at most this large: it stays in L2 while A streams past
+# Stream-K's reads of A and B from DRAM as the kernel's schedule makes them (`l2_replay`), not once:
+# over fewer tiles than units every tile is cut into pieces that start at different k-steps, and
+# over a long K the panels the pieces of one column share leave L2 between them (572x3584x28672 in
+# 128 x 256: 3.1 reads). The replayed DRAM time bounds the estimate from below. On the H100's
+# records the stream-K picks ran slower than the estimate as that time grew (measured / estimated
+# 1.10 / 1.21 / 1.35 where it reached 0.5-0.8 / 0.8-1.0 / 1.0-1.3 of the estimate, 0.93 below; the
+# H200's 1.04 at 0.5-0.8). Ranking every timed group with it (2026-12-06): H200 84 of 116 picks
+# within 3% of the best, as without (it never binds at the H200's 4.2 TB/s); H100 16 of 68 against
+# 14 (1.141x the best against 1.157x) with the H100's copy rate (gemm_constants/h100_copy_rate.json:
+# Constants.copy_bw 2.97 TB/s), none moved with the H200's. Counted in the overlap term instead it ranked the
+# H100 19 and the H200 83 (547x4096x28672's stream-K, fastest on both, lost to a pick 1.41-1.51x
+# slower). Off until timed on fresh seeds. A replay takes 5-25 ms, once per stream-K candidate over
+# operands larger than L2_REPLAY_BYTES in at most REPLAY_ROUNDS rounds.
+OFFER_STREAM_K_READS = "stream_k_reads" in _OFFERED
+L2_REPLAY_BYTES = 0.6 * L2_BYTES  # A and B up to this large stay in L2 whatever the order (_dram_bytes)
+# Replayed only over up to this many rounds of items per unit: where the split pieces are a large
+# share of the work, and the replay's cost (items x k-steps) stays ~25 ms; past it whole rounds
+# run in step, as _dram_bytes counts them (8192^3 replayed in full: 1.2 s of ranking).
+REPLAY_ROUNDS = 2
 
 
 def _swap_clusters_rows() -> int:
@@ -306,6 +327,10 @@ class Constants:
     l2_bw: float = 18612000.0  # L2 -> SM bytes per us, all SMs together, of rows on the 128-byte line
     l2_bw_misaligned: float = 6485000.0  # the same of rows off the line
     smem_eff: float = 0.8  # share of shared memory's 128 B per clock the wgmma operand reads reach
+    # DRAM bytes per us of a device copy (the H200's 4.18 TB/s; bench_gemm.py records the device's
+    # as device_copy_bytes_per_s): the floor OFFER_STREAM_K_READS puts under a stream-K estimate.
+    # Measured, not fitted (dram_bw is the fit's, and absorbs more than the copy rate).
+    copy_bw: float = 4180000.0
 
     def as_vector(self) -> list[float]:
         return [getattr(self, f.name) for f in dataclasses.fields(self)]
@@ -651,6 +676,8 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
     store_bytes = tm * tn * (4 if split > 1 and reduce == "workspace" else osz)
     t_store = store_bytes / c.sm_bw
     t_swap = c.swap_us * tm * tn / 16384 if swap else 0.0  # swap-AB's transposed stores
+    units = clusters_resident(pair, p, c.cluster_fill) if pair > 2 else p.sms // pair  # of a persistent grid
+    items = _ceil(tiles_n, cluster_n) * _ceil(tiles_m, cluster_m)  # tiles, pairs or quads of them
     if not persistent:
         per_tile = c.tile_us + t_store + t_swap
         if split > 1 and reduce == "cluster":
@@ -658,25 +685,22 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
         capacity = _cluster_capacity(split, p, c.cluster_fill) if split > 1 and reduce == "cluster" else p.sms
         waves = _ceil(tiles * split, capacity)
         compute = waves * (steps * t_step + per_tile)
+    elif persistent == "stream_k":
+        whole = items // units
+        rest = items - whole * units
+        unit_steps = whole * steps + _ceil(rest * steps, units)
+        held = whole + (1 if rest else 0)
+        compute = unit_steps * t_step + _first_tile_us(held, c.persist_tile_us, c) + held * (t_store * 0.5 + t_swap)
+        compute += c.latency_us + (c.stream_k_us if rest else 0.0)
+    elif pingpong:
+        grid = min(_ceil(tiles, 2), p.sms)
+        per_block = _ceil(tiles, grid)
+        compute = per_block * steps * t_step + _first_tile_us(per_block, c.pingpong_tile_us, c) \
+            + c.latency_us + t_store
     else:
-        units = clusters_resident(pair, p, c.cluster_fill) if pair > 2 else p.sms // pair
-        items = _ceil(tiles_n, cluster_n) * _ceil(tiles_m, cluster_m)  # tiles, pairs or quads of them
-        if persistent == "stream_k":
-            whole = items // units
-            rest = items - whole * units
-            unit_steps = whole * steps + _ceil(rest * steps, units)
-            held = whole + (1 if rest else 0)
-            compute = unit_steps * t_step + _first_tile_us(held, c.persist_tile_us, c) + held * (t_store * 0.5 + t_swap)
-            compute += c.latency_us + (c.stream_k_us if rest else 0.0)
-        elif pingpong:
-            grid = min(_ceil(tiles, 2), p.sms)
-            per_block = _ceil(tiles, grid)
-            compute = per_block * steps * t_step + _first_tile_us(per_block, c.pingpong_tile_us, c) \
-                + c.latency_us + t_store
-        else:
-            per_block = _ceil(items, units)
-            compute = per_block * (steps * t_step + t_store * 0.5 + t_swap) \
-                + _first_tile_us(per_block, c.persist_tile_us, c) + c.latency_us
+        per_block = _ceil(items, units)
+        compute = per_block * (steps * t_step + t_store * 0.5 + t_swap) \
+            + _first_tile_us(per_block, c.persist_tile_us, c) + c.latency_us
 
     # All blocks together: every tile's k-steps load its A and B boxes (B, or A, once per multicast pair).
     t_l2 = tiles * k_tiles * tk * isz * (tm / cluster_n / (c.l2_bw_misaligned if rows_a else c.l2_bw)
@@ -684,10 +708,17 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
     compute = max(compute, t_l2)
 
     dram = _dram_bytes(m, n, p.k, tm, tn, isz, osz, group_m, p.sms, tiles_m, tiles_n)
+    if persistent == "stream_k" and OFFER_STREAM_K_READS and (m + n) * p.k * isz > L2_REPLAY_BYTES \
+            and items <= REPLAY_ROUNDS * units:
+        reads = operand_reads(_ceil(tiles_m, cluster_m), _ceil(tiles_n, cluster_n), k_tiles, tm * cluster_m,
+                              tn * cluster_n, group_m, units, True, L2_BYTES)
+        reread_us = (reads * (m + n) * p.k * isz + m * n * osz) / c.copy_bw
+    else:
+        reread_us = 0.0  # A and B read once: t_dram counts them
     if split > 1 and reduce == "workspace":
         dram += split * m * n * 4  # the partials written
     t_dram = dram / c.dram_bw
-    t = c.launch_us + max(compute, t_dram) + c.overlap * min(compute, t_dram)
+    t = max(c.launch_us + max(compute, t_dram) + c.overlap * min(compute, t_dram), c.launch_us + reread_us)
     if split > 1 and reduce == "workspace":  # the second kernel reads the partials, writes C
         t += c.workspace_us + (split * m * n * 4 + m * n * osz) / c.dram_bw
     return t + _padding_us(p, c)
