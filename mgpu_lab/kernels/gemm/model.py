@@ -193,7 +193,7 @@ ROW_RASTER_B_BYTES = L2_BYTES // 4  # B at most this large: it stays in L2 while
 # records the stream-K picks ran slower than the estimate as that time grew (measured / estimated
 # 1.10 / 1.21 / 1.35 where it reached 0.5-0.8 / 0.8-1.0 / 1.0-1.3 of the estimate, 0.93 below; the
 # H200's 1.04 at 0.5-0.8). Ranking every timed group with it (2026-12-06): H200 84 of 116 picks
-# within 3% of the best, as without (it never binds at the H200's 4.2 TB/s); H100 16 of 68 against
+# within 3% of the best, as without (it never binds at the H200's 4.18 TB/s); H100 16 of 68 against
 # 14 (1.141x the best against 1.157x) with the H100's copy rate (gemm_constants/h100_copy_rate.json:
 # Constants.copy_bw 2.97 TB/s), none moved with the H200's. Counted in the overlap term instead it ranked the
 # H100 19 and the H200 83 (547x4096x28672's stream-K, fastest on both, lost to a pick 1.41-1.51x
