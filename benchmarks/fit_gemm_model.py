@@ -352,6 +352,7 @@ def fit(samples: list[Sample], options: list[Sample], c0: model.Constants, iters
     constants stay c0's."""
     names = [f.name for f in dataclasses.fields(model.Constants)]
     x0 = np.log(np.array(c0.as_vector()))
+
     def constants(x: np.ndarray) -> model.Constants:
         fitted = model.Constants.from_vector([float(v) for v in np.exp(x)])
         return dataclasses.replace(fitted, **{name: getattr(c0, name) for name in MEASURED})

@@ -198,9 +198,9 @@ ROW_RASTER_B_BYTES = L2_BYTES // 4  # B at most this large: it stays in L2 while
 # Constants.copy_bw 2.97 TB/s), none moved with the H200's. Counted in the overlap term instead it ranked the
 # H100 19 and the H200 83 (547x4096x28672's stream-K, fastest on both, lost to a pick 1.41-1.51x
 # slower). Off until timed on fresh seeds. A replay takes 5-25 ms, once per stream-K candidate over
-# operands larger than L2_REPLAY_BYTES in at most REPLAY_ROUNDS rounds.
+# operands larger than L2_RESIDENT_BYTES in at most REPLAY_ROUNDS rounds.
 OFFER_STREAM_K_READS = "stream_k_reads" in _OFFERED
-L2_REPLAY_BYTES = 0.6 * L2_BYTES  # A and B up to this large stay in L2 whatever the order (_dram_bytes)
+L2_RESIDENT_BYTES = 0.6 * L2_BYTES  # A and B up to this large stay in L2 whatever the order: read once
 # Replayed only over up to this many rounds of items per unit: where the split pieces are a large
 # share of the work, and the replay's cost (items x k-steps) stays ~25 ms; past it whole rounds
 # run in step, as _dram_bytes counts them (8192^3 replayed in full: 1.2 s of ranking).
@@ -708,7 +708,7 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
     compute = max(compute, t_l2)
 
     dram = _dram_bytes(m, n, p.k, tm, tn, isz, osz, group_m, p.sms, tiles_m, tiles_n)
-    if persistent == "stream_k" and OFFER_STREAM_K_READS and (m + n) * p.k * isz > L2_REPLAY_BYTES \
+    if persistent == "stream_k" and OFFER_STREAM_K_READS and (m + n) * p.k * isz > L2_RESIDENT_BYTES \
             and items <= REPLAY_ROUNDS * units:
         reads = operand_reads(_ceil(tiles_m, cluster_m), _ceil(tiles_n, cluster_n), k_tiles, tm * cluster_m,
                               tn * cluster_n, group_m, units, True, L2_BYTES)
@@ -748,7 +748,7 @@ def _dram_bytes(m: int, n: int, k: int, tm: int, tn: int, isz: int, osz: int, gr
     once = (m * k + n * k) * isz
     out = m * n * osz
     tiles = tiles_m * tiles_n
-    if once <= 0.6 * L2_BYTES or tiles <= sms:
+    if once <= L2_RESIDENT_BYTES or tiles <= sms:
         return once + out
     rows = min(group_m, tiles_m)
     cols = min(tiles_n, _ceil(sms, rows))
