@@ -26,6 +26,13 @@ each problem also records `..._transpose_b`, B's layout.
 the command line instead (a model's layers, e.g. the HF benchmark's prefill shapes; B (n, k)
 unless `:nn`).
 
+`--versus FILE` (with `--random N --seed 86-93` or `--shapes`) is an A / B of a calibration under
+trial against the library's: per shape it times only the library's pick ("default") and the pick
+of the model with FILE's constants (and `--offer`'s switches), and only on the shapes where the two
+differ, so a change that moves a few picks in hundreds is timed on those few. Keys add
+`..._versus_pick` (the trial's configuration) and `gemm_options_versus_moved` / `_drawn` /
+`_geomean_vs_default` (trial over library, above 1 where the trial is faster).
+
 Writes `gemm_options_<time>_<commit>.json` (under $OUT when set) and prints a table last.
 """
 
@@ -271,15 +278,78 @@ def model_pick(p: Problem) -> dict:
     return {key: value for key, value in config.items() if key not in ("source", "model_us")}
 
 
-def random_cases(count: int, seed: int, top: int, offer: tuple[str, ...] = ()):
-    """(dtype, Problem, candidates) of `count` bf16 shapes drawn from `seed`, one per (m, n, k)."""
+def random_cases(count: int, seeds: list[int], top: int, offer: tuple[str, ...] = ()):
+    """(dtype, Problem, candidates) of `count` bf16 shapes drawn from each of `seeds`, one per (m, n, k)."""
+    for p in drawn_problems(count, seeds):
+        yield "bf16", p, model_alternatives(p, top, offer)
+
+
+def drawn_problems(count: int, seeds: list[int]) -> list[Problem]:
+    """`count` shapes drawn from each seed, one per (m, n, k): the record's keys name the shape,
+    not B's layout."""
     from gemm_random import random_problems
 
-    keys = set()
-    for p in random_problems(count, seed):
-        if p.key not in keys:  # the record's keys name the shape, not B's layout
-            keys.add(p.key)
-            yield "bf16", p, model_alternatives(p, top, offer)
+    keys: set[str] = set()
+    problems = []
+    for seed in seeds:
+        for p in random_problems(count, seed):
+            if p.key not in keys:
+                keys.add(p.key)
+                problems.append(p)
+    return problems
+
+
+def parse_seeds(text: str) -> list[int]:
+    """--seed: one seed, a list ("86,88") or a range ("86-93")."""
+    seeds: list[int] = []
+    for part in filter(None, (piece.strip() for piece in text.split(","))):
+        low, dash, high = part.partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()):
+            raise SystemExit(f"--seed: expected a seed, a list 86,88 or a range 86-93, got {text!r}")
+        seeds += list(range(int(low), int(high) + 1)) if dash else [int(low)]
+    if not seeds:
+        raise SystemExit(f"--seed: expected a seed, a list 86,88 or a range 86-93, got {text!r}")
+    return seeds
+
+
+def versus_pick(p: Problem, constants, offer: tuple[str, ...] = ()) -> dict:
+    """The configuration make_gemm's default would take for `p` (table off) with `constants` and
+    `offer`'s switches on: the trial arm of --versus."""
+    from mgpu_lab.kernels.gemm.configs import model_ranking
+
+    model_ranking.cache_clear()  # the switches are not in the ranking cache's key
+    try:
+        with offering(offer):
+            config = model_ranking(p.m, p.n, p.k, transpose_b=p.transpose_b, constants=constants)[0]
+    finally:
+        model_ranking.cache_clear()
+    return {key: value for key, value in config.items() if key not in ("source", "model_us")}
+
+
+def versus_cases(problems: list[Problem], constants, offer: tuple[str, ...] = ()):
+    """(dtype, Problem, [the trial's pick]) of the problems whose pick the trial moves."""
+    for p in problems:
+        trial = versus_pick(p, constants, offer)
+        if name_of(trial) != name_of(model_pick(p)):
+            yield "bf16", p, [trial]
+
+
+def versus_summary(figures: dict, cases: list, drawn: int) -> None:
+    """The trial's figures over the moved shapes it timed: how many, and its geomean over the library's pick."""
+    ratios = []
+    for _, p, (trial,) in cases:
+        tag = f"gemm_options_bf16_{p.key}"
+        figures[f"{tag}_versus_pick"] = name_of(trial)
+        ratio = figures.get(f"{tag}_{name_of(trial)}_vs_default")
+        if ratio is not None and ratio == ratio:
+            ratios.append(ratio)
+    figures["gemm_options_versus_drawn"] = drawn
+    figures["gemm_options_versus_moved"] = len(cases)
+    figures["gemm_options_versus_timed"] = len(ratios)
+    if ratios:
+        figures["gemm_options_versus_geomean_vs_default"] = statistics.geometric_mean(ratios)
+    print(f"--versus: {len(cases)} of {drawn} picks moved, {len(ratios)} timed; trial over library, geomean "
+          f"{figures.get('gemm_options_versus_geomean_vs_default', float('nan')):.3f}", flush=True)
 
 
 def given_cases(shapes: str, top: int, offer: tuple[str, ...] = ()):
@@ -292,8 +362,6 @@ def given_cases(shapes: str, top: int, offer: tuple[str, ...] = ()):
 
 def main() -> None:
     import os
-
-    import torch
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4, help="rounds per problem (default 4)")
@@ -310,7 +378,10 @@ def main() -> None:
                                                      f"({', '.join(OFFERS)}) on for the alternatives (and the switched "
                                                      f"model's pick); the default, the library's pick with its own switches "
                                                      f"(model.DEFAULT_OFFERS), is timed beside them")
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", default="7", help="with --random: a seed, a list 86,88 or a range 86-93")
+    parser.add_argument("--versus", metavar="FILE", help="with --random or --shapes: time the library's pick against "
+                                                          "the pick with FILE's constants (and --offer's switches) "
+                                                          "where the two differ, and nothing else")
     parser.add_argument("--top", type=int, default=4, help="with --random: the model's K best, then one per family")
     parser.add_argument("--budget-s", type=float, default=None,
                         help="start no new problem after this many seconds (the record keeps those done)")
@@ -323,16 +394,29 @@ def main() -> None:
     unknown = [name for name in offer if name not in OFFERS]
     if unknown:
         raise SystemExit(f"--offer: expected names among {', '.join(OFFERS)}, got {', '.join(unknown)}")
-    if args.shapes is not None:
+    seeds = parse_seeds(args.seed)
+    if args.versus is not None and not modelled:
+        raise SystemExit("--versus: needs --random or --shapes (the shapes whose picks it compares)")
+    if args.versus is not None:
+        from mgpu_lab.kernels.gemm.model import constants_from_file
+
+        if not os.path.exists(args.versus):
+            raise SystemExit(f"--versus: expected a calibration file (JSON of model constants), got {args.versus!r}")
+        problems = ([Problem(m, n, k, t, "given") for m, n, k, t in parse_shapes(args.shapes)] if args.shapes
+                    else drawn_problems(args.random, seeds))
+        cases = list(versus_cases(problems, constants_from_file(args.versus), offer))
+    elif args.shapes is not None:
         cases = list(given_cases(args.shapes, args.top, offer))
     elif args.random is not None:
-        cases = list(random_cases(args.random, args.seed, args.top, offer))
+        cases = list(random_cases(args.random, seeds, args.top, offer))
     else:
         cases = list(selected_cases(args.only, args.configs))
     if args.extra and modelled:
         extra = parse_configs(args.extra)
         cases = [(dtype, problem, candidates + [c for c in extra if name_of(c) not in {name_of(d) for d in candidates}])
                  for dtype, problem, candidates in cases]
+    import torch  # after the arguments are checked: a bad command line fails without a GPU stack
+
     figures: dict = {}
     rows = [("problem", "config", "TF/s", "vs peer", "vs default")]
     with GpuSampler() as gpu:
@@ -345,10 +429,13 @@ def main() -> None:
             rows += measure(dtype, problem, candidates, args.rounds, figures, default)
             print(table(rows[-len(candidates) - 1:]), flush=True)
             torch.cuda.empty_cache()
+    if args.versus is not None:
+        timed = [case for case in cases if f"gemm_options_bf16_{case[1].key}_transpose_b" in figures]
+        versus_summary(figures, timed, len(problems))
     notes = {"rounds": args.rounds, "only": args.only, "extra": args.extra, "offer": list(offer),
              "configs": args.configs,
-             "random": args.random,
-             "seed": args.seed if args.random is not None else None, "shapes": args.shapes, "top": args.top,
+             "random": args.random, "versus": args.versus,
+             "seed": (seeds[0] if len(seeds) == 1 else seeds) if args.random is not None else None, "shapes": args.shapes, "top": args.top,
              "wall_s": round(time.perf_counter() - start, 1)}
     print(f"record: {write_record('gemm_options', figures, notes, sampler=gpu)}")
     print(table(rows))

@@ -502,7 +502,7 @@ def test_options_on_drawn_shapes_time_every_family_and_read_back_as_samples(tmp_
 
     from mgpu_lab.kernels.gemm import model
 
-    cases = list(random_cases(6, 11, top=3))
+    cases = list(random_cases(6, [11], top=3))
     assert len(cases) == 6
     figures = {}
     for _, p, candidates in cases:
@@ -629,7 +629,7 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
                                     "swap_persistent, swap_stream_k, clusters_of_four, swap_epilogue, "
                                     "clusters_of_eight, swap_clusters, swap_clusters_wide, n16_tiles, narrow_stream_k, "
-                                    "row_raster, stream_k_reads (comma-separated, "
+                                    "row_raster, stream_k_reads, l2_reuse_bound (comma-separated, "
                                     "-name to "
                                     "switch one off), "
                                     "got "
@@ -1221,3 +1221,76 @@ def test_a_fit_keeps_the_measured_copy_rate():
     fitted = fgm.fit(samples, samples, c0, iters=60)
     assert "copy_bw" in fgm.MEASURED and fitted.copy_bw == c0.copy_bw
     assert fitted != c0  # the rest moved toward times ~2x the estimates
+
+
+def test_versus_times_only_the_picks_a_trial_calibration_moves(tmp_path, no_switches):
+    # bench_gemm_options --versus FILE: an A / B of a calibration under trial times the library's
+    # pick and the trial's pick only where they differ; every other drawn shape is left out.
+    import json
+
+    from bench_gemm_options import drawn_problems, model_pick, name_of, versus_cases, versus_pick
+
+    trial = tmp_path / "trial.json"
+    trial.write_text(json.dumps({"l2_bw": 9.0e6, "copy_bw": 2.97e6}))
+    constants = model.constants_from_file(str(trial))
+    problems = drawn_problems(32, [86, 87])
+    assert len({p.key for p in problems}) == len(problems) > 32  # two seeds, one problem per shape
+    cases = list(versus_cases(problems, constants, ("stream_k_reads",)))
+    assert not model.OFFER_STREAM_K_READS  # the switch is restored
+    moved = {p.key for _, p, _ in cases}
+    assert 0 < len(moved) < len(problems)
+    for _, p, (config,) in cases:
+        assert name_of(config) != name_of(model_pick(p))
+        assert "source" not in config and "model_us" not in config  # make_gemm's keywords only
+    for p in problems:
+        if p.key not in moved:
+            assert name_of(versus_pick(p, constants, ("stream_k_reads",))) == name_of(model_pick(p))
+    # The library's own constants move nothing.
+    assert list(versus_cases(problems, model.Constants())) == []
+
+
+def test_versus_summary_and_seed_lists(tmp_path):
+    from bench_gemm_options import Problem, parse_seeds, versus_summary
+
+    assert parse_seeds("86") == [86] and parse_seeds("86-88") == [86, 87, 88] and parse_seeds("86,90") == [86, 90]
+    for bad in ("x", "86-", "", "-3"):
+        with pytest.raises(SystemExit, match="--seed: expected a seed, a list 86,88 or a range 86-93"):
+            parse_seeds(bad)
+    a, b = Problem(100, 4096, 4096, True, "t"), Problem(200, 4096, 4096, True, "t")
+    trial = {"tile_m": 128, "tile_n": 128, "persistent": True}
+    figures = {"gemm_options_bf16_100x4096x4096_128x128_persistent_vs_default": 1.21,
+               "gemm_options_bf16_200x4096x4096_128x128_persistent_vs_default": 0.81}
+    versus_summary(figures, [("bf16", a, [trial]), ("bf16", b, [trial])], drawn=64)
+    assert figures["gemm_options_versus_moved"] == 2 and figures["gemm_options_versus_drawn"] == 64
+    assert figures["gemm_options_versus_geomean_vs_default"] == pytest.approx(math.sqrt(1.21 * 0.81))
+    assert figures["gemm_options_bf16_100x4096x4096_versus_pick"] == "128x128_persistent"
+
+
+def test_versus_refuses_what_it_cannot_compare(tmp_path):
+    import os
+    import subprocess
+
+    bench = str(Path(__file__).parent.parent / "benchmarks" / "bench_gemm_options.py")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, bench, "--versus", str(tmp_path / "trial.json")], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "--versus: needs --random or --shapes" in out.stderr
+    out = subprocess.run([sys.executable, bench, "--random", "4", "--versus", str(tmp_path / "missing.json")],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "--versus: expected a calibration file (JSON of model constants), got" in out.stderr
+
+
+def test_the_l2_bound_counts_only_where_blocks_reread_from_l2(monkeypatch, no_switches):
+    """l2_reuse_bound: a decode's weights are read once (L2 bytes ~ DRAM bytes), so a lower L2 rate
+    leaves its estimate alone; 64 x 256 tiles over a long K re-read B from L2 every row of tiles,
+    so the L2 rate still bounds them. Off, the L2 rate raises both."""
+    slow_l2 = dataclasses.replace(model.Constants(), l2_bw=9.0e6)
+    fast_l2 = dataclasses.replace(model.Constants(), l2_bw=1.0e9, l2_bw_misaligned=1.0e9)
+    decode = (model.Problem(1, 8192, 28672), {"tile_m": 128, "tile_n": 8, "split_k": 2, "swap_ab": True})
+    reuse = (model.Problem(572, 3584, 28672), {"tile_m": 64, "tile_n": 256})
+    off = {name: model.estimate_us(*case, slow_l2) / model.estimate_us(*case, fast_l2)
+           for name, case in (("decode", decode), ("reuse", reuse))}
+    assert off["decode"] > 1.01 and off["reuse"] > 1.2
+    monkeypatch.setattr(model, "OFFER_L2_REUSE_BOUND", True)
+    assert model.estimate_us(*decode, slow_l2) == pytest.approx(model.estimate_us(*decode, fast_l2))
+    assert model.estimate_us(*reuse, slow_l2) / model.estimate_us(*reuse, fast_l2) == pytest.approx(off["reuse"])

@@ -192,16 +192,16 @@ def _valid(m: int, n: int, k: int, config: dict[str, Any], *, transpose_b: bool,
 
 def _valid_ranked(m: int, n: int, k: int, *, transpose_b: bool, dtype: str, out_dtype: str, epilogue: bool | str,
                   sms: int | None = None, keep: Callable[[dict[str, Any]], bool] = lambda config: True,
-                  device: str | None = None) -> Iterator[dict[str, Any]]:
+                  device: str | None = None, constants: model.Constants | None = None) -> Iterator[dict[str, Any]]:
     """The model's configurations that `keep` takes and resolve_tiling's checks pass, fastest
-    first, each with source 'model' and the model's estimate (`model_us`), with the calibration
-    of `device` (default: the current GPU's name)."""
+    first, each with source 'model' and the model's estimate (`model_us`), with `constants`
+    (default: the calibration of `device`, itself by default the current GPU's name)."""
     if dtype not in model.ITEMSIZE:
         return
     problem = model.Problem(m, n, k, transpose_b=transpose_b, dtype=dtype, epilogue=epilogue,
                             sms=sms or device_sms(), out_dtype=out_dtype,
                             clusters=device_clusters() if sms is None else ())
-    for us, config in model.ranked(problem, model.constants_for(device or device_name())):
+    for us, config in model.ranked(problem, constants or model.constants_for(device or device_name())):
         if keep(config) and _valid(m, n, k, config, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                                    epilogue=epilogue):
             yield {**config, "source": "model", "model_us": round(us, 2)}
@@ -209,22 +209,25 @@ def _valid_ranked(m: int, n: int, k: int, *, transpose_b: bool, dtype: str, out_
 
 def model_ranking(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                   out_dtype: str = "bfloat16", epilogue: bool | str = False, sms: int | None = None,
-                  count: int = 1) -> tuple[dict[str, Any], ...]:
+                  count: int = 1, constants: model.Constants | None = None) -> tuple[dict[str, Any], ...]:
     """The model's `count` fastest configurations that pass resolve_tiling's checks, fastest
     first, each with source 'model' and the model's estimate (`model_us`); the heuristic's
     configuration (source 'heuristic') when none passes. Cached per device model (its
     calibration, SM count and cluster residency differ): a few ms the first time.
+    constants: rank with these instead of the device's calibration (a calibration under trial).
     `model_ranking.cache_clear()` empties the cache (after a calibration changes)."""
     return _ranking(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue, sms=sms,
-                    count=count, device=device_name())
+                    count=count, device=device_name(), constants=constants)
 
 
 @functools.lru_cache(maxsize=4096)
 def _ranking(m: int, n: int, k: int, *, transpose_b: bool, dtype: str, out_dtype: str, epilogue: bool | str,
-             sms: int | None, count: int, device: str) -> tuple[dict[str, Any], ...]:
-    """model_ranking on the current GPU, whose name is `device` (the cache's key)."""
+             sms: int | None, count: int, device: str,
+             constants: model.Constants | None = None) -> tuple[dict[str, Any], ...]:
+    """model_ranking on the current GPU, whose name is `device` (the cache's key, with `constants`)."""
     picked = tuple(itertools.islice(_valid_ranked(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
-                                                  epilogue=epilogue, sms=sms, device=device), count))
+                                                  epilogue=epilogue, sms=sms, device=device, constants=constants),
+                                    count))
     return picked or (heuristic_config(m, n, k, transpose_b=transpose_b, dtype=dtype),)
 
 

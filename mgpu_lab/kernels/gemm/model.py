@@ -67,7 +67,7 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
-          "stream_k_reads")
+          "stream_k_reads", "l2_reuse_bound")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "row_raster")
 
 
@@ -200,6 +200,13 @@ ROW_RASTER_B_BYTES = L2_BYTES // 4  # B at most this large: it stays in L2 while
 # slower). Off until timed on fresh seeds. A replay takes 5-25 ms, once per stream-K candidate over
 # operands larger than L2_RESIDENT_BYTES in at most REPLAY_ROUNDS rounds.
 OFFER_STREAM_K_READS = "stream_k_reads" in _OFFERED
+# The L2-to-SM bound (Constants.l2_bw) only where the blocks read more from L2 than from DRAM (1.25x):
+# where they read each byte once (a decode's weights) DRAM bounds the time, and counting the L2's
+# time as work beside it (the overlap term) moved decode picks when l2_bw was lowered to the H100's
+# 9 TB/s (seed 49: 128 x 8 to 256 x 8 swapped split-K, x0.89-0.96). Neutral on the records at the
+# built-in 18.6 TB/s (H200 115 of 165 groups' picks within 3% of the best, H100 16 of 76).
+OFFER_L2_REUSE_BOUND = "l2_reuse_bound" in _OFFERED
+L2_REUSE = 1.25  # L2 bytes over DRAM bytes above which the L2 bound counts (OFFER_L2_REUSE_BOUND)
 L2_RESIDENT_BYTES = 0.6 * L2_BYTES  # A and B up to this large stay in L2 whatever the order: read once
 # Replayed only over up to this many rounds of items per unit: where the split pieces are a large
 # share of the work, and the replay's cost (items x k-steps) stays ~25 ms; past it whole rounds
@@ -703,11 +710,13 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
             + _first_tile_us(per_block, c.persist_tile_us, c) + c.latency_us
 
     # All blocks together: every tile's k-steps load its A and B boxes (B, or A, once per multicast pair).
-    t_l2 = tiles * k_tiles * tk * isz * (tm / cluster_n / (c.l2_bw_misaligned if rows_a else c.l2_bw)
-                                         + tn / cluster_m / (c.l2_bw_misaligned if rows_b else c.l2_bw))
-    compute = max(compute, t_l2)
-
+    box_bytes = tiles * k_tiles * tk * isz  # per row of a box, over every tile's k-steps
+    t_l2 = box_bytes * (tm / cluster_n / (c.l2_bw_misaligned if rows_a else c.l2_bw)
+                        + tn / cluster_m / (c.l2_bw_misaligned if rows_b else c.l2_bw))
     dram = _dram_bytes(m, n, p.k, tm, tn, isz, osz, group_m, p.sms, tiles_m, tiles_n)
+    if not OFFER_L2_REUSE_BOUND or box_bytes * (tm / cluster_n + tn / cluster_m) > L2_REUSE * dram:
+        compute = max(compute, t_l2)
+
     if persistent == "stream_k" and OFFER_STREAM_K_READS and (m + n) * p.k * isz > L2_RESIDENT_BYTES \
             and items <= REPLAY_ROUNDS * units:
         reads = operand_reads(_ceil(tiles_m, cluster_m), _ceil(tiles_n, cluster_n), k_tiles, tm * cluster_m,
