@@ -623,7 +623,7 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,-clusters_of_four"  # one on, one of the defaults off
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "False", "False", "a_pairs,-clusters_of_four",
-                                  "a_pairs,swap_epilogue,swap_clusters,row_raster"], out.stderr
+                                  "a_pairs,swap_epilogue,swap_clusters,row_raster,stream_k_reads"], out.stderr
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,b_pairs"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
@@ -877,10 +877,15 @@ def h100_calibrated(monkeypatch, no_constants_variable):
     model.constants_for.cache_clear()
 
 
-def test_every_gpu_picks_with_the_built_in_constants_by_default(no_constants_variable):
-    for device in ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "unavailable"):
+def test_every_gpu_picks_with_the_built_in_fitted_constants_by_default(no_constants_variable):
+    """The H200 and an unknown GPU take the built-in constants; the H100 the same fitted ones with
+    only its measured copy rate (h100_measured.json) in place of the H200's."""
+    for device in ("NVIDIA H200", "unavailable"):
         assert model.constants_for(device) == model.Constants()
         assert model.calibration_of(device) == "built-in (H200)"
+    h100 = model.constants_for("NVIDIA H100 80GB HBM3")
+    assert model.calibration_of("NVIDIA H100 80GB HBM3") == "h100_measured.json"
+    assert h100 == dataclasses.replace(model.Constants(), copy_bw=2.97e6)
 
 
 def test_each_gpu_picks_with_its_own_calibration(h100_calibrated):
@@ -1062,9 +1067,9 @@ def test_narrow_stream_k_is_off_and_its_switch_offers_128x128_stream_k(monkeypat
     assert on - off == {(128, 128, 1)}
 
 
-def test_stream_k_reads_is_off_and_moves_no_estimate(no_switches):
-    """The switch stream_k_reads is not on by default, and off it changes no estimate."""
-    assert "stream_k_reads" not in model.DEFAULT_OFFERS and not model.OFFER_STREAM_K_READS
+def test_stream_k_reads_is_on_and_off_moves_no_estimate(no_switches):
+    """The switch stream_k_reads is on by default; off it changes no estimate."""
+    assert "stream_k_reads" in model.DEFAULT_OFFERS and not model.OFFER_STREAM_K_READS
     p = model.Problem(572, 3584, 28672, sms=132)
     config = {"tile_m": 128, "tile_n": 256, "persistent": "stream_k", "group_m": 8}
     slow_copy = dataclasses.replace(model.Constants(), copy_bw=2.97e6)
@@ -1294,3 +1299,32 @@ def test_the_l2_bound_counts_only_where_blocks_reread_from_l2(monkeypatch, no_sw
     monkeypatch.setattr(model, "OFFER_L2_REUSE_BOUND", True)
     assert model.estimate_us(*decode, slow_l2) == pytest.approx(model.estimate_us(*decode, fast_l2))
     assert model.estimate_us(*reuse, slow_l2) / model.estimate_us(*reuse, fast_l2) == pytest.approx(off["reuse"])
+
+
+def test_lazy_ranking_replays_only_what_it_hands_out_in_the_full_order(monkeypatch, no_switches):
+    """ranked_lazily gives ranked's order (each estimate with stream-K's replayed reads) while
+    replaying only the stream-K candidates it reaches: the library's pick replays one or two."""
+    from mgpu_lab.kernels.gemm import l2_replay
+
+    monkeypatch.setattr(model, "OFFER_STREAM_K_READS", True)
+    h100 = dataclasses.replace(model.Constants(), copy_bw=2.97e6)
+    replays = []
+    real = model.operand_reads
+
+    def counted(*args):
+        replays.append(args)
+        return real.__wrapped__(*args)
+
+    monkeypatch.setattr(model, "operand_reads", counted)
+    for shape in ((1384, 4096, 28672), (572, 3584, 28672), (6330, 352, 25840)):
+        p = model.Problem(*shape, sms=132)
+        everything = sorted(((model.estimate_us(p, c, h100), i, model.rastered(p, c))
+                             for i, c in enumerate(model.candidates(p))), key=lambda x: (x[0], x[1]))
+        replays.clear()
+        full = model.ranked(p, h100)
+        assert full == [(t, c) for t, _, c in everything]
+        every_replay = len(replays)
+        replays.clear()
+        assert next(model.ranked_lazily(p, h100)) == full[0]
+        assert 0 < len(replays) <= 3 < every_replay, (shape, len(replays), every_replay)
+    assert l2_replay.operand_reads is real

@@ -201,7 +201,7 @@ def _valid_ranked(m: int, n: int, k: int, *, transpose_b: bool, dtype: str, out_
     problem = model.Problem(m, n, k, transpose_b=transpose_b, dtype=dtype, epilogue=epilogue,
                             sms=sms or device_sms(), out_dtype=out_dtype,
                             clusters=device_clusters() if sms is None else ())
-    for us, config in model.ranked(problem, constants or model.constants_for(device or device_name())):
+    for us, config in model.ranked_lazily(problem, constants or model.constants_for(device or device_name())):
         if keep(config) and _valid(m, n, k, config, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                                    epilogue=epilogue):
             yield {**config, "source": "model", "model_us": round(us, 2)}

@@ -190,7 +190,7 @@ def block_tiles(m: int, n: int, k: int, out_dtype: str = "bfloat16") -> tuple[in
     from .configs import device_name
 
     problem = model.Problem(m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype)
-    for _, config in model.ranked(problem, model.constants_for(device_name())):  # this GPU's calibration
+    for _, config in model.ranked_lazily(problem, model.constants_for(device_name())):  # this GPU's calibration
         if (config["tile_m"] in (64, 128) and config["tile_n"] in BLOCK_TILE_NS and not config.get("persistent")
                 and not config.get("swap_ab") and (config.get("split_k") or 1) == 1):
             return config["tile_m"], config["tile_n"]

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import heapq
 import math
 import os
 from collections.abc import Iterator
@@ -68,7 +69,7 @@ OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
           "stream_k_reads", "l2_reuse_bound")
-DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "row_raster")
+DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "row_raster", "stream_k_reads")
 
 
 def _offered(value: str) -> set[str]:
@@ -197,8 +198,10 @@ ROW_RASTER_B_BYTES = L2_BYTES // 4  # B at most this large: it stays in L2 while
 # 14 (1.141x the best against 1.157x) with the H100's copy rate (gemm_constants/h100_copy_rate.json:
 # Constants.copy_bw 2.97 TB/s), none moved with the H200's. Counted in the overlap term instead it ranked the
 # H100 19 and the H200 83 (547x4096x28672's stream-K, fastest on both, lost to a pick 1.41-1.51x
-# slower). Off until timed on fresh seeds. A replay takes 5-25 ms, once per stream-K candidate over
-# operands larger than L2_RESIDENT_BYTES in at most REPLAY_ROUNDS rounds.
+# slower). On since 2026-12-06: with the H100's copy rate it moved 3 of 1234 drawn picks (seeds
+# 83-102) and each ran faster, x1.096 / x1.066 / x1.416 (`bench_gemm_options --versus`), as did
+# every shape it moved before (x1.003-x1.310, seeds 67-82); with the H200's it moves none of 1353.
+# A replay takes 5-60 ms; `ranked_lazily` runs it only for a stream-K candidate about to be picked.
 OFFER_STREAM_K_READS = "stream_k_reads" in _OFFERED
 # The L2-to-SM bound (Constants.l2_bw) only where the blocks read more from L2 than from DRAM (1.25x):
 # where they read each byte once (a decode's weights) DRAM bounds the time, and counting the L2's
@@ -382,13 +385,16 @@ CONSTANTS = constants_from_file(os.environ[CONSTANTS_ENV]) if os.environ.get(CON
 
 # Each GPU's calibration, by a part of its name: a file beside this module (`fit_gemm_model.py
 # --device GPU --fit --write`), or None for the built-in constants (an H200's). The H100 keeps the
-# built-in ones: an H100 fit (benchmarks/gemm_constants/h100_fit2_0a55cfa.json) predicted the
+# built-in fitted ones: an H100 fit (benchmarks/gemm_constants/h100_fit2_0a55cfa.json) predicted the
 # H100's times better (log rms 0.082 against 0.183 held out) but its picks ran x0.981 / x0.999 /
 # x0.998 / x0.981 on seeds 40 / 41 / 38 / 39 against the built-in constants' (H100, c3000be). A
 # second fit (h100_fit3_0ae916d.json, 2026-12-06: 8343 H100 samples, DRAM 3.18 TB/s against the
 # measured copy's 2.97) ranked held-out groups better (16 of 39 within 3% against 8; 1.09x the best
-# against 1.20x) yet ran x1.001 / x1.010 / x0.991 / x0.998 on fresh seeds 75-78 (372a05a).
-DEVICE_CONSTANTS: dict[str, str | None] = {"H200": None, "H100": None}
+# against 1.20x) yet ran x1.001 / x1.010 / x0.991 / x0.998 on fresh seeds 75-78 (372a05a). So the
+# H100's file (h100_measured.json; not c3000be's retired constants_h100.json) holds only what was
+# measured, not fitted: its copy rate (2.97 TB/s, `fit_gemm_model.MEASURED`), which stream-K's
+# replayed reads are timed at (OFFER_STREAM_K_READS).
+DEVICE_CONSTANTS: dict[str, str | None] = {"H200": None, "H100": "h100_measured.json"}
 
 
 def device_constants_path(gpu: str) -> str | None:
@@ -635,8 +641,10 @@ def _cluster_capacity(split: int, p: Problem, fill: float) -> int:
     return split * clusters_resident(split, p, fill)
 
 
-def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) -> float:
-    """The model's time in us of `config` (make_gemm keyword arguments) on problem p."""
+def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS, replay: bool = True) -> float:
+    """The model's time in us of `config` (make_gemm keyword arguments) on problem p. replay=False
+    leaves out stream-K's replayed DRAM reads (OFFER_STREAM_K_READS), a floor that only raises the
+    estimate: a lower bound `ranked_lazily` replays only where it could change the order."""
     swap = bool(config.get("swap_ab"))
     m, n = (p.n, p.m) if swap else (p.m, p.n)
     tm, tn = config["tile_m"], config["tile_n"]
@@ -717,8 +725,7 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
     if not OFFER_L2_REUSE_BOUND or box_bytes * (tm / cluster_n + tn / cluster_m) > L2_REUSE * dram:
         compute = max(compute, t_l2)
 
-    if persistent == "stream_k" and OFFER_STREAM_K_READS and (m + n) * p.k * isz > L2_RESIDENT_BYTES \
-            and items <= REPLAY_ROUNDS * units:
+    if replay and _replays(p, config, m, n, isz, items, units):
         reads = operand_reads(_ceil(tiles_m, cluster_m), _ceil(tiles_n, cluster_n), k_tiles, tm * cluster_m,
                               tn * cluster_n, group_m, units, True, L2_BYTES)
         reread_us = (reads * (m + n) * p.k * isz + m * n * osz) / c.copy_bw
@@ -731,6 +738,13 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS) ->
     if split > 1 and reduce == "workspace":  # the second kernel reads the partials, writes C
         t += c.workspace_us + (split * m * n * 4 + m * n * osz) / c.dram_bw
     return t + _padding_us(p, c)
+
+
+def _replays(p: Problem, config: dict[str, Any], m: int, n: int, isz: int, items: int, units: int) -> bool:
+    """Whether estimate_us floors `config` at its replayed DRAM reads (OFFER_STREAM_K_READS): a
+    stream-K grid over operands larger than L2_RESIDENT_BYTES in at most REPLAY_ROUNDS rounds."""
+    return config.get("persistent") == "stream_k" and OFFER_STREAM_K_READS \
+        and (m + n) * p.k * isz > L2_RESIDENT_BYTES and items <= REPLAY_ROUNDS * units
 
 
 def _misaligned_rows(p: Problem) -> tuple[bool, bool]:
@@ -793,6 +807,21 @@ def rastered(p: Problem, config: dict[str, Any]) -> dict[str, Any]:
 def ranked(p: Problem, c: Constants = CONSTANTS) -> list[tuple[float, dict[str, Any]]]:
     """(estimated us, config) of every candidate, fastest first (ties: the earlier candidate);
     each estimated as the model writes it, then `rastered`."""
-    scored = [(estimate_us(p, cfg, c), i, rastered(p, cfg)) for i, cfg in enumerate(candidates(p))]
-    scored.sort(key=lambda x: (x[0], x[1]))
-    return [(t, cfg) for t, _, cfg in scored]
+    return list(ranked_lazily(p, c))
+
+
+def ranked_lazily(p: Problem, c: Constants = CONSTANTS) -> Iterator[tuple[float, dict[str, Any]]]:
+    """`ranked`'s order, one candidate at a time: stream-K's replay (5-60 ms each) runs only for a
+    candidate about to come out, whose estimate without it (a lower bound) leads the rest; a
+    pick needs one or two replays instead of every stream-K candidate's (0.17 s on 1384x4096x28672)."""
+    heap = []
+    for i, cfg in enumerate(candidates(p)):
+        base = estimate_us(p, cfg, c, replay=False)
+        heap.append((base, i, not OFFER_STREAM_K_READS or cfg.get("persistent") != "stream_k", cfg))
+    heapq.heapify(heap)
+    while heap:
+        t, i, final, cfg = heapq.heappop(heap)
+        if final:
+            yield t, rastered(p, cfg)
+        else:  # the replay only raises it: back in line at its full estimate
+            heapq.heappush(heap, (estimate_us(p, cfg, c), i, True, cfg))
