@@ -116,7 +116,9 @@ def test_make_table_keeps_each_gpu_kind_apart_and_leaves_probe_runs_out(tmp_path
 
     record("2026-12-01T010000Z", 0.90)  # names no device: the H200's table
     record("2026-12-01T020000Z", 0.92, device="NVIDIA H200")
-    record("2026-12-01T030000Z", 0.50, device="NVIDIA H100 80GB HBM3")
+    record("2026-12-01T030000Z", 0.50, device="NVIDIA H100 80GB HBM3", gemm_calibration="h100_measured.json")
+    # names none: picked with the built-in constants, which main no longer gives the H100
+    record("2026-12-01T030500Z", 0.30, device="NVIDIA H100 80GB HBM3")
     record("2026-12-01T040000Z", 0.10, device="NVIDIA H200", gemm_constants="other.json")  # a probe
     # picked with a calibration main no longer gives the H100 (retired): a probe too
     record("2026-12-01T050000Z", 0.20, device="NVIDIA H100 80GB HBM3", gemm_calibration="constants_h100.json")
@@ -171,14 +173,14 @@ def test_make_table_reads_each_profiler_row_from_the_runs_that_measured_it(tmp_p
 def test_make_table_reports_build_times_per_host(tmp_path):
     import make_table
 
-    def record(when, device, slowest):
+    def record(when, device, slowest, **more):
         (tmp_path / f"build_time_{when}_eeeeeeee.json").write_text(json.dumps({
             "benchmark": "build_time", "date": when[:10], "time_utc": when, "commit": "e" * 40, "device": device,
-            "figures": {"seed": 7, "build_time_seed7_max_s": slowest}}))
+            "figures": {"seed": 7, "build_time_seed7_max_s": slowest}, **more}))
 
     record("2026-12-01T010000Z", "unavailable", 1.2)
     record("2026-12-01T020000Z", "NVIDIA H200", 2.0)
-    record("2026-12-01T030000Z", "NVIDIA H100 80GB HBM3", 0.9)
+    record("2026-12-01T030000Z", "NVIDIA H100 80GB HBM3", 0.9, gemm_calibration="h100_measured.json")
     lines = make_table.render(tmp_path).splitlines()
     [h200] = [line for line in lines if "slowest (the H200 machine's host)" in line]
     [h100] = [line for line in make_table.render(tmp_path, device="H100").splitlines()  # the H100's own table

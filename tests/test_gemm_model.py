@@ -629,7 +629,7 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
                                     "swap_persistent, swap_stream_k, clusters_of_four, swap_epilogue, "
                                     "clusters_of_eight, swap_clusters, swap_clusters_wide, n16_tiles, narrow_stream_k, "
-                                    "row_raster, stream_k_reads, l2_reuse_bound (comma-separated, "
+                                    "row_raster, stream_k_reads, l2_reuse_bound, partial_waves (comma-separated, "
                                     "-name to "
                                     "switch one off), "
                                     "got "
@@ -1328,3 +1328,21 @@ def test_lazy_ranking_replays_only_what_it_hands_out_in_the_full_order(monkeypat
         assert next(model.ranked_lazily(p, h100)) == full[0]
         assert 0 < len(replays) <= 3 < every_replay, (shape, len(replays), every_replay)
     assert l2_replay.operand_reads is real
+
+
+def test_partial_waves_speed_up_only_grids_that_leave_sms_idle(monkeypatch, no_switches):
+    """partial_waves (off): a one-tile-per-block grid over a share f of the SMs has its compute
+    scaled by 1 - PARTIAL_WAVE * (1 - f); a grid of a full wave or more, and persistent ones, keep
+    their estimates."""
+    c = dataclasses.replace(model.Constants(), dram_bw=1.0e12, copy_bw=1.0e12)  # compute alone
+    p = model.Problem(636, 3584, 18944, sms=132)
+    one_wave = {"tile_m": 128, "tile_n": 192}  # 5 x 19 = 95 blocks
+    full = {"tile_m": 64, "tile_n": 128}  # 10 x 28 = 280 blocks
+    persistent = {"tile_m": 128, "tile_n": 192, "persistent": True}
+    off = {name: model.estimate_us(p, cfg, c) for name, cfg in
+           (("one_wave", one_wave), ("full", full), ("persistent", persistent))}
+    monkeypatch.setattr(model, "OFFER_PARTIAL_WAVES", True)
+    scale = 1.0 - model.PARTIAL_WAVE * (1.0 - 95 / 132)
+    assert model.estimate_us(p, one_wave, c) - c.launch_us == pytest.approx((off["one_wave"] - c.launch_us) * scale)
+    assert model.estimate_us(p, full, c) == off["full"]
+    assert model.estimate_us(p, persistent, c) == off["persistent"]

@@ -68,7 +68,7 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
-          "stream_k_reads", "l2_reuse_bound")
+          "stream_k_reads", "l2_reuse_bound", "partial_waves")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "row_raster", "stream_k_reads")
 
 
@@ -209,6 +209,15 @@ OFFER_STREAM_K_READS = "stream_k_reads" in _OFFERED
 # 9 TB/s (seed 49: 128 x 8 to 256 x 8 swapped split-K, x0.89-0.96). Neutral on the records at the
 # built-in 18.6 TB/s (H200 115 of 165 groups' picks within 3% of the best, H100 16 of 76).
 OFFER_L2_REUSE_BOUND = "l2_reuse_bound" in _OFFERED
+# A one-tile-per-block grid that fills only a share f of the SMs runs faster per block than a
+# full one: its compute time is scaled by 1 - PARTIAL_WAVE * (1 - f). Over every timed group such
+# grids filling 40-60% of the SMs ran 0.81-0.95 of their estimate on both GPUs (the constants are
+# fitted mostly on full waves), and on the H100's named long-K shapes one-wave 128 x 160 / 128 x 192
+# grids (95-115 blocks) ran 1.25-1.50x faster than the stream-K picks rated above them. Ranking the
+# records with it (0.3): H200 116 of 165 picks within 3% of the best (against 115), 1.036x the
+# best (1.038x); H100 24 of 76 (18), 1.132x (1.145x). Off until timed on fresh seeds.
+OFFER_PARTIAL_WAVES = "partial_waves" in _OFFERED
+PARTIAL_WAVE = 0.3
 L2_REUSE = 1.25  # L2 bytes over DRAM bytes above which the L2 bound counts (OFFER_L2_REUSE_BOUND)
 L2_RESIDENT_BYTES = 0.6 * L2_BYTES  # A and B up to this large stay in L2 whatever the order: read once
 # Replayed only over up to this many rounds of items per unit: where the split pieces are a large
@@ -700,6 +709,8 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS, re
         capacity = _cluster_capacity(split, p, c.cluster_fill) if split > 1 and reduce == "cluster" else p.sms
         waves = _ceil(tiles * split, capacity)
         compute = waves * (steps * t_step + per_tile)
+        if OFFER_PARTIAL_WAVES and tiles * split < p.sms:
+            compute *= 1.0 - PARTIAL_WAVE * (1.0 - tiles * split / p.sms)
     elif persistent == "stream_k":
         whole = items // units
         rest = items - whole * units
