@@ -435,7 +435,8 @@ def main() -> None:
     notes = {"rounds": args.rounds, "only": args.only, "extra": args.extra, "offer": list(offer),
              "configs": args.configs,
              "random": args.random, "versus": args.versus,
-             "seed": (seeds[0] if len(seeds) == 1 else seeds) if args.random is not None else None, "shapes": args.shapes, "top": args.top,
+             "seed": (seeds[0] if len(seeds) == 1 else seeds) if args.random is not None else None,
+             "shapes": args.shapes, "top": args.top,
              "wall_s": round(time.perf_counter() - start, 1)}
     print(f"record: {write_record('gemm_options', figures, notes, sampler=gpu)}")
     print(table(rows))

@@ -209,6 +209,7 @@ OFFER_STREAM_K_READS = "stream_k_reads" in _OFFERED
 # 9 TB/s (seed 49: 128 x 8 to 256 x 8 swapped split-K, x0.89-0.96). Neutral on the records at the
 # built-in 18.6 TB/s (H200 115 of 165 groups' picks within 3% of the best, H100 16 of 76).
 OFFER_L2_REUSE_BOUND = "l2_reuse_bound" in _OFFERED
+L2_REUSE = 1.25  # L2 bytes over DRAM bytes above which the L2 bound counts (OFFER_L2_REUSE_BOUND)
 # A one-tile-per-block grid that fills only a share f of the SMs runs faster per block than a
 # full one: its compute time is scaled by 1 - PARTIAL_WAVE * (1 - f). Over every timed group such
 # grids filling 40-60% of the SMs ran 0.81-0.95 of their estimate on both GPUs (the constants are
@@ -218,7 +219,6 @@ OFFER_L2_REUSE_BOUND = "l2_reuse_bound" in _OFFERED
 # best (1.038x); H100 24 of 76 (18), 1.132x (1.145x). Off until timed on fresh seeds.
 OFFER_PARTIAL_WAVES = "partial_waves" in _OFFERED
 PARTIAL_WAVE = 0.3
-L2_REUSE = 1.25  # L2 bytes over DRAM bytes above which the L2 bound counts (OFFER_L2_REUSE_BOUND)
 L2_RESIDENT_BYTES = 0.6 * L2_BYTES  # A and B up to this large stay in L2 whatever the order: read once
 # Replayed only over up to this many rounds of items per unit: where the split pieces are a large
 # share of the work, and the replay's cost (items x k-steps) stays ~25 ms; past it whole rounds
