@@ -317,12 +317,8 @@ def versus_pick(p: Problem, constants, offer: tuple[str, ...] = ()) -> dict:
     `offer`'s switches on: the trial arm of --versus."""
     from mgpu_lab.kernels.gemm.configs import model_ranking
 
-    model_ranking.cache_clear()  # the switches are not in the ranking cache's key
-    try:
-        with offering(offer):
-            config = model_ranking(p.m, p.n, p.k, transpose_b=p.transpose_b, constants=constants)[0]
-    finally:
-        model_ranking.cache_clear()
+    with offering(offer):  # the switches on are part of the ranking cache's key
+        config = model_ranking(p.m, p.n, p.k, transpose_b=p.transpose_b, constants=constants)[0]
     return {key: value for key, value in config.items() if key not in ("source", "model_us")}
 
 

@@ -272,20 +272,15 @@ def provenance(runs: list[dict]) -> str:
 PROBE_COMMITS = {"75a267b": "the GEMM model's refit, which held out worse and was reverted in 6c1f841"}
 
 
-# What a record that names no calibration picked with: every GPU took the built-in constants
-# before records named them (then an H100 file was new, so its runs name it).
-BEFORE_CALIBRATIONS = "built-in (H200)"
-
-
 def off_calibration(record: dict) -> bool:
     """Whether a record's GEMM picks used a calibration main no longer gives its GPU (c3000be's
     H100 runs picked with constants_h100.json, retired in 5994a63; the H100's runs with the
     built-in constants since it reads h100_measured.json): a probe, like a switched model. A
-    record naming none picked with BEFORE_CALIBRATIONS. A run under MGPU_LAB_GEMM_CONSTANTS is
-    one already (its `gemm_constants`)."""
+    record naming none picked with the built-in constants (every GPU did before records named
+    them). A run under MGPU_LAB_GEMM_CONSTANTS is one already (its `gemm_constants`)."""
     from mgpu_lab.kernels.gemm import model
 
-    used = record.get("gemm_calibration") or BEFORE_CALIBRATIONS
+    used = record.get("gemm_calibration") or model.BUILT_IN_CALIBRATION
     return "=" not in used and used != model.calibration_of(str(record.get("device") or ""))
 
 

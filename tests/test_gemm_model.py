@@ -1346,3 +1346,18 @@ def test_partial_waves_speed_up_only_grids_that_leave_sms_idle(monkeypatch, no_s
     assert model.estimate_us(p, one_wave, c) - c.launch_us == pytest.approx((off["one_wave"] - c.launch_us) * scale)
     assert model.estimate_us(p, full, c) == off["full"]
     assert model.estimate_us(p, persistent, c) == off["persistent"]
+
+
+def test_the_ranking_cache_keeps_picks_per_set_of_switches(monkeypatch):
+    """configs.model_ranking caches per set of switches on: turning one off (as a probe or
+    bench_gemm_options --versus does) gets that set's pick, not the one cached before it."""
+    slow_copy = dataclasses.replace(model.Constants(), copy_bw=2.97e6)
+    model_ranking.cache_clear()
+    try:
+        on = model_ranking(572, 3584, 28672, sms=132, constants=slow_copy)[0]
+        monkeypatch.setattr(model, "OFFER_STREAM_K_READS", False)
+        off = model_ranking(572, 3584, 28672, sms=132, constants=slow_copy)[0]
+        assert (off["persistent"], off["tile_n"]) == ("stream_k", 256)
+        assert (on.get("persistent"), on["tile_n"]) != ("stream_k", 256)
+    finally:
+        model_ranking.cache_clear()

@@ -213,18 +213,21 @@ def model_ranking(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: s
     """The model's `count` fastest configurations that pass resolve_tiling's checks, fastest
     first, each with source 'model' and the model's estimate (`model_us`); the heuristic's
     configuration (source 'heuristic') when none passes. Cached per device model (its
-    calibration, SM count and cluster residency differ): a few ms the first time.
+    calibration, SM count and cluster residency differ) and per set of the model's switches on:
+    a few ms the first time.
     constants: rank with these instead of the device's calibration (a calibration under trial).
     `model_ranking.cache_clear()` empties the cache (after a calibration changes)."""
     return _ranking(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue, sms=sms,
-                    count=count, device=device_name(), constants=constants)
+                    count=count, device=device_name(), constants=constants, switches=model.switches_on())
 
 
 @functools.lru_cache(maxsize=4096)
 def _ranking(m: int, n: int, k: int, *, transpose_b: bool, dtype: str, out_dtype: str, epilogue: bool | str,
-             sms: int | None, count: int, device: str,
-             constants: model.Constants | None = None) -> tuple[dict[str, Any], ...]:
-    """model_ranking on the current GPU, whose name is `device` (the cache's key, with `constants`)."""
+             sms: int | None, count: int, device: str, constants: model.Constants | None = None,
+             switches: tuple[str, ...] = ()) -> tuple[dict[str, Any], ...]:
+    """model_ranking on the current GPU, whose name is `device` (the cache's key, with `constants`
+    and the model's `switches` on, which the ranking reads from the model itself)."""
+    del switches  # only the cache's key
     picked = tuple(itertools.islice(_valid_ranked(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                                                   epilogue=epilogue, sms=sms, device=device, constants=constants),
                                     count))

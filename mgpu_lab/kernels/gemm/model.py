@@ -433,13 +433,16 @@ def constants_for(device: str) -> Constants:
     return constants_from_file(path) if path else Constants()
 
 
+BUILT_IN_CALIBRATION = "built-in (H200)"  # calibration_of's words for the built-in constants
+
+
 def calibration_of(device: str) -> str:
     """What constants_for(device) reads, in words a record can keep: the variable's file, the
-    calibration file's name, or "built-in (H200)"."""
+    calibration file's name, or BUILT_IN_CALIBRATION."""
     if os.environ.get(CONSTANTS_ENV):
         return f"{CONSTANTS_ENV}={os.environ[CONSTANTS_ENV]}"
     path = _calibration_file(device)
-    return os.path.basename(path) if path else "built-in (H200)"
+    return os.path.basename(path) if path else BUILT_IN_CALIBRATION
 
 
 def _tile_ns(transpose_b: bool) -> tuple[int, ...]:
