@@ -623,7 +623,7 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,-clusters_of_four"  # one on, one of the defaults off
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "False", "False", "a_pairs,-clusters_of_four",
-                                  "a_pairs,swap_epilogue,swap_clusters,row_raster,stream_k_reads"], out.stderr
+                                  "a_pairs,swap_epilogue,swap_clusters,swap_clusters_wide,row_raster,stream_k_reads"], out.stderr
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,b_pairs"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
@@ -807,9 +807,9 @@ def test_rows_past_swap_persistent_max_m_and_narrow_rows_of_four_are_not_offered
     assert not any(c.get("swap_ab") for c in model.candidates(over))
     under = model.Problem(model.SWAP_PERSISTENT_MAX_M, 8192, 4096, transpose_b=True)
     assert any(c.get("swap_ab") and c["persistent"] for c in model.candidates(under))
-    def rows_of_four(m, n, k):
+    def rows_of_four(m, n, k):  # C's own tiles (swapped clusters share the other way round)
         return [(c["tile_m"], c["tile_n"]) for c in model.candidates(model.Problem(m, n, k, transpose_b=True))
-                if c.get("cluster_n") == 4]
+                if c.get("cluster_n") == 4 and not c.get("swap_ab")]
     assert not rows_of_four(883, 840, 21872)  # its 128 x 64 pick ran x0.74
     wide = rows_of_four(1161, 1424, 11496)
     assert (128, 128) in wide and all(tm >= 128 and tn >= 128 for tm, tn in wide)
@@ -1028,6 +1028,21 @@ def test_swapped_clusters_are_offered_only_when_switched_on_take_nothing_away_an
     assert not any(c.get("swap_ab") and c["persistent"] for c in model.candidates(taller))
 
 
+def test_swapped_clusters_reach_1024_rows_by_default(monkeypatch):
+    """swap_clusters_wide is on by default: a 908-row problem (past SWAP_CLUSTERS_MAX_M) gets
+    swapped persistent clusters among its candidates, and off it gets none."""
+    assert "swap_clusters_wide" in model.DEFAULT_OFFERS and model.OFFER_SWAP_CLUSTERS_WIDE
+    p = model.Problem(908, 11008, 3584, transpose_b=True, sms=132)
+
+    def swapped_clusters() -> list[dict]:
+        return [c for c in model.candidates(p) if c.get("swap_ab") and c["persistent"] is True
+                and c["cluster_m"] * c["cluster_n"] > 1]
+
+    assert swapped_clusters()
+    monkeypatch.setattr(model, "OFFER_SWAP_CLUSTERS_WIDE", False)
+    assert not swapped_clusters()
+
+
 def test_family_bias_names_the_kind_the_model_rates_too_fast():
     """fit_gemm_model --by-family: estimate / measured per kind of configuration, most optimistic
     first; samples timed at twice the estimate make their family's ratio 0.5."""
@@ -1065,6 +1080,20 @@ def test_narrow_stream_k_is_off_and_its_switch_offers_128x128_stream_k(monkeypat
     monkeypatch.setattr(model, "OFFER_NARROW_STREAM_K", True)
     on = stream_k_tiles()
     assert on - off == {(128, 128, 1)}
+
+
+def test_the_stream_k_constant_slows_only_the_shared_out_steps():
+    """Constants.stream_k scales stream-K's last round (its k-steps shared out in pieces): 1.0
+    changes nothing, more raises a grid with pieces and leaves whole rounds and other grids alone."""
+    slower = dataclasses.replace(model.Constants(), stream_k=1.3)
+    p = model.Problem(595, 3584, 14336, transpose_b=True, sms=132)  # 70 tiles of 128 x 256: all pieces
+    config = {"tile_m": 128, "tile_n": 256, "persistent": "stream_k", "group_m": 8}
+    assert model.estimate_us(p, config, dataclasses.replace(slower, stream_k=1.0)) == model.estimate_us(p, config)
+    assert model.estimate_us(p, config, slower) > 1.2 * model.estimate_us(p, config)
+    whole = model.Problem(128 * 12, 256 * 11, 14336, transpose_b=True, sms=132)  # 132 tiles: one whole round
+    assert model.estimate_us(whole, config, slower) == model.estimate_us(whole, config)
+    persistent = {**config, "persistent": True}
+    assert model.estimate_us(p, persistent, slower) == model.estimate_us(p, persistent)
 
 
 def test_stream_k_reads_is_on_and_off_moves_no_estimate(no_switches):

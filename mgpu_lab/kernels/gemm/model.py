@@ -69,7 +69,8 @@ OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
           "stream_k_reads", "l2_reuse_bound", "partial_waves")
-DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "row_raster", "stream_k_reads")
+DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "swap_clusters_wide", "row_raster",
+                  "stream_k_reads")
 
 
 def _offered(value: str) -> set[str]:
@@ -148,7 +149,11 @@ OFFER_SWAP_CLUSTERS = "swap_clusters" in _OFFERED
 # The same up to SWAP_CLUSTERS_WIDE_MAX_M rows (with OFFER_SWAP_CLUSTERS): the losses over 576 rows
 # were timed when persistent swapped tiles still wrote C from the registers; since they stream it
 # out by TMA (2026-12-05 evening, x1.039 over the 22 such picks of seeds 31 / 33 / 36 / 37 on an
-# H100) the cap is a probe of its own. Off until timed.
+# H100) the cap is a probe of its own. On since 2026-12-06: against main's picks on fresh seeds
+# 109-130 (H100, f8d4900, `bench_gemm_options --versus`, rounds A B B A) it moved 42 of 1346 drawn
+# picks and they ran x1.053 in geomean (28 faster; x0.78-x1.53): 593x8192x18944 0.75 -> 0.92 of
+# cuBLAS, 908x11008x3584 0.77 -> 0.91, 784x4560x3288 0.81 -> 1.18; its losses were 64-row tiles in
+# pairs (723x1440x1344 x0.78, 699x14384x3008 x0.82) and 592x28672x4096 x0.88.
 OFFER_SWAP_CLUSTERS_WIDE = "swap_clusters_wide" in _OFFERED
 SWAP_CLUSTERS_MAX_M = 576
 SWAP_CLUSTERS_WIDE_MAX_M = 1024
@@ -350,6 +355,12 @@ class Constants:
     # as device_copy_bytes_per_s): the floor OFFER_STREAM_K_READS puts under a stream-K estimate.
     # Measured, not fitted (dram_bw is the fit's, and absorbs more than the copy rate).
     copy_bw: float = 4180000.0
+    # The time of stream-K's shared-out k-steps (the last round's, cut in pieces that start at
+    # different k-steps) over a whole tile's (the H200's 1.0 built in). Over the H100's 83 timed
+    # groups 1.3 puts 27 picks within 3% of the best (18 at 1.0; 1.125x the best against 1.154x);
+    # on the H200's 116 any factor over 1.0 ranks worse (84 at 1.0, 80 at 1.3). Per device: a
+    # calibration file sets it (benchmarks/gemm_constants/h100_stream_k.json, on trial).
+    stream_k: float = 1.0
 
     def as_vector(self) -> list[float]:
         return [getattr(self, f.name) for f in dataclasses.fields(self)]
@@ -717,7 +728,8 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS, re
     elif persistent == "stream_k":
         whole = items // units
         rest = items - whole * units
-        unit_steps = whole * steps + _ceil(rest * steps, units)
+        # whole rounds of tiles, then the last round's k-steps shared out in pieces (at c.stream_k)
+        unit_steps = whole * steps + _ceil(rest * steps, units) * c.stream_k
         held = whole + (1 if rest else 0)
         compute = unit_steps * t_step + _first_tile_us(held, c.persist_tile_us, c) + held * (t_store * 0.5 + t_swap)
         compute += c.latency_us + (c.stream_k_us if rest else 0.0)
