@@ -1082,20 +1082,6 @@ def test_narrow_stream_k_is_off_and_its_switch_offers_128x128_stream_k(monkeypat
     assert on - off == {(128, 128, 1)}
 
 
-def test_the_stream_k_constant_slows_only_the_shared_out_steps():
-    """Constants.stream_k scales stream-K's last round (its k-steps shared out in pieces): 1.0
-    changes nothing, more raises a grid with pieces and leaves whole rounds and other grids alone."""
-    slower = dataclasses.replace(model.Constants(), stream_k=1.3)
-    p = model.Problem(595, 3584, 14336, transpose_b=True, sms=132)  # 70 tiles of 128 x 256: all pieces
-    config = {"tile_m": 128, "tile_n": 256, "persistent": "stream_k", "group_m": 8}
-    assert model.estimate_us(p, config, dataclasses.replace(slower, stream_k=1.0)) == model.estimate_us(p, config)
-    assert model.estimate_us(p, config, slower) > 1.2 * model.estimate_us(p, config)
-    whole = model.Problem(128 * 12, 256 * 11, 14336, transpose_b=True, sms=132)  # 132 tiles: one whole round
-    assert model.estimate_us(whole, config, slower) == model.estimate_us(whole, config)
-    persistent = {**config, "persistent": True}
-    assert model.estimate_us(p, persistent, slower) == model.estimate_us(p, persistent)
-
-
 def test_stream_k_reads_is_on_and_off_moves_no_estimate(no_switches):
     """The switch stream_k_reads is on by default; off it changes no estimate."""
     assert "stream_k_reads" in model.DEFAULT_OFFERS and not model.OFFER_STREAM_K_READS

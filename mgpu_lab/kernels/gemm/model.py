@@ -324,7 +324,13 @@ class Constants:
     (`MGPU_LAB_GEMM_CONSTANTS=benchmarks/gemm_constants/h200_a1bbde0.json`), seeds 32-34 ran
     x0.991 / x0.985 / x0.996 and FP8 seed 32 x0.991: it sent shapes to 1 x 4 clusters that lost
     to the pairs it displaced (x0.78-0.90). Its constants: `benchmarks/gemm_constants/refit_75a267b.json`
-    (that commit's model reads them)."""
+    (that commit's model reads them).
+
+    Also tried and left out (2026-12-06, H100): a factor on the time of stream-K's shared-out
+    k-steps (the last round's pieces). 1.3 ranked the H100's 83 timed groups better (27 picks within
+    3% of the best against 18) and the H200's worse (80 of 116 against 84); as an H100 calibration
+    (`copy_bw` with it) its 109 moved picks of fresh seeds 131-150 ran x0.955 against main's (33
+    faster), most lost where it sent 128 x 256 stream-K to 128 x 128 pairs (1424x4472x8192 x0.75)."""
 
     launch_us: float = 1.556  # a launch's fixed GPU time (first block start, last block end)
     eff_two: float = 1.002  # tensor-core efficiency: two consumer warpgroups (tile_m 128, 256)
@@ -355,12 +361,6 @@ class Constants:
     # as device_copy_bytes_per_s): the floor OFFER_STREAM_K_READS puts under a stream-K estimate.
     # Measured, not fitted (dram_bw is the fit's, and absorbs more than the copy rate).
     copy_bw: float = 4180000.0
-    # The time of stream-K's shared-out k-steps (the last round's, cut in pieces that start at
-    # different k-steps) over a whole tile's (the H200's 1.0 built in). Over the H100's 83 timed
-    # groups 1.3 puts 27 picks within 3% of the best (18 at 1.0; 1.125x the best against 1.154x);
-    # on the H200's 116 any factor over 1.0 ranks worse (84 at 1.0, 80 at 1.3). Per device: a
-    # calibration file sets it (benchmarks/gemm_constants/h100_stream_k.json, on trial).
-    stream_k: float = 1.0
 
     def as_vector(self) -> list[float]:
         return [getattr(self, f.name) for f in dataclasses.fields(self)]
@@ -728,8 +728,7 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS, re
     elif persistent == "stream_k":
         whole = items // units
         rest = items - whole * units
-        # whole rounds of tiles, then the last round's k-steps shared out in pieces (at c.stream_k)
-        unit_steps = whole * steps + _ceil(rest * steps, units) * c.stream_k
+        unit_steps = whole * steps + _ceil(rest * steps, units)
         held = whole + (1 if rest else 0)
         compute = unit_steps * t_step + _first_tile_us(held, c.persist_tile_us, c) + held * (t_store * 0.5 + t_swap)
         compute += c.latency_us + (c.stream_k_us if rest else 0.0)
