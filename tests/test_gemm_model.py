@@ -623,13 +623,14 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,-clusters_of_four"  # one on, one of the defaults off
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "False", "False", "a_pairs,-clusters_of_four",
-                                  "a_pairs,swap_epilogue,swap_clusters,swap_clusters_wide,row_raster,stream_k_reads"], out.stderr
+                                  "a_pairs,swap_epilogue,swap_clusters,swap_clusters_wide,row_raster,stream_k_reads,span_pairs"], out.stderr
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,b_pairs"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
                                     "swap_persistent, swap_stream_k, clusters_of_four, swap_epilogue, "
                                     "clusters_of_eight, swap_clusters, swap_clusters_wide, n16_tiles, narrow_stream_k, "
-                                    "row_raster, stream_k_reads, l2_reuse_bound, partial_waves (comma-separated, "
+                                    "row_raster, stream_k_reads, l2_reuse_bound, partial_waves, span_pairs "
+                                    "(comma-separated, "
                                     "-name to "
                                     "switch one off), "
                                     "got "
@@ -1041,6 +1042,28 @@ def test_swapped_clusters_reach_1024_rows_by_default(monkeypatch):
     assert swapped_clusters()
     monkeypatch.setattr(model, "OFFER_SWAP_CLUSTERS_WIDE", False)
     assert not swapped_clusters()
+
+
+def test_pairs_spanning_n_share_a_by_default(monkeypatch):
+    """span_pairs is on by default: a tall, narrow problem gets stream-K pairs along n whose two
+    tiles cover all of n (A read once), and no other A-sharing pair; off, it gets none. On the
+    H200's constants the drawn 5685x264x20416 picks one."""
+    assert "span_pairs" in model.DEFAULT_OFFERS and model.OFFER_SPAN_PAIRS and not model.OFFER_A_PAIRS
+    p = model.Problem(5685, 264, 20416, transpose_b=True, sms=132)
+
+    def a_pairs(problem: model.Problem) -> list[dict]:
+        return [c for c in model.candidates(problem) if c.get("cluster_n") == 2 and not c.get("swap_ab")
+                and not c.get("cluster_m")]
+
+    spanning = a_pairs(p)
+    assert spanning and all(c["persistent"] == "stream_k" and -(-p.n // c["tile_n"]) == 2 for c in spanning)
+    assert {c["tile_n"] for c in spanning} >= {160, 192, 256}
+    pick = model.ranked(p, model.Constants())[0][1]
+    assert pick.get("cluster_n") == 2 and pick["persistent"] == "stream_k", pick
+    wide = model.Problem(5685, 1344, 20416, transpose_b=True, sms=132)  # no two tiles span 1344
+    assert not a_pairs(wide)
+    monkeypatch.setattr(model, "OFFER_SPAN_PAIRS", False)
+    assert not a_pairs(p)
 
 
 def test_family_bias_names_the_kind_the_model_rates_too_fast():

@@ -59,6 +59,7 @@ def test_stream_k_multicast_pairs_of_other_widths(m, n, k, tile_n, transpose_b, 
     (4000, 2816, 1000, {"tile_m": 128, "tile_n": 256}),  # 11 column tiles: the last pair's right tile is past N
     (1310, 1960, 2136, {"tile_m": 256, "tile_n": 128}),  # rows off the 128-byte line, ragged everywhere
     (1024, 1024, 8192, {"tile_m": 128, "tile_n": 256}),  # few pairs: owners sum several partials
+    (3000, 352, 9216, {"tile_m": 128, "tile_n": 192}),  # span_pairs: one pair spans n, rows off the line
 ])
 @pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
 def test_stream_k_multicast_a_pairs(m, n, k, tiles, transpose_b, rng):

@@ -47,6 +47,7 @@ from typing import Any
 from .cluster_shares import pairs_split_b
 from .h200_limits import H200_CLUSTERS, H200_SMS
 from .l2_replay import operand_reads
+from .stream_k_plan import MAX_CONTRIBUTORS
 
 PEAK_TFLOPS = {"bfloat16": 790.0, "float16": 790.0, "float8_e4m3fn": 1580.0}  # H200 dense tensor-core peaks
 ITEMSIZE = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
@@ -68,9 +69,9 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
-          "stream_k_reads", "l2_reuse_bound", "partial_waves")
+          "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "swap_clusters_wide", "row_raster",
-                  "stream_k_reads")
+                  "stream_k_reads", "span_pairs")
 
 
 def _offered(value: str) -> set[str]:
@@ -97,6 +98,16 @@ _OFFERED = _offered(os.environ.get(OFFER_ENV, ""))
 # stream-K, but on held-out seeds 24-27 (an H100, against the switch off) persistent ones ran
 # x0.90 / x0.99 / x0.93 / x0.92 and stream-K ones x0.99 / x0.99 / x0.99 / x1.11.
 OFFER_A_PAIRS = "a_pairs" in _OFFERED
+# The one kind of A-sharing pair kept apart from a_pairs: stream-K pairs (cluster_n=2) whose two
+# tiles span all of n (ceil(n / tile_n) == 2), so every panel of A is read from DRAM once, where
+# the other grids of a tall, narrow, long-K problem read it once per column of tiles at k-steps
+# too far apart for L2 to keep it. Offered also over fewer tiles than half the SMs (where no other
+# persistent grid is), as long as no tile is cut into more than MAX_CONTRIBUTORS + 1 pieces. On the
+# H100 (2026-12-06, gemm_options_2026-12-06T103846Z_9a2d5163.json) they ran x1.57 over the model's
+# pick on 6330x352x25840, x1.16 on 1162x480x12944, x1.36 on 2911x472x24064, x1.09 on
+# 3523x488x14592, x0.91 on 5738x272x20040 and, on seeds 151-156, x1.26 on 5685x264x20416, while
+# A-sharing pairs as a whole ran x0.957 (58 moved picks). It moves 8 of seeds 151-170's 1224 picks.
+OFFER_SPAN_PAIRS = "span_pairs" in _OFFERED
 # Pairs sharing B (cluster_m=2) at tile_n 160, 192 and 224 (cluster_shares.pairs_split_b: the B tile
 # split in 8-row halves of B (n, k), or two and one 64-column boxes of B (k, n)): a narrow n
 # (536, 848) in three or four such tiles wastes less than in 128- or 256-wide ones. Off: on seeds
@@ -543,16 +554,30 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                             if tn >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
                                 yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_n": 2,
                                        "group_m": g}
+                        elif _spans_n_in_pairs(p, tm, tn, tiles, k_tiles):
+                            yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_n": 2, "group_m": g}
                         if OFFER_CLUSTERS_OF_FOUR:
                             yield from _clusters_of_four(p, tm, tn, g)
                         if OFFER_CLUSTERS_OF_EIGHT:
                             yield from _clusters_of_eight(p, tm, tn, g)
+                elif _spans_n_in_pairs(p, tm, tn, tiles, k_tiles):  # few tiles: each split over several pairs
+                    yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_n": 2, "group_m": 8}
             if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}
     swap_rows = SWAP_PERSISTENT_MAX_M if OFFER_SWAP_PERSISTENT else \
         _swap_clusters_rows() if OFFER_SWAP_CLUSTERS else SWAP_AB_MAX_M
     if p.m <= swap_rows and p.epilogue in (False, SWAPPABLE) and (p.transpose_b or ITEMSIZE[p.dtype] == 2):
         yield from _swap_candidates(p, k_tiles)
+
+
+def _spans_n_in_pairs(p: Problem, tm: int, tn: int, tiles: int, k_tiles: int) -> bool:
+    """Whether OFFER_SPAN_PAIRS offers stream-K pairs sharing A over tm x tn tiles: two tiles
+    cover all of n (ceil(n / tn) == 2), without OFFER_A_PAIRS (which offers them already), and
+    the pairs (one per row of tiles) are enough that no tile is cut into more than
+    stream_k_plan.MAX_CONTRIBUTORS + 1 pieces (the model's stream_k_us prices a few partials)."""
+    pairs, units = _ceil(p.m, tm), p.sms // 2
+    return OFFER_SPAN_PAIRS and not OFFER_A_PAIRS and tm >= 128 and tn >= 128 and _ceil(p.n, tn) == 2 \
+        and pairs * (MAX_CONTRIBUTORS + 1) >= units and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2)
 
 
 def _splits(tiles: int, k_tiles: int, sms: int, splits: tuple[int, ...]) -> list[int]:
