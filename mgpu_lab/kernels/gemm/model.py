@@ -106,7 +106,9 @@ OFFER_A_PAIRS = "a_pairs" in _OFFERED
 # H100 (2026-12-06, gemm_options_2026-12-06T103846Z_9a2d5163.json) they ran x1.57 over the model's
 # pick on 6330x352x25840, x1.16 on 1162x480x12944, x1.36 on 2911x472x24064, x1.09 on
 # 3523x488x14592, x0.91 on 5738x272x20040 and, on seeds 151-156, x1.26 on 5685x264x20416, while
-# A-sharing pairs as a whole ran x0.957 (58 moved picks). It moves 8 of seeds 151-170's 1224 picks.
+# A-sharing pairs as a whole ran x0.957 (58 moved picks). Against it off (`--versus`, H100) its
+# moved picks ran x1.119 on fresh seeds 151-190 (14 of 2379) and x1.151 on 191-260 (24 of 4039);
+# the losses (x0.83-0.95) displaced 1 x 4 / 2 x 2 clusters or short-K grids. Untimed on the H200.
 OFFER_SPAN_PAIRS = "span_pairs" in _OFFERED
 # Pairs sharing B (cluster_m=2) at tile_n 160, 192 and 224 (cluster_shares.pairs_split_b: the B tile
 # split in 8-row halves of B (n, k), or two and one 64-column boxes of B (k, n)): a narrow n
