@@ -270,12 +270,17 @@ def model_alternatives(p: Problem, top: int, offer: tuple[str, ...] = ()) -> lis
     return picks
 
 
+def kernel_settings(config: dict) -> dict:
+    """A configuration as make_gemm keyword arguments: without where it came from ('source') and
+    the model's estimate ('model_us'), which the library's picks carry beside them."""
+    return {key: value for key, value in config.items() if key not in ("source", "model_us")}
+
+
 def model_pick(p: Problem) -> dict:
     """The configuration make_gemm's default takes for `p` with the table off (the model's first valid pick)."""
     from mgpu_lab.kernels.gemm.configs import gemm_config
 
-    config = gemm_config(p.m, p.n, p.k, transpose_b=p.transpose_b, table=False)
-    return {key: value for key, value in config.items() if key not in ("source", "model_us")}
+    return kernel_settings(gemm_config(p.m, p.n, p.k, transpose_b=p.transpose_b, table=False))
 
 
 def random_cases(count: int, seeds: list[int], top: int, offer: tuple[str, ...] = ()):
@@ -319,7 +324,7 @@ def versus_pick(p: Problem, constants, offer: tuple[str, ...] = ()) -> dict:
 
     with offering(offer):  # the switches on are part of the ranking cache's key
         config = model_ranking(p.m, p.n, p.k, transpose_b=p.transpose_b, constants=constants)[0]
-    return {key: value for key, value in config.items() if key not in ("source", "model_us")}
+    return kernel_settings(config)
 
 
 def versus_cases(problems: list[Problem], constants, offer: tuple[str, ...] = ()):
