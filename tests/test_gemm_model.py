@@ -1062,6 +1062,13 @@ def test_pairs_spanning_n_share_a_by_default(monkeypatch):
     assert pick.get("cluster_n") == 2 and pick["persistent"] == "stream_k", pick
     wide = model.Problem(5685, 1344, 20416, transpose_b=True, sms=132)  # no two tiles span 1344
     assert not a_pairs(wide)
+    # Fewer tiles than half the SMs (no persistent grid offered): still offered while each tile is
+    # cut into at most MAX_CONTRIBUTORS + 1 pieces (10 pairs over 66 units), not for 3 pairs.
+    few = model.Problem(1162, 480, 12944, sms=132)
+    assert {(c["tile_m"], c["tile_n"]) for c in a_pairs(few)} == {(128, 256)}
+    assert model.ranked(few, model.Constants())[0][1] == {"tile_m": 128, "tile_n": 256, "persistent": "stream_k",
+                                                           "cluster_n": 2, "group_m": 8}
+    assert not a_pairs(model.Problem(300, 480, 12944, sms=132))
     monkeypatch.setattr(model, "OFFER_SPAN_PAIRS", False)
     assert not a_pairs(p)
 
