@@ -629,7 +629,7 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
                                     "swap_persistent, swap_stream_k, clusters_of_four, swap_epilogue, "
                                     "clusters_of_eight, swap_clusters, swap_clusters_wide, n16_tiles, narrow_stream_k, "
-                                    "row_raster, stream_k_reads, l2_reuse_bound, partial_waves, span_pairs "
+                                    "row_raster, stream_k_reads, l2_reuse_bound, partial_waves, span_pairs, pair_tile "
                                     "(comma-separated, "
                                     "-name to "
                                     "switch one off), "
@@ -1391,6 +1391,25 @@ def test_partial_waves_speed_up_only_grids_that_leave_sms_idle(monkeypatch, no_s
     assert model.estimate_us(p, one_wave, c) - c.launch_us == pytest.approx((off["one_wave"] - c.launch_us) * scale)
     assert model.estimate_us(p, full, c) == off["full"]
     assert model.estimate_us(p, persistent, c) == off["persistent"]
+
+
+def test_pair_tile_charges_clusters_per_tile_they_run(monkeypatch, no_switches):
+    """pair_tile (off): a persistent or stream-K multicast cluster pays PAIR_TILE_US per tile each
+    of its units runs; single blocks and one-tile-per-block grids keep their estimates."""
+    c = dataclasses.replace(model.Constants(), dram_bw=1.0e12, copy_bw=1.0e12)  # compute alone
+    p = model.Problem(2048, 5632, 2048, transpose_b=True, sms=132)
+    pair = {"tile_m": 128, "tile_n": 256, "persistent": True, "cluster_m": 2, "group_m": 8}
+    stream_k_pair = {**pair, "persistent": "stream_k"}
+    single = {"tile_m": 128, "tile_n": 256, "persistent": True, "group_m": 8}
+    grid = {"tile_m": 128, "tile_n": 256}
+    configs = {"pair": pair, "stream_k_pair": stream_k_pair, "single": single, "grid": grid}
+    off = {name: model.estimate_us(p, cfg, c) for name, cfg in configs.items()}
+    monkeypatch.setattr(model, "OFFER_PAIR_TILE", True)
+    on = {name: model.estimate_us(p, cfg, c) for name, cfg in configs.items()}
+    # 16 x 22 = 352 tiles in 176 pair items over 66 pairs: 3 rounds persistent; stream-K holds 2 whole + 1 split
+    assert on["pair"] - off["pair"] == pytest.approx(3 * model.PAIR_TILE_US)
+    assert on["stream_k_pair"] - off["stream_k_pair"] == pytest.approx(3 * model.PAIR_TILE_US)
+    assert on["single"] == off["single"] and on["grid"] == off["grid"]
 
 
 def test_the_ranking_cache_keeps_picks_per_set_of_switches(monkeypatch):

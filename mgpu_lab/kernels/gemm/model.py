@@ -69,7 +69,7 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
-          "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs")
+          "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs", "pair_tile")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "swap_clusters_wide", "row_raster",
                   "stream_k_reads", "span_pairs")
 
@@ -237,6 +237,18 @@ L2_REUSE = 1.25  # L2 bytes over DRAM bytes above which the L2 bound counts (OFF
 # best (1.038x); H100 24 of 76 (18), 1.132x (1.145x). Off until timed on fresh seeds.
 OFFER_PARTIAL_WAVES = "partial_waves" in _OFFERED
 PARTIAL_WAVE = 0.3
+# A multicast cluster's tiles cost more than the model's per-tile terms: its blocks share every
+# ring slot, so one block's epilogue holds back its peer's next loads (the peer's producer waits
+# for the slot's release from both), once per tile. PAIR_TILE_US per tile of a persistent or
+# stream-K cluster. The timed groups where pairs and single blocks of one tile ran side by side
+# (2026-12-06): persistent, K <= 4096, pairs ran 0.998 (H200, 31) / 1.077 (H100, 6) of single
+# blocks' time where the model said 0.954 / 0.940; the HF prefill's 2048x5632x2048 and
+# 2048x2048x5632 picks (pairs) ran 1.03 of the best single blocks on the H100. Ranking every
+# timed group with it (1.5 us): H200 86 of 116 within 3% of the best (84 without; 1.031x the best
+# against 1.033x), H100 27 of 97 (25; 1.138x against 1.142x). It moves 73 of 640 drawn picks
+# (seeds 151-160), most from stream-K pairs to single blocks: off until timed on fresh seeds.
+OFFER_PAIR_TILE = "pair_tile" in _OFFERED
+PAIR_TILE_US = 1.5
 L2_RESIDENT_BYTES = 0.6 * L2_BYTES  # A and B up to this large stay in L2 whatever the order: read once
 # Replayed only over up to this many rounds of items per unit: where the split pieces are a large
 # share of the work, and the replay's cost (items x k-steps) stays ~25 ms; past it whole rounds
@@ -758,7 +770,7 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS, re
         unit_steps = whole * steps + _ceil(rest * steps, units)
         held = whole + (1 if rest else 0)
         compute = unit_steps * t_step + _first_tile_us(held, c.persist_tile_us, c) + held * (t_store * 0.5 + t_swap)
-        compute += c.latency_us + (c.stream_k_us if rest else 0.0)
+        compute += c.latency_us + (c.stream_k_us if rest else 0.0) + _pair_tiles_us(pair, held)
     elif pingpong:
         grid = min(_ceil(tiles, 2), p.sms)
         per_block = _ceil(tiles, grid)
@@ -767,7 +779,7 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS, re
     else:
         per_block = _ceil(items, units)
         compute = per_block * (steps * t_step + t_store * 0.5 + t_swap) \
-            + _first_tile_us(per_block, c.persist_tile_us, c) + c.latency_us
+            + _first_tile_us(per_block, c.persist_tile_us, c) + c.latency_us + _pair_tiles_us(pair, per_block)
 
     # All blocks together: every tile's k-steps load its A and B boxes (B, or A, once per multicast pair).
     box_bytes = tiles * k_tiles * tk * isz  # per row of a box, over every tile's k-steps
@@ -807,6 +819,11 @@ def _misaligned_rows(p: Problem) -> tuple[bool, bool]:
     a = (p.k * isz) % SWIZZLE != 0
     b = (p.k if p.transpose_b else p.n) * isz % SWIZZLE != 0
     return a, b
+
+
+def _pair_tiles_us(pair: int, tiles: int) -> float:
+    """OFFER_PAIR_TILE's cost of `tiles` tiles run one after another by a cluster of `pair` blocks."""
+    return PAIR_TILE_US * tiles if OFFER_PAIR_TILE and pair > 1 else 0.0
 
 
 def _first_tile_us(tiles: int, later_tile_us: float, c: Constants) -> float:
