@@ -341,7 +341,8 @@ def nelder_mead(f, x0: np.ndarray, iters: int, step: float = 0.15) -> np.ndarray
 
 BOUNDS = {"eff_two": (0.5, 1.0), "eff_one": (0.3, 1.0), "eff_pingpong": (0.5, 1.0), "multicast": (0.95, 1.1),
           "cluster_fill": (0.3, 1.0), "misaligned": (1.0, 4.0), "l2_bw": (4e6, 40e6), "l2_bw_misaligned": (2e6, 40e6),
-          "dram_bw": (2.4e6, 4.2e6), "sm_bw": (20e3, 200e3), "smem_eff": (0.3, 1.0)}  # physical limits the fit must keep
+          "dram_bw": (2.4e6, 4.2e6), "sm_bw": (20e3, 200e3), "smem_eff": (0.3, 1.0),
+          "split_stream_k": (1.0, 2.0)}  # physical limits the fit must keep
 MEASURED = ("copy_bw",)  # constants a device measures (the copy rate): the fit keeps the start's
 
 

@@ -1412,6 +1412,21 @@ def test_pair_tile_charges_clusters_per_tile_they_run(monkeypatch, no_switches):
     assert on["single"] == off["single"] and on["grid"] == off["grid"]
 
 
+def test_split_stream_k_scales_only_grids_without_a_whole_round(no_switches):
+    """Constants.split_stream_k scales the compute of a stream-K grid whose work items are fewer
+    than its units (every tile cut into pieces); one with a whole round keeps its estimate."""
+    base = dataclasses.replace(model.Constants(), dram_bw=1.0e12, copy_bw=1.0e12)  # compute alone
+    slow = dataclasses.replace(base, split_stream_k=1.2)
+    config = {"tile_m": 128, "tile_n": 256, "persistent": "stream_k", "group_m": 8}
+    split = model.Problem(595, 3584, 14336, sms=132)  # 5 x 14 = 70 tiles over 132 units
+    whole = model.Problem(2048, 5632, 2048, sms=132)  # 16 x 22 = 352 tiles: two whole rounds
+    assert model.estimate_us(split, config, slow) - slow.launch_us == pytest.approx(
+        (model.estimate_us(split, config, base) - base.launch_us) * 1.2)
+    assert model.estimate_us(whole, config, slow) == model.estimate_us(whole, config, base)
+    h100_trial = model.constants_from_file(str(Path(__file__).resolve().parents[1] / "benchmarks" / "gemm_constants" / "h100_split_stream_k.json"))
+    assert h100_trial.split_stream_k == 1.2 and model.Constants().split_stream_k == 1.0
+
+
 def test_the_ranking_cache_keeps_picks_per_set_of_switches(monkeypatch):
     """configs.model_ranking caches per set of switches on: turning one off (as a probe or
     bench_gemm_options --versus does) gets that set's pick, not the one cached before it."""

@@ -386,6 +386,14 @@ class Constants:
     # as device_copy_bytes_per_s): the floor OFFER_STREAM_K_READS puts under a stream-K estimate.
     # Measured, not fitted (dram_bw is the fit's, and absorbs more than the copy rate).
     copy_bw: float = 4180000.0
+    # A stream-K grid with no whole round (fewer work items than units: every tile is cut into
+    # pieces) has its compute scaled by this. Over the timed groups such grids ran slower against
+    # their estimates than stream-K grids of whole rounds: H200 0.99 against 0.91-0.94 (measured /
+    # estimated), H100 1.13 against 0.90-1.01. 1.0 for the H200: 1.1-1.5 ranks its groups worse (84
+    # of 116 picks within 3% of the best, then 82-83: 547x4096x28672's split grid is fastest there).
+    # A trial calibration for the H100 (benchmarks/gemm_constants/h100_split_stream_k.json, 1.2)
+    # ranks its groups better: 32 of 97 within 3% against 25, 1.125x the best against 1.142x.
+    split_stream_k: float = 1.0
 
     def as_vector(self) -> list[float]:
         return [getattr(self, f.name) for f in dataclasses.fields(self)]
@@ -771,6 +779,8 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS, re
         held = whole + (1 if rest else 0)
         compute = unit_steps * t_step + _first_tile_us(held, c.persist_tile_us, c) + held * (t_store * 0.5 + t_swap)
         compute += c.latency_us + (c.stream_k_us if rest else 0.0) + _pair_tiles_us(pair, held)
+        if not whole:
+            compute *= c.split_stream_k
     elif pingpong:
         grid = min(_ceil(tiles, 2), p.sms)
         per_block = _ceil(tiles, grid)
