@@ -1423,7 +1423,8 @@ def test_split_stream_k_scales_only_grids_without_a_whole_round(no_switches):
     assert model.estimate_us(split, config, slow) - slow.launch_us == pytest.approx(
         (model.estimate_us(split, config, base) - base.launch_us) * 1.2)
     assert model.estimate_us(whole, config, slow) == model.estimate_us(whole, config, base)
-    h100_trial = model.constants_from_file(str(Path(__file__).resolve().parents[1] / "benchmarks" / "gemm_constants" / "h100_split_stream_k.json"))
+    trial_file = Path(__file__).resolve().parents[1] / "benchmarks" / "gemm_constants" / "h100_split_stream_k.json"
+    h100_trial = model.constants_from_file(str(trial_file))
     assert h100_trial.split_stream_k == 1.2 and model.Constants().split_stream_k == 1.0
 
 
