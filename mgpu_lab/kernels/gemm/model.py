@@ -245,8 +245,9 @@ PARTIAL_WAVE = 0.3
 # blocks' time where the model said 0.954 / 0.940; the HF prefill's 2048x5632x2048 and
 # 2048x2048x5632 picks (pairs) ran 1.03 of the best single blocks on the H100. Ranking every
 # timed group with it (1.5 us): H200 86 of 116 within 3% of the best (84 without; 1.031x the best
-# against 1.033x), H100 27 of 97 (25; 1.138x against 1.142x). It moves 73 of 640 drawn picks
-# (seeds 151-160), most from stream-K pairs to single blocks: off until timed on fresh seeds.
+# against 1.033x), H100 27 of 97 (25; 1.138x against 1.142x). Off: on fresh seeds 301-306 (H100,
+# `--versus`) its 54 moved picks of 382 ran x0.991 (x0.73-x1.19; single blocks displacing pairs
+# on short K lost most, 13607x5552x296 x0.73), `gemm_options_2026-12-06T134715Z_80298abe.json`.
 OFFER_PAIR_TILE = "pair_tile" in _OFFERED
 PAIR_TILE_US = 1.5
 L2_RESIDENT_BYTES = 0.6 * L2_BYTES  # A and B up to this large stay in L2 whatever the order: read once
@@ -392,7 +393,11 @@ class Constants:
     # estimated), H100 1.13 against 0.90-1.01. 1.0 for the H200: 1.1-1.5 ranks its groups worse (84
     # of 116 picks within 3% of the best, then 82-83: 547x4096x28672's split grid is fastest there).
     # A trial calibration for the H100 (benchmarks/gemm_constants/h100_split_stream_k.json, 1.2)
-    # ranks its groups better: 32 of 97 within 3% against 25, 1.125x the best against 1.142x.
+    # ranks its groups better (32 of 97 within 3% against 25, 1.125x the best against 1.142x) but
+    # its 37 moved picks of 1795 (fresh seeds 311-340) ran x0.973 against the H100's calibration:
+    # wins where one-tile grids replaced split grids (492x3584x11008 x1.31), losses where 128 x 128
+    # stream-K pairs did (10042x280x26624 x0.72), `gemm_options_2026-12-06T134816Z_80298abe.json`.
+    # So the H100 keeps 1.0 too.
     split_stream_k: float = 1.0
 
     def as_vector(self) -> list[float]:
