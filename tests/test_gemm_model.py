@@ -629,7 +629,8 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
                                     "swap_persistent, swap_stream_k, clusters_of_four, swap_epilogue, "
                                     "clusters_of_eight, swap_clusters, swap_clusters_wide, n16_tiles, narrow_stream_k, "
-                                    "row_raster, stream_k_reads, l2_reuse_bound, partial_waves, span_pairs, pair_tile "
+                                    "row_raster, stream_k_reads, l2_reuse_bound, partial_waves, span_pairs, pair_tile, "
+                                    "small_stream_k "
                                     "(comma-separated, "
                                     "-name to "
                                     "switch one off), "
@@ -1426,6 +1427,23 @@ def test_split_stream_k_scales_only_grids_without_a_whole_round(no_switches):
     trial_file = Path(__file__).resolve().parents[1] / "benchmarks" / "gemm_constants" / "h100_split_stream_k.json"
     h100_trial = model.constants_from_file(str(trial_file))
     assert h100_trial.split_stream_k == 1.2 and model.Constants().split_stream_k == 1.0
+
+
+def test_small_stream_k_scales_stream_k_over_tiles_smaller_than_128_by_256(monkeypatch, no_switches):
+    """small_stream_k (off): a stream-K grid over tiles smaller than 128 x 256 has its compute
+    scaled by (128 * 256 / area) ** SMALL_STREAM_K, single blocks or pairs; 128 x 256 stream-K
+    and persistent grids of small tiles keep their estimates."""
+    c = dataclasses.replace(model.Constants(), dram_bw=1.0e12, copy_bw=1.0e12)  # compute alone
+    p = model.Problem(2048, 5632, 2048, transpose_b=True, sms=132)
+    small = {"tile_m": 128, "tile_n": 128, "persistent": "stream_k", "group_m": 8}
+    configs = {"small": small, "small_pair": {**small, "cluster_m": 2}, "wide": {**small, "tile_n": 256},
+               "persistent": {**small, "persistent": True}}
+    off = {name: model.estimate_us(p, cfg, c) - c.launch_us for name, cfg in configs.items()}
+    monkeypatch.setattr(model, "OFFER_SMALL_STREAM_K", True)
+    on = {name: model.estimate_us(p, cfg, c) - c.launch_us for name, cfg in configs.items()}
+    assert on["small"] == pytest.approx(off["small"] * 2 ** model.SMALL_STREAM_K, rel=1e-5)
+    assert on["small_pair"] == pytest.approx(off["small_pair"] * 2 ** model.SMALL_STREAM_K, rel=1e-5)
+    assert on["wide"] == off["wide"] and on["persistent"] == off["persistent"]
 
 
 def test_the_ranking_cache_keeps_picks_per_set_of_switches(monkeypatch):

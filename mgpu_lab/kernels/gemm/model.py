@@ -69,7 +69,7 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
-          "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs", "pair_tile")
+          "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs", "pair_tile", "small_stream_k")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "swap_clusters_wide", "row_raster",
                   "stream_k_reads", "span_pairs")
 
@@ -250,6 +250,16 @@ PARTIAL_WAVE = 0.3
 # on short K lost most, 13607x5552x296 x0.73), `gemm_options_2026-12-06T134715Z_80298abe.json`.
 OFFER_PAIR_TILE = "pair_tile" in _OFFERED
 PAIR_TILE_US = 1.5
+# Stream-K over tiles smaller than 128 x 256 runs slower against its estimate than over 128 x 256
+# ones, on both GPUs and whether single blocks or pairs (estimate / measured over the timed groups,
+# 2026-12-06: 128 x 128 0.87-0.92 on the H200 and 0.79-0.86 on the H100, 128 x 256 1.00-1.06): a
+# smaller tile cuts a unit's share of the k-loop at more tile edges, each a partial's park or sum.
+# The compute of such a grid is scaled by (128 * 256 / area) ** SMALL_STREAM_K (128 x 128: x1.23).
+# Ranking every timed group with it: H200 85 of 116 picks within 3% of the best (84 without;
+# 1.031x the best against 1.033x), H100 32 of 101 (25; 1.121x against 1.142x). Off until timed
+# on fresh seeds against the picks without it.
+OFFER_SMALL_STREAM_K = "small_stream_k" in _OFFERED
+SMALL_STREAM_K = 0.3
 L2_RESIDENT_BYTES = 0.6 * L2_BYTES  # A and B up to this large stay in L2 whatever the order: read once
 # Replayed only over up to this many rounds of items per unit: where the split pieces are a large
 # share of the work, and the replay's cost (items x k-steps) stays ~25 ms; past it whole rounds
@@ -786,6 +796,8 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS, re
         compute += c.latency_us + (c.stream_k_us if rest else 0.0) + _pair_tiles_us(pair, held)
         if not whole:
             compute *= c.split_stream_k
+        if OFFER_SMALL_STREAM_K:
+            compute *= (128 * 256 / (tm * tn)) ** SMALL_STREAM_K
     elif pingpong:
         grid = min(_ceil(tiles, 2), p.sms)
         per_block = _ceil(tiles, grid)
