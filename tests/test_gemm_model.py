@@ -630,7 +630,7 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
                                     "swap_persistent, swap_stream_k, clusters_of_four, swap_epilogue, "
                                     "clusters_of_eight, swap_clusters, swap_clusters_wide, n16_tiles, narrow_stream_k, "
                                     "row_raster, stream_k_reads, l2_reuse_bound, partial_waves, span_pairs, pair_tile, "
-                                    "small_stream_k "
+                                    "small_stream_k, narrow_pairs "
                                     "(comma-separated, "
                                     "-name to "
                                     "switch one off), "
@@ -1444,6 +1444,25 @@ def test_small_stream_k_scales_stream_k_over_tiles_smaller_than_128_by_256(monke
     assert on["small"] == pytest.approx(off["small"] * 2 ** model.SMALL_STREAM_K, rel=1e-5)
     assert on["small_pair"] == pytest.approx(off["small_pair"] * 2 ** model.SMALL_STREAM_K, rel=1e-5)
     assert on["wide"] == off["wide"] and on["persistent"] == off["persistent"]
+
+
+def test_narrow_pairs_scales_persistent_64_row_pairs_only(monkeypatch, no_switches):
+    """narrow_pairs (off): a persistent grid of 64-row tiles in clusters of two, plain or
+    swapped, has its compute scaled by NARROW_PAIR; 64-row quads, 64-row single blocks and
+    128-row pairs keep their estimates."""
+    c = dataclasses.replace(model.Constants(), dram_bw=1.0e12, copy_bw=1.0e12)  # compute alone
+    p = model.Problem(544, 14336, 8192, transpose_b=True, sms=132)
+    pair = {"tile_m": 64, "tile_n": 128, "persistent": True, "group_m": 8, "cluster_m": 2}
+    configs = {"pair": pair, "swapped_pair": {**pair, "tile_n": 136, "swap_ab": True, "cluster_m": 1, "cluster_n": 2},
+               "quad": {**pair, "cluster_m": 4}, "single": {**pair, "cluster_m": 1},
+               "wide_pair": {**pair, "tile_m": 128}}
+    off = {name: model.estimate_us(p, cfg, c) - c.launch_us for name, cfg in configs.items()}
+    monkeypatch.setattr(model, "OFFER_NARROW_PAIRS", True)
+    on = {name: model.estimate_us(p, cfg, c) - c.launch_us for name, cfg in configs.items()}
+    assert model.NARROW_PAIR > 1
+    assert on["pair"] == pytest.approx(off["pair"] * model.NARROW_PAIR, rel=1e-5)
+    assert on["swapped_pair"] == pytest.approx(off["swapped_pair"] * model.NARROW_PAIR, rel=1e-5)
+    assert (on["quad"], on["single"], on["wide_pair"]) == (off["quad"], off["single"], off["wide_pair"])
 
 
 def test_the_ranking_cache_keeps_picks_per_set_of_switches(monkeypatch):

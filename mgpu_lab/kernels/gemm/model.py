@@ -69,7 +69,8 @@ SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2
 OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
-          "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs", "pair_tile", "small_stream_k")
+          "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs", "pair_tile", "small_stream_k",
+          "narrow_pairs")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "swap_clusters_wide", "row_raster",
                   "stream_k_reads", "span_pairs")
 
@@ -260,6 +261,18 @@ PAIR_TILE_US = 1.5
 # on fresh seeds against the picks without it.
 OFFER_SMALL_STREAM_K = "small_stream_k" in _OFFERED
 SMALL_STREAM_K = 0.3
+# Persistent 64-row tiles in clusters of two run slower against their estimate than the other
+# kinds timed beside them, on both GPUs, plain or swapped (estimate / measured over the timed
+# groups, relative to each group's geomean, 2026-12-06: H100 0.70-0.96 on long K, H200 0.72-0.93;
+# 64-row quads 0.9-1.2, single blocks 1.02-1.07): with one consumer warpgroup a block has nothing
+# to run while the pair's shared ring slot waits for its peer. On the H100's swapped mid-m shapes
+# such picks ran 0.72-0.77 of cuBLAS where 128- and 256-row swapped tiles ran 0.95-1.01
+# (276x28672x8192, 544x14336x8192). Their compute is scaled by NARROW_PAIR. Ranking every timed
+# group with it: H200 84 of 116 picks within 3% of the best, as without (1.0323x the best against
+# 1.0326x); H100 28 of 106 (26; 1.136x against 1.143x), the same from 1.05 to 1.3. It moves 5 of
+# 740 drawn picks (seeds 401-412). Off until timed on fresh seeds.
+OFFER_NARROW_PAIRS = "narrow_pairs" in _OFFERED
+NARROW_PAIR = 1.1
 L2_RESIDENT_BYTES = 0.6 * L2_BYTES  # A and B up to this large stay in L2 whatever the order: read once
 # Replayed only over up to this many rounds of items per unit: where the split pieces are a large
 # share of the work, and the replay's cost (items x k-steps) stays ~25 ms; past it whole rounds
@@ -807,6 +820,8 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS, re
         per_block = _ceil(items, units)
         compute = per_block * (steps * t_step + t_store * 0.5 + t_swap) \
             + _first_tile_us(per_block, c.persist_tile_us, c) + c.latency_us + _pair_tiles_us(pair, per_block)
+        if OFFER_NARROW_PAIRS and pair == 2 and tm == 64:
+            compute *= NARROW_PAIR
 
     # All blocks together: every tile's k-steps load its A and B boxes (B, or A, once per multicast pair).
     box_bytes = tiles * k_tiles * tk * isz  # per row of a box, over every tile's k-steps
