@@ -623,7 +623,8 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,-clusters_of_four"  # one on, one of the defaults off
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "False", "False", "a_pairs,-clusters_of_four",
-                                  "a_pairs,swap_epilogue,swap_clusters,swap_clusters_wide,row_raster,stream_k_reads,span_pairs"], out.stderr
+                                  "a_pairs,swap_epilogue,swap_clusters,swap_clusters_wide,row_raster,stream_k_reads,span_pairs,"
+                                  "narrow_pairs"], out.stderr
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,b_pairs"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
@@ -1447,7 +1448,7 @@ def test_small_stream_k_scales_stream_k_over_tiles_smaller_than_128_by_256(monke
 
 
 def test_narrow_pairs_scales_persistent_64_row_pairs_only(monkeypatch, no_switches):
-    """narrow_pairs (off): a persistent grid of 64-row tiles in clusters of two, plain or
+    """narrow_pairs (on by default): a persistent grid of 64-row tiles in clusters of two, plain or
     swapped, has its compute scaled by NARROW_PAIR; 64-row quads, 64-row single blocks and
     128-row pairs keep their estimates."""
     c = dataclasses.replace(model.Constants(), dram_bw=1.0e12, copy_bw=1.0e12)  # compute alone
@@ -1459,7 +1460,7 @@ def test_narrow_pairs_scales_persistent_64_row_pairs_only(monkeypatch, no_switch
     off = {name: model.estimate_us(p, cfg, c) - c.launch_us for name, cfg in configs.items()}
     monkeypatch.setattr(model, "OFFER_NARROW_PAIRS", True)
     on = {name: model.estimate_us(p, cfg, c) - c.launch_us for name, cfg in configs.items()}
-    assert model.NARROW_PAIR > 1
+    assert model.NARROW_PAIR > 1 and "narrow_pairs" in model.DEFAULT_OFFERS
     assert on["pair"] == pytest.approx(off["pair"] * model.NARROW_PAIR, rel=1e-5)
     assert on["swapped_pair"] == pytest.approx(off["swapped_pair"] * model.NARROW_PAIR, rel=1e-5)
     assert (on["quad"], on["single"], on["wide_pair"]) == (off["quad"], off["single"], off["wide_pair"])

@@ -72,7 +72,7 @@ OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "cluste
           "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs", "pair_tile", "small_stream_k",
           "narrow_pairs")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "swap_clusters_wide", "row_raster",
-                  "stream_k_reads", "span_pairs")
+                  "stream_k_reads", "span_pairs", "narrow_pairs")
 
 
 def _offered(value: str) -> set[str]:
@@ -270,7 +270,11 @@ SMALL_STREAM_K = 0.3
 # (276x28672x8192, 544x14336x8192). Their compute is scaled by NARROW_PAIR. Ranking every timed
 # group with it: H200 84 of 116 picks within 3% of the best, as without (1.0323x the best against
 # 1.0326x); H100 28 of 106 (26; 1.136x against 1.143x), the same from 1.05 to 1.3. It moves 5 of
-# 740 drawn picks (seeds 401-412). Off until timed on fresh seeds.
+# 740 drawn picks (seeds 401-412). On since 2026-12-06: against the H100's picks without it on
+# fresh seeds 401-470 (d73ad60 / d3d0ca1, `bench_gemm_options --versus`, rounds A B B A) it moved
+# 41 of 4134 drawn picks and they ran x1.079 (8) and x1.059 (33) in geomean: 309x28672x4096 0.71
+# -> 0.96 of cuBLAS (256 x 160 swapped pairs), 210x28672x8192 0.69 -> 0.99 (128 x 216 swapped, one
+# tile a block), 209x20904x15296 0.77 -> 0.93; its losses x0.92-0.98 (278x3584x11008 x0.916).
 OFFER_NARROW_PAIRS = "narrow_pairs" in _OFFERED
 NARROW_PAIR = 1.1
 L2_RESIDENT_BYTES = 0.6 * L2_BYTES  # A and B up to this large stay in L2 whatever the order: read once
