@@ -882,13 +882,14 @@ def h100_calibrated(monkeypatch, no_constants_variable):
 
 def test_every_gpu_picks_with_the_built_in_fitted_constants_by_default(no_constants_variable):
     """The H200 and an unknown GPU take the built-in constants; the H100 the same fitted ones with
-    only its measured copy rate (h100_measured.json) in place of the H200's."""
+    only what was measured on it (h100_measured.json) in place of the H200's: its copy rate, and
+    one consumer warpgroup's rate (eff_one) chosen by an A / B."""
     for device in ("NVIDIA H200", "unavailable"):
         assert model.constants_for(device) == model.Constants()
         assert model.calibration_of(device) == "built-in (H200)"
     h100 = model.constants_for("NVIDIA H100 80GB HBM3")
     assert model.calibration_of("NVIDIA H100 80GB HBM3") == "h100_measured.json"
-    assert h100 == dataclasses.replace(model.Constants(), copy_bw=2.97e6)
+    assert h100 == dataclasses.replace(model.Constants(), copy_bw=2.97e6, eff_one=0.85)
 
 
 def test_each_gpu_picks_with_its_own_calibration(h100_calibrated):

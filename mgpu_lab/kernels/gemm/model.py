@@ -478,7 +478,12 @@ CONSTANTS = constants_from_file(os.environ[CONSTANTS_ENV]) if os.environ.get(CON
 # against 1.20x) yet ran x1.001 / x1.010 / x0.991 / x0.998 on fresh seeds 75-78 (372a05a). So the
 # H100's file (h100_measured.json; not c3000be's retired constants_h100.json) holds only what was
 # measured, not fitted: its copy rate (2.97 TB/s, `fit_gemm_model.MEASURED`), which stream-K's
-# replayed reads are timed at (OFFER_STREAM_K_READS).
+# replayed reads are timed at (OFFER_STREAM_K_READS); and since 2026-12-06 one consumer
+# warpgroup's rate (eff_one) at 0.85 of two's, not 0.90, chosen by an A / B on the H100: on fresh
+# seeds 431-450 (c4d3597, `bench_gemm_options --versus benchmarks/gemm_constants/h100_eff_one085.json`,
+# rounds A B B A) it moved 20 of 1225 drawn picks and they ran x1.033 in geomean (541x3584x11008
+# x1.46, 1914x792x4160 x1.35; 10771x424x1112 x0.77); in sample the H100 ranks 32 of 108 groups'
+# picks within 3% of the best (30 at 0.90). The H200 keeps 0.90 until timed (in sample unchanged).
 DEVICE_CONSTANTS: dict[str, str | None] = {"H200": None, "H100": "h100_measured.json"}
 
 
