@@ -263,8 +263,9 @@ OFFER_SMALL_STREAM_K = "small_stream_k" in _OFFERED
 SMALL_STREAM_K = 0.3
 # Persistent 64-row tiles in clusters of two run slower against their estimate than the other
 # kinds timed beside them, on both GPUs, plain or swapped (estimate / measured over the timed
-# groups, relative to each group's geomean, 2026-12-06: H100 0.70-0.96 on long K, H200 0.72-0.93;
-# 64-row quads 0.9-1.2, single blocks 1.02-1.07): with one consumer warpgroup a block has nothing
+# groups, relative to each group's geomean, without the switch, 2026-12-06: H100 geomean 0.89 over
+# 54 samples, 0.73-1.12; H200 0.88 over 18, 0.72-1.06; 64-row quads 1.03 / 1.00, single blocks
+# 1.02-1.07): with one consumer warpgroup a block has nothing
 # to run while the pair's shared ring slot waits for its peer. On the H100's swapped mid-m shapes
 # such picks ran 0.72-0.77 of cuBLAS where 128- and 256-row swapped tiles ran 0.95-1.01
 # (276x28672x8192, 544x14336x8192). Their compute is scaled by NARROW_PAIR. Ranking every timed
