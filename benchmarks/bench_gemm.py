@@ -68,7 +68,7 @@ from gemm_sweep import (
 
 from mgpu_lab.builder.dtypes import numpy_dtype
 from mgpu_lab.kernels.gemm import make_gemm
-from mgpu_lab.kernels.gemm.configs import SMS, gemm_config
+from mgpu_lab.kernels.gemm.configs import SMS, gemm_config, kernel_options
 from mgpu_lab.kernels.gemm.fp8 import make_fp8_gemm
 from mgpu_lab.examples.scaled_add import make_scaled_add
 from mgpu_lab.runtime.timing import time_cuda
@@ -151,7 +151,7 @@ def _bf16_problem(p: Problem, figures: dict, rows: list, quick: bool, compare_pe
     bf16 = numpy_dtype("bfloat16")
     config = _config(p, "bfloat16")
     tag = bf16_tag(p)
-    settings = {k: v for k, v in config.items() if k != "source"}
+    settings = kernel_options(config)
     t0 = time.perf_counter()
     kern = make_gemm(p.m, p.n, p.k, transpose_b=p.transpose_b, **settings)
     figures[f"{tag}_build_s"] = time.perf_counter() - t0
@@ -222,7 +222,7 @@ def _fp8_problem(p: Problem, figures: dict, rows: list, quick: bool) -> float | 
 
     config = _config(p, "float8_e4m3fn")
     tag = f"gemm_fp8_{p.key}"
-    kern = make_fp8_gemm(p.m, p.n, p.k, **{k: v for k, v in config.items() if k != "source"})
+    kern = make_fp8_gemm(p.m, p.n, p.k, **kernel_options(config))
     sets = operand_sets(p, torch, torch.float8_e4m3fn, seed=p.k)
     views = [(cupy_view(a, np.uint8), cupy_view(b, np.uint8)) for a, b in sets]
     scale_a, scale_b = torch.tensor(0.05, device="cuda"), torch.tensor(0.02, device="cuda")

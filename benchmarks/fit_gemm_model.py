@@ -52,7 +52,7 @@ from common import recorded_on, write_record  # noqa: E402
 from gemm_sweep import bf16_problems, fp8_problems  # noqa: E402
 
 from mgpu_lab.kernels.gemm import model  # noqa: E402
-from mgpu_lab.kernels.gemm.configs import CONFIG_FILE, CONFIG_KEYS  # noqa: E402
+from mgpu_lab.kernels.gemm.configs import CONFIG_FILE, CONFIG_KEYS, kernel_options  # noqa: E402
 from mgpu_lab.runtime.tma_descriptor import L2_PROMOTIONS, l2_promotion  # noqa: E402
 
 DTYPES = {"bf16": "bfloat16", "fp8": "float8_e4m3fn"}
@@ -196,7 +196,7 @@ def sweep_samples(results: Path, since: str, device: str = MODEL_DEVICE) -> list
             size = (int(m[2]), int(m[3]), int(m[4]))
             transpose = bool(m[5]) or _problems(m[1]).get(f"{size[0]}x{size[1]}x{size[2]}", True) \
                 if size[0] != size[1] or size[1] != size[2] else bool(m[5]) or m[1] == "fp8"
-            settings = {k: v for k, v in config.items() if k != "source"}
+            settings = kernel_options(config)
             p = model.Problem(*size, transpose_b=transpose, dtype=DTYPES[m[1]])
             samples.append(Sample(p, settings, 2.0 * size[0] * size[1] * size[2] / (tflops * 1e6),
                                   f"{path.name}:{m[0]}", promotion=record_promotion(record)))
@@ -225,7 +225,7 @@ def random_samples(results: Path, fp8: bool = False, device: str = MODEL_DEVICE)
                 us = figures.get(key.replace("_config", "_ours_us"))
                 if not m or not isinstance(config, dict) or not us:
                     continue
-                settings = {k: v for k, v in config.items() if k not in ("source", "model_us")}
+                settings = kernel_options(config)
                 p = model.Problem(int(m[2]), int(m[3]), int(m[4]), transpose_b=m[5] != "nn", dtype=dtype)
                 samples.append(Sample(p, settings, float(us), f"{path.name}:{m[0]}", promotion=promotion))
     return samples

@@ -22,6 +22,7 @@ from mgpu_lab.kernels.gemm.configs import (
     SMS,
     TABLE_ENV,
     gemm_config,
+    kernel_options,
     model_config,
     model_ranking,
     table_enabled,
@@ -1480,3 +1481,14 @@ def test_the_ranking_cache_keeps_picks_per_set_of_switches(monkeypatch):
         assert (on.get("persistent"), on["tile_n"]) != ("stream_k", 256)
     finally:
         model_ranking.cache_clear()
+
+
+def test_kernel_options_keeps_what_make_gemm_takes_and_drops_the_annotations():
+    """The model's pick carries where it came from and its estimate beside the settings;
+    kernel_options gives make_gemm the settings alone, every one of them."""
+    picked = gemm_config(1000, 3000, 2000, transpose_b=True, table=False)
+    assert picked["source"] == "model" and "model_us" in picked
+    options = kernel_options(picked)
+    assert "source" not in options and "model_us" not in options
+    assert options == {key: value for key, value in picked.items() if key in CONFIG_KEYS}
+    assert set(picked) - set(options) == {"source", "model_us"}

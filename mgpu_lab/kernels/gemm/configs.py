@@ -45,6 +45,12 @@ CONFIG_KEYS = ("tile_m", "tile_n", "stages", "group_m", "persistent", "split_k",
 TUNE_CANDIDATES = 3  # tune="auto" times the model's top few
 
 
+def kernel_options(config: dict[str, Any]) -> dict[str, Any]:
+    """A picked configuration as make_gemm keyword arguments: its CONFIG_KEYS only, without what
+    rides beside them (where it came from, 'source'; the model's estimate, 'model_us')."""
+    return {key: config[key] for key in CONFIG_KEYS if key in config}
+
+
 def shape_key(m: int, n: int, k: int, *, transpose_b: bool, dtype: str) -> str:
     """The table's key of a problem, e.g. 'bfloat16_nt_4096x14336x4096'."""
     return f"{dtype}_{'nt' if transpose_b else 'nn'}_{m}x{n}x{k}"
@@ -176,7 +182,7 @@ def _valid(m: int, n: int, k: int, config: dict[str, Any], *, transpose_b: bool,
         isz, osz = model.ITEMSIZE[dtype], model.ITEMSIZE.get(out_dtype, 4)
         k = round_up(k, 16 // isz)
         n = round_up(n, 16 // (osz if transpose_b else min(isz, osz)))
-    settings = {key: config[key] for key in CONFIG_KEYS if key in config}
+    settings = kernel_options(config)
     settings.setdefault("split_k", 1)
     if "tile_m" not in settings or "tile_n" not in settings or \
             epilogue and epilogue != model.SWAPPABLE and settings.get("swap_ab"):
@@ -314,7 +320,7 @@ def gemm_config(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str
         entry = tuned_table().get(device or device_name(), {}).get(
             shape_key(m, n, k, transpose_b=transpose_b, dtype=dtype))
         if entry is not None:
-            config = {**{key: entry[key] for key in CONFIG_KEYS if key in entry}, "source": "tuned"}
+            config = {**kernel_options(entry), "source": "tuned"}
             config = config if "split_k" in entry else config | _split(m, n, k, config, dtype)
             if not (epilogue and not _takes_an_epilogue(config, epilogue)):  # else the model's pick that applies it
                 return config
