@@ -31,6 +31,9 @@ Run on a GPU machine:  python benchmarks/bench_hf_model.py [--decode-batch 1 4] 
 Writes a record `hf_model_<UTC time>_<commit>.json` (or under $OUT) and prints a table last.
 `--gemm torch` routes the same way to torch's F.linear (keys `hf_llama_router_*`): a control that
 prices the router itself, so a gap of ours that the control shares is not our op's.
+`--tune auto` builds each shape with make_gemm(..., tune="auto") (keys `hf_llama_tuned_*`): the
+model's top few and its pick's cluster twin timed once per shape, what a user serving one model
+would do; the default keys are the model's picks, no timing at build.
 On a CPU, `--cpu-dry-run` runs the same steps on a tiny Llama with F.linear standing in for our
 GEMM and wall-clock timing, writing its record to a temporary folder (a smoke test of the script).
 """
@@ -472,6 +475,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--gemm", choices=("ours", "torch"), default="ours",
                         help="what the routed model's linears call: our GEMM (default), or torch's F.linear through "
                              "the same router (a control: the router's own host cost, keys hf_llama_router_...)")
+    parser.add_argument("--tune", choices=("auto",), default=None,
+                        help="build each shape with make_gemm(..., tune='auto') (keys hf_llama_tuned_...): what a "
+                             "user serving one model gets after timing its few shapes once")
     parser.add_argument("--cpu-dry-run", action="store_true",
                         help="a tiny Llama on the CPU, F.linear for our GEMM, wall-clock timing: a smoke test")
     return parser.parse_args(argv)
@@ -481,8 +487,12 @@ def main(argv: list[str] | None = None) -> None:
     global PREFIX
     args = parse_args(argv)
     control = args.gemm == "torch"
+    if control and args.tune:
+        raise SystemExit("--tune applies to our GEMM; --gemm torch routes to F.linear")
     if control:
         PREFIX = "hf_llama_router"  # F.linear behind the router: not our GEMM, so not hf_llama_*_vs_torch
+    elif args.tune:
+        PREFIX = "hf_llama_tuned"  # tune='auto' picks, beside the model's default picks (hf_llama_*)
     if not args.warm_cache and not args.cpu_dry_run:
         # before anything builds: every shape compiles in this run (the first forward a new user sees)
         os.environ["MGPU_LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="mgpu_hf_bench_cache_")
@@ -492,7 +502,7 @@ def main(argv: list[str] | None = None) -> None:
     device = "cpu" if dry else "cuda"
     config_values = dict(TINY_LLAMA if dry else LLAMA)
     config_values["num_hidden_layers"] = min(args.layers, 2) if dry else args.layers
-    factory: GemmFactory = stand_in_gemm if dry or control else our_gemm_op
+    factory: GemmFactory = stand_in_gemm if dry or control else functools.partial(our_gemm_op, tune=args.tune)
     t0 = time.perf_counter()
     deadline = t0 + args.budget_s if args.budget_s is not None else float("inf")
     torch_model, ours_model = build_models(config_values, device, torch.bfloat16)
@@ -530,7 +540,8 @@ def main(argv: list[str] | None = None) -> None:
     notes = {"ratio": "torch median time / our median time (above 1: ours faster)",
              "A": ("the model with every nn.Linear routed through the router to F.linear (a control: the "
                    "router's own cost)" if control else "the model with every nn.Linear routed to our GEMM "
-                   "(make_gemm(m, n, k, transpose_b=True) as a torch op per shape)"),
+                   f"(make_gemm(m, n, k, transpose_b=True{', tune=' + repr(args.tune) if args.tune else ''}) "
+                   "as a torch op per shape)"),
              "B": "the same weights on torch's nn.Linear (cuBLAS)",
              "order": "A B B A ... (common.interleaved_rounds), CUDA events around each forward / generation",
              "model": config_values, "dtype": "bfloat16", "attention": torch_model.config._attn_implementation,

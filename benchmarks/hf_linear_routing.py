@@ -131,19 +131,23 @@ class LinearRouter:
         return {f"{m}x{n}x{k}{'_bias' if bias else ''}": s for (m, n, k, bias), s in self.build_s.items()}
 
 
-def op_name(m: int, n: int, k: int, has_bias: bool) -> str:
-    """The torch op's qualified name of one shape: valid identifiers, unique per (m, n, k, bias)."""
-    return f"{OP_NAMESPACE}::linear_{'bias_' if has_bias else ''}{m}x{n}x{k}"
+def op_name(m: int, n: int, k: int, has_bias: bool, tune: str | None = None) -> str:
+    """The torch op's qualified name of one shape: valid identifiers, unique per (m, n, k, bias,
+    tune)."""
+    return f"{OP_NAMESPACE}::linear_{'bias_' if has_bias else ''}{'tuned_' if tune else ''}{m}x{n}x{k}"
 
 
 @functools.cache
-def our_gemm_op(m: int, n: int, k: int, has_bias: bool) -> GemmOp:
+def our_gemm_op(m: int, n: int, k: int, has_bias: bool, tune: str | None = None) -> GemmOp:
     """Our bf16 GEMM, x (m, k) @ W.T for W (n, k), as a torch op (the bias added in the epilogue);
-    cached per shape for the process, since torch cannot register an op name twice."""
+    cached per shape for the process, since torch cannot register an op name twice. tune="auto":
+    make_gemm's tune="auto" (the model's top few and its pick's cluster twin timed once, the
+    fastest kept)."""
     from mgpu_lab.kernels.gemm import fused, make_gemm
 
+    name = op_name(m, n, k, has_bias, tune)
     if not has_bias:
-        return make_gemm(m, n, k, transpose_b=True).as_torch_op(op_name(m, n, k, False))
+        return make_gemm(m, n, k, transpose_b=True, tune=tune).as_torch_op(name)
     epilogue = fused(m, n, bias="bfloat16")
-    kernel = make_gemm(m, n, k, transpose_b=True, epilogue=epilogue.fn, epilogue_inputs=epilogue.inputs)
-    return kernel.as_torch_op(op_name(m, n, k, True))
+    kernel = make_gemm(m, n, k, transpose_b=True, epilogue=epilogue.fn, epilogue_inputs=epilogue.inputs, tune=tune)
+    return kernel.as_torch_op(name)

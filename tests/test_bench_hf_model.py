@@ -41,3 +41,8 @@ def test_cpu_dry_run_writes_every_phase_with_both_sides(tmp_path, monkeypatch, c
     assert figures["hf_llama_decode_graph_b2_tokens_matching_torch"] == 1.0
     assert figures["hf_llama_decode_graph_b2_torch_tokens_matching_eager"] == 1.0
     assert "torch / ours" in capsys.readouterr().out
+
+
+def test_tune_is_for_our_gemm_not_the_router_control():
+    with pytest.raises(SystemExit, match="--tune applies to our GEMM"):
+        bench_hf_model.main(["--cpu-dry-run", "--gemm", "torch", "--tune", "auto"])

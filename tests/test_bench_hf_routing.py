@@ -91,8 +91,9 @@ def test_calls_the_gemm_cannot_take_fall_back_and_are_counted():
 
 
 def test_op_names_are_identifiers_and_unique_per_shape():
-    names = {op_name(m, n, k, b) for m in (1, 2048) for n in (512, 32000) for k in (2048, 5632) for b in (False, True)}
-    assert len(names) == 16
+    names = {op_name(m, n, k, b, t) for m in (1, 2048) for n in (512, 32000) for k in (2048, 5632)
+             for b in (False, True) for t in (None, "auto")}
+    assert len(names) == 32
     assert all(name.split("::")[0].isidentifier() and name.split("::")[1].isidentifier() for name in names)
 
 

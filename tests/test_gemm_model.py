@@ -395,6 +395,57 @@ def test_tune_auto_lays_what_the_user_gave_over_the_tuned_pick(monkeypatch):
     assert k.compiled.cluster == (2, 1, 1) and k.compiled.grid == (132, 1, 1)  # the tuned tiles, in pairs
 
 
+def test_tune_auto_times_the_top_few_and_the_picks_cluster_twin(monkeypatch):
+    """tune='auto' times the model's TUNE_CANDIDATES fastest and its pick's cluster twin; on the
+    Llama gate / up projection (2048x5632x2048, B (n, k)) the pick is a multicast pair and the
+    twin its single-block grid, which ran faster on both GPUs. The tuner's answer is the
+    candidate it timed fastest (here without a GPU: a stand-in tuner says which)."""
+    from types import SimpleNamespace
+
+    import mgpu_lab.runtime.device
+    import mgpu_lab.tuning
+    from mgpu_lab.kernels.gemm import configs
+
+    shape = dict(transpose_b=True, dtype="bfloat16", out_dtype="bfloat16", epilogue=False)
+    top = [kernel_options(c) for c in model_ranking(2048, 5632, 2048, count=configs.TUNE_CANDIDATES, **shape)]
+    candidates = configs.tune_candidates(2048, 5632, 2048, **shape)
+    assert list(candidates[:len(top)]) == top and len(candidates) == len(top) + 1
+    pick, twin = top[0], candidates[-1]
+    assert pick.get("cluster_m", 1) * pick.get("cluster_n", 1) > 1, "the pick is a cluster"
+    assert twin == {key: value for key, value in pick.items() if key not in ("cluster_m", "cluster_n")}
+    assert configs.cluster_twin(twin) == {**twin, "cluster_m": 2}
+
+    timed = {}
+
+    def stand_in_tune(build, space, inputs, reference, progress):
+        timed["configs"] = [dict(build.args[-1][choice]) for choice in space["choice"]]
+        return SimpleNamespace(best=SimpleNamespace(config={"choice": len(space["choice"]) - 1}))
+
+    monkeypatch.setattr(mgpu_lab.runtime.device, "has_gpu", lambda: True)
+    monkeypatch.setattr(mgpu_lab.tuning, "tune", stand_in_tune)
+    answer = configs.auto_tuned_config(2048, 5632, 2048, make=make_gemm, **shape)
+    assert timed["configs"] == list(candidates)
+    assert answer == {**twin, "source": "auto-tuned"}
+
+
+def test_the_cluster_twin_is_offered_only_where_make_gemm_takes_it():
+    """A pick that is not a persistent grid (one tile per block, split-K) has no cluster twin:
+    clusters are of persistent grids."""
+    from mgpu_lab.kernels.gemm import configs
+
+    shape = dict(transpose_b=False, dtype="bfloat16", out_dtype="bfloat16", epilogue=False)
+    for m, n, k in ((4096, 4096, 4096), (256, 256, 16384), (64, 4096, 4096), (2048, 512, 2048)):
+        candidates = configs.tune_candidates(m, n, k, **shape)
+        top = [kernel_options(c) for c in model_ranking(m, n, k, count=configs.TUNE_CANDIDATES, **shape)]
+        assert list(candidates[:len(top)]) == top
+        extra = candidates[len(top):]
+        assert len(extra) <= 1
+        if extra:
+            assert extra[0] == configs.cluster_twin(top[0]) and top[0].get("persistent") in (True, "stream_k")
+        for config in candidates:
+            assert configs._valid(m, n, k, config, **shape)
+
+
 def test_tune_takes_auto_or_none():
     with pytest.raises(ValueError, match=r"tune must be 'auto' or None, got 'fast'"):
         make_gemm(256, 256, 256, tune="fast")

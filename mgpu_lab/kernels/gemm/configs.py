@@ -361,10 +361,40 @@ def _tune_candidate(make: Callable[..., Any], m: int, n: int, k: int, transpose_
     return make(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, **dict(configs[choice]))
 
 
+def cluster_twin(config: dict[str, Any]) -> dict[str, Any]:
+    """The same tiles and schedule with the other cluster choice: a multicast cluster's blocks
+    one to a cluster, or one-block clusters as pairs along m (sharing B). Whether pairs beat
+    single blocks is the model's least certain call: over the timed groups where both ran, pairs
+    of 128 x 256 tiles on large shapes ran 1.02-1.05x single blocks' time where the model said
+    0.99x, and on 129-639-row long-K shapes up to 0.92x where it said 0.99x."""
+    settings = {key: value for key, value in kernel_options(config).items() if key not in ("cluster_m", "cluster_n")}
+    clustered = (config.get("cluster_m") or 1) * (config.get("cluster_n") or 1) > 1
+    return settings if clustered else {**settings, "cluster_m": 2}
+
+
+def tune_candidates(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
+                    out_dtype: str = "bfloat16", epilogue: bool | str = False) -> tuple[dict[str, Any], ...]:
+    """What tune='auto' times: the model's TUNE_CANDIDATES fastest configurations and the first
+    one's `cluster_twin` (where make_gemm takes it and it is not among them already), as
+    make_gemm settings. The model's next few often differ from its pick only in the cluster
+    shape; the twin puts its least certain call to the clock (2048x5632x2048, the Llama
+    gate / up projection of a 4 x 512 prefill: single-block stream-K ran 0.94 of cuBLAS where the
+    model's pairs ran 0.91-0.93, on H100 and H200 alike)."""
+    ranked = [kernel_options(c) for c in model_ranking(m, n, k, transpose_b=transpose_b, dtype=dtype,
+                                                       out_dtype=out_dtype, epilogue=epilogue,
+                                                       count=TUNE_CANDIDATES)]
+    twin = cluster_twin(ranked[0])
+    persistent = twin.get("persistent") in (True, "stream_k")  # clusters are of persistent grids
+    if persistent and twin not in ranked and _valid(m, n, k, twin, transpose_b=transpose_b, dtype=dtype,
+                                                     out_dtype=out_dtype, epilogue=epilogue):
+        ranked.append(twin)
+    return tuple(ranked)
+
+
 def auto_tuned_config(m: int, n: int, k: int, *, make: Callable[..., Any], transpose_b: bool = False,
                       dtype: str = "bfloat16", out_dtype: str = "bfloat16",
                      epilogue: bool | str = False) -> dict[str, Any]:
-    """The fastest of the model's TUNE_CANDIDATES top configurations, built by `make` (make_gemm,
+    """The fastest of `tune_candidates` (the model's top few and its pick's cluster twin), built by `make` (make_gemm,
     a module-level function: the tuner's build workers unpickle it) and timed once on the
     current GPU (mgpu_lab.tune: each candidate in a worker process per GPU, checked against an
     f32 product), cached per device model, shape and toolchain; later calls read the cache.
@@ -377,17 +407,16 @@ def auto_tuned_config(m: int, n: int, k: int, *, make: Callable[..., Any], trans
                            "pick) on this machine")
     from mgpu_lab.tuning import tune
 
-    ranked = model_ranking(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue,
-                           count=TUNE_CANDIDATES)
-    configs = tuple(tuple((key, c[key]) for key in CONFIG_KEYS if key in c) for c in ranked)
+    ranked = tune_candidates(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue)
+    configs = tuple(tuple(c.items()) for c in ranked)
     if len(configs) == 1:
-        return dict(ranked[0])
+        return model_config(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue)
     build = functools.partial(_tune_candidate, make, m, n, k, transpose_b, dtype, out_dtype, configs)
     inputs = functools.partial(_tune_inputs, m, n, k, transpose_b, dtype)
     result = tune(build, {"choice": list(range(len(configs)))}, inputs,
                   functools.partial(_tune_reference, transpose_b), progress=False)
     if result.best is None:
-        return dict(ranked[0])
+        return model_config(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue)
     return {**dict(configs[result.best.config["choice"]]), "source": "auto-tuned"}
 
 
