@@ -366,7 +366,7 @@ def cluster_twin(config: dict[str, Any]) -> dict[str, Any]:
     one to a cluster, or one-block clusters as pairs along m (sharing B). Whether pairs beat
     single blocks is the model's least certain call: over the timed groups where both ran, pairs
     of 128 x 256 tiles on large shapes ran 1.02-1.05x single blocks' time where the model said
-    0.99x, and on 129-639-row long-K shapes up to 0.92x where it said 0.99x."""
+    0.99x, and stream-K pairs on 129-639-row shapes 0.77-0.93x where it said 0.98-0.99x (H200)."""
     settings = {key: value for key, value in kernel_options(config).items() if key not in ("cluster_m", "cluster_n")}
     clustered = (config.get("cluster_m") or 1) * (config.get("cluster_n") or 1) > 1
     return settings if clustered else {**settings, "cluster_m": 2}
