@@ -12,6 +12,9 @@ Phases (each skipped once --budget-s is spent; a failing phase is recorded and t
 - decode (per --decode-batch): a manual greedy loop, the short prompt's forward then --new-tokens
   - 1 single-token forwards on the KV cache (argmax on the GPU, no host sync inside), the same
   code on both sides; timed per whole generation (prompt included), reported per token too;
+- prefill with CUDA graphs (unless --no-graph-prefill): the same forward captured once per side and
+  replayed, `hf_llama_prefill_graph_<B>x<L>_vs_torch`: the forward's GPU time, GEMMs and all between
+  them, without the host-bound gaps that move the eager prefill's figure between runs;
 - decode with CUDA graphs (per --graph-decode-batch): as a server runs it, a static KV cache and
   each single-token step one replay of a graph captured once per side (GraphDecoder): the host's
   Python out of the loop, the GEMMs' GPU time in it. `hf_llama_decode_graph_b<B>_vs_torch`.
@@ -182,6 +185,39 @@ class GraphDecoder:
         return self.tokens, first
 
 
+class GraphForward:
+    """One forward of fixed (batch, length) input ids as a CUDA graph replay, captured once (on a
+    CPU, `capture=False`, the forward runs eagerly): the prefill's GPU work with the host's Python
+    out of the picture, what a server that captures its prefill shapes runs. Each call copies the
+    ids into the graph's static buffer; the logits it returns are the graph's own buffer."""
+
+    def __init__(self, model: Any, shape: tuple[int, int], device: str, capture: bool):
+        import torch
+
+        self.model = model
+        self.ids = torch.zeros(shape, dtype=torch.long, device=device)
+        self.graph, self.logits = None, None
+        if capture:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up off the capture (it also builds every shape)
+                self._forward()
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.logits = self._forward()
+
+    def _forward(self) -> Any:
+        return self.model(input_ids=self.ids, use_cache=False).logits
+
+    def __call__(self, ids: Any) -> Any:
+        self.ids.copy_(ids)
+        if self.graph is None:
+            return self._forward()
+        self.graph.replay()
+        return self.logits
+
+
 # --------------------------------------------------------------------------- comparisons, timers
 
 def logits_errors(got: Any, want: Any) -> dict[str, float]:
@@ -273,6 +309,34 @@ def prefill_phase(s: Setup, figures: dict, rows: list) -> None:
                  f"{errors['max_rel_error']:.1e}", f"{ours_first_s:.1f} s ({len(built)} shapes)"))
     breakdown(s, name, lambda: s.ours_model(input_ids=ids[0]), lambda: s.torch_model(input_ids=ids[0]), figures)
     host_figures(s, name, lambda: s.ours_model(input_ids=ids[0]), lambda: s.torch_model(input_ids=ids[0]), figures)
+
+
+def graph_prefill_phase(s: Setup, figures: dict, rows: list) -> None:
+    """The prefill as one CUDA graph replay per side (GraphForward), the eager prefill phase's
+    inputs: the forward's GPU time end to end (GEMMs and everything between them), free of the
+    host-bound gaps that move the eager figure between runs."""
+    import torch
+
+    b, n = s.args.prefill_batch, s.args.prefill_len
+    name = f"{PREFIX}_prefill_graph_{b}x{n}"
+    gen = torch.Generator(device=s.device).manual_seed(1)
+    ids = [torch.randint(0, s.vocab, (b, n), generator=gen, device=s.device) for _ in range(2)]
+    capture = s.device == "cuda"
+    ours, ours_first_s, built = first_call(s, lambda: GraphForward(s.ours_model, (b, n), s.device, capture))
+    theirs = GraphForward(s.torch_model, (b, n), s.device, capture)
+    errors = logits_errors(ours(ids[0]).clone(), theirs(ids[0]).clone())
+    figures.update({f"{name}_capture_s": ours_first_s, f"{name}_shapes_built": len(built),
+                    **{f"{name}_{key}": value for key, value in errors.items()}})
+    if not _close_enough(name, errors, figures, rows, s.args.tolerance):
+        return
+    with GpuSampler() as gpu:
+        result = interleave(s, lambda i: ours(ids[i % 2]), lambda i: theirs(ids[i % 2]), warmup=2,
+                            iters=s.args.prefill_iters)
+    speedup = result.b_ms / result.a_ms
+    figures.update({f"{name}_vs_torch": speedup, f"{name}_ours_ms": result.a_ms, f"{name}_torch_ms": result.b_ms,
+                    **shape_gpu_figures(name, gpu.summary())})
+    rows.append((f"prefill {b}x{n}, CUDA graph", f"{result.a_ms:.2f} ms", f"{result.b_ms:.2f} ms", f"{speedup:.3f}",
+                 f"{errors['max_rel_error']:.1e}", f"{ours_first_s:.1f} s capture ({len(built)} shapes)"))
 
 
 def breakdown(s: Setup, name: str, ours: Callable[[], Any], theirs: Callable[[], Any], figures: dict) -> None:
@@ -455,6 +519,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--prefill-len", type=int, default=512)
     parser.add_argument("--decode-batch", type=int, nargs="*", default=[1, 4],
                         help="a decode phase per batch size (none: skip)")
+    parser.add_argument("--no-graph-prefill", action="store_true",
+                        help="skip the prefill as one CUDA graph replay per side (keys ..._prefill_graph_...)")
     parser.add_argument("--graph-decode-batch", type=int, nargs="*", default=[1, 4],
                         help="a decode phase per batch size with a static KV cache and each step a CUDA graph "
                              "replay (none: skip)")
@@ -514,6 +580,8 @@ def main(argv: list[str] | None = None) -> None:
               wall_timer if dry else None, device, config_values["vocab_size"], args)
     rows: list = [("phase", "ours", "torch", "torch / ours", "logits max rel err", "ours first call (builds)")]
     phases = [("prefill", lambda: prefill_phase(s, figures, rows))]
+    if not args.no_graph_prefill:
+        phases.append(("prefill graph", lambda: graph_prefill_phase(s, figures, rows)))
     phases += [(f"decode b{b}", lambda b=b: decode_phase(s, b, figures, rows)) for b in args.decode_batch]
     phases += [(f"decode graph b{b}", lambda b=b: graph_decode_phase(s, b, figures, rows))
                for b in args.graph_decode_batch]

@@ -136,6 +136,10 @@ ROWS = [  # (record, label, our figure, peer figure, ratio key, unit, goal)
      "hf_llama_tuned_prefill_4x512_ours_ms", "hf_llama_tuned_prefill_4x512_torch_ms",
      "hf_llama_tuned_prefill_4x512_vs_torch", "ms, every nn.Linear on our tuned GEMM vs torch (speedup: torch / ours)",
      ">= 1.0"),
+    *(("hf_model", f"Llama-style HF model, prefill 4x512{label} as one CUDA graph replay per side",
+       f"{prefix}_prefill_graph_4x512_ours_ms", f"{prefix}_prefill_graph_4x512_torch_ms",
+       f"{prefix}_prefill_graph_4x512_vs_torch", "ms, the forward's GPU time (speedup: torch / ours)", ">= 1.0")
+      for prefix, label in (("hf_llama", ""), ("hf_llama_tuned", ", tune='auto'"))),
     *(("hf_model", f"Llama-style HF model, prefill 4x512{label}, its GEMM kernels' GPU time only (profiler)", None,
        None, f"{prefix}_prefill_4x512_breakdown_gemm_torch_over_ours",
        "cuBLAS's GEMM kernel time / ours over one forward (speedup)", "-")
