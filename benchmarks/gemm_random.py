@@ -156,7 +156,11 @@ def built_config(kernel: Any, picked: dict) -> dict:
 
 def _build(m: int, n: int, k: int, transpose_b: bool, epilogue: str | None = None) -> tuple[dict, float]:
     """In a pool worker: the configuration the kernel was built with and the host time of the
-    cold build (which fills the on-disk kernel cache for the timing process)."""
+    cold build (which fills the on-disk kernel cache for the timing process). That time (records'
+    `*_cold_build_s`) is taken with several workers building at once, a worker's first build also
+    paying its import and CUDA start: 2.6-3.9 s for the slowest shapes on the H200 host where
+    `bench_build_time.py`, one build at a time after the first, read at most 0.75 s. The issue's
+    build target is the latter's."""
     from mgpu_lab.kernels.gemm.configs import gemm_config
 
     t0 = time.perf_counter()
