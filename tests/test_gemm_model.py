@@ -434,16 +434,32 @@ def test_the_cluster_twin_is_offered_only_where_make_gemm_takes_it():
     from mgpu_lab.kernels.gemm import configs
 
     shape = dict(transpose_b=False, dtype="bfloat16", out_dtype="bfloat16", epilogue=False)
-    for m, n, k in ((4096, 4096, 4096), (256, 256, 16384), (64, 4096, 4096), (2048, 512, 2048)):
+    for m, n, k in ((4096, 4096, 4096), (256, 256, 16384), (64, 4096, 4096), (2048, 512, 2048), (1289, 7208, 1728)):
         candidates = configs.tune_candidates(m, n, k, **shape)
-        top = [kernel_options(c) for c in model_ranking(m, n, k, count=configs.TUNE_CANDIDATES, **shape)]
-        assert list(candidates[:len(top)]) == top
-        extra = candidates[len(top):]
-        assert len(extra) <= 1
-        if extra:
-            assert extra[0] == configs.cluster_twin(top[0]) and top[0].get("persistent") in (True, "stream_k")
+        pick = kernel_options(model_ranking(m, n, k, **shape)[0])
+        assert candidates[0] == pick
+        twins = [c for c in candidates if c == configs.cluster_twin(pick)]
+        assert len(twins) <= 1 and (not twins or pick.get("persistent") in (True, "stream_k"))
+        assert len(candidates) <= configs.TUNE_CANDIDATES + 1
         for config in candidates:
             assert configs._valid(m, n, k, config, **shape)
+
+
+def test_tune_spends_no_candidate_on_another_block_order_of_one_already_timed():
+    """Where the model's estimates tie at a bandwidth bound its next picks are often its first
+    with another group_m (1289x7208x1728, B's rows off the 128-byte line: the top two); tune
+    takes the next configuration that differs in more than that instead."""
+    from mgpu_lab.kernels.gemm import configs
+
+    shape = dict(transpose_b=False, dtype="bfloat16", out_dtype="bfloat16", epilogue=False)
+    ranking = [kernel_options(c) for c in model_ranking(1289, 7208, 1728, count=configs.TUNE_SCAN, **shape)]
+    assert configs._same_but_order(ranking[0], ranking[1]) and ranking[0] != ranking[1]
+    candidates = configs.tune_candidates(1289, 7208, 1728, **shape)
+    assert ranking[1] not in candidates and len(candidates) == configs.TUNE_CANDIDATES + 1
+    timed = [c for c in candidates if c != configs.cluster_twin(ranking[0])]
+    assert not any(configs._same_but_order(a, b) for i, a in enumerate(timed) for b in timed[i + 1:])
+    assert timed == [c for c in ranking if not any(configs._same_but_order(c, d) for d in ranking[:ranking.index(c)])][
+        :configs.TUNE_CANDIDATES]
 
 
 def test_tune_takes_auto_or_none():

@@ -43,6 +43,7 @@ MODEL_ENV = "MGPU_LAB_GEMM_MODEL"
 CONFIG_KEYS = ("tile_m", "tile_n", "stages", "group_m", "persistent", "split_k", "split_k_reduce", "cluster_m",
                "swap_ab", "cluster_n")
 TUNE_CANDIDATES = 3  # tune="auto" times the model's top few
+TUNE_SCAN = 3 * TUNE_CANDIDATES  # of the model's first so many (those differing only in group_m count once)
 
 
 def kernel_options(config: dict[str, Any]) -> dict[str, Any]:
@@ -372,17 +373,30 @@ def cluster_twin(config: dict[str, Any]) -> dict[str, Any]:
     return settings if clustered else {**settings, "cluster_m": 2}
 
 
+def _same_but_order(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two configurations differ in nothing but the block order (group_m)."""
+    return {key: value for key, value in a.items() if key != "group_m"} == \
+        {key: value for key, value in b.items() if key != "group_m"}
+
+
 def tune_candidates(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str = "bfloat16",
                     out_dtype: str = "bfloat16", epilogue: bool | str = False) -> tuple[dict[str, Any], ...]:
-    """What tune='auto' times: the model's TUNE_CANDIDATES fastest configurations and the first
-    one's `cluster_twin` (where make_gemm takes it and it is not among them already), as
+    """What tune='auto' times: the model's TUNE_CANDIDATES fastest configurations that differ in
+    more than the block order (of its first TUNE_SCAN: where estimates tie at a bandwidth bound
+    the next few are often the pick with another group_m, 1289x7208x1728's top two), and the
+    first one's `cluster_twin` (where make_gemm takes it and it is not among them already), as
     make_gemm settings. The model's next few often differ from its pick only in the cluster
     shape; the twin puts its least certain call to the clock (2048x5632x2048, the Llama
     gate / up projection of a 4 x 512 prefill: single-block stream-K ran 0.94 of cuBLAS where the
     model's pairs ran 0.91-0.93, on H100 and H200 alike)."""
-    ranked = [kernel_options(c) for c in model_ranking(m, n, k, transpose_b=transpose_b, dtype=dtype,
-                                                       out_dtype=out_dtype, epilogue=epilogue,
-                                                       count=TUNE_CANDIDATES)]
+    ranked: list[dict[str, Any]] = []
+    for config in model_ranking(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+                                epilogue=epilogue, count=TUNE_SCAN):
+        options = kernel_options(config)
+        if not any(_same_but_order(options, chosen) for chosen in ranked):
+            ranked.append(options)
+        if len(ranked) == TUNE_CANDIDATES:
+            break
     twin = cluster_twin(ranked[0])
     persistent = twin.get("persistent") in (True, "stream_k")  # clusters are of persistent grids
     if persistent and twin not in ranked and _valid(m, n, k, twin, transpose_b=transpose_b, dtype=dtype,
