@@ -282,14 +282,20 @@ def interleave(s: Setup, ours: Callable[[int], object], theirs: Callable[[int], 
 
 # --------------------------------------------------------------------------- phases
 
-def prefill_phase(s: Setup, figures: dict, rows: list) -> None:
-    """One forward of batch x length tokens, every position's logits."""
+def prefill_inputs(s: Setup) -> list[Any]:
+    """Two (batch, length) sets of token ids the prefill phases alternate between (the same in each)."""
     import torch
 
+    gen = torch.Generator(device=s.device).manual_seed(1)
+    shape = (s.args.prefill_batch, s.args.prefill_len)
+    return [torch.randint(0, s.vocab, shape, generator=gen, device=s.device) for _ in range(2)]
+
+
+def prefill_phase(s: Setup, figures: dict, rows: list) -> None:
+    """One forward of batch x length tokens, every position's logits."""
     b, n = s.args.prefill_batch, s.args.prefill_len
     name = f"{PREFIX}_prefill_{b}x{n}"
-    gen = torch.Generator(device=s.device).manual_seed(1)
-    ids = [torch.randint(0, s.vocab, (b, n), generator=gen, device=s.device) for _ in range(2)]
+    ids = prefill_inputs(s)
     ours_logits, ours_first_s, built = first_call(s, lambda: s.ours_model(input_ids=ids[0]).logits)
     torch_logits, torch_first_s, _ = first_call(s, lambda: s.torch_model(input_ids=ids[0]).logits)
     errors = logits_errors(ours_logits, torch_logits)
@@ -315,12 +321,9 @@ def graph_prefill_phase(s: Setup, figures: dict, rows: list) -> None:
     """The prefill as one CUDA graph replay per side (GraphForward), the eager prefill phase's
     inputs: the forward's GPU time end to end (GEMMs and everything between them), free of the
     host-bound gaps that move the eager figure between runs."""
-    import torch
-
     b, n = s.args.prefill_batch, s.args.prefill_len
     name = f"{PREFIX}_prefill_graph_{b}x{n}"
-    gen = torch.Generator(device=s.device).manual_seed(1)
-    ids = [torch.randint(0, s.vocab, (b, n), generator=gen, device=s.device) for _ in range(2)]
+    ids = prefill_inputs(s)
     capture = s.device == "cuda"
     ours, ours_first_s, built = first_call(s, lambda: GraphForward(s.ours_model, (b, n), s.device, capture))
     theirs = GraphForward(s.torch_model, (b, n), s.device, capture)

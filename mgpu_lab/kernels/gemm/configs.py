@@ -384,7 +384,7 @@ def tune_candidates(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
     """What tune='auto' times: the model's TUNE_CANDIDATES fastest configurations that differ in
     more than the block order (of its first TUNE_SCAN: where estimates tie at a bandwidth bound
     the next few are often the pick with another group_m, 1289x7208x1728's top two), and the
-    first one's `cluster_twin` (where make_gemm takes it and it is not among them already), as
+    first one's `cluster_twin` (where make_gemm takes it and no candidate is it in another order), as
     make_gemm settings. The model's next few often differ from its pick only in the cluster
     shape; the twin puts its least certain call to the clock (2048x5632x2048, the Llama
     gate / up projection of a 4 x 512 prefill: single-block stream-K ran 0.94 of cuBLAS where the
@@ -399,7 +399,7 @@ def tune_candidates(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
             break
     twin = cluster_twin(ranked[0])
     persistent = twin.get("persistent") in (True, "stream_k")  # clusters are of persistent grids
-    if persistent and twin not in ranked and _valid(m, n, k, twin, transpose_b=transpose_b, dtype=dtype,
+    if persistent and not any(_same_but_order(twin, chosen) for chosen in ranked) and _valid(m, n, k, twin, transpose_b=transpose_b, dtype=dtype,
                                                      out_dtype=out_dtype, epilogue=epilogue):
         ranked.append(twin)
     return tuple(ranked)
@@ -423,14 +423,16 @@ def auto_tuned_config(m: int, n: int, k: int, *, make: Callable[..., Any], trans
 
     ranked = tune_candidates(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue)
     configs = tuple(tuple(c.items()) for c in ranked)
+    untimed = functools.partial(model_config, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
+                                epilogue=epilogue)  # the model's pick, where nothing is timed
     if len(configs) == 1:
-        return model_config(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue)
+        return untimed()
     build = functools.partial(_tune_candidate, make, m, n, k, transpose_b, dtype, out_dtype, configs)
     inputs = functools.partial(_tune_inputs, m, n, k, transpose_b, dtype)
     result = tune(build, {"choice": list(range(len(configs)))}, inputs,
                   functools.partial(_tune_reference, transpose_b), progress=False)
     if result.best is None:
-        return model_config(m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue)
+        return untimed()
     return {**dict(configs[result.best.config["choice"]]), "source": "auto-tuned"}
 
 

@@ -484,7 +484,9 @@ CONSTANTS = constants_from_file(os.environ[CONSTANTS_ENV]) if os.environ.get(CON
 # seeds 431-450 (c4d3597, `bench_gemm_options --versus benchmarks/gemm_constants/h100_eff_one085.json`,
 # rounds A B B A) it moved 20 of 1225 drawn picks and they ran x1.033 in geomean (541x3584x11008
 # x1.46, 1914x792x4160 x1.35; 10771x424x1112 x0.77); in sample the H100 ranks 32 of 108 groups'
-# picks within 3% of the best (30 at 0.90). The H200 keeps 0.90 until timed (in sample unchanged).
+# picks within 3% of the best (30 at 0.90). The H200 keeps 0.90: there the same file's picks ran
+# x1.032 on seeds 431-450 (20 moved) and x0.977 on fresh seeds 451-480 (25 moved; b74efe4,
+# `benchmarks/gemm_constants/h200_eff_one085.json`), about x1.00 together.
 DEVICE_CONSTANTS: dict[str, str | None] = {"H200": None, "H100": "h100_measured.json"}
 
 
