@@ -137,7 +137,7 @@ def name_of(options: dict) -> str:
         return "default_" + "_".join(str(v) for v in options.values())
     scheme = {True: "_persistent", "pingpong": "_pingpong", "stream_k": "_streamk"}.get(options.get("persistent"), "")
     short = {"split_k": "split", "split_k_reduce": "", "stages": "stages", "cluster_m": "cluster_m",
-             "cluster_n": "cluster_n", "group_m": "group"}
+             "cluster_n": "cluster_n", "group_m": "group", "team_m": "team"}
     skip = ("tile_m", "tile_n", "persistent", "swap_ab")
     rest = "".join(f"_{short.get(k, k)}{v}" for k, v in options.items() if k not in skip)
     swap = "_swapab" if options.get("swap_ab") else ""
@@ -225,7 +225,7 @@ def family(config: dict) -> tuple:
     split = (config.get("split_k") or 1) > 1
     return (config.get("persistent", False), bool(config.get("swap_ab")),
             config.get("split_k_reduce", "cluster") if split else None, (config.get("cluster_m") or 1) > 1,
-            (config.get("cluster_n") or 1) > 1)
+            (config.get("cluster_n") or 1) > 1, (config.get("team_m") or 1) > 1)
 
 
 OFFERS = {name: f"OFFER_{name.upper()}" for name in OFFER_NAMES}  # --offer: the model's switches

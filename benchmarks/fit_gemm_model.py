@@ -135,8 +135,8 @@ def parse_option(name: str) -> dict | None:
             else:
                 key, value = FLAGS[part]
                 config[key] = value
-        elif (m := re.fullmatch(r"(split|stages|group)(\d+)", part)):
-            config[{"split": "split_k", "stages": "stages", "group": "group_m"}[m[1]]] = int(m[2])
+        elif (m := re.fullmatch(r"(split|stages|group|team)(\d+)", part)):
+            config[{"split": "split_k", "stages": "stages", "group": "group_m", "team": "team_m"}[m[1]]] = int(m[2])
         else:
             return None
         i += 1

@@ -131,7 +131,7 @@ def scheme(config: dict) -> tuple:
     defaults filled in: the same for a pick, a built kernel's tiling and a record's config."""
     return (config.get("tile_m"), config.get("tile_n"), config.get("persistent") or False,
             config.get("split_k", 1) or 1, config.get("cluster_m", 1) or 1, config.get("cluster_n", 1) or 1,
-            bool(config.get("swap_ab")))
+            bool(config.get("swap_ab")), config.get("team_m", 1) or 1)
 
 
 def built_config(kernel: Any, picked: dict) -> dict:
@@ -143,7 +143,7 @@ def built_config(kernel: Any, picked: dict) -> dict:
         return picked
     built = {"tile_m": tiling.tile_m, "tile_n": tiling.tile_n, "persistent": tiling.persistent,
              "group_m": tiling.group_m}
-    for key, default in (("split_k", 1), ("cluster_m", 1), ("cluster_n", 1), ("swap_ab", False)):
+    for key, default in (("split_k", 1), ("cluster_m", 1), ("cluster_n", 1), ("swap_ab", False), ("team_m", 1)):
         if getattr(tiling, key, default) != default:
             built[key] = getattr(tiling, key)
     if tiling.split_k > 1:

@@ -391,7 +391,7 @@ def test_tune_auto_lays_what_the_user_gave_over_the_tuned_pick(monkeypatch):
                                      given={"cluster_n": 2, "split_k": None, "cluster_m": None})
     assert dict(zip(configs.CONFIG_KEYS, settings)) == {
         "tile_m": 128, "tile_n": 256, "stages": None, "group_m": 16, "persistent": True, "split_k": 1,
-        "split_k_reduce": None, "cluster_m": None, "swap_ab": None, "cluster_n": 2}
+        "split_k_reduce": None, "cluster_m": None, "swap_ab": None, "cluster_n": 2, "team_m": None}
     assert k.compiled.cluster == (2, 1, 1) and k.compiled.grid == (132, 1, 1)  # the tuned tiles, in pairs
 
 
@@ -1217,6 +1217,34 @@ def test_stream_k_reads_floors_stream_k_at_its_replayed_dram_time(monkeypatch, n
     on = model.estimate_us(p, one_tile, h100)
     monkeypatch.setattr(model, "OFFER_STREAM_K_READS", False)
     assert on == model.estimate_us(p, one_tile, h100)
+
+
+def test_stream_k_teams_are_offered_and_replayed_as_one_unit_a_column(monkeypatch, no_switches):
+    """stream_k_teams: stream-K grids of 2-16 row tiles also come in teams of all of them (up to
+    8) or of a divisor of their count; a team's estimate floors at its own replayed reads (A and
+    B read about once where single blocks read them 3.1 times at 572x3584x28672, an H100's copy
+    rate) and each name reads back as the configuration that ran."""
+    from bench_gemm_options import family, name_of
+    from fit_gemm_model import parse_option
+
+    monkeypatch.setattr(model, "OFFER_STREAM_K_READS", True)
+    p = model.Problem(572, 3584, 28672, sms=132)
+    assert not any(c.get("team_m") for c in model.candidates(p))
+    monkeypatch.setattr(model, "OFFER_STREAM_K_TEAMS", True)
+    teams = [c for c in model.candidates(p) if c.get("team_m")]
+    assert {(c["tile_m"], c["team_m"]) for c in teams} == {(128, 5), (256, 3)}  # 5 row tiles of 128, 3 of 256
+    assert {(c["tile_m"], c["team_m"]) for c in model.candidates(model.Problem(1000, 3584, 28672)) if c.get("team_m")} \
+        == {(128, 2), (128, 4), (128, 8), (256, 2), (256, 4)}
+    single = {"tile_m": 128, "tile_n": 256, "persistent": "stream_k", "group_m": 8}
+    team = {**single, "team_m": 5}
+    assert team in teams
+    h100 = dataclasses.replace(model.Constants(), copy_bw=2.97e6)
+    assert model.estimate_us(p, team, h100) < 0.85 * model.estimate_us(p, single, h100)  # 203 against 251 us
+    assert family(team) != family(single)
+    assert parse_option(name_of(team)) == team
+    # no team over one row tile, nor where the teams' grid would take more than REPLAY_ROUNDS rounds
+    assert not any(c.get("team_m") for c in model.candidates(model.Problem(100, 3584, 28672)))
+    assert not any(c.get("team_m") for c in model.candidates(model.Problem(2048, 16384, 4096)))
 
 
 def test_row_raster_numbers_tiles_along_rows_where_a_is_the_large_operand(monkeypatch):

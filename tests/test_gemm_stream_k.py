@@ -102,6 +102,7 @@ def test_exhaustive_small_schedules():
     ({"tile_m": 128, "tile_n": 256, "cluster_m": 2}, 4, 0),
     ({"tile_m": 256, "tile_n": 128, "transpose_b": True, "cluster_n": 2}, 8, 4),  # pairs sharing A
     ({"tile_m": 64, "tile_n": 256}, 2, 0),
+    ({"tile_m": 128, "tile_n": 256, "team_m": 4}, 4, 0),  # teams of four blocks down a column
 ])
 def test_stream_k_gemm_compiles(kwargs, chunks, spill):
     k = make_gemm(4000, 4000, 4000, persistent="stream_k", **kwargs)
@@ -117,7 +118,7 @@ def test_stream_k_gemm_compiles(kwargs, chunks, spill):
     ops = opcodes(k.compiled.sass)
     assert k.compiled.grid == (132, 1, 1)
     paired = bool(kwargs.get("cluster_m") or kwargs.get("cluster_n"))
-    assert k.compiled.cluster == ((2, 1, 1) if paired else (1, 1, 1))
+    assert k.compiled.cluster == ((2, 1, 1) if paired else (1, 1, 1))  # a team is no cluster
     assert bool(re.search(r"\bUTMALDG\.2D\.MULTICAST\b", k.compiled.sass)) == paired
     t = k.config["tiling"]
     # the workspace and the flags are the kernel's last inputs, not the caller's
@@ -132,6 +133,43 @@ def test_stream_k_gemm_compiles(kwargs, chunks, spill):
     assert "MEMBAR.ALL.GPU" in sass, "no release fence before a flag"
     # the consumers arrive (bar.arrive: no wait) where the signaller warp syncs
     assert re.search(r"BAR\.ARV R\d+, 0xa0", sass) and re.search(r"BAR\.SYNC\.DEFER_BLOCKING 0x6, 0xa0", sass)
+
+
+@pytest.mark.parametrize("m, n, tile_m, tile_n, team_m", [
+    (634, 3584, 128, 256, 5),  # 5 row tiles, one team per column: 26 teams (130 blocks) over 14 columns
+    (409, 3584, 128, 192, 4),
+    (1044, 4096, 128, 256, 3),  # 9 row tiles in 3 teams a column: whole rounds, then split ones
+    (600, 2000, 128, 128, 3),  # 5 row tiles in teams of 3: the second team's last tile is past m
+    (4000, 4000, 256, 128, 2),
+])
+def test_stream_k_teams_cover_every_tile_once(m, n, tile_m, tile_n, team_m):
+    """Every block of a team runs its own tile over the same pieces of K as its team: each k-step
+    of each tile inside C once, each partial summed by the block in the same place of the owning
+    team (the kernel's `tile_origin` and flag arithmetic, replayed on the host)."""
+    from mgpu_lab.kernels.gemm.pieces import tile_origin
+
+    t = resolve_tiling(m, n, 8192, tile_m=tile_m, tile_n=tile_n, persistent="stream_k", team_m=team_m)
+    plan = StreamKPlan.of(t)
+    assert t.grid == 132 // team_m * team_m and plan.units == 132 // team_m
+    assert plan.items == -(-t.tiles_m // team_m) * t.tiles_n
+    _simulate(plan)
+    covered = collections.Counter()
+    for block in range(t.grid):
+        unit, member = block // team_m, block % team_m
+        me = _Unit(plan, unit, plan.start(unit), plan.start(unit + 1))
+        for j in range(me.job_count):
+            item, k_first, steps, _ = me.job(j)
+            row0, col0 = tile_origin(t, item, member)
+            assert row0 % tile_m == 0 and col0 % tile_n == 0 and col0 < n
+            for kk in range(k_first, k_first + steps):
+                covered[row0, col0, kk] += 1
+        if me.owns_split_tile:  # its partials come from the block in its place of earlier teams
+            for d in range(1, me.contributor_count + 1):
+                assert (unit - d) * t.unit_blocks + member == block - d * team_m
+    inside = {(r, c, kk): 1 for r in range(0, m, tile_m) for c in range(0, n, tile_n) for kk in range(t.k_steps)}
+    assert {key: v for key, v in covered.items() if key[0] < m} == inside
+    past = {key for key in covered if key[0] >= m}  # a last team's blocks below C: their tiles load zeros
+    assert len(past) == (-(-t.tiles_m // team_m) * team_m - t.tiles_m) * t.tiles_n * t.k_steps
 
 
 def test_fp8_stream_k_compiles():
@@ -168,6 +206,16 @@ def test_a_tuned_stream_k_entry_gives_way_in_a_definition(monkeypatch):
      r"split_k=2 runs one tile slice per block; it cannot be combined with persistent='stream_k'"),
     ((4096, 4096, 4096), {"tile_m": 128, "tile_n": 256, "persistent": "streamk"},
      r"persistent must be False, True, 'pingpong' or 'stream_k', got 'streamk'"),
+    ((4096, 4096, 4096), {"tile_m": 128, "tile_n": 256, "team_m": 9}, r"team_m must be an int from 1 to 8, got 9"),
+    ((4096, 4096, 4096), {"tile_m": 128, "tile_n": 256, "team_m": 2.5},
+     r"team_m must be an int from 1 to 8, got 2.5"),
+    ((4096, 4096, 4096), {"tile_m": 128, "tile_n": 256, "team_m": 4, "persistent": True},
+     r"team_m=4 \(stream-K units of 4 blocks on a column's tiles\) needs persistent='stream_k' without a "
+     r"multicast cluster, got persistent=True, cluster_m=1, cluster_n=1"),
+    ((4096, 4096, 4096), {"tile_m": 128, "tile_n": 256, "team_m": 2, "cluster_m": 2},
+     r"team_m=2 .* needs persistent='stream_k' without a multicast cluster, got persistent='stream_k', cluster_m=2"),
+    ((300, 4096, 4096), {"tile_m": 128, "tile_n": 256, "team_m": 4},
+     r"team_m=4 puts 4 row tiles in a team, but m=300 makes only 3 of 128 rows: team_m must be at most 3"),
 ])
 def test_stream_k_rejects_bad_arguments(shape, kwargs, message):
     kwargs = {"persistent": "stream_k", **kwargs}

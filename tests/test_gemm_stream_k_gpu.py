@@ -1,7 +1,7 @@
 """GPU tests of the stream-K GEMM (persistent='stream_k': the last waves' tiles split over K
 between the persistent blocks, partial tiles handed over through a global workspace and flags):
 bf16 on ragged, aligned and fewer-tiles-than-SMs shapes, B (k, n) and (n, k), multicast pairs,
-256-row tiles, fused epilogues and FP8; repeated launches (the flags must be zero again after
+teams (team_m), 256-row tiles, fused epilogues and FP8; repeated launches (the flags must be zero again after
 each) give the same bits, and every flag is back at zero."""
 
 from __future__ import annotations
@@ -43,6 +43,17 @@ def test_stream_k_gemm(m, n, k, tiles, transpose_b, rng):
 @pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
 def test_stream_k_multicast_pairs(m, n, k, tiles, transpose_b, rng):
     assert _run(m, n, k, rng, transpose_b, runs=1, persistent="stream_k", cluster_m=2, **tiles) <= 1e-2
+
+
+@pytest.mark.parametrize("m, n, k, tiles, team_m", [
+    (634, 3584, 4096, {"tile_m": 128, "tile_n": 256}, 5),  # one team a column, every tile split
+    (600, 2000, 3000, {"tile_m": 128, "tile_n": 128}, 3),  # the second team's last tile is past m
+    (1044, 4096, 2048, {"tile_m": 128, "tile_n": 256}, 3),  # whole rounds, then split ones
+    (409, 1920, 8200, {"tile_m": 128, "tile_n": 192}, 4),  # ragged m and a K tail
+])
+@pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
+def test_stream_k_teams(m, n, k, tiles, team_m, transpose_b, rng):
+    assert _run(m, n, k, rng, transpose_b, runs=1, persistent="stream_k", team_m=team_m, **tiles) <= 1e-2
 
 
 @pytest.mark.parametrize("m, n, k, tile_n, transpose_b", [

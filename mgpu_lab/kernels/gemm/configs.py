@@ -41,7 +41,7 @@ TABLE_ENV = "MGPU_LAB_GEMM_TABLE"  # "0", "off", "false" or "no": the model alon
 # (or gemm_config(..., model=False)) brings back the old heuristic.
 MODEL_ENV = "MGPU_LAB_GEMM_MODEL"
 CONFIG_KEYS = ("tile_m", "tile_n", "stages", "group_m", "persistent", "split_k", "split_k_reduce", "cluster_m",
-               "swap_ab", "cluster_n")
+               "swap_ab", "cluster_n", "team_m")
 TUNE_CANDIDATES = 3  # tune="auto" times the model's top few
 TUNE_SCAN = 3 * TUNE_CANDIDATES  # of the model's first so many (those differing only in group_m count once)
 
@@ -270,7 +270,7 @@ def config_with_side(m: int, n: int, k: int, side: str, value: int, *, transpose
 
 # What a configuration without the key means (the keys a user may give without tile sizes).
 _SCHEME_DEFAULTS = {"persistent": False, "split_k": 1, "split_k_reduce": None, "cluster_m": 1, "swap_ab": False,
-                    "cluster_n": 1}
+                    "cluster_n": 1, "team_m": 1}
 
 
 def config_with_settings(m: int, n: int, k: int, picked: dict[str, Any], given: dict[str, Any], *,
@@ -367,9 +367,11 @@ def cluster_twin(config: dict[str, Any]) -> dict[str, Any]:
     one to a cluster, or one-block clusters as pairs along m (sharing B). Whether pairs beat
     single blocks is the model's least certain call: over the timed groups where both ran, pairs
     of 128 x 256 tiles on large shapes ran 1.02-1.05x single blocks' time where the model said
-    0.99x, and stream-K pairs on 129-639-row shapes 0.77-0.93x where it said 0.98-0.99x (H200)."""
-    settings = {key: value for key, value in kernel_options(config).items() if key not in ("cluster_m", "cluster_n")}
-    clustered = (config.get("cluster_m") or 1) * (config.get("cluster_n") or 1) > 1
+    0.99x, and stream-K pairs on 129-639-row shapes 0.77-0.93x where it said 0.98-0.99x (H200).
+    A stream-K team's twin is the same grid of single blocks (a team is a cluster without one)."""
+    settings = {key: value for key, value in kernel_options(config).items()
+                if key not in ("cluster_m", "cluster_n", "team_m")}
+    clustered = (config.get("cluster_m") or 1) * (config.get("cluster_n") or 1) * (config.get("team_m") or 1) > 1
     return settings if clustered else {**settings, "cluster_m": 2}
 
 
@@ -399,8 +401,8 @@ def tune_candidates(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
             break
     twin = cluster_twin(ranked[0])
     persistent = twin.get("persistent") in (True, "stream_k")  # clusters are of persistent grids
-    if persistent and not any(_same_but_order(twin, chosen) for chosen in ranked) and _valid(m, n, k, twin, transpose_b=transpose_b, dtype=dtype,
-                                                     out_dtype=out_dtype, epilogue=epilogue):
+    if persistent and not any(_same_but_order(twin, chosen) for chosen in ranked) \
+            and _valid(m, n, k, twin, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue):
         ranked.append(twin)
     return tuple(ranked)
 
@@ -439,7 +441,7 @@ def auto_tuned_config(m: int, n: int, k: int, *, make: Callable[..., Any], trans
 def auto_settings(tune: Any, m: int, n: int, k: int, *, make: Callable[..., Any], transpose_b: bool, dtype: str,
                   out_dtype: str, epilogue: bool | str, given: dict[str, Any]) -> tuple[Any, ...]:
     """make_gemm's (tile_m, tile_n, stages, group_m, persistent, split_k, split_k_reduce,
-    cluster_m, swap_ab, cluster_n) for tune='auto': the configuration auto-tuned with `make`
+    cluster_m, swap_ab, cluster_n, team_m) for tune='auto': the configuration auto-tuned with `make`
     (make_gemm itself), what the caller gave (`given`, None where not) on top."""
     from mgpu_lab.arguments import choice
 

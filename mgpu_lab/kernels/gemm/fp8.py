@@ -32,14 +32,15 @@ def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m
                   tile_n: int | None = None, stages: int | None = None, group_m: int | None = None,
                   persistent: bool | str | None = None, cluster_m: int | None = None, split_k: int | None = None,
                   split_k_reduce: str | None = None, swap_ab: bool | None = None, cluster_n: int | None = None,
-                  epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
+                  team_m: int | None = None, epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (),
                   transpose_b: bool = True, dtype: str = FP8, **options) -> mgpu_lab.Kernel:
     """C (m, n) = epilogue(scale_a * scale_b * A (m, k) @ B (n, k).T); call it as
     `kernel(a, b, scale_a, scale_b, *epilogue_arrays)` with a, b e4m3 (uint8 bytes on the device)
     and the scales (1,) float32 arrays. split_k: K slices summed in a (1, split_k) cluster, the
     scales (and epilogue) applied to the sums (split_k.py). swap_ab: C.T = B @ A.T with A's
     few rows as the wgmma's N (as make_gemm's; the scales are scalars, so they apply to either;
-    no user epilogue). cluster_m / cluster_n: multicast pairs sharing B / A tiles, as make_gemm's."""
+    no user epilogue). cluster_m / cluster_n: multicast pairs sharing B / A tiles, team_m: stream-K
+    teams, as make_gemm's."""
     m, n, k = check_problem(m, n, k, transpose_b, where="fp8 gemm")
     if transpose_b is not True:
         raise ValueError("fp8 gemm: B must be (n, k) (transpose_b=True): FP8 wgmma reads K-major operands only")
@@ -48,11 +49,11 @@ def make_fp8_gemm(m: int, n: int, k: int, *, out_dtype: str = "bfloat16", tile_m
         return padded_gemm(make_fp8_gemm, m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype, tile_m=tile_m,
                           tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, cluster_m=cluster_m,
                           split_k=split_k, split_k_reduce=split_k_reduce, swap_ab=swap_ab, cluster_n=cluster_n,
-                          epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
+                          team_m=team_m, epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
     t = resolve_tiling(m, n, k, transpose_b=True, dtype=FP8, out_dtype=out_dtype, tile_m=tile_m, tile_n=tile_n,
                        stages=stages, group_m=group_m, persistent=persistent, cluster_m=cluster_m,
                        split_k=split_k, split_k_reduce=split_k_reduce, swap_ab=swap_ab, cluster_n=cluster_n,
-                       **epilogue_keywords(epilogue), input_dtypes=(FP8,))
+                       team_m=team_m, **epilogue_keywords(epilogue), input_dtypes=(FP8,))
 
     def scaled(acc: dsl.FragmentedArray, tile: EpilogueTile, scale_a: Any, scale_b: Any,
                *refs: Any) -> dsl.FragmentedArray:

@@ -105,8 +105,9 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
               out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
               stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
               split_k: int | None = None, split_k_reduce: str | None = None, cluster_m: int | None = None,
-              swap_ab: bool | None = None, cluster_n: int | None = None, epilogue: Epilogue | None = None,
-              epilogue_inputs: Sequence[Any] = (), tune: str | None = None, **options) -> mgpu_lab.Kernel:
+              swap_ab: bool | None = None, cluster_n: int | None = None, team_m: int | None = None,
+              epilogue: Epilogue | None = None, epilogue_inputs: Sequence[Any] = (), tune: str | None = None,
+              **options) -> mgpu_lab.Kernel:
     """C (m, n) = epilogue(A (m, k) @ B), B of shape (k, n), or (n, k) with transpose_b=True.
 
     Call it as `kernel(a, b, *epilogue_arrays)`. epilogue: `f(acc, tile, *refs) -> FragmentedArray`
@@ -134,6 +135,12 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     2: clusters of four blocks on 2 x 2 quads of tiles, each loading half of its row's A tile and
     half of its column's B tile; 2 x 4 and 4 x 2, clusters of eight. Clusters of four or eight
     need persistent=True; at most 30 (15) run (what an H200 keeps resident).
+    team_m: with persistent="stream_k" and no cluster, units of team_m (2-8) blocks on vertically
+    adjacent tiles of a column, each block its own tile, all over the same k-steps at the same
+    time: they read each panel of their common B tile from L2 together, where single blocks
+    start their pieces at different k-steps and read B from DRAM up to once per tile row
+    (mid-m long-K shapes with fewer tiles than SMs, e.g. 634x3584x28672: 5 row tiles, a team
+    of 5 per column).
     swap_ab: True computes C.T = B @ A.T (an epilogue only if marked swap_safe, as `fused`'s are:
     its loaders then read the bias and residual transposed; bf16/f16 only with B (k, n), which the wgmma
     then reads MN-major): B's n side fills the wgmma's 64-row side and A's few rows a narrow tile_n
@@ -158,9 +165,10 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     m, n, k = check_problem(m, n, k, transpose_b)
     if tune is not None and tile_m is None and tile_n is None:
         settings = dict(stages=stages, group_m=group_m, persistent=persistent, split_k=split_k,
-                        split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab, cluster_n=cluster_n)
+                        split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab, cluster_n=cluster_n,
+                        team_m=team_m)
         (tile_m, tile_n, stages, group_m, persistent, split_k, split_k_reduce, cluster_m, swap_ab,
-         cluster_n) = auto_settings(
+         cluster_n, team_m) = auto_settings(
             tune, m, n, k, make=make_gemm, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
             epilogue=epilogue_kind(epilogue), given=settings)
     elif tune is not None:
@@ -169,11 +177,11 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
         return padded_gemm(make_gemm, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                           tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
                           split_k=split_k, split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab,
-                          cluster_n=cluster_n,
+                          cluster_n=cluster_n, team_m=team_m,
                           epilogue=epilogue, epilogue_inputs=epilogue_inputs, **options)
     resolve = functools.partial(resolve_tiling, m, n, k, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype,
                                 tile_m=tile_m, tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
-                                cluster_m=cluster_m, swap_ab=swap_ab, cluster_n=cluster_n,
+                                cluster_m=cluster_m, swap_ab=swap_ab, cluster_n=cluster_n, team_m=team_m,
                                 **epilogue_keywords(epilogue))
     t = resolve(split_k=split_k, split_k_reduce=split_k_reduce)
     if epilogue is not None and t.split_k > 1 and not t.cluster_split:
@@ -244,7 +252,7 @@ def profile_events(t: GemmTiling) -> int:
         return 4 * steps + 12 * (plan.dp_rounds + 3)
     # a persistent block loops over work items (a pair's: both blocks run every one, the one past
     # C's edge too), one tile per block otherwise
-    per_block = -(-t.work_items // (t.grid // t.cluster_size)) if t.persistent else -(-t.tiles // t.grid)
+    per_block = -(-t.work_items // (t.grid // t.unit_blocks)) if t.persistent else -(-t.tiles // t.grid)
     return (4 * t.k_tiles + 12) * per_block
 
 
@@ -268,8 +276,8 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
                    out_dtype: str = "bfloat16", tile_m: int | None = None, tile_n: int | None = None,
                    stages: int | None = None, group_m: int | None = None, persistent: bool | str | None = None,
                    split_k: int | None = 1, split_k_reduce: str | None = None, cluster_m: int | None = None,
-                   swap_ab: bool | None = None, cluster_n: int | None = None, unswapped: bool = False,
-                   swappable_epilogue: bool = False,
+                   swap_ab: bool | None = None, cluster_n: int | None = None, team_m: int | None = None,
+                   unswapped: bool = False, swappable_epilogue: bool = False,
                    input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
     """The checked GemmTiling: given tile sizes, the rest from `gemm_config` (split_k=None:
     the configuration's, 1 when the tile sizes were given; split_k_reduce=None: 'cluster' up
@@ -298,13 +306,14 @@ def resolve_tiling(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: 
     if tile_m is None and tile_n is None:  # a pick that cannot take the user's settings gives way
         given = {key: value for key, value in (("persistent", persistent), ("split_k", split_k),
                                                ("split_k_reduce", split_k_reduce), ("cluster_m", cluster_m),
-                                               ("swap_ab", swap_ab), ("cluster_n", cluster_n)) if value is not None}
+                                               ("swap_ab", swap_ab), ("cluster_n", cluster_n), ("team_m", team_m))
+                 if value is not None}
         picked = config_with_settings(m, n, k, picked, given, transpose_b=transpose_b, dtype=dtype,
                                       out_dtype=out_dtype, epilogue=kind)
     return settle_tiling(m, n, k, picked, transpose_b=transpose_b, dtype=dtype, out_dtype=out_dtype, tile_m=tile_m,
                          tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent, split_k=split_k,
                          split_k_reduce=split_k_reduce, cluster_m=cluster_m, swap_ab=swap_ab, cluster_n=cluster_n,
-                         input_dtypes=input_dtypes)
+                         team_m=team_m, input_dtypes=input_dtypes)
 
 
 @user_facing
@@ -333,7 +342,7 @@ def gemm_definition(m: int, n: int, k: int, *, transpose_b: bool = False, dtype:
                        tile_n=tile_n, stages=stages, group_m=group_m, persistent=persistent,
                        **epilogue_keywords(epilogue))
     if t.stream_k and persistent is None:
-        t = dataclasses.replace(t, persistent=True)
+        t = dataclasses.replace(t, persistent=True, team_m=1)
     check_buffer_mode(profile_buffer)
     if profile_capacity is not None and stages is None and profile_buffer == "smem":
         t = room_for_profiler(t, profile_capacity, profile_unit)
@@ -444,14 +453,16 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
             dsl.if_else(wg == 0, producer, consumer)
             return
 
-        # persistent blocks: a cluster (of one block unless a multicast pair) loops over work items
-        block = dsl.block_idx("x") // t.cluster_size
-        units = t.grid // t.cluster_size
+        # persistent blocks: a unit (one block, a multicast cluster or a stream-K team) loops over
+        # work items; `member` is the block's place in its unit (its cluster rank, or its team's)
+        block = dsl.block_idx("x") // t.unit_blocks
+        units = t.grid // t.unit_blocks
         rank = dsl.block_idx("x") % t.cluster_size if t.cluster_size > 1 else None
+        member = dsl.block_idx("x") % t.team_m if t.team_m > 1 else rank
         peers = multicast_peers(t, rank)
 
         def origin(item):
-            return tile_origin(t, item, rank)
+            return tile_origin(t, item, member)
 
         def wait_turn(tile, block, me):
             """Pingpong: the block's first tile is consumer 0's at once; every later one waits
@@ -478,7 +489,7 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
                 plan = StreamKPlan.of(t)
                 with dsl.single_thread("warpgroup"):
                     produce(ctx, t, plan, a, b, ring, chunks, full, empty, sk_workspace, sk_flags, block, rank,
-                            origin)
+                            member, origin)
                 signal_partials(t, plan, sk_flags, block, dsl.block_idx("x"))
             else:
                 with dsl.single_thread("warpgroup"):

@@ -14,8 +14,8 @@ rows); a box not in the LRU cache of `l2_bytes` is read from DRAM. K-steps are r
 CHUNK_STEPS at a time (boxes of CHUNK_STEPS steps): fewer cache events (~25 ms for a long-K
 stream-K grid), the same reuse wherever the units sharing a panel are within a chunk of each
 other (within 3% of the step-by-step replay on the shapes above). A multicast cluster is one
-unit over a cluster-sized tile (its blocks load their shares of one panel together).
-"""
+unit over a cluster-sized tile (its blocks load their shares of one panel together), and so is a
+stream-K team (make_gemm's team_m: its blocks run the same k-steps at the same time)."""
 
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
           "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs", "pair_tile", "small_stream_k",
-          "narrow_pairs")
+          "narrow_pairs", "stream_k_teams")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "swap_clusters_wide", "row_raster",
                   "stream_k_reads", "span_pairs", "narrow_pairs")
 
@@ -278,6 +278,18 @@ SMALL_STREAM_K = 0.3
 # tile a block), 209x20904x15296 0.77 -> 0.93; its losses x0.92-0.98 (278x3584x11008 x0.916).
 OFFER_NARROW_PAIRS = "narrow_pairs" in _OFFERED
 NARROW_PAIR = 1.1
+# Stream-K in teams (make_gemm's team_m): units of team_m single blocks on a column's row tiles,
+# running the same k-steps at the same time, so the tiles sharing a panel of B read it from L2
+# together. Stream-K over fewer tiles than units cuts every tile into pieces that start at
+# different k-steps; the tiles of a column then read B's panels at different times and, over a
+# long K, from DRAM again (572x3584x28672 in 128 x 256 tiles: 3.1 reads of A and B replayed; teams
+# of its 5 row tiles: 1.0). Offered for stream-K tiles (as `_stream_k_ok`) of 2-16 row tiles, in
+# teams of all of them (up to MAX_TEAM) or of a divisor of their count, where the team grid has
+# at most REPLAY_ROUNDS rounds (the long-K mid-m shapes whose single-block pieces the replay
+# prices). Estimated as single-block stream-K with units = SMs // team_m and the team's replayed
+# reads.
+OFFER_STREAM_K_TEAMS = "stream_k_teams" in _OFFERED
+MAX_TEAM = 8  # tiling.MAX_TEAM
 L2_RESIDENT_BYTES = 0.6 * L2_BYTES  # A and B up to this large stay in L2 whatever the order: read once
 # Replayed only over up to this many rounds of items per unit: where the split pieces are a large
 # share of the work, and the replay's cost (items x k-steps) stays ~25 ms; past it whole rounds
@@ -606,6 +618,10 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                         yield {"tile_m": tm, "tile_n": tn, "persistent": True, "group_m": g}
                         if tm >= 128 and tn >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms):
                             yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "group_m": g}
+                            if OFFER_STREAM_K_TEAMS:
+                                for team in _teams(p, tm, tn, k_tiles):
+                                    yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "team_m": team,
+                                           "group_m": g}
                         if tn in _b_pair_widths(p.transpose_b) and _ceil(p.m, tm) >= 2:
                             yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_m": 2, "group_m": g}
                             if tm >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
@@ -664,6 +680,24 @@ def _stream_k_ok(tm: int, tn: int, tiles: int, k_tiles: int, sms: int, cluster_m
     units = sms // cluster_m
     rem = tiles % units  # for a multicast pair, tiles over pairs of SMs: close enough for the check
     return rem == 0 or rem * k_tiles >= units
+
+
+def _teams(p: Problem, tm: int, tn: int, k_tiles: int) -> list[int]:
+    """team_m values OFFER_STREAM_K_TEAMS offers for these tiles: all of 2-16 row tiles in one
+    team (up to MAX_TEAM), or a divisor of their count, where the teams' grid is stream-K's (at
+    least one k-step a unit) in at most REPLAY_ROUNDS rounds."""
+    rows, cols = _ceil(p.m, tm), _ceil(p.n, tn)
+    if not 2 <= rows <= 2 * MAX_TEAM:
+        return []
+    out = []
+    for team in range(2, min(rows, MAX_TEAM) + 1):
+        if rows % team:
+            continue
+        units, items = p.sms // team, rows // team * cols
+        rem = items % units
+        if items <= REPLAY_ROUNDS * units and (rem == 0 or rem * k_tiles >= units):
+            out.append(team)
+    return out
 
 
 def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
@@ -764,6 +798,7 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS, re
     cluster_m = config.get("cluster_m", 1) or 1
     cluster_n = config.get("cluster_n", 1) or 1
     pair = cluster_m * cluster_n  # blocks per multicast cluster
+    team = config.get("team_m", 1) or 1  # blocks of a stream-K team (no cluster)
     group_m = config.get("group_m", 8) or 8
     isz = ITEMSIZE[p.dtype]
     osz = ITEMSIZE.get(p.out_dtype, 4)
@@ -801,8 +836,8 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS, re
     store_bytes = tm * tn * (4 if split > 1 and reduce == "workspace" else osz)
     t_store = store_bytes / c.sm_bw
     t_swap = c.swap_us * tm * tn / 16384 if swap else 0.0  # swap-AB's transposed stores
-    units = clusters_resident(pair, p, c.cluster_fill) if pair > 2 else p.sms // pair  # of a persistent grid
-    items = _ceil(tiles_n, cluster_n) * _ceil(tiles_m, cluster_m)  # tiles, pairs or quads of them
+    units = clusters_resident(pair, p, c.cluster_fill) if pair > 2 else p.sms // (pair * team)  # of a persistent grid
+    items = _ceil(tiles_n, cluster_n) * _ceil(tiles_m, cluster_m * team)  # tiles, pairs, quads or teams of them
     if not persistent:
         per_tile = c.tile_us + t_store + t_swap
         if split > 1 and reduce == "cluster":
@@ -844,8 +879,8 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS, re
         compute = max(compute, t_l2)
 
     if replay and _replays(p, config, m, n, isz, items, units):
-        reads = operand_reads(_ceil(tiles_m, cluster_m), _ceil(tiles_n, cluster_n), k_tiles, tm * cluster_m,
-                              tn * cluster_n, group_m, units, True, L2_BYTES)
+        reads = operand_reads(_ceil(tiles_m, cluster_m * team), _ceil(tiles_n, cluster_n), k_tiles,
+                              tm * cluster_m * team, tn * cluster_n, group_m, units, True, L2_BYTES)
         reread_us = (reads * (m + n) * p.k * isz + m * n * osz) / c.copy_bw
     else:
         reread_us = 0.0  # A and B read once: t_dram counts them

@@ -179,6 +179,12 @@ class GemmTiling:
     # narrow tile_n (a multiple of 8) instead of a mostly empty 64-row wgmma tile; C's tile is
     # written transposed (by TMA through smem where it can: swap_tma_store)
     swap_ab: bool = False
+    # > 1 (persistent="stream_k" only): stream-K units of team_m blocks on vertically adjacent
+    # tiles of one column, no cluster: each block runs its own tile over the same k-steps as the
+    # others, at the same time, so they read each panel of their common B tile from L2 together
+    # (stream-K's single blocks start their pieces at different k-steps and read B from DRAM up
+    # to once per tile row; l2_replay.py)
+    team_m: int = 1
 
     @property
     def itemsize(self) -> int:
@@ -419,11 +425,16 @@ class GemmTiling:
         return self.cluster_m + self.cluster_n - 1
 
     @property
+    def unit_blocks(self) -> int:
+        """Blocks of one persistent unit: a multicast cluster's, or a stream-K team's (team_m)."""
+        return self.cluster_size * self.team_m
+
+    @property
     def work_items(self) -> int:
         """What a persistent block loops over: tiles, or with cluster_m = 2 (cluster_n = 2) tile
         pairs (a cluster's two blocks take the pair's two row (column) tiles), or with both 2 x 2
-        quads of tiles."""
-        return -(-self.tiles_n // self.cluster_n) * -(-self.tiles_m // self.cluster_m)
+        quads of tiles; with team_m, a team's team_m tiles of a column."""
+        return -(-self.tiles_n // self.cluster_n) * -(-self.tiles_m // (self.cluster_m * self.team_m))
 
     @property
     def grid(self) -> int:
@@ -431,7 +442,7 @@ class GemmTiling:
             return self.tiles
         size = self.cluster_size
         if self.stream_k:  # every SM: the split tiles spread over all of them
-            return self.sms // size * size
+            return self.sms // self.unit_blocks * self.unit_blocks
         per_block = 2 if self.pingpong else 1  # a pingpong block keeps both consumers busy
         # clusters of four or eight: no more than an H200 keeps resident, or the rest would wait
         # for a second wave (a cluster never straddles a GPC)
@@ -501,7 +512,11 @@ def tile_origin(t: GemmTiling, tile: ir.Value | None = None, rank: ir.Value | No
     tiles of A and B in L2. With cluster_m = 2, `tile` numbers pairs of row tiles the same way
     and `rank` (the block's in its cluster) picks the pair's upper or lower tile; with cluster_n
     = 2, pairs of column tiles, `rank` the left or right one; with both, 2 x 2 quads of tiles
-    (`cluster_position`)."""
+    (`cluster_position`); with team_m, runs of team_m row tiles, `rank` the block's in its team."""
+    if t.team_m > 1:  # rank: the block's place in its team, down the team's column of tiles
+        group = GemmTiling(t.m, t.n, t.k, tile_m=t.team_m * t.tile_m, tile_n=t.tile_n, group_m=t.group_m)
+        row0, col0 = tile_origin(group, tile)
+        return row0 + rank * t.tile_m, col0
     if t.cluster_size > 1:
         group = GemmTiling(t.m, t.n, t.k, tile_m=t.cluster_m * t.tile_m, tile_n=t.cluster_n * t.tile_n,
                            group_m=t.group_m)

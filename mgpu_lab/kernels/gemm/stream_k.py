@@ -1,8 +1,9 @@
 """Stream-K for the persistent GEMM (persistent="stream_k"): every block gets the same number of
 k-steps, so no SM idles through a last, partial wave.
 
-A persistent grid of P units (blocks, or multicast pairs: cluster_m or cluster_n = 2) over T work items
-(tiles, or tile pairs) of ks k-steps each: with whole tiles per unit, T / P rounds up, and the
+A persistent grid of P units (blocks, multicast pairs: cluster_m or cluster_n = 2, or teams of
+team_m blocks on a column's tiles) over T work items (tiles, tile pairs, a team's tiles) of ks
+k-steps each: with whole tiles per unit, T / P rounds up, and the
 power-of-two tile counts of most shapes leave 4 of the H200's 132 SMs idle in every wave (512
 tiles are 3.88 waves: 3% of the SM time). Here the first `dp_rounds` = T // P rounds are whole
 tiles (data-parallel, as persistent=True); the T - dp_rounds * P tiles left (fewer than P) are
@@ -166,9 +167,12 @@ def partial_offset(t: GemmTiling, d: Any, chunk: int) -> Any:
 
 
 def produce(ctx: Any, t: GemmTiling, plan: StreamKPlan, a: Any, b: Any, ring: tuple, chunks: Any, full: Any,
-            empty: Any, workspace: Any, flags: Any, unit: Any, rank: Any, origin: Callable[[Any], tuple]) -> None:
+            empty: Any, workspace: Any, flags: Any, unit: Any, rank: Any, member: Any,
+            origin: Callable[[Any], tuple]) -> None:
     """(The producer's TMA thread.) The unit's whole tiles, its split segments, then, if it owns a
-    split tile, each contributor's partial into the ring once its flag is up."""
+    split tile, each contributor's partial into the ring once its flag is up. rank: the block's
+    in its multicast cluster (None outside one); member: its place in its unit (the cluster rank,
+    or its team's: the block of each earlier unit in the same place wrote its partials)."""
     if not plan.sk_steps:  # the tiles fill the rounds exactly
         @dsl.for_range(unit, plan.dp_items, plan.units)
         def _(item):
@@ -183,7 +187,7 @@ def produce(ctx: Any, t: GemmTiling, plan: StreamKPlan, a: Any, b: Any, ring: tu
 
         @dsl.for_range(0, me.contributor_count, dtype="int32")
         def _(d0):  # unit - (d0 + 1)'s partial: one copy of the code, however many may contribute
-            source = (unit - dsl.as_index(d0 + 1)) * t.cluster_size + (0 if rank is None else rank)
+            source = (unit - dsl.as_index(d0 + 1)) * t.unit_blocks + (0 if member is None else member)
             with ctx.named_region("flag"):
                 dsl.wait_signal(flags, source)
             for chunk in range(t.partial_chunks):

@@ -24,7 +24,7 @@ class StreamKPlan:
 
     @classmethod
     def of(cls, t: GemmTiling) -> StreamKPlan:
-        return cls(t.grid // t.cluster_size, t.work_items, t.k_steps)
+        return cls(t.grid // t.unit_blocks, t.work_items, t.k_steps)
 
     @functools.cached_property
     def dp_rounds(self) -> int:

@@ -30,6 +30,7 @@ MAX_ACCUMULATOR = 128 * 128  # f32 accumulator elements per consumer warpgroup (
 # swap_ab tiles take no epilogue but the FP8 scales: 160 registers of accumulator leave no spills
 # there (a fused bias + GELU + residual epilogue spills above 128), and m = 129..160 fits one tile
 MAX_SWAP_AB_ACCUMULATOR = 128 * 160
+MAX_TEAM = 8  # blocks of a stream-K team (team_m): a column of up to 8 row tiles
 _INPUT_DTYPES = ("bfloat16", "float16")
 _OUTPUT_DTYPES = ("bfloat16", "float16", "float32")
 _PERSISTENT = (False, True, "pingpong", "stream_k")
@@ -133,6 +134,15 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: swap_ab=True with B (k, n) reads B as an MN-major wgmma operand, which needs 16-bit "
                          f"inputs, got dtype {t.dtype!r}; pass B as (n, k) (transpose_b=True)")
     count("group_m", t.group_m, minimum=1, where="gemm")
+    count("team_m", t.team_m, minimum=1, maximum=MAX_TEAM, expected=f"an int from 1 to {MAX_TEAM}", where="gemm")
+    if t.team_m > 1 and (not t.stream_k or t.cluster_size > 1):
+        raise ValueError(f"gemm: team_m={t.team_m} (stream-K units of {t.team_m} blocks on a column's tiles) needs "
+                         f"persistent='stream_k' without a multicast cluster, got persistent={t.persistent!r}, "
+                         f"cluster_m={t.cluster_m}, cluster_n={t.cluster_n}")
+    if t.team_m > t.tiles_m:
+        raise ValueError(f"gemm: team_m={t.team_m} puts {t.team_m} row tiles in a team, but "
+                         f"{'n' if t.swap_ab else 'm'}={t.m} makes only {t.tiles_m} of {t.tile_m} rows: "
+                         f"team_m must be at most {t.tiles_m}")
     if t.stream_k:
         check_stream_k(t)
     if t.smem_bytes > SMEM_LIMIT:
@@ -145,11 +155,13 @@ def settle_tiling(m: int, n: int, k: int, picked: dict[str, Any], *, transpose_b
                   tile_n: int | None = None, stages: int | None = None, group_m: int | None = None,
                   persistent: bool | str | None = None, split_k: int | None = 1, split_k_reduce: str | None = None,
                   cluster_m: int | None = None, swap_ab: bool | None = None, cluster_n: int | None = None,
-                  input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
+                  team_m: int | None = None, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> GemmTiling:
     """The checked GemmTiling of sizes already checked (check_problem): each setting the caller
     gave, else the configuration `picked`'s, else the default (stages: the deepest ring that
     fits; split_k=None: the configuration's split and its reduce; split_k_reduce=None: 'cluster'
-    up to MAX_CLUSTER_SPLIT slices, else 'workspace'), K split into slices none of which is empty."""
+    up to MAX_CLUSTER_SPLIT slices, else 'workspace'), K split into slices none of which is empty.
+    A picked team_m gives way (to 1) where the settings given leave no stream-K grid of single
+    blocks for it, or too few row tiles."""
     if swap_ab is None:
         swap_ab = picked.get("swap_ab", False)
     tile_m = picked["tile_m"] if tile_m is None else tile_m
@@ -170,6 +182,11 @@ def settle_tiling(m: int, n: int, k: int, picked: dict[str, Any], *, transpose_b
     if split_k_reduce is None:
         split_k_reduce = default_reduce(split_k)
     t = dataclasses.replace(t, split_k_reduce=split_k_reduce, cluster_m=cluster_m, cluster_n=cluster_n)
+    if team_m is None:
+        team_m = picked.get("team_m", 1) or 1
+        if not t.stream_k or t.cluster_size > 1 or team_m > t.tiles_m:
+            team_m = 1
+    t = dataclasses.replace(t, team_m=team_m)
     if tile_m in TILE_MS and valid_tile_n(tile_n, transpose_b, swap_ab) and stages is None:
         t = dataclasses.replace(t, stages=deepest_ring(t if t.dtype in input_dtypes else
                                                         dataclasses.replace(t, dtype="bfloat16")))
