@@ -70,7 +70,7 @@ OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
           "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs", "pair_tile", "small_stream_k",
-          "narrow_pairs", "stream_k_teams")
+          "narrow_pairs", "stream_k_teams", "dram_rereads")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "swap_clusters_wide", "row_raster",
                   "stream_k_reads", "span_pairs", "narrow_pairs")
 
@@ -289,6 +289,9 @@ NARROW_PAIR = 1.1
 # prices). Estimated as single-block stream-K with units = SMs // team_m and the team's replayed
 # reads.
 OFFER_STREAM_K_TEAMS = "stream_k_teams" in _OFFERED
+# A stream-K grid's replayed DRAM reads (OFFER_STREAM_K_READS) counted as its DRAM traffic, beside
+# the compute as any grid's (launch + max + overlap * min), not only as a floor under the estimate.
+OFFER_DRAM_REREADS = "dram_rereads" in _OFFERED
 MAX_TEAM = 8  # tiling.MAX_TEAM
 L2_RESIDENT_BYTES = 0.6 * L2_BYTES  # A and B up to this large stay in L2 whatever the order: read once
 # Replayed only over up to this many rounds of items per unit: where the split pieces are a large
@@ -882,6 +885,8 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS, re
         reads = operand_reads(_ceil(tiles_m, cluster_m * team), _ceil(tiles_n, cluster_n), k_tiles,
                               tm * cluster_m * team, tn * cluster_n, group_m, units, True, L2_BYTES)
         reread_us = (reads * (m + n) * p.k * isz + m * n * osz) / c.copy_bw
+        if OFFER_DRAM_REREADS:
+            dram = max(dram, reads * (m + n) * p.k * isz + m * n * osz)
     else:
         reread_us = 0.0  # A and B read once: t_dram counts them
     if split > 1 and reduce == "workspace":
