@@ -1220,10 +1220,10 @@ def test_stream_k_reads_floors_stream_k_at_its_replayed_dram_time(monkeypatch, n
 
 
 def test_stream_k_teams_are_offered_and_replayed_as_one_unit_a_column(monkeypatch, no_switches):
-    """stream_k_teams: stream-K grids of 2-16 row tiles also come in teams of all of them (up to
-    8) or of a divisor of their count; a team's estimate floors at its own replayed reads (A and
-    B read about once where single blocks read them 3.1 times at 572x3584x28672, an H100's copy
-    rate) and each name reads back as the configuration that ran."""
+    """stream_k_teams: stream-K grids of 2-16 row tiles come in teams of all of them (up to 8) or
+    of a divisor of their count, in place of the single blocks; a team's estimate floors at its own
+    replayed reads (A and B read about once where single blocks read them 3.1 times at
+    572x3584x28672, an H100's copy rate) and each name reads back as the configuration that ran."""
     from bench_gemm_options import family, name_of
     from fit_gemm_model import parse_option
 
@@ -1237,7 +1237,7 @@ def test_stream_k_teams_are_offered_and_replayed_as_one_unit_a_column(monkeypatc
         == {(128, 2), (128, 4), (128, 8), (256, 2), (256, 4)}
     single = {"tile_m": 128, "tile_n": 256, "persistent": "stream_k", "group_m": 8}
     team = {**single, "team_m": 5}
-    assert team in teams
+    assert team in teams and single not in model.candidates(p)  # the team takes the single blocks' place
     h100 = dataclasses.replace(model.Constants(), copy_bw=2.97e6)
     assert model.estimate_us(p, team, h100) < 0.85 * model.estimate_us(p, single, h100)  # 203 against 251 us
     assert family(team) != family(single)

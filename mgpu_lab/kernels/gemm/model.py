@@ -286,8 +286,12 @@ NARROW_PAIR = 1.1
 # of its 5 row tiles: 1.0). Offered for stream-K tiles (as `_stream_k_ok`) of 2-16 row tiles, in
 # teams of all of them (up to MAX_TEAM) or of a divisor of their count, where the team grid has
 # at most REPLAY_ROUNDS rounds (the long-K mid-m shapes whose single-block pieces the replay
-# prices). Estimated as single-block stream-K with units = SMs // team_m and the team's replayed
-# reads.
+# prices), in place of the single blocks: estimated alike (units = SMs // team_m, the team's
+# replayed reads), the model would keep the single blocks, whose reads it floors rather than adds
+# (switch dram_rereads adds them to every stream-K grid's DRAM time; on the H100 its other moves
+# lost: x0.92 on 23 picks of seeds 121-150). On the H100 (3c6a8d2 / d8e5c88, rounds A B B A) teams
+# ran x1.02-x1.48 over the library's picks (8 moved of 1804 drawn, seeds 121-150, x1.16 geomean)
+# and x1.2-x1.35 over single blocks of the same tiles on 572-1859 x 3584-4096 x 11008-28672.
 OFFER_STREAM_K_TEAMS = "stream_k_teams" in _OFFERED
 # A stream-K grid's replayed DRAM reads (OFFER_STREAM_K_READS) counted as its DRAM traffic, beside
 # the compute as any grid's (launch + max + overlap * min), not only as a floor under the estimate.
@@ -620,11 +624,10 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                     for g in groups:
                         yield {"tile_m": tm, "tile_n": tn, "persistent": True, "group_m": g}
                         if tm >= 128 and tn >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms):
-                            yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "group_m": g}
-                            if OFFER_STREAM_K_TEAMS:
-                                for team in _teams(p, tm, tn, k_tiles):
-                                    yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "team_m": team,
-                                           "group_m": g}
+                            teams = _teams(p, tm, tn, k_tiles) if OFFER_STREAM_K_TEAMS else []
+                            for team in teams or [1]:  # teams take the single blocks' place
+                                yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "group_m": g,
+                                       **({"team_m": team} if team > 1 else {})}
                         if tn in _b_pair_widths(p.transpose_b) and _ceil(p.m, tm) >= 2:
                             yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_m": 2, "group_m": g}
                             if tm >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
