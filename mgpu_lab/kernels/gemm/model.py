@@ -47,7 +47,7 @@ from typing import Any
 from .cluster_shares import pairs_split_b
 from .h200_limits import H200_CLUSTERS, H200_SMS
 from .l2_replay import operand_reads
-from .stream_k_plan import MAX_CONTRIBUTORS
+from .stream_k_plan import MAX_CONTRIBUTORS, MAX_TEAM
 
 PEAK_TFLOPS = {"bfloat16": 790.0, "float16": 790.0, "float8_e4m3fn": 1580.0}  # H200 dense tensor-core peaks
 ITEMSIZE = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
@@ -286,17 +286,17 @@ NARROW_PAIR = 1.1
 # of its 5 row tiles: 1.0). Offered for stream-K tiles (as `_stream_k_ok`) of 2-16 row tiles, in
 # teams of all of them (up to MAX_TEAM) or of a divisor of their count, where the team grid has
 # at most REPLAY_ROUNDS rounds (the long-K mid-m shapes whose single-block pieces the replay
-# prices), in place of the single blocks: estimated alike (units = SMs // team_m, the team's
-# replayed reads), the model would keep the single blocks, whose reads it floors rather than adds
-# (switch dram_rereads adds them to every stream-K grid's DRAM time; on the H100 its other moves
-# lost: x0.92 on 23 picks of seeds 121-150). On the H100 (3c6a8d2 / d8e5c88, rounds A B B A) teams
-# ran x1.02-x1.48 over the library's picks (8 moved of 1804 drawn, seeds 121-150, x1.16 geomean)
-# and x1.2-x1.35 over single blocks of the same tiles on 572-1859 x 3584-4096 x 11008-28672.
+# prices), in place of the single blocks. Both are estimated alike (units = SMs // team_m, each
+# floored at its replayed reads), and the floor seldom binds, so offered side by side the model
+# would keep the single blocks; counting every stream-K grid's rereads as DRAM time instead
+# (switch dram_rereads) moved other picks too, and those lost on the H100 (x0.92, 23 picks of
+# seeds 121-150). On the H100 (3c6a8d2 / d8e5c88, rounds A B B A) teams ran x1.2-x1.35 over single
+# blocks of the same tiles on 572-1859 x 3584-4096 x 11008-28672, and the 8 of 1804 drawn picks
+# (seeds 121-150) that went to them ran x1.02-x1.48 (x1.16). Off until timed so on the H200.
 OFFER_STREAM_K_TEAMS = "stream_k_teams" in _OFFERED
 # A stream-K grid's replayed DRAM reads (OFFER_STREAM_K_READS) counted as its DRAM traffic, beside
 # the compute as any grid's (launch + max + overlap * min), not only as a floor under the estimate.
 OFFER_DRAM_REREADS = "dram_rereads" in _OFFERED
-MAX_TEAM = 8  # tiling.MAX_TEAM
 L2_RESIDENT_BYTES = 0.6 * L2_BYTES  # A and B up to this large stay in L2 whatever the order: read once
 # Replayed only over up to this many rounds of items per unit: where the split pieces are a large
 # share of the work, and the replay's cost (items x k-steps) stays ~25 ms; past it whole rounds
@@ -842,8 +842,10 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS, re
     store_bytes = tm * tn * (4 if split > 1 and reduce == "workspace" else osz)
     t_store = store_bytes / c.sm_bw
     t_swap = c.swap_us * tm * tn / 16384 if swap else 0.0  # swap-AB's transposed stores
-    units = clusters_resident(pair, p, c.cluster_fill) if pair > 2 else p.sms // (pair * team)  # of a persistent grid
-    items = _ceil(tiles_n, cluster_n) * _ceil(tiles_m, cluster_m * team)  # tiles, pairs, quads or teams of them
+    # of a persistent grid: units (blocks, clusters or teams) and what they loop over (tiles, pairs,
+    # quads or a team's tiles)
+    units = clusters_resident(pair, p, c.cluster_fill) if pair > 2 else p.sms // (pair * team)
+    items = _ceil(tiles_n, cluster_n) * _ceil(tiles_m, cluster_m * team)
     if not persistent:
         per_tile = c.tile_us + t_store + t_swap
         if split > 1 and reduce == "cluster":

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from .pieces import GemmTiling
 
 MAX_CONTRIBUTORS = 8  # partials one owner may sum: beyond, one whole round fewer (longer pieces)
+MAX_TEAM = 8  # blocks of a stream-K team (GemmTiling.team_m): a column of up to 8 row tiles
 
 
 @dataclass(frozen=True)
@@ -79,4 +80,4 @@ def _contributors(units: int, items: int, k_steps: int) -> int:
     return max(counts)
 
 
-__all__ = ["MAX_CONTRIBUTORS", "StreamKPlan"]
+__all__ = ["MAX_CONTRIBUTORS", "MAX_TEAM", "StreamKPlan"]

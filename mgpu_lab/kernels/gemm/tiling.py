@@ -20,6 +20,7 @@ from .cluster_shares import pairs_split_b  # the rule lives there (the model rea
 from .pieces import SMEM_LIMIT, GemmTiling, deepest_ring
 from .split_k import MAX_CLUSTER_SPLIT, default_reduce, even_split_k
 from .stream_k import check_stream_k
+from .stream_k_plan import MAX_TEAM
 
 TILE_MS = (64, 128, 256)
 TILE_NS = (32, 64, 128, 192, 256)
@@ -30,7 +31,6 @@ MAX_ACCUMULATOR = 128 * 128  # f32 accumulator elements per consumer warpgroup (
 # swap_ab tiles take no epilogue but the FP8 scales: 160 registers of accumulator leave no spills
 # there (a fused bias + GELU + residual epilogue spills above 128), and m = 129..160 fits one tile
 MAX_SWAP_AB_ACCUMULATOR = 128 * 160
-MAX_TEAM = 8  # blocks of a stream-K team (team_m): a column of up to 8 row tiles
 _INPUT_DTYPES = ("bfloat16", "float16")
 _OUTPUT_DTYPES = ("bfloat16", "float16", "float32")
 _PERSISTENT = (False, True, "pingpong", "stream_k")
