@@ -231,11 +231,13 @@ def test_stream_k_refuses_a_custom_mainloop():
         tiled_gemm_definition(t, mainloop=lambda *args: None)
 
 
-def test_stream_k_exports_with_its_buffers_as_inputs(tmp_path):
-    """The exported module's launcher takes the workspace and the flags after a and b."""
+@pytest.mark.parametrize("team_m", [1, 4])
+def test_stream_k_exports_with_its_buffers_as_inputs(tmp_path, team_m):
+    """The exported module's launcher takes the workspace and the flags after a and b (a team's
+    grid, 33 teams of 4, as many blocks)."""
     import ast
 
-    k = make_gemm(4096, 4096, 4096, tile_m=128, tile_n=256, persistent="stream_k")
+    k = make_gemm(4096, 4096, 4096, tile_m=128, tile_n=256, persistent="stream_k", team_m=team_m)
     path = k.export(str(tmp_path / "gemm_sk.py"))
     source = open(path).read()
     ast.parse(source)
