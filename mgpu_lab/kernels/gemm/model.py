@@ -683,8 +683,13 @@ def _stream_k_ok(tm: int, tn: int, tiles: int, k_tiles: int, sms: int, cluster_m
     step = math.lcm(16 * consumers, tm // 4)
     if tn % step:
         return False
-    units = sms // cluster_m
-    rem = tiles % units  # for a multicast pair, tiles over pairs of SMs: close enough for the check
+    # for a multicast pair, tiles over pairs of SMs: close enough for the check
+    return _split_steps_ok(tiles, sms // cluster_m, k_tiles)
+
+
+def _split_steps_ok(items: int, units: int, k_tiles: int) -> bool:
+    """Whether the items left after whole rounds give every unit at least one k-step (or none are left)."""
+    rem = items % units
     return rem == 0 or rem * k_tiles >= units
 
 
@@ -700,8 +705,7 @@ def _teams(p: Problem, tm: int, tn: int, k_tiles: int) -> list[int]:
         if rows % team:
             continue
         units, items = p.sms // team, rows // team * cols
-        rem = items % units
-        if items <= REPLAY_ROUNDS * units and (rem == 0 or rem * k_tiles >= units):
+        if items <= REPLAY_ROUNDS * units and _split_steps_ok(items, units, k_tiles):
             out.append(team)
     return out
 
