@@ -411,11 +411,26 @@ def test_pingpong_gemm_compiles(tile_m, tile_n, transpose_b):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"tile_m": 256, "tile_n": 128}, "tile_m must be 64 or 128, got 256"),
-    ({"tile_m": 128, "tile_n": 256}, r"keeps a 128 x tile_n f32 accumulator per consumer; tile_n must be at most 128"),
+    ({"tile_m": 128, "tile_n": 256}, r"keeps a 128 x tile_n f32 accumulator per consumer; tile_n must be at most 192"),
 ])
 def test_pingpong_rejects_tiles_that_do_not_fit(kwargs, message):
     with pytest.raises(ValueError, match=message):
         make_gemm(1024, 1024, 1024, persistent="pingpong", **kwargs)
+
+
+@pytest.mark.parametrize("tile_n, transpose_b", [(160, True), (176, True), (192, True), (192, False)])
+def test_pingpong_takes_wider_accumulators(tile_n, transpose_b):
+    """A pingpong consumer owns whole tiles with 232 registers: 128 x 192 f32 of accumulator and the
+    plain store (or a bias) leave no spills, as cuBLAS's 176 x 128 pingpong tiles do; a bias + GELU +
+    residual epilogue beside them spills, which is why the model offers these only without one."""
+    k = make_gemm(2048, 5632, 2048, transpose_b=transpose_b, tile_m=128, tile_n=tile_n, persistent="pingpong")
+    assert_clean(k, rf"HGMMA\.64x{tile_n}x16\.F32\.BF16")
+    from mgpu_lab.kernels.gemm.epilogues import fused
+
+    bias = fused(2048, 5632, bias="bfloat16")
+    k = make_gemm(2048, 5632, 2048, transpose_b=transpose_b, tile_m=128, tile_n=tile_n, persistent="pingpong",
+                  epilogue=bias.fn, epilogue_inputs=bias.inputs)
+    assert k.compiled.resources.spill_stores_bytes == 0 == k.compiled.resources.spill_loads_bytes
 
 
 @pytest.mark.parametrize("shared, tile_m, tile_n, transpose_b", [

@@ -699,7 +699,7 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
                                     "swap_persistent, swap_stream_k, clusters_of_four, swap_epilogue, "
                                     "clusters_of_eight, swap_clusters, swap_clusters_wide, n16_tiles, narrow_stream_k, "
                                     "row_raster, stream_k_reads, l2_reuse_bound, partial_waves, span_pairs, pair_tile, "
-                                    "small_stream_k, narrow_pairs, stream_k_teams, dram_rereads "
+                                    "small_stream_k, narrow_pairs, stream_k_teams, dram_rereads, wide_pingpong "
                                     "(comma-separated, "
                                     "-name to "
                                     "switch one off), "

@@ -47,10 +47,20 @@ def test_persistent_c_tiles_an_odd_multiple_of_16_wide(m, n, k, tile_n, rng):
     (16, 14336, 4096, {"tile_m": 64, "tile_n": 64}),
     (300, 200, 100, {"tile_m": 128, "tile_n": 64}),  # fewer tiles than SMs: one consumer may get none
     (300, 300, 1000, {"tile_m": 128, "tile_n": 128}),  # 9 tiles on 5 blocks: the last block's consumer 1 gets none
+    (2100, 5000, 1000, {"tile_m": 128, "tile_n": 192}),  # MAX_PINGPONG_ACCUMULATOR: 128 x 192 f32 a consumer
 ])
 @pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
 def test_pingpong_gemm(m, n, k, tiles, transpose_b, rng):
     assert _run(m, n, k, rng, transpose_b, runs=1, persistent="pingpong", **tiles) <= 1e-2
+
+
+@pytest.mark.parametrize("m, n, k, tile_n", [(2048, 5632, 2048, 176), (1000, 1500, 700, 176), (777, 2000, 300, 160)])
+def test_pingpong_wide_tiles(m, n, k, tile_n, rng):
+    """128 x 160-176 pingpong tiles over B (n, k) (cuBLAS's choice for 2048x5632x2048), ragged m, n
+    and K tails, and with a bias, which fits beside the wider accumulator."""
+    tiles = {"tile_m": 128, "tile_n": tile_n, "persistent": "pingpong"}
+    assert _run(m, n, k, rng, True, runs=1, **tiles) <= 1e-2
+    assert _check(m, n, k, rng, tiles=tiles, bias="bfloat16") <= 1e-2
 
 
 def test_fused_epilogue_pingpong(rng):

@@ -70,7 +70,7 @@ OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
           "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs", "pair_tile", "small_stream_k",
-          "narrow_pairs", "stream_k_teams", "dram_rereads")
+          "narrow_pairs", "stream_k_teams", "dram_rereads", "wide_pingpong")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "swap_clusters_wide", "row_raster",
                   "stream_k_reads", "span_pairs", "narrow_pairs")
 
@@ -294,6 +294,12 @@ NARROW_PAIR = 1.1
 # blocks of the same tiles on 572-1859 x 3584-4096 x 11008-28672, and the 8 of 1804 drawn picks
 # (seeds 121-150) that went to them ran x1.02-x1.48 (x1.16). Off until timed so on the H200.
 OFFER_STREAM_K_TEAMS = "stream_k_teams" in _OFFERED
+# Pingpong tiles of 128 rows and 160-192 columns (tiling.MAX_PINGPONG_ACCUMULATOR: a consumer owns
+# whole tiles with 232 registers), what cuBLAS runs on 2048x5632x2048 (a 176 x 128 pingpong),
+# where the 4 waves of 128 x 176 tiles fill the SMs better than 128 x 256's 2.7. Only without an
+# epilogue (a bias fits, but the model does not tell a bias from GELU + residual, which spills).
+OFFER_WIDE_PINGPONG = "wide_pingpong" in _OFFERED
+WIDE_PINGPONG_NS = {True: (160, 176, 192), False: (192,)}  # by transpose_b: B (k, n) takes 64-column boxes
 # A stream-K grid's replayed DRAM reads (OFFER_STREAM_K_READS) counted as its DRAM traffic, beside
 # the compute as any grid's (launch + max + overlap * min), not only as a floor under the estimate.
 OFFER_DRAM_REREADS = "dram_rereads" in _OFFERED
@@ -648,6 +654,10 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                     yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_n": 2, "group_m": 8}
             if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}
+    if OFFER_WIDE_PINGPONG and not p.epilogue:
+        for tn in WIDE_PINGPONG_NS[p.transpose_b]:
+            if tn <= 128 * _ceil(p.n, 128) and _ceil(p.m, 128) * _ceil(p.n, tn) > p.sms // 2:
+                yield {"tile_m": 128, "tile_n": tn, "persistent": "pingpong"}
     swap_rows = SWAP_PERSISTENT_MAX_M if OFFER_SWAP_PERSISTENT else \
         _swap_clusters_rows() if OFFER_SWAP_CLUSTERS else SWAP_AB_MAX_M
     if p.m <= swap_rows and p.epilogue in (False, SWAPPABLE) and (p.transpose_b or ITEMSIZE[p.dtype] == 2):

@@ -31,6 +31,9 @@ MAX_ACCUMULATOR = 128 * 128  # f32 accumulator elements per consumer warpgroup (
 # swap_ab tiles take no epilogue but the FP8 scales: 160 registers of accumulator leave no spills
 # there (a fused bias + GELU + residual epilogue spills above 128), and m = 129..160 fits one tile
 MAX_SWAP_AB_ACCUMULATOR = 128 * 160
+# a pingpong consumer owns whole tiles and 232 registers (the producer keeps 40): 128 x 192 f32 of
+# accumulator leaves room for the plain store without spills (what cuBLAS's 176 x 128 pingpong keeps)
+MAX_PINGPONG_ACCUMULATOR = 128 * 192
 _INPUT_DTYPES = ("bfloat16", "float16")
 _OUTPUT_DTYPES = ("bfloat16", "float16", "float32")
 _PERSISTENT = (False, True, "pingpong", "stream_k")
@@ -81,7 +84,8 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     if t.pingpong and t.tile_m not in (64, 128):
         raise ValueError(f"gemm: persistent='pingpong' gives each consumer whole tiles: tile_m must be 64 or 128, "
                          f"got {t.tile_m}")
-    limit = MAX_SWAP_AB_ACCUMULATOR if t.swap_ab is True else MAX_ACCUMULATOR
+    limit = (MAX_SWAP_AB_ACCUMULATOR if t.swap_ab is True else MAX_PINGPONG_ACCUMULATOR if t.pingpong
+             else MAX_ACCUMULATOR)
     if t.consumer_rows * t.tile_n > limit:
         how = "persistent='pingpong' with " if t.pingpong else "swap_ab=True with " if t.swap_ab is True else ""
         raise ValueError(f"gemm: {how}tile_m={t.tile_m} keeps a {t.consumer_rows} x tile_n f32 accumulator per "
@@ -194,5 +198,5 @@ def settle_tiling(m: int, n: int, k: int, picked: dict[str, Any], *, transpose_b
     return dataclasses.replace(t, split_k=even_split_k(t.k_tiles, t.split_k))  # no empty K slice
 
 
-__all__ = ["MAX_ACCUMULATOR", "MAX_SWAP_AB_ACCUMULATOR", "SWAP_AB_EPILOGUE", "TILE_MS", "TILE_NS", "check_problem",
-           "check_tiling", "pairs_split_b", "settle_tiling", "swap_safe", "valid_tile_n"]
+__all__ = ["MAX_ACCUMULATOR", "MAX_PINGPONG_ACCUMULATOR", "MAX_SWAP_AB_ACCUMULATOR", "SWAP_AB_EPILOGUE", "TILE_MS",
+           "TILE_NS", "check_problem", "check_tiling", "pairs_split_b", "settle_tiling", "swap_safe", "valid_tile_n"]
