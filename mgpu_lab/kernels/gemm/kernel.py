@@ -115,7 +115,8 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     epilogues.py); epilogue_inputs: the ShapeDtypes (or (shape, dtype)) of its arrays.
     persistent: True launches one block per SM that loops over the tiles, loading the next tile
     during the epilogue; "pingpong" also gives the two consumers alternate whole tiles, so one's
-    epilogue overlaps the other's tensor-core work; "stream_k" splits the tiles left after the
+    epilogue overlaps the other's tensor-core work (tile_m 64 or 128; a consumer keeps up to
+    128 x 192 f32, so tile_n up to 192 for 128 rows); "stream_k" splits the tiles left after the
     whole rounds over K so every block gets the same k-steps, handing partial tiles over
     through a workspace and flags, scratch buffers of the returned Kernel's program (stream_k.py; combines
     with cluster_m=2).
