@@ -121,7 +121,8 @@ def test_configs():
     ({"swap_ab": True, "transpose_b": True, "tile_m": 128, "tile_n": 64, "persistent": "stream_k", "cluster_m": 2},
      r"swap_ab=True .* multicast clusters with True only.*got persistent='stream_k', cluster_m=2, cluster_n=1"),
     ({"swap_ab": True, "tile_m": 128, "tile_n": 64, "persistent": True, "cluster_n": 2},
-     r"cluster_n=2 \(2 blocks sharing A tiles by multicast\) needs persistent=True \(or 'stream_k'\) and A as "
+     r"cluster_n=2 \(2 blocks sharing A tiles by multicast\) needs persistent=True \(or 'stream_k' or 'pingpong'\) "
+     r"and A as "
      r"\(m, k\), got persistent=True, swap_ab=True with B \(k, n\)"),
     ({"swap_ab": "yes", "transpose_b": True, "tile_m": 64, "tile_n": 64}, r"swap_ab must be True or False, got 'yes'"),
     ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 36},
@@ -593,9 +594,10 @@ def test_swapped_multicast_clusters_compile(cluster_m, cluster_n, m, n, tile_m, 
 @pytest.mark.parametrize("kwargs, message", [
     ({"persistent": True, "cluster_n": 3}, r"cluster_n must be 1, 2 or 4, got 3"),
     ({"persistent": False, "cluster_n": 2}, r"cluster_n=2 \(2 blocks sharing A tiles by multicast\) needs "
-                                            r"persistent=True \(or 'stream_k'\) and A as \(m, k\), got "
+                                            r"persistent=True \(or 'stream_k' or 'pingpong'\) and A as \(m, k\), got "
                                             r"persistent=False$"),
-    ({"persistent": "pingpong", "cluster_n": 2, "tile_n": 128}, r"cluster_n=2 .* got persistent='pingpong'"),
+    ({"persistent": "pingpong", "cluster_n": 4, "tile_n": 128},
+     r"clusters of four blocks \(cluster_m=1, cluster_n=4\) need persistent=True, got persistent='pingpong'$"),
     ({"persistent": "stream_k", "cluster_n": 2, "cluster_m": 2},
      r"clusters of four blocks \(cluster_m=2, cluster_n=2\) need persistent=True, got persistent='stream_k'$"),
     ({"persistent": "stream_k", "cluster_n": 4},
@@ -621,10 +623,10 @@ def test_multicast_a_pairs_reject_bad_arguments(kwargs, message):
     ({"persistent": True, "cluster_m": 4, "tile_n": 48, "transpose_b": True},
      r"tile_n must be a multiple of 32 from 64, got 48"),
     ({"persistent": False, "cluster_m": 2}, r"cluster_m=2 \(2 blocks sharing B tiles by multicast\) needs "
-                                            r"persistent=True \(or 'stream_k'\) and split_k=1, got persistent=False, "
-                                            r"split_k=1"),
-    ({"persistent": "pingpong", "cluster_m": 2, "tile_m": 128, "tile_n": 128},
-     r"needs persistent=True \(or 'stream_k'\) and split_k=1, got persistent='pingpong'"),
+                                            r"persistent=True \(or 'stream_k' or 'pingpong'\) and split_k=1, got "
+                                            r"persistent=False, split_k=1"),
+    ({"persistent": "pingpong", "cluster_m": 2, "cluster_n": 2, "tile_m": 128, "tile_n": 128},
+     r"clusters of four blocks \(cluster_m=2, cluster_n=2\) need persistent=True, got persistent='pingpong'"),
     ({"persistent": True, "cluster_m": 2, "tile_n": 64}, r"64-column boxes of B \(k, n\)\): tile_n must be 128, "
                                                         r"192 or 256, got 64"),
     ({"persistent": True, "cluster_m": 2, "tile_n": 16, "transpose_b": True},

@@ -63,6 +63,19 @@ def test_pingpong_wide_tiles(m, n, k, tile_n, rng):
     assert _check(m, n, k, rng, tiles=tiles, bias="bfloat16") <= 1e-2
 
 
+@pytest.mark.parametrize("m, n, k, tiles, transpose_b", [
+    (2048, 5632, 2048, {"tile_m": 128, "tile_n": 176, "cluster_m": 2}, True),  # cuBLAS's 176 x 128 in 1 x 2
+    (1000, 1500, 700, {"tile_m": 128, "tile_n": 192, "cluster_n": 2}, True),
+    (2100, 3000, 1000, {"tile_m": 64, "tile_n": 256, "cluster_m": 2}, False),
+    (300, 300, 1000, {"tile_m": 128, "tile_n": 128, "cluster_m": 2}, False),  # 3 x 3 tiles: most pairs idle
+    (777, 2000, 300, {"tile_m": 128, "tile_n": 128, "cluster_n": 2}, False),
+])
+def test_pingpong_in_multicast_pairs(m, n, k, tiles, transpose_b, rng):
+    """Pingpong blocks in (2, 1) or (1, 2) clusters: both blocks' consumers take the same turns, and
+    the one computing a tile releases each slot in its peer too."""
+    assert _run(m, n, k, rng, transpose_b, runs=1, persistent="pingpong", **tiles) <= 1e-2
+
+
 def test_fused_epilogue_pingpong(rng):
     assert _check(3000, 4104, 1000, rng, tiles={"tile_m": 128, "tile_n": 128, "persistent": "pingpong"},
                   bias="bfloat16", activation="silu", residual="bfloat16", scale=True) <= 1e-2

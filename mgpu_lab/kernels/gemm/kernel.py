@@ -27,7 +27,7 @@ gives the two consumers alternate whole tiles, taking turns at the ring (named b
 that their mbarrier waits stay in pipeline order; persistent="stream_k" balances the last
 wave: the tiles left after the whole rounds are cut over K into equal ranges, one per block,
 partial tiles handed to the block that finishes each tile through a global workspace and
-release/acquire flags (stream_k.py). cluster_m=2 (with persistent=True or "stream_k") runs the
+release/acquire flags (stream_k.py). cluster_m=2 (persistent=True, "stream_k" or "pingpong") runs the
 blocks in (2, 1) clusters on vertically adjacent tiles that share B by TMA multicast; each
 consumer warp releases a slot in both blocks (a peer mbarrier arrival at cta scope: at cluster
 scope it waited ~0.5 us per k-step for the warp's writes, which is what made the first multicast
@@ -127,11 +127,11 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     by a second kernel from an f32 workspace, no epilogue (with one, a configured workspace
     split is dropped).
     cluster_m: 2 runs persistent blocks in pairs (a (2, 1) cluster) on vertically adjacent tiles,
-    each loading half of their common B tile and multicasting it into both (needs persistent=True
-    or "stream_k"; tile_n a multiple of 16 from 32 with B (n, k), 128, 192 or 256 with B (k, n));
+    each loading half of their common B tile and multicasting it into both (needs persistent=True,
+    "stream_k" or "pingpong"; tile_n a multiple of 16 from 32 with B (n, k), 128, 192 or 256 with B (k, n));
     4: four such tiles, a quarter of B each (tile_n a multiple of 32 from 64, or 256).
     cluster_n: 2 (4) pairs horizontally adjacent tiles instead, each block loading half (a
-    quarter) of their common A tile (needs persistent=True or "stream_k", and A as (m, k)): the
+    quarter) of their common A tile (needs persistent=True, "stream_k" or "pingpong", and A as (m, k)): the
     operand off the 128-byte line, or the taller tile's, read once from L2 for two blocks. Both
     2: clusters of four blocks on 2 x 2 quads of tiles, each loading half of its row's A tile and
     half of its column's B tile; 2 x 4 and 4 x 2, clusters of eight. Clusters of four or eight
@@ -524,6 +524,8 @@ def tiled_gemm_definition(t: GemmTiling, *, epilogue: Epilogue | None = None, ep
 
             tiles(take_turn, me, 2)
             drain_stores(ctx)
+            if t.cluster_size > 1:
+                dsl.cluster_sync()
 
         dsl.if_else(wg == 0, producer, consumer)
 

@@ -97,10 +97,10 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: split_k={t.split_k} runs one tile slice per block; it cannot be combined with "
                          f"persistent={t.persistent!r}")
     choice("cluster_m", t.cluster_m, (1, 2, 4), expected="1, 2 or 4", where="gemm")
-    if t.cluster_m > 1 and (t.persistent not in (True, "stream_k") or t.split_k > 1):
+    if t.cluster_m > 1 and (t.persistent not in (True, "stream_k", "pingpong") or t.split_k > 1):
         raise ValueError(f"gemm: cluster_m={t.cluster_m} ({t.cluster_m} blocks sharing B tiles by multicast) needs "
-                         f"persistent=True (or 'stream_k') and split_k=1, got persistent={t.persistent!r}, "
-                         f"split_k={t.split_k}")
+                         f"persistent=True (or 'stream_k' or 'pingpong') and split_k=1, got "
+                         f"persistent={t.persistent!r}, split_k={t.split_k}")
     if t.cluster_m > 1 and not pairs_split_b(t.tile_n, t.b_k_major, t.cluster_m):
         share = "halves" if t.cluster_m == 2 else "quarters"
         widths = (f"a multiple of {8 * t.cluster_m} from {16 * t.cluster_m}" if t.b_k_major
@@ -108,9 +108,10 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: cluster_m={t.cluster_m} splits the B tile between the blocks (in 8-row {share} of "
                          f"B (n, k), or 64-column boxes of B (k, n)): tile_n must be {widths}, got {t.tile_n}")
     choice("cluster_n", t.cluster_n, (1, 2, 4), expected="1, 2 or 4", where="gemm")
-    if t.cluster_n > 1 and (t.persistent not in (True, "stream_k") or t.a_mn_major):
+    if t.cluster_n > 1 and (t.persistent not in (True, "stream_k", "pingpong") or t.a_mn_major):
         raise ValueError(f"gemm: cluster_n={t.cluster_n} ({t.cluster_n} blocks sharing A tiles by multicast) needs "
-                         f"persistent=True (or 'stream_k') and A as (m, k), got persistent={t.persistent!r}"
+                         f"persistent=True (or 'stream_k' or 'pingpong') and A as (m, k), got "
+                         f"persistent={t.persistent!r}"
                          f"{', swap_ab=True with B (k, n)' if t.a_mn_major else ''}")
     if t.cluster_size > 8:
         raise ValueError(f"gemm: a cluster holds at most eight blocks (2 x 4 or 4 x 2; four: 2 x 2, 4 x 1 or "
