@@ -297,7 +297,8 @@ OFFER_STREAM_K_TEAMS = "stream_k_teams" in _OFFERED
 # Pingpong tiles of 128 rows and 160-192 columns (tiling.MAX_PINGPONG_ACCUMULATOR: a consumer owns
 # whole tiles with 232 registers), what cuBLAS runs on 2048x5632x2048 (a 176 x 128 pingpong),
 # where the 4 waves of 128 x 176 tiles fill the SMs better than 128 x 256's 2.7. Only without an
-# epilogue (a bias fits, but the model does not tell a bias from GELU + residual, which spills).
+# epilogue (a bias fits, but the model does not tell a bias from GELU + residual, which spills);
+# also in pairs sharing B (cluster_m=2), cuBLAS's 1 x 2 cluster.
 OFFER_WIDE_PINGPONG = "wide_pingpong" in _OFFERED
 WIDE_PINGPONG_NS = {True: (160, 176, 192), False: (192,)}  # by transpose_b: B (k, n) takes 64-column boxes
 # A stream-K grid's replayed DRAM reads (OFFER_STREAM_K_READS) counted as its DRAM traffic, beside
@@ -658,6 +659,8 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
         for tn in WIDE_PINGPONG_NS[p.transpose_b]:
             if tn <= 128 * _ceil(p.n, 128) and _ceil(p.m, 128) * _ceil(p.n, tn) > p.sms // 2:
                 yield {"tile_m": 128, "tile_n": tn, "persistent": "pingpong"}
+                if _ceil(p.m, 128) >= 2 and pairs_split_b(tn, p.transpose_b, 2):
+                    yield {"tile_m": 128, "tile_n": tn, "persistent": "pingpong", "cluster_m": 2}
     swap_rows = SWAP_PERSISTENT_MAX_M if OFFER_SWAP_PERSISTENT else \
         _swap_clusters_rows() if OFFER_SWAP_CLUSTERS else SWAP_AB_MAX_M
     if p.m <= swap_rows and p.epilogue in (False, SWAPPABLE) and (p.transpose_b or ITEMSIZE[p.dtype] == 2):
@@ -880,9 +883,8 @@ def estimate_us(p: Problem, config: dict[str, Any], c: Constants = CONSTANTS, re
             compute *= c.split_stream_k
         if OFFER_SMALL_STREAM_K:
             compute *= (128 * 256 / (tm * tn)) ** SMALL_STREAM_K
-    elif pingpong:
-        grid = min(_ceil(tiles, 2), p.sms)
-        per_block = _ceil(tiles, grid)
+    elif pingpong:  # a unit's two consumers take every other item (a tile, or a pair's two)
+        per_block = _ceil(items, min(_ceil(items, 2), units))
         compute = per_block * steps * t_step + _first_tile_us(per_block, c.pingpong_tile_us, c) \
             + c.latency_us + t_store
     else:
