@@ -419,13 +419,17 @@ def test_pingpong_rejects_tiles_that_do_not_fit(kwargs, message):
         make_gemm(1024, 1024, 1024, persistent="pingpong", **kwargs)
 
 
-@pytest.mark.parametrize("tile_n, transpose_b", [(160, True), (176, True), (192, True), (192, False)])
-def test_pingpong_takes_wider_accumulators(tile_n, transpose_b):
+@pytest.mark.parametrize("tile_n, transpose_b, cluster_m", [(160, True, 1), (176, True, 1), (192, True, 1),
+                                                        (192, False, 1), (176, True, 2), (192, False, 2)])
+def test_pingpong_takes_wider_accumulators(tile_n, transpose_b, cluster_m):
     """A pingpong consumer owns whole tiles with 232 registers: 128 x 192 f32 of accumulator and the
-    plain store (or a bias) leave no spills, as cuBLAS's 176 x 128 pingpong tiles do; a bias + GELU +
-    residual epilogue beside them spills, which is why the model offers these only without one."""
-    k = make_gemm(2048, 5632, 2048, transpose_b=transpose_b, tile_m=128, tile_n=tile_n, persistent="pingpong")
+    plain store (or a bias) leave no spills, as cuBLAS's 176 x 128 pingpong tiles do, also in pairs
+    sharing B; a bias + GELU + residual epilogue beside them spills, which is why the model offers
+    these only without one."""
+    k = make_gemm(2048, 5632, 2048, transpose_b=transpose_b, tile_m=128, tile_n=tile_n, persistent="pingpong",
+                  cluster_m=cluster_m)
     assert_clean(k, rf"HGMMA\.64x{tile_n}x16\.F32\.BF16")
+    assert tuple(k.compiled.spec.cluster)[:2] == (cluster_m, 1)
     from mgpu_lab.kernels.gemm.epilogues import fused
 
     bias = fused(2048, 5632, bias="bfloat16")
