@@ -298,7 +298,8 @@ OFFER_STREAM_K_TEAMS = "stream_k_teams" in _OFFERED
 # whole tiles with 232 registers), what cuBLAS runs on 2048x5632x2048 (a 176 x 128 pingpong),
 # where the 4 waves of 128 x 176 tiles fill the SMs better than 128 x 256's 2.7. Only without an
 # epilogue (a bias fits, but the model does not tell a bias from GELU + residual, which spills);
-# also in pairs sharing B (cluster_m=2), cuBLAS's 1 x 2 cluster.
+# also in pairs sharing B (cluster_m=2), cuBLAS's 1 x 2 cluster. 16-bit inputs only: FP8's scales
+# (and block scales' second accumulator) take registers the wider accumulator needs.
 OFFER_WIDE_PINGPONG = "wide_pingpong" in _OFFERED
 WIDE_PINGPONG_NS = {True: (160, 176, 192), False: (192,)}  # by transpose_b: B (k, n) takes 64-column boxes
 # A stream-K grid's replayed DRAM reads (OFFER_STREAM_K_READS) counted as its DRAM traffic, beside
@@ -655,7 +656,7 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                     yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_n": 2, "group_m": 8}
             if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}
-    if OFFER_WIDE_PINGPONG and not p.epilogue:
+    if OFFER_WIDE_PINGPONG and not p.epilogue and p.dtype in ("bfloat16", "float16"):
         for tn in WIDE_PINGPONG_NS[p.transpose_b]:
             if tn <= 128 * _ceil(p.n, 128) and _ceil(p.m, 128) * _ceil(p.n, tn) > p.sms // 2:
                 yield {"tile_m": 128, "tile_n": tn, "persistent": "pingpong"}
