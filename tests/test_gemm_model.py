@@ -114,6 +114,29 @@ def test_every_pick_passes_the_kernels_checks(dtype):
                 assert not (epilogue and t.swap_ab)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn"])
+def test_every_candidate_of_every_switch_passes_the_kernels_checks(monkeypatch, dtype):
+    """Every configuration the model estimates, with every switch of OFFERS on, is one the kernel
+    takes: the model reads the tile and accumulator limits from tile_limits, as the tiling's
+    check does, and counts stream-K's work items as the kernel does (a pair's two tiles are one
+    item: FP8 stream-K pairs on 1373x3582x385 left 24 split k-steps for 66 pairs, and were offered)."""
+    for name in model.OFFERS:
+        monkeypatch.setattr(model, f"OFFER_{name.upper()}", True)
+    rng = random.Random(11)
+    shapes = [(1373, 3582, 385, True), (2048, 5632, 2048, True)] + [_random_shape(rng) for _ in range(24)]
+    for m, n, k, transpose_b in shapes:
+        transpose_b = transpose_b or dtype != "bfloat16"  # FP8 wgmma reads B (n, k) only
+        for epilogue in (False, True):
+            p = model.Problem(m, n, k, transpose_b=transpose_b, dtype=dtype, epilogue=epilogue)
+            for candidate in model.candidates(p):
+                settings = {"split_k": 1, **{key: candidate[key] for key in CONFIG_KEYS if key in candidate}}
+                try:
+                    resolve_tiling(m, n, k, transpose_b=transpose_b, dtype=dtype, input_dtypes=(dtype,),
+                                   **settings)
+                except ValueError as error:
+                    pytest.fail(f"{m}x{n}x{k} transpose_b={transpose_b} epilogue={epilogue}: {candidate}: {error}")
+
+
 @pytest.mark.parametrize("transpose_b", [True, False])
 def test_one_given_tile_side_gets_a_partner_it_builds_with(transpose_b):
     """make_gemm(..., tile_n=256) on a shape whose tuned or modelled pick is 256 x 128 used to pair

@@ -48,6 +48,7 @@ from .cluster_shares import pairs_split_b
 from .h200_limits import H200_CLUSTERS, H200_SMS
 from .l2_replay import operand_reads
 from .stream_k_plan import MAX_CONTRIBUTORS, MAX_TEAM
+from .tile_limits import MAX_ACCUMULATOR, MAX_PINGPONG_ACCUMULATOR, MAX_SWAP_AB_ACCUMULATOR, TILE_NS, valid_tile_n
 
 PEAK_TFLOPS = {"bfloat16": 790.0, "float16": 790.0, "float8_e4m3fn": 1580.0}  # H200 dense tensor-core peaks
 ITEMSIZE = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
@@ -59,8 +60,6 @@ WORKSPACE_SPLITS = (2, 4, 8, 12, 16)
 SPLIT_K_MIN_STEPS = 8  # split_k.SPLIT_K_MIN_STEPS: k-steps a slice keeps at least
 SPLIT_WAVES = 2.1  # split-K blocks may take up to about two waves
 GROUP_WAVES = 4  # group_m 16 is tried where the tiles take this many waves or more
-MAX_ACCUMULATOR = 128 * 128  # kernel.MAX_ACCUMULATOR: f32 per consumer warpgroup
-MAX_SWAP_AB_ACCUMULATOR = 128 * 160
 SWAP_AB_MAX_M = 512  # swap-AB candidates up to this many rows of A (over 256: 2-4 column tiles of C.T)
 # Configurations the model estimates and offers by switch: on by default those timed on the H200
 # against the choice without them (DEFAULT_OFFERS), off the others. OFFER_ENV changes the set for
@@ -301,7 +300,10 @@ OFFER_STREAM_K_TEAMS = "stream_k_teams" in _OFFERED
 # also in pairs sharing B (cluster_m=2), cuBLAS's 1 x 2 cluster. 16-bit inputs only: FP8's scales
 # (and block scales' second accumulator) take registers the wider accumulator needs.
 OFFER_WIDE_PINGPONG = "wide_pingpong" in _OFFERED
-WIDE_PINGPONG_NS = {True: (160, 176, 192), False: (192,)}  # by transpose_b: B (k, n) takes 64-column boxes
+# by transpose_b: the widths from 160 up to the limit the tiling takes (B (k, n): 64-column boxes, so only 192)
+WIDE_PINGPONG_NS = {transpose_b: tuple(n for n in range(160, MAX_PINGPONG_ACCUMULATOR // 128 + 1, 16)
+                                       if valid_tile_n(n, transpose_b))
+                    for transpose_b in (True, False)}
 # A stream-K grid's replayed DRAM reads (OFFER_STREAM_K_READS) counted as its DRAM traffic, beside
 # the compute as any grid's (launch + max + overlap * min), not only as a floor under the estimate.
 OFFER_DRAM_REREADS = "dram_rereads" in _OFFERED
@@ -557,11 +559,11 @@ def calibration_of(device: str) -> str:
 
 
 def _tile_ns(transpose_b: bool) -> tuple[int, ...]:
-    """B (k, n) loads 64-column boxes (kernel.TILE_NS); B (n, k) takes any multiple of 16: the
+    """B (k, n) loads 64-column boxes (tile_limits.TILE_NS); B (n, k) takes any multiple of 16: the
     multiples of 32 are offered, and with OFFER_N16_TILES the odd multiples of 16 from 144 on."""
     if transpose_b:
         return tuple(sorted((32, 64, 96, 128, 160, 192, 224, 256) + (N16_TILE_NS if OFFER_N16_TILES else ())))
-    return (32, 64, 128, 192, 256)
+    return TILE_NS
 
 
 def _b_pair_widths(transpose_b: bool) -> tuple[int, ...]:
@@ -613,7 +615,8 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
     k_tiles = _ceil(p.k, tk)
     for tm in (64, 128, 256):
         for tn in _tile_ns(p.transpose_b):
-            tiles = _ceil(p.m, tm) * _ceil(p.n, tn)
+            rows, cols = _ceil(p.m, tm), _ceil(p.n, tn)
+            tiles = rows * cols
             if tm > 128 * _ceil(p.m, 128) or tn > 128 * _ceil(p.n, 128):
                 continue  # a tile more than a 128 block past the problem's edge is only waste
             if _fits_accumulator(tm, tn):
@@ -631,19 +634,19 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                     groups = (8, 16) if tiles >= GROUP_WAVES * p.sms else (8,)
                     for g in groups:
                         yield {"tile_m": tm, "tile_n": tn, "persistent": True, "group_m": g}
-                        if tm >= 128 and tn >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms):
+                        if tm >= 128 and tn >= 128 and _stream_k_ok(tm, tn, rows, cols, k_tiles, p.sms):
                             teams = _teams(p, tm, tn, k_tiles) if OFFER_STREAM_K_TEAMS else []
                             for team in teams or [1]:  # teams take the single blocks' place
                                 yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "group_m": g,
                                        **({"team_m": team} if team > 1 else {})}
                         if tn in _b_pair_widths(p.transpose_b) and _ceil(p.m, tm) >= 2:
                             yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_m": 2, "group_m": g}
-                            if tm >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
+                            if tm >= 128 and _stream_k_ok(tm, tn, rows, cols, k_tiles, p.sms, cluster_m=2):
                                 yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_m": 2,
                                        "group_m": g}
                         if OFFER_A_PAIRS and tm >= 128 and _ceil(p.n, tn) >= 2:
                             yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_n": 2, "group_m": g}
-                            if tn >= 128 and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2):
+                            if tn >= 128 and _stream_k_ok(tm, tn, rows, cols, k_tiles, p.sms, cluster_n=2):
                                 yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_n": 2,
                                        "group_m": g}
                         elif _spans_n_in_pairs(p, tm, tn, tiles, k_tiles):
@@ -675,7 +678,7 @@ def _spans_n_in_pairs(p: Problem, tm: int, tn: int, tiles: int, k_tiles: int) ->
     stream_k_plan.MAX_CONTRIBUTORS + 1 pieces (the model's stream_k_us prices a few partials)."""
     pairs, units = _ceil(p.m, tm), p.sms // 2
     return OFFER_SPAN_PAIRS and not OFFER_A_PAIRS and tm >= 128 and tn >= 128 and _ceil(p.n, tn) == 2 \
-        and pairs * (MAX_CONTRIBUTORS + 1) >= units and _stream_k_ok(tm, tn, tiles, k_tiles, p.sms, 2)
+        and pairs * (MAX_CONTRIBUTORS + 1) >= units and _stream_k_ok(tm, tn, pairs, 2, k_tiles, p.sms, cluster_n=2)
 
 
 def _splits(tiles: int, k_tiles: int, sms: int, splits: tuple[int, ...]) -> list[int]:
@@ -688,17 +691,20 @@ def _splits(tiles: int, k_tiles: int, sms: int, splits: tuple[int, ...]) -> list
     return sorted(out - {1})
 
 
-def _stream_k_ok(tm: int, tn: int, tiles: int, k_tiles: int, sms: int, cluster_m: int = 1) -> bool:
-    """stream_k.check_stream_k's cheap part: 16-byte slices, every unit at least one k-step; and
-    a tile larger than NARROW_STREAM_K_AREA, or a multicast pair, unless OFFER_NARROW_STREAM_K."""
-    if not OFFER_NARROW_STREAM_K and cluster_m == 1 and tm * tn <= NARROW_STREAM_K_AREA:
+def _stream_k_ok(tm: int, tn: int, rows: int, cols: int, k_tiles: int, sms: int, cluster_m: int = 1,
+                 cluster_n: int = 1) -> bool:
+    """stream_k.check_stream_k's cheap part for rows x cols tiles in clusters of cluster_m x
+    cluster_n: 16-byte slices, every unit at least one k-step (over the kernel's work items: a
+    pair's two tiles are one); and a tile larger than NARROW_STREAM_K_AREA, or a multicast pair,
+    unless OFFER_NARROW_STREAM_K."""
+    if not OFFER_NARROW_STREAM_K and cluster_m * cluster_n == 1 and tm * tn <= NARROW_STREAM_K_AREA:
         return False
     consumers = 2 if tm > 64 else 1
     step = math.lcm(16 * consumers, tm // 4)
     if tn % step:
         return False
-    # for a multicast pair, tiles over pairs of SMs: close enough for the check
-    return _split_steps_ok(tiles, sms // cluster_m, k_tiles)
+    items = _ceil(rows, cluster_m) * _ceil(cols, cluster_n)  # pieces.GemmTiling.work_items
+    return _split_steps_ok(items, sms // (cluster_m * cluster_n), k_tiles)
 
 
 def _split_steps_ok(items: int, units: int, k_tiles: int) -> bool:
@@ -755,7 +761,7 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
                                "split_k_reduce": "cluster"}
             if OFFER_SWAP_PERSISTENT and tm >= 128 and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": width, "persistent": True, "swap_ab": True, "group_m": 8}
-                if OFFER_SWAP_STREAM_K and _stream_k_ok(tm, width, tiles, k_tiles, p.sms):
+                if OFFER_SWAP_STREAM_K and _stream_k_ok(tm, width, _ceil(p.n, tm), parts, k_tiles, p.sms):
                     yield {"tile_m": tm, "tile_n": width, "persistent": "stream_k", "swap_ab": True, "group_m": 8}
             if OFFER_SWAP_CLUSTERS and p.m <= _swap_clusters_rows() and tiles > p.sms // 4:
                 yield from _swapped_clusters(p, tm, width, parts)

@@ -21,34 +21,16 @@ from .pieces import SMEM_LIMIT, GemmTiling, deepest_ring
 from .split_k import MAX_CLUSTER_SPLIT, default_reduce, even_split_k
 from .stream_k import check_stream_k
 from .stream_k_plan import MAX_TEAM
+# the limits live there (the model reads them too); still importable here
+from .tile_limits import (MAX_ACCUMULATOR, MAX_PINGPONG_ACCUMULATOR, MAX_SWAP_AB_ACCUMULATOR, TILE_MS, TILE_NS,
+                          accumulator_limit, valid_tile_n)
 
-TILE_MS = (64, 128, 256)
-TILE_NS = (32, 64, 128, 192, 256)
 SWAP_AB_EPILOGUE = ("gemm: swap_ab=True holds C.T's tiles and applies only an epilogue marked swap_safe (one that "
                     "reads its arrays through the tile's loaders, as `fused(...)` does); use swap_ab=False with this "
                     "epilogue")
-MAX_ACCUMULATOR = 128 * 128  # f32 accumulator elements per consumer warpgroup (128 registers a thread)
-# swap_ab tiles take no epilogue but the FP8 scales: 160 registers of accumulator leave no spills
-# there (a fused bias + GELU + residual epilogue spills above 128), and m = 129..160 fits one tile
-MAX_SWAP_AB_ACCUMULATOR = 128 * 160
-# a pingpong consumer owns whole tiles and 232 registers (the producer keeps 40): 128 x 192 f32 of
-# accumulator leaves room for the plain store without spills (what cuBLAS's 176 x 128 pingpong keeps)
-MAX_PINGPONG_ACCUMULATOR = 128 * 192
 _INPUT_DTYPES = ("bfloat16", "float16")
 _OUTPUT_DTYPES = ("bfloat16", "float16", "float32")
 _PERSISTENT = (False, True, "pingpong", "stream_k")
-
-
-def valid_tile_n(tile_n: Any, transpose_b: bool, swap_ab: bool = False) -> bool:
-    """B (k, n) is loaded in 64-column boxes: TILE_NS; B (n, k) tiles are tile_n rows of k: any
-    multiple of 16 up to 256 (the narrowest store box is 16 columns), or of 8 with swap_ab
-    (C is written from the registers: no store box; 8 is a wgmma's narrowest N)."""
-    if isinstance(tile_n, bool) or not isinstance(tile_n, int):
-        return False
-    if not transpose_b and swap_ab is not True:  # swapped, tile_n is over A (m, k)'s rows: K-major
-        return tile_n in TILE_NS
-    step = 8 if swap_ab is True else 16
-    return step <= tile_n <= 256 and tile_n % step == 0
 
 
 def swap_safe(epilogue: Any) -> bool:
@@ -84,8 +66,7 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     if t.pingpong and t.tile_m not in (64, 128):
         raise ValueError(f"gemm: persistent='pingpong' gives each consumer whole tiles: tile_m must be 64 or 128, "
                          f"got {t.tile_m}")
-    limit = (MAX_SWAP_AB_ACCUMULATOR if t.swap_ab is True else MAX_PINGPONG_ACCUMULATOR if t.pingpong
-             else MAX_ACCUMULATOR)
+    limit = accumulator_limit(t.pingpong, t.swap_ab is True)
     if t.consumer_rows * t.tile_n > limit:
         how = "persistent='pingpong' with " if t.pingpong else "swap_ab=True with " if t.swap_ab is True else ""
         raise ValueError(f"gemm: {how}tile_m={t.tile_m} keeps a {t.consumer_rows} x tile_n f32 accumulator per "
