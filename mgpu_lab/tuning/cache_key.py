@@ -13,6 +13,12 @@ from pathlib import Path
 from typing import Any
 
 
+def config_key(config: dict[str, Any]) -> str:
+    """A stable text key of one configuration (JSON, sorted keys; repr for values JSON lacks): what
+    the journal, the timing pools and the cached answers name a candidate by."""
+    return json.dumps(config, sort_keys=True, default=repr)
+
+
 def kernel_source_hash(make_kernel: Callable[..., Any]) -> str:
     """sha256 of make_kernel's source and its module's source (a partial: of its function, plus its
     bound arguments), so editing the kernel or anything beside it in its file invalidates the answer."""

@@ -6,7 +6,6 @@ warning, and the caller tunes again."""
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any

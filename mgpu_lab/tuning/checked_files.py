@@ -18,7 +18,7 @@ from typing import Any
 from ..compiler.cache import UntrustedEntry, privacy_problem
 from ..compiler.cache import _read_private as read_private  # the kernel cache's owner/mode-checked read
 from ..errors import CacheSecurityWarning
-from .journal import config_key
+from .cache_key import config_key
 
 NUMBER = (int, float)
 # The statuses a finished candidate can have (journal records); anything else is a miss.

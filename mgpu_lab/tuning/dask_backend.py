@@ -24,10 +24,9 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from .journal import config_key
+from .journal import config_key, make_record
 from .build_once import build_isolated
 from .errors import TuneBackendLost
-from .pipeline import make_record
 from .timing_worker import Setup
 from .worker_pool import Outcome, TimingWorker
 

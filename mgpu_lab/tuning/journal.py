@@ -13,12 +13,23 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from .cache_key import config_key
+from .checked_files import make_private_folder, read_checked, record_problem
+
+if TYPE_CHECKING:
+    from .worker_pool import Outcome
 
 
-def config_key(config: dict[str, Any]) -> str:
-    """A stable text key of one configuration (JSON, sorted keys; repr for values JSON lacks)."""
-    return json.dumps(config, sort_keys=True, default=repr)
+def make_record(config: dict[str, Any], status: str, reason: str = "", compile_s: float | None = None,
+                outcome: Outcome | None = None, payload: Any = None) -> dict[str, Any]:
+    """One candidate's journal record: its key and configuration, how it ended, its build seconds
+    and, where it was timed, the measurement and the worker that took it."""
+    m = outcome.measurement if outcome is not None else None
+    return {"key": config_key(config), "config": config, "status": status, "reason": reason,
+            "compile_s": compile_s, "median_ms": m.median_ms if m else None, "spread": m.spread if m else None,
+            "rel_error": m.rel_error if m else None, "worker": outcome.worker if outcome else "", "payload": payload}
 
 
 class Journal:
@@ -29,8 +40,6 @@ class Journal:
 
     def load(self) -> dict[str, dict[str, Any]]:
         """Every whole, well-formed record written so far (later lines win)."""
-        from .checked_files import read_checked, record_problem
-
         records: dict[str, dict[str, Any]] = {}
         data = read_checked(self.path, "tuning journal")
         if data is None:
@@ -53,8 +62,6 @@ class Journal:
 
     def append(self, record: dict[str, Any]) -> None:
         """Write one record durably (one write call: the line lands whole or not at all)."""
-        from .checked_files import make_private_folder
-
         line = (json.dumps(record, default=repr) + "\n").encode()
         make_private_folder(self.path.parent)
         # O_NOFOLLOW: never append through a link planted where the journal goes

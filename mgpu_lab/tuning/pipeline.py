@@ -30,7 +30,7 @@ from .cache_key import key_digest, tune_dir, tune_key
 from .cached_answer import answer_from_cache
 from .checked_files import folder_problem, make_private_folder
 from .errors import TuneBackendLost
-from .journal import Journal, config_key
+from .journal import Journal, config_key, make_record
 from .progress import Counts, TuneProgress
 from .timers import CudaTimer, HostTimer
 from .timing_worker import Setup
@@ -45,14 +45,6 @@ def build_callable(make_kernel: Callable[..., Any], config: dict[str, Any]) -> t
         return "built", make_kernel(**config)
     except Exception as e:  # noqa: BLE001 - this config only
         return "failed-build", f"{type(e).__name__}: {e}"
-
-
-def make_record(config: dict[str, Any], status: str, reason: str = "", compile_s: float | None = None,
-                outcome: Outcome | None = None, payload: Any = None) -> dict[str, Any]:
-    m = outcome.measurement if outcome is not None else None
-    return {"key": config_key(config), "config": config, "status": status, "reason": reason,
-            "compile_s": compile_s, "median_ms": m.median_ms if m else None, "spread": m.spread if m else None,
-            "rel_error": m.rel_error if m else None, "worker": outcome.worker if outcome else "", "payload": payload}
 
 
 def record_from_outcome(config: dict[str, Any], payload: Any, compile_s: float, outcome: Outcome) -> dict[str, Any]:
