@@ -298,7 +298,9 @@ OFFER_STREAM_K_TEAMS = "stream_k_teams" in _OFFERED
 # where the 4 waves of 128 x 176 tiles fill the SMs better than 128 x 256's 2.7. Only without an
 # epilogue (a bias fits, but the model does not tell a bias from GELU + residual, which spills);
 # also in pairs sharing B (cluster_m=2), cuBLAS's 1 x 2 cluster. 16-bit inputs only: FP8's scales
-# (and block scales' second accumulator) take registers the wider accumulator needs.
+# (and block scales' second accumulator) take registers the wider accumulator needs. Off: on an
+# H100 (381f7b7, fresh seeds 171-200, rounds A B B A) the 55 of 1815 picks it moved ran x0.995
+# against the library's (24 faster: 7583x4544x280 x1.19; 5336x3768x392 x0.78).
 OFFER_WIDE_PINGPONG = "wide_pingpong" in _OFFERED
 # by transpose_b: the widths from 160 up to the limit the tiling takes (B (k, n): 64-column boxes, so only 192)
 WIDE_PINGPONG_NS = {transpose_b: tuple(n for n in range(160, MAX_PINGPONG_ACCUMULATOR // 128 + 1, 16)
