@@ -137,6 +137,37 @@ def test_every_candidate_of_every_switch_passes_the_kernels_checks(monkeypatch, 
                     pytest.fail(f"{m}x{n}x{k} transpose_b={transpose_b} epilogue={epilogue}: {candidate}: {error}")
 
 
+def test_the_models_stream_k_check_is_the_kernels(monkeypatch):
+    """The model offers a stream-K grid exactly where the kernel takes it, both ways: it reads the
+    kernel's own plan (StreamKPlan.every_unit_splits) over the kernel's work items. A count of its
+    own refused grids the kernel takes (3155x18944x4096 in 128 x 256 tiles: the kernel shortens
+    the whole rounds there) and offered FP8 pairs the kernel refuses (1373x3582x385)."""
+    monkeypatch.setattr(model, "OFFER_NARROW_STREAM_K", True)  # the area rule is the model's alone
+    rng = random.Random(13)
+    shapes = [(3155, 18944, 4096), (1373, 3582, 385), (1598, 32312, 3504)] + [_random_shape(rng)[:3]
+                                                                             for _ in range(40)]
+    seen = set()
+    for m, n, k in shapes:
+        for tm, tn in ((128, 128), (128, 256), (256, 128)):
+            rows, cols, k_tiles = -(-m // tm), -(-n // tn), -(-k // 64)
+            for cluster_m, cluster_n in ((1, 1), (2, 1), (1, 2)):
+                if rows < cluster_m or cols < cluster_n:
+                    continue
+                offered = model._stream_k_ok(tm, tn, rows, cols, k_tiles, SMS, cluster_m=cluster_m,
+                                             cluster_n=cluster_n)
+                try:
+                    resolve_tiling(m, n, k, transpose_b=True, tile_m=tm, tile_n=tn, persistent="stream_k",
+                                   cluster_m=cluster_m, cluster_n=cluster_n, split_k=1)
+                    takes = True
+                except ValueError as error:
+                    if "at least one k-step" not in str(error):
+                        continue  # refused for another reason, which the model checks elsewhere
+                    takes = False
+                assert offered == takes, (m, n, k, tm, tn, cluster_m, cluster_n)
+                seen.add(takes)
+    assert seen == {True, False}  # both answers occur among the shapes
+
+
 @pytest.mark.parametrize("transpose_b", [True, False])
 def test_one_given_tile_side_gets_a_partner_it_builds_with(transpose_b):
     """make_gemm(..., tile_n=256) on a shape whose tuned or modelled pick is 256 x 128 used to pair

@@ -47,7 +47,7 @@ from typing import Any
 from .cluster_shares import pairs_split_b
 from .h200_limits import H200_CLUSTERS, H200_SMS
 from .l2_replay import operand_reads
-from .stream_k_plan import MAX_CONTRIBUTORS, MAX_TEAM
+from .stream_k_plan import MAX_CONTRIBUTORS, MAX_TEAM, StreamKPlan
 from .tile_limits import MAX_ACCUMULATOR, MAX_PINGPONG_ACCUMULATOR, MAX_SWAP_AB_ACCUMULATOR, TILE_NS, valid_tile_n
 
 PEAK_TFLOPS = {"bfloat16": 790.0, "float16": 790.0, "float8_e4m3fn": 1580.0}  # H200 dense tensor-core peaks
@@ -641,12 +641,12 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                             for team in teams or [1]:  # teams take the single blocks' place
                                 yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "group_m": g,
                                        **({"team_m": team} if team > 1 else {})}
-                        if tn in _b_pair_widths(p.transpose_b) and _ceil(p.m, tm) >= 2:
+                        if tn in _b_pair_widths(p.transpose_b) and rows >= 2:
                             yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_m": 2, "group_m": g}
                             if tm >= 128 and _stream_k_ok(tm, tn, rows, cols, k_tiles, p.sms, cluster_m=2):
                                 yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_m": 2,
                                        "group_m": g}
-                        if OFFER_A_PAIRS and tm >= 128 and _ceil(p.n, tn) >= 2:
+                        if OFFER_A_PAIRS and tm >= 128 and cols >= 2:
                             yield {"tile_m": tm, "tile_n": tn, "persistent": True, "cluster_n": 2, "group_m": g}
                             if tn >= 128 and _stream_k_ok(tm, tn, rows, cols, k_tiles, p.sms, cluster_n=2):
                                 yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "cluster_n": 2,
@@ -696,9 +696,9 @@ def _splits(tiles: int, k_tiles: int, sms: int, splits: tuple[int, ...]) -> list
 def _stream_k_ok(tm: int, tn: int, rows: int, cols: int, k_tiles: int, sms: int, cluster_m: int = 1,
                  cluster_n: int = 1) -> bool:
     """stream_k.check_stream_k's cheap part for rows x cols tiles in clusters of cluster_m x
-    cluster_n: 16-byte slices, every unit at least one k-step (over the kernel's work items: a
-    pair's two tiles are one); and a tile larger than NARROW_STREAM_K_AREA, or a multicast pair,
-    unless OFFER_NARROW_STREAM_K."""
+    cluster_n: 16-byte slices, every unit at least one k-step (the kernel's own plan, over its
+    work items: a pair's two tiles are one); and a tile larger than NARROW_STREAM_K_AREA, or a
+    multicast pair, unless OFFER_NARROW_STREAM_K."""
     if not OFFER_NARROW_STREAM_K and cluster_m * cluster_n == 1 and tm * tn <= NARROW_STREAM_K_AREA:
         return False
     consumers = 2 if tm > 64 else 1
@@ -706,13 +706,7 @@ def _stream_k_ok(tm: int, tn: int, rows: int, cols: int, k_tiles: int, sms: int,
     if tn % step:
         return False
     items = _ceil(rows, cluster_m) * _ceil(cols, cluster_n)  # pieces.GemmTiling.work_items
-    return _split_steps_ok(items, sms // (cluster_m * cluster_n), k_tiles)
-
-
-def _split_steps_ok(items: int, units: int, k_tiles: int) -> bool:
-    """Whether the items left after whole rounds give every unit at least one k-step (or none are left)."""
-    rem = items % units
-    return rem == 0 or rem * k_tiles >= units
+    return StreamKPlan(sms // (cluster_m * cluster_n), items, k_tiles).every_unit_splits
 
 
 def _teams(p: Problem, tm: int, tn: int, k_tiles: int) -> list[int]:
@@ -727,7 +721,7 @@ def _teams(p: Problem, tm: int, tn: int, k_tiles: int) -> list[int]:
         if rows % team:
             continue
         units, items = p.sms // team, rows // team * cols
-        if items <= REPLAY_ROUNDS * units and _split_steps_ok(items, units, k_tiles):
+        if items <= REPLAY_ROUNDS * units and StreamKPlan(units, items, k_tiles).every_unit_splits:
             out.append(team)
     return out
 

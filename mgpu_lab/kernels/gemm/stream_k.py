@@ -65,7 +65,7 @@ def check_stream_k(t: GemmTiling) -> None:
     if plan.units * (plan.sk_steps + plan.k_steps) >= 2 ** 31:
         raise ValueError(f"gemm: persistent='stream_k' schedules k-steps in 32-bit arithmetic; {t.m}x{t.n}x{t.k} "
                          f"has too many ({plan.sk_steps} split k-steps over {plan.units} units)")
-    if 0 < plan.sk_steps < plan.units:
+    if not plan.every_unit_splits:
         raise ValueError(f"gemm: persistent='stream_k' gives each of the {plan.units} persistent units at least one "
                          f"k-step; {t.m}x{t.n}x{t.k} in {t.tile_m}x{t.tile_n} tiles has {plan.sk_steps}: use "
                          f"persistent=False or split_k")

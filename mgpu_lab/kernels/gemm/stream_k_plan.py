@@ -44,6 +44,12 @@ class StreamKPlan:
         """k-steps of the split tiles, shared out evenly over the units."""
         return (self.items - self.dp_items) * self.k_steps
 
+    @property
+    def every_unit_splits(self) -> bool:
+        """Whether the split tiles give every unit at least one k-step, or there are none: what
+        the kernel needs (stream_k.check_stream_k) and what the model offers stream-K grids by."""
+        return not 0 < self.sk_steps < self.units
+
     def start(self, unit: Any) -> Any:
         """First split k-step of `unit` (an int, or an index value in a kernel)."""
         return unit * self.sk_steps // self.units
