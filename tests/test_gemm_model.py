@@ -460,6 +460,9 @@ def test_tune_auto_times_the_top_few_and_the_picks_cluster_twin(monkeypatch):
     import mgpu_lab.tuning
     from mgpu_lab.kernels.gemm import configs
 
+    # With wide_pingpong the pick is a 128 x 176 pingpong pair and its twin already the runner-up;
+    # without it the pick is a 128 x 256 pair whose twin only the tuner's extra candidate times.
+    monkeypatch.setattr(model, "OFFER_WIDE_PINGPONG", False)
     shape = dict(transpose_b=True, dtype="bfloat16", out_dtype="bfloat16", epilogue=False)
     top = [kernel_options(c) for c in model_ranking(2048, 5632, 2048, count=configs.TUNE_CANDIDATES, **shape)]
     candidates = configs.tune_candidates(2048, 5632, 2048, **shape)
@@ -746,7 +749,7 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "False", "False", "a_pairs,-clusters_of_four",
                                   "a_pairs,swap_epilogue,swap_clusters,swap_clusters_wide,row_raster,stream_k_reads,span_pairs,"
-                                  "narrow_pairs"], out.stderr
+                                  "narrow_pairs,stream_k_teams,wide_pingpong"], out.stderr
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,b_pairs"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
@@ -1355,6 +1358,7 @@ def test_n16_tiles_offer_c_tiles_that_fill_whole_waves(monkeypatch):
     which the kernel takes (16-column store boxes); on the HF prefill's 2048x5632x2048 a 128 x 176
     tile makes 512 tiles (3.9 waves on 132 SMs) and the model picks it; B (k, n) gets none."""
     p = model.Problem(2048, 5632, 2048, transpose_b=True, sms=132)
+    monkeypatch.setattr(model, "OFFER_WIDE_PINGPONG", False)  # its pingpong tiles are 160-192 wide too
     monkeypatch.setattr(model, "OFFER_N16_TILES", False)
     before = list(model.candidates(p))
     assert not any(c["tile_n"] in model.N16_TILE_NS and not c.get("swap_ab") for c in before)
@@ -1621,6 +1625,7 @@ def test_the_ranking_cache_keeps_picks_per_set_of_switches(monkeypatch):
     """configs.model_ranking caches per set of switches on: turning one off (as a probe or
     bench_gemm_options --versus does) gets that set's pick, not the one cached before it."""
     slow_copy = dataclasses.replace(model.Constants(), copy_bw=2.97e6)
+    monkeypatch.setattr(model, "OFFER_STREAM_K_TEAMS", False)  # teams would take this shape either way
     model_ranking.cache_clear()
     try:
         on = model_ranking(572, 3584, 28672, sms=132, constants=slow_copy)[0]

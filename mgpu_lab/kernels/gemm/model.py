@@ -71,7 +71,7 @@ OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "cluste
           "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs", "pair_tile", "small_stream_k",
           "narrow_pairs", "stream_k_teams", "dram_rereads", "wide_pingpong")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "swap_clusters_wide", "row_raster",
-                  "stream_k_reads", "span_pairs", "narrow_pairs")
+                  "stream_k_reads", "span_pairs", "narrow_pairs", "stream_k_teams", "wide_pingpong")
 
 
 def _offered(value: str) -> set[str]:
@@ -291,16 +291,20 @@ NARROW_PAIR = 1.1
 # (switch dram_rereads) moved other picks too, and those lost on the H100 (x0.92, 23 picks of
 # seeds 121-150). On the H100 (3c6a8d2 / d8e5c88, rounds A B B A) teams ran x1.2-x1.35 over single
 # blocks of the same tiles on 572-1859 x 3584-4096 x 11008-28672, and the 8 of 1804 drawn picks
-# (seeds 121-150) that went to them ran x1.02-x1.48 (x1.16). Off until timed so on the H200.
+# (seeds 121-150) that went to them ran x1.02-x1.48 (x1.16). On since 2026-12-07: on the H200
+# (8cfff85, fresh seeds 121-170, rounds A B B A, `bench_gemm_options --versus`) the 32 of 2931
+# drawn picks it moved ran x1.030 against the library's (gemm_options_2026-12-07T060542Z_8cfff85.json).
 OFFER_STREAM_K_TEAMS = "stream_k_teams" in _OFFERED
 # Pingpong tiles of 128 rows and 160-192 columns (tiling.MAX_PINGPONG_ACCUMULATOR: a consumer owns
 # whole tiles with 232 registers), what cuBLAS runs on 2048x5632x2048 (a 176 x 128 pingpong),
 # where the 4 waves of 128 x 176 tiles fill the SMs better than 128 x 256's 2.7. Only without an
 # epilogue (a bias fits, but the model does not tell a bias from GELU + residual, which spills);
 # also in pairs sharing B (cluster_m=2), cuBLAS's 1 x 2 cluster. 16-bit inputs only: FP8's scales
-# (and block scales' second accumulator) take registers the wider accumulator needs. Off: on an
-# H100 (381f7b7, fresh seeds 171-200, rounds A B B A) the 55 of 1815 picks it moved ran x0.995
-# against the library's (24 faster: 7583x4544x280 x1.19; 5336x3768x392 x0.78).
+# (and block scales' second accumulator) take registers the wider accumulator needs. On since
+# 2026-12-07, for the H200: there (8cfff85, fresh seeds 171-200, rounds A B B A) the 48 of 1815
+# picks it moved ran x1.020 against the library's (gemm_options_2026-12-07T060428Z_8cfff85.json);
+# on an H100 (381f7b7, the same seeds) its 55 moved picks ran x0.995 (24 faster: 7583x4544x280
+# x1.19; 5336x3768x392 x0.78), a loss of about 0.0002 over all drawn picks.
 OFFER_WIDE_PINGPONG = "wide_pingpong" in _OFFERED
 # by transpose_b: the widths from 160 up to the limit the tiling takes (B (k, n): 64-column boxes, so only 192)
 WIDE_PINGPONG_NS = {transpose_b: tuple(n for n in range(160, MAX_PINGPONG_ACCUMULATOR // 128 + 1, 16)
