@@ -23,7 +23,7 @@ one that names none ran at 256 bytes, the default until 0136675.
 Device (`--device`, default H200): only that GPU's records count (on_model_device), and the
 tuned table's entries for it.
 
-Run:  python benchmarks/fit_gemm_model.py [--device H100] [--since 2026-12-01T14] [--fit] [--iters 4000] [--promotion any]
+Run:  python benchmarks/fit_gemm_model.py [--device H100] [--since 2026-12-01T14] [--fit] [--iters 4000] [--promotion any] [--keep eff_one]
       python benchmarks/fit_gemm_model.py --device H100 --random --fold ac0951d --fold 444a85d   # cross-validate
 Without --fit it scores the device's constants (model.constants_for: the built-in ones unless
 model.DEVICE_CONSTANTS names a file for the GPU); with it, fits from them, prints the fitted Constants
@@ -347,16 +347,16 @@ MEASURED = ("copy_bw",)  # constants a device measures (the copy rate): the fit 
 
 
 def fit(samples: list[Sample], options: list[Sample], c0: model.Constants, iters: int,
-        rank_weight: float = 4.0) -> model.Constants:
+        rank_weight: float = 4.0, keep: tuple[str, ...] = ()) -> model.Constants:
     """Least squares on log time, plus (weight `rank_weight`) the log times of each options group
     relative to the group's mean (what ranking alternatives needs), within BOUNDS; MEASURED
-    constants stay c0's."""
+    constants and those named in `keep` stay c0's."""
     names = [f.name for f in dataclasses.fields(model.Constants)]
     x0 = np.log(np.array(c0.as_vector()))
 
     def constants(x: np.ndarray) -> model.Constants:
         fitted = model.Constants.from_vector([float(v) for v in np.exp(x)])
-        return dataclasses.replace(fitted, **{name: getattr(c0, name) for name in MEASURED})
+        return dataclasses.replace(fitted, **{name: getattr(c0, name) for name in (*MEASURED, *keep)})
     groups: dict[str, list[int]] = {}
     for i, s in enumerate(options):
         groups.setdefault(s.group, []).append(i)
@@ -437,7 +437,7 @@ def groups_to_rank(options: list[Sample], rank_drawn: bool) -> list[Sample]:
 
 
 def cross_validate(samples: list[Sample], options: list[Sample], folds: list[list[str]], c0: model.Constants,
-                   iters: int, rank_drawn: bool = True) -> list[dict]:
+                   iters: int, rank_drawn: bool = True, keep: tuple[str, ...] = ()) -> list[dict]:
     """Per fold (texts of record file names): fit from c0 without the fold's samples, then score
     the fold's timed groups and samples with c0 and with the fit. What a change of constants or
     of the model's terms does to picks it was not fitted on, without a GPU."""
@@ -445,7 +445,7 @@ def cross_validate(samples: list[Sample], options: list[Sample], folds: list[lis
     for texts in folds:
         train, test = split_held_out(samples, texts)
         train_options, test_options = split_held_out(options, texts)
-        fitted = fit(train, groups_to_rank(train_options, rank_drawn), c0, iters)
+        fitted = fit(train, groups_to_rank(train_options, rank_drawn), c0, iters, keep=keep)
         row = {"fold": ",".join(texts), "samples": len(test)}
         for label, c in (("start", c0), ("fitted", fitted)):
             out, _ = score(test, test_options, c)
@@ -515,7 +515,15 @@ def main() -> None:
                              "file names, e.g. 444a85d or 1349aa3,8ea5c74), fit from the device's constants "
                              "without its records (and every --hold-out's), score its timed groups with both; "
                              "repeatable; writes gemm_model_cv_<time>_<commit>.json")
+    parser.add_argument("--keep", action="append", default=[], metavar="NAME",
+                        help="hold this constant at the start's value (e.g. eff_one, set by an A / B rather than "
+                             "the records); repeatable")
     args = parser.parse_args()
+    fields = [f.name for f in dataclasses.fields(model.Constants)]
+    unknown = [name for name in args.keep if name not in fields]
+    if unknown:
+        parser.error(f"--keep: expected names of model.Constants ({', '.join(fields)}), got {', '.join(unknown)}")
+    keep = tuple(args.keep)
     results = HERE / "results"
     options = option_samples(results, args.device)
     samples = options + sweep_samples(results, args.since, args.device) + table_samples(args.device)
@@ -538,11 +546,11 @@ def main() -> None:
         return
     if args.fold:
         folds = [[text for text in fold.split(",") if text] for fold in args.fold]
-        rows = cross_validate(samples, options, folds, c, args.iters, args.rank_drawn)
+        rows = cross_validate(samples, options, folds, c, args.iters, args.rank_drawn, keep)
         figures = cv_figures(rows, args.device.lower())
         path = write_record("gemm_model_cv", figures, {
             "fitted_device": args.device, "start": model.calibration_of(args.device), "folds": args.fold,
-            "held_out_of_every_fit": args.hold_out, "iters": args.iters, "random": args.random,
+            "held_out_of_every_fit": args.hold_out, "kept": list(keep), "iters": args.iters, "random": args.random,
             "promotion": args.promotion, "what": "per fold: fitted from `start` without the fold's records, "
             "its timed groups ranked with `start` and with the fit (within 3% of the best; pick over best)"})
         print(f"wrote {path}")
@@ -553,7 +561,7 @@ def main() -> None:
     if kept_out:
         report(f"{label} on the held-out records", kept_out, options_out, c)
     if args.fit:
-        c = fit(samples, groups_to_rank(options, args.rank_drawn), c, args.iters)
+        c = fit(samples, groups_to_rank(options, args.rank_drawn), c, args.iters, keep=keep)
         rank = report("fitted", samples, options, c)
         report("fitted on FP8 drawn picks (not fitted on)", held_out, [], c)
         if kept_out:

@@ -1391,7 +1391,7 @@ def test_cross_validation_fits_without_each_fold_and_scores_its_groups(monkeypat
         group("T2_bbb", (256, 4096, 8192), [40.0, 30.0, 35.0])
     seen = []
 
-    def fake_fit(train, ranked, c0, iters):
+    def fake_fit(train, ranked, c0, iters, keep=()):
         seen.append({s.group.split(":")[0] for s in train})
         return dataclasses.replace(c0, dram_bw=c0.dram_bw * 0.5)
 
@@ -1428,6 +1428,23 @@ def test_a_fit_keeps_the_measured_copy_rate():
     fitted = fgm.fit(samples, samples, c0, iters=60)
     assert "copy_bw" in fgm.MEASURED and fitted.copy_bw == c0.copy_bw
     assert fitted != c0  # the rest moved toward times ~2x the estimates
+    # --keep NAME holds a constant an A / B chose (the H200's eff_one) while the rest move
+    kept = fgm.fit(samples, samples, c0, iters=60, keep=("eff_one",))
+    assert kept.eff_one == c0.eff_one and kept.copy_bw == c0.copy_bw and kept != c0
+
+
+def test_fit_refuses_to_keep_a_constant_the_model_does_not_have():
+    """fit_gemm_model.py --keep names model.Constants fields; anything else is refused naming the
+    argument, what it takes and what it got, before any record is read."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).parent.parent / "benchmarks" / "fit_gemm_model.py"
+    out = subprocess.run([sys.executable, str(script), "--keep", "eff_three"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2
+    assert "--keep: expected names of model.Constants" in out.stderr and "got eff_three" in out.stderr
+    assert "eff_one" in out.stderr and "samples" not in out.stdout
 
 
 def test_versus_times_only_the_picks_a_trial_calibration_moves(tmp_path, no_switches):
