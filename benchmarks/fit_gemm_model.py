@@ -51,7 +51,7 @@ sys.path.insert(0, str(HERE))
 from common import recorded_on, write_record  # noqa: E402
 from gemm_sweep import bf16_problems, fp8_problems  # noqa: E402
 
-from mgpu_lab.kernels.gemm import model  # noqa: E402
+from mgpu_lab.kernels.gemm import local_calibration, model  # noqa: E402
 from mgpu_lab.kernels.gemm.configs import CONFIG_FILE, CONFIG_KEYS, kernel_options  # noqa: E402
 from mgpu_lab.runtime.tma_descriptor import L2_PROMOTIONS, l2_promotion  # noqa: E402
 
@@ -394,20 +394,7 @@ def report(label: str, samples: list[Sample], options: list[Sample], c: model.Co
     return rank
 
 
-def family(config: dict) -> str:
-    """A configuration's kind for --by-family: block scheme, swap, clusters, split-K; stream-K
-    and its cluster also by tile (its partial tiles' hand-over grows as tiles shrink)."""
-    persistent = config.get("persistent") or False
-    name = {False: "one tile", True: "persistent", "pingpong": "pingpong", "stream_k": "stream-K"}[persistent]
-    if config.get("swap_ab"):
-        name += ", swapped"
-    if (config.get("cluster_m", 1) or 1) * (config.get("cluster_n", 1) or 1) > 1:
-        name += ", cluster"
-    if (config.get("split_k", 1) or 1) > 1:
-        name += ", split-K"
-    if persistent == "stream_k":
-        name += f" {config['tile_m']}x{config['tile_n']}"
-    return name
+family = local_calibration.config_family  # --by-family's kinds: the ones the local calibration pools by
 
 
 def family_bias(samples: list[Sample], c: model.Constants, least: int = 4) -> list[tuple[str, int, float, float]]:
@@ -455,6 +442,61 @@ def cross_validate(samples: list[Sample], options: list[Sample], folds: list[lis
         print(json.dumps(row))
         rows.append(row)
     return rows
+
+
+def local_errors(samples: list[Sample], c: model.Constants) -> list[tuple[Sample, float]]:
+    """(sample, log(measured / estimated)) of the 16-bit samples `c` can estimate: what a local
+    calibration learns from."""
+    out = []
+    for s in samples:
+        if s.problem.dtype not in local_calibration.SIXTEEN_BIT:
+            continue
+        try:
+            out.append((s, math.log(s.us / model.estimate_us(s.problem, s.config, c))))
+        except (ValueError, KeyError, ZeroDivisionError):
+            continue
+    return out
+
+
+def local_fit(errors: list[tuple[Sample, float]], c: model.Constants, bandwidth: float, shrink: float,
+              source: str = "") -> local_calibration.LocalCalibration:
+    return local_calibration.from_samples(
+        c, [(s.config, s.problem.m, s.problem.n, s.problem.k, s.problem.transpose_b, e) for s, e in errors],
+        bandwidth, shrink, source)
+
+
+def record_commit(s: Sample) -> str:
+    """The commit a sample's record names (its file name's last part)."""
+    return s.group.split(":", 1)[0].removesuffix(".json").rsplit("_", 1)[-1]
+
+
+def local_cross_validation(errors: list[tuple[Sample, float]], options: list[Sample], c: model.Constants,
+                           bandwidth: float, shrink: float) -> dict:
+    """Per commit of the 16-bit timed groups: a local calibration from every other commit's samples
+    but none of that commit's shapes, then that commit's groups ranked by the model alone and
+    scaled by it. Pick over best and within 3% over all groups, both ways."""
+    rows: dict[str, list[float]] = {"model": [], "local": []}
+    options = [s for s in options if s.problem.dtype in local_calibration.SIXTEEN_BIT]
+    for commit in sorted({record_commit(s) for s in options}):
+        test = [s for s in options if record_commit(s) == commit]
+        shapes = {(s.problem.m, s.problem.n, s.problem.k) for s in test}
+        local = local_fit([(s, e) for s, e in errors if record_commit(s) != commit
+                           and (s.problem.m, s.problem.n, s.problem.k) not in shapes], c, bandwidth, shrink)
+
+        def scaled(p: model.Problem, config: dict) -> float:
+            kind = local_calibration.error_kind(config)
+            return model.estimate_us(p, config, c) * math.exp(local.log_factor(p.m, p.n, p.k, p.transpose_b, kind))
+
+        rows["model"] += [r[2] for r in ranking(test, c)["rows"]]
+        rows["local"] += [r[2] for r in rank_picks(test, scaled, order=candidate_order)["rows"]]
+    out = {"groups": len(rows["model"]), "bandwidth": bandwidth, "shrink": shrink}
+    for label, losses in rows.items():
+        losses.sort()
+        out.update({f"pick_over_best_{label}": math.exp(sum(map(math.log, losses)) / len(losses)) if losses else None,
+                    f"within_3pct_{label}": sum(x <= 1.03 for x in losses),
+                    f"pick_over_best_p90_{label}": losses[int(0.9 * len(losses))] if losses else None,
+                    f"pick_over_best_max_{label}": losses[-1] if losses else None})
+    return out
 
 
 def cv_figures(rows: list[dict], device: str) -> dict:
@@ -518,6 +560,16 @@ def main() -> None:
     parser.add_argument("--keep", action="append", default=[], metavar="NAME",
                         help="hold this constant at the start's value (e.g. eff_one, set by an A / B rather than "
                              "the records); repeatable")
+    parser.add_argument("--local-cv", action="store_true",
+                        help="cross-validate a local calibration (mgpu_lab/kernels/gemm/local_calibration.py) on "
+                             "the device's constants: per commit, learnt without its records' samples and shapes, "
+                             "then its timed groups ranked with and without it; writes gemm_local_cv_<time>_<commit>.json")
+    parser.add_argument("--write-local", metavar="PATH",
+                        help="write a local calibration learnt from every timed 16-bit sample (options and drawn "
+                             "picks at --promotion) against the device's constants, e.g. "
+                             "mgpu_lab/kernels/gemm/h200_local.json")
+    parser.add_argument("--bandwidth", type=float, default=0.5, help="the local calibration's kernel width in log-shape units")
+    parser.add_argument("--shrink", type=float, default=1.0, help="the local calibration's pull toward no correction")
     args = parser.parse_args()
     fields = [f.name for f in dataclasses.fields(model.Constants)]
     unknown = [name for name in args.keep if name not in fields]
@@ -543,6 +595,20 @@ def main() -> None:
         print(f"{label}: estimate / measured per family, most optimistic first")
         for name, count, geomean, p10 in family_bias(options, c):
             print(f"  {name:40s} {count:4d} samples  geomean {geomean:.3f}  p10 {p10:.3f}")
+        return
+    if args.local_cv or args.write_local:
+        pool, _ = at_promotion(options + random_samples(results, device=args.device), wanted)
+        errors = local_errors(pool, c)
+        if args.local_cv:
+            figures = {f"gemm_local_cv_{key}": value for key, value in
+                       local_cross_validation(errors, options, c, args.bandwidth, args.shrink).items()}
+            print(json.dumps(figures, indent=1))
+            print(f"wrote {write_record('gemm_local_cv', figures, {'device': args.device, 'constants': label, 'promotion': args.promotion, 'what': 'per commit: a local calibration learnt without its samples and shapes; its 16-bit timed groups ranked by the model alone (model) and scaled by it (local)'})}")
+        if args.write_local:
+            local = local_fit(errors, c, args.bandwidth, args.shrink,
+                              f"fit_gemm_model.py --write-local: {len(errors)} samples of {args.device} records, {label}")
+            Path(args.write_local).write_text(json.dumps(local.to_json()) + "\n")
+            print(f"wrote {args.write_local}: {len(errors)} samples in {len(local.points)} kinds")
         return
     if args.fold:
         folds = [[text for text in fold.split(",") if text] for fold in args.fold]

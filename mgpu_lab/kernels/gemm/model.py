@@ -44,6 +44,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from . import local_calibration
 from .cluster_shares import pairs_split_b
 from .h200_limits import H200_CLUSTERS, H200_SMS
 from .l2_replay import operand_reads
@@ -69,7 +70,7 @@ OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
           "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs", "pair_tile", "small_stream_k",
-          "narrow_pairs", "stream_k_teams", "dram_rereads", "wide_pingpong")
+          "narrow_pairs", "stream_k_teams", "dram_rereads", "wide_pingpong", "local_calibration")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "swap_clusters_wide", "row_raster",
                   "stream_k_reads", "span_pairs", "narrow_pairs", "stream_k_teams", "wide_pingpong")
 
@@ -306,6 +307,15 @@ OFFER_STREAM_K_TEAMS = "stream_k_teams" in _OFFERED
 # on an H100 (381f7b7, the same seeds) its 55 moved picks ran x0.995 (24 faster: 7583x4544x280
 # x1.19; 5336x3768x392 x0.78), a loss of about 0.0002 over all drawn picks.
 OFFER_WIDE_PINGPONG = "wide_pingpong" in _OFFERED
+# Each estimate scaled by the model's own error on nearby shapes for its kind of configuration
+# (local_calibration: a kernel-weighted mean of log(measured / estimated) over the timed samples of
+# the same kind, shrunk toward none where few are near), where a calibration file was taken
+# against the constants in use (the H200's built-in ones: h200_local.json). Left out of
+# fit_gemm_model's ranking of the groups it was fitted on, with each record's commit held out in
+# turn (and every shape it timed), it ranked the H200's 136 timed groups' picks at 1.029 of the
+# best in geomean against 1.040 (103 of them within 3% against 94; the 90th percentile 1.089
+# against 1.128).
+OFFER_LOCAL_CALIBRATION = "local_calibration" in _OFFERED
 # by transpose_b: the widths from 160 up to the limit the tiling takes (B (k, n): 64-column boxes, so only 192)
 WIDE_PINGPONG_NS = {transpose_b: tuple(n for n in range(160, MAX_PINGPONG_ACCUMULATOR // 128 + 1, 16)
                                        if valid_tile_n(n, transpose_b))
@@ -1005,14 +1015,33 @@ def ranked_lazily(p: Problem, c: Constants = CONSTANTS) -> Iterator[tuple[float,
     """`ranked`'s order, one candidate at a time: stream-K's replay (5-60 ms each) runs only for a
     candidate about to come out, whose estimate without it (a lower bound) leads the rest; a
     pick needs one or two replays instead of every stream-K candidate's (0.17 s on 1384x4096x28672)."""
+    scale = _local_scale(p, c)
     heap = []
     for i, cfg in enumerate(candidates(p)):
-        base = estimate_us(p, cfg, c, replay=False)
+        base = estimate_us(p, cfg, c, replay=False) * scale(cfg)
         heap.append((base, i, not OFFER_STREAM_K_READS or cfg.get("persistent") != "stream_k", cfg))
     heapq.heapify(heap)
     while heap:
         t, i, final, cfg = heapq.heappop(heap)
         if final:
             yield t, rastered(p, cfg)
-        else:  # the replay only raises it: back in line at its full estimate
-            heapq.heappush(heap, (estimate_us(p, cfg, c), i, True, cfg))
+        else:  # the replay only raises it (by the same scale): back in line at its full estimate
+            heapq.heappush(heap, (estimate_us(p, cfg, c) * scale(cfg), i, True, cfg))
+
+
+def _local_scale(p: Problem, c: Constants):
+    """config -> what its estimate on `p` is scaled by: OFFER_LOCAL_CALIBRATION's factor where a
+    local calibration was taken against `c` and `p` is 16-bit, else 1."""
+    local = local_calibration.for_constants(c) if OFFER_LOCAL_CALIBRATION and p.dtype in local_calibration.SIXTEEN_BIT \
+        else None
+    if local is None:
+        return lambda config: 1.0
+    factors: dict[str, float] = {}
+
+    def scale(config: dict[str, Any]) -> float:
+        kind = local_calibration.error_kind(config)
+        if kind not in factors:
+            factors[kind] = math.exp(local.log_factor(p.m, p.n, p.k, p.transpose_b, kind))
+        return factors[kind]
+
+    return scale
