@@ -121,7 +121,7 @@ def read(path: str) -> LocalCalibration:
 
 
 # Each GPU's local calibration, by a part of its name (files beside this module).
-DEVICE_FILES: dict[str, str] = {"H200": "h200_local.json"}
+DEVICE_FILES: dict[str, str] = {"H200": "h200_local.json", "H100": "h100_local.json"}
 
 
 @functools.lru_cache(maxsize=None)
