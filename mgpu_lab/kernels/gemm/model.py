@@ -314,7 +314,11 @@ OFFER_WIDE_PINGPONG = "wide_pingpong" in _OFFERED
 # fit_gemm_model's ranking of the groups it was fitted on, with each record's commit held out in
 # turn (and every shape it timed), it ranked the H200's 136 timed groups' picks at 1.029 of the
 # best in geomean against 1.040 (103 of them within 3% against 94; the 90th percentile 1.089
-# against 1.128).
+# against 1.128); the H100's 138 groups 1.112 -> 1.084. Off: on an H100 (fcaa213, its own file,
+# fresh seeds 601-630, rounds A B B A) the 152 of 1821 drawn picks it moved ran x0.979 against the
+# library's (87 with m <= 64 x0.965: swapped split-K picks, whose errors the drawn picks' records
+# make look worse than they are -- a pick is the candidate the model rated fastest -- gave way to
+# plain tiles), and seeds 631 / 632 ran 0.983 / 0.973 of cuBLAS against 0.989 / 0.985 without it.
 OFFER_LOCAL_CALIBRATION = "local_calibration" in _OFFERED
 # by transpose_b: the widths from 160 up to the limit the tiling takes (B (k, n): 64-column boxes, so only 192)
 WIDE_PINGPONG_NS = {transpose_b: tuple(n for n in range(160, MAX_PINGPONG_ACCUMULATOR // 128 + 1, 16)
