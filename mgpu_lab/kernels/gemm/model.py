@@ -294,7 +294,8 @@ NARROW_PAIR = 1.1
 # blocks of the same tiles on 572-1859 x 3584-4096 x 11008-28672, and the 8 of 1804 drawn picks
 # (seeds 121-150) that went to them ran x1.02-x1.48 (x1.16). On since 2026-12-07: on the H200
 # (8cfff85, fresh seeds 121-170, rounds A B B A, `bench_gemm_options --versus`) the 32 of 2931
-# drawn picks it moved ran x1.030 against the library's (gemm_options_2026-12-07T060542Z_8cfff85.json).
+# drawn picks it moved ran x1.030 against the library's (gemm_options_2026-12-07T060542Z_8cfff85.json);
+# on the H100 on fresh seeds 171-200 (f07a2c4) its 9 of 1815 moved picks ran x1.121.
 OFFER_STREAM_K_TEAMS = "stream_k_teams" in _OFFERED
 # Pingpong tiles of 128 rows and 160-192 columns (tiling.MAX_PINGPONG_ACCUMULATOR: a consumer owns
 # whole tiles with 232 registers), what cuBLAS runs on 2048x5632x2048 (a 176 x 128 pingpong),
