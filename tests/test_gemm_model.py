@@ -757,7 +757,7 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
                                     "clusters_of_eight, swap_clusters, swap_clusters_wide, n16_tiles, narrow_stream_k, "
                                     "row_raster, stream_k_reads, l2_reuse_bound, partial_waves, span_pairs, pair_tile, "
                                     "small_stream_k, narrow_pairs, stream_k_teams, dram_rereads, wide_pingpong, "
-                                    "local_calibration (comma-separated, "
+                                    "local_calibration, soft_step (comma-separated, "
                                     "-name to "
                                     "switch one off), "
                                     "got "
@@ -1663,3 +1663,28 @@ def test_kernel_options_keeps_what_make_gemm_takes_and_drops_the_annotations():
     assert "source" not in options and "model_us" not in options
     assert options == {key: value for key, value in picked.items() if key in CONFIG_KEYS}
     assert set(picked) - set(options) == {"source", "model_us"}
+
+
+def test_the_soft_step_counts_loads_near_the_tensor_cores_time_and_breaks_the_pairs_tie(monkeypatch):
+    # 1041x1272x2352 with B (k, n), both operands' rows off the 128-byte line: under the plain
+    # maximum 128 x 128 persistent pairs (2 x 1) and quads (2 x 2) tie, their tensor-core time
+    # bounding both; the quads halve A's loads too, and on an H100 ran x1.16 over the pairs.
+    p = model.Problem(1041, 1272, 2352, transpose_b=False)
+    pair = {"tile_m": 128, "tile_n": 128, "persistent": True, "cluster_m": 2}
+    quad = {**pair, "cluster_n": 2}
+    monkeypatch.setattr(model, "OFFER_SOFT_STEP", False)
+    plain = {name: model.estimate_us(p, config) for name, config in (("pair", pair), ("quad", quad))}
+    assert plain["pair"] == pytest.approx(plain["quad"])
+    monkeypatch.setattr(model, "OFFER_SOFT_STEP", True)
+    soft = {name: model.estimate_us(p, config) for name, config in (("pair", pair), ("quad", quad))}
+    assert soft["quad"] < soft["pair"]
+    assert all(soft[name] > plain[name] for name in soft)  # a soft maximum is above the larger part
+    pick = model.ranked(p)[0][1]
+    assert (pick.get("cluster_m", 1) or 1) * (pick.get("cluster_n", 1) or 1) == 4
+    # far from balance it is near the maximum: 128 x 256 pairs on 8192^3 load in 0.4 of their
+    # tensor-core time (soft: 2.6% above)
+    big = model.Problem(8192, 8192, 8192, transpose_b=True)
+    wide = {"tile_m": 128, "tile_n": 256, "persistent": True, "cluster_m": 2}
+    soft_big = model.estimate_us(big, wide)
+    monkeypatch.setattr(model, "OFFER_SOFT_STEP", False)
+    assert model.estimate_us(big, wide) < soft_big < 1.04 * model.estimate_us(big, wide)
