@@ -329,7 +329,8 @@ OFFER_LOCAL_CALIBRATION = "local_calibration" in _OFFERED
 # 2 x 1 pairs the model had tied with them). Ranking the timed groups with the constants fitted under
 # the plain maximum, P = 3 picked 1.027 of the best in geomean against 1.040 on the H200 (136 groups;
 # 99 within 3% against 94) and 1.085 against 1.113 on the H100 (172 groups; 73 against 57); P = 4 and 6
-# ranked alike, P = 10 closer to the maximum. Off: untimed against the library's picks.
+# ranked alike, P = 10 closer to the maximum (`MGPU_LAB_GEMM_OFFER=soft_step python
+# benchmarks/fit_gemm_model.py [--device H100]`). Off: untimed against the library's picks.
 OFFER_SOFT_STEP = "soft_step" in _OFFERED
 SOFT_STEP_POWER = 3.0
 # by transpose_b: the widths from 160 up to the limit the tiling takes (B (k, n): 64-column boxes, so only 192)
