@@ -323,10 +323,10 @@ OFFER_WIDE_PINGPONG = "wide_pingpong" in _OFFERED
 OFFER_LOCAL_CALIBRATION = "local_calibration" in _OFFERED
 # A k-step's time as a soft maximum of its tensor-core time and its loads, (t_mma^P + t_load^P)^(1/P)
 # with P = SOFT_STEP_POWER, not the larger of the two: where they are near equal, the consumers wait
-# on data part of the time (1041x1272x2352 on an H100, one-tile 128 x 128 blocks whose loads the model
-# puts at 0.97 of their tensor-core time: blocks ended between 13.7 and 21.9 us, the consumers 28% of
-# their time waiting on data; the 2 x 2 clusters that halve both operands' loads ran x1.16 over the
-# 2 x 1 pairs the model had tied with them). Ranking the timed groups with the constants fitted under
+# on data part of the time (1041x1272x2352 on an H100, both operands' rows off the 128-byte line:
+# profiled, one-tile 128 x 128 blocks ended between 13.7 and 21.9 us, their consumers 28% of the time
+# waiting on data; 128 x 128 pairs sharing B, whose loads the model puts at 0.97 of their tensor-core
+# time, ran x0.86 of the 2 x 2 clusters that halve both operands' loads, which the maximum tied them with). Ranking the timed groups with the constants fitted under
 # the plain maximum, P = 3 picked 1.027 of the best in geomean against 1.040 on the H200 (136 groups;
 # 99 within 3% against 94) and 1.085 against 1.113 on the H100 (172 groups; 73 against 57); P = 4 and 6
 # ranked alike, P = 10 closer to the maximum (`MGPU_LAB_GEMM_OFFER=soft_step python
