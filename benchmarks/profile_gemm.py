@@ -6,7 +6,8 @@ For each configuration (make_gemm keyword arguments as JSON, e.g. '{"tile_m": 12
 and once recorded on fresh random inputs (output poisoned, result checked against a float32
 matmul), and its region summary printed: count, total, mean, p50, p95 and share of every
 region (load, wait_data, mma, epilogue, park, ...), with the block end times' spread (how
-unevenly the SMs finish). Profiling takes a few ring slots for its buffer, so absolute times
+unevenly the SMs finish) and the latest blocks; the record keeps every block's id, SM, start
+and end. Profiling takes a few ring slots for its buffer, so absolute times
 run a little slower than unprofiled ones: compare configurations with each other.
 
 Run on a GPU machine:  python benchmarks/profile_gemm.py 2048x2048x8192 [--nt] CONFIG [CONFIG ...]
@@ -56,6 +57,13 @@ def main() -> None:
                       "block_end_us_max": float(ends.max() / 1e3)}
             print(f"== {args.shape} {options}: rel error {err:.2e}, block ends (us) min {spread['block_end_us_min']:.1f}"
                   f" median {spread['block_end_us_median']:.1f} max {spread['block_end_us_max']:.1f}")
+            # every block's SM and span: whether the late ones share SMs (an L2 partition, a GPC) or tiles
+            start0 = np.asarray(trace.block_start_ns).min()
+            spread["blocks"] = [[int(b), int(sm), round(float(t0 - start0) / 1e3, 3), round(float(t1 - start0) / 1e3, 3)]
+                                for b, sm, t0, t1 in zip(trace.block_ids, trace.block_sm, trace.block_start_ns,
+                                                         trace.block_end_ns)]
+            late = sorted(spread["blocks"], key=lambda row: -row[3])[:5]
+            print("latest blocks (block, SM, end us): " + ", ".join(f"({b}, {sm}, {t1:.1f})" for b, sm, _, t1 in late))
             print(summary)
             rows = [{key: value.item() if isinstance(value, np.generic) else value for key, value in row.items()}
                     for row in summary.rows]
