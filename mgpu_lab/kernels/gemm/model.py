@@ -330,7 +330,9 @@ OFFER_LOCAL_CALIBRATION = "local_calibration" in _OFFERED
 # the plain maximum, P = 3 picked 1.027 of the best in geomean against 1.040 on the H200 (136 groups;
 # 99 within 3% against 94) and 1.085 against 1.113 on the H100 (172 groups; 73 against 57); P = 4 and 6
 # ranked alike, P = 10 closer to the maximum (`MGPU_LAB_GEMM_OFFER=soft_step python
-# benchmarks/fit_gemm_model.py [--device H100]`). Off: untimed against the library's picks.
+# benchmarks/fit_gemm_model.py [--device H100]`); on the H200's newest 20 groups (8cfff85) 1.030
+# against 1.082, where refitting the constants under the maximum without them reached 1.044. Off:
+# untimed against the library's picks (scripts/next_steps_h200_soft.txt).
 OFFER_SOFT_STEP = "soft_step" in _OFFERED
 SOFT_STEP_POWER = 3.0
 # by transpose_b: the widths from 160 up to the limit the tiling takes (B (k, n): 64-column boxes, so only 192)
