@@ -484,8 +484,7 @@ def local_cross_validation(errors: list[tuple[Sample, float]], options: list[Sam
                            and (s.problem.m, s.problem.n, s.problem.k) not in shapes], c, bandwidth, shrink)
 
         def scaled(p: model.Problem, config: dict) -> float:
-            kind = local_calibration.error_kind(config)
-            return model.estimate_us(p, config, c) * math.exp(local.log_factor(p.m, p.n, p.k, p.transpose_b, kind))
+            return model.estimate_us(p, config, c) * local.factor(p.m, p.n, p.k, p.transpose_b, config)
 
         rows["model"] += [r[2] for r in ranking(test, c)["rows"]]
         rows["local"] += [r[2] for r in rank_picks(test, scaled, order=candidate_order)["rows"]]
@@ -563,12 +562,14 @@ def main() -> None:
     parser.add_argument("--local-cv", action="store_true",
                         help="cross-validate a local calibration (mgpu_lab/kernels/gemm/local_calibration.py) on "
                              "the device's constants: per commit, learnt without its records' samples and shapes, "
-                             "then its timed groups ranked with and without it; writes gemm_local_cv_<time>_<commit>.json")
+                             "then its timed groups ranked with and without it; writes "
+                             "gemm_local_cv_<time>_<commit>.json")
     parser.add_argument("--write-local", metavar="PATH",
                         help="write a local calibration learnt from every timed 16-bit sample (options and drawn "
                              "picks at --promotion) against the device's constants, e.g. "
                              "mgpu_lab/kernels/gemm/h200_local.json")
-    parser.add_argument("--bandwidth", type=float, default=0.5, help="the local calibration's kernel width in log-shape units")
+    parser.add_argument("--bandwidth", type=float, default=0.5,
+                        help="the local calibration's kernel width in log-shape units")
     parser.add_argument("--shrink", type=float, default=1.0, help="the local calibration's pull toward no correction")
     args = parser.parse_args()
     fields = [f.name for f in dataclasses.fields(model.Constants)]
@@ -603,7 +604,10 @@ def main() -> None:
             figures = {f"gemm_local_cv_{key}": value for key, value in
                        local_cross_validation(errors, options, c, args.bandwidth, args.shrink).items()}
             print(json.dumps(figures, indent=1))
-            print(f"wrote {write_record('gemm_local_cv', figures, {'device': args.device, 'constants': label, 'promotion': args.promotion, 'what': 'per commit: a local calibration learnt without its samples and shapes; its 16-bit timed groups ranked by the model alone (model) and scaled by it (local)'})}")
+            notes = {"device": args.device, "constants": label, "promotion": args.promotion,
+                     "what": "per commit: a local calibration learnt without its samples and shapes; its 16-bit "
+                             "timed groups ranked by the model alone (model) and scaled by it (local)"}
+            print(f"wrote {write_record('gemm_local_cv', figures, notes)}")
         if args.write_local:
             local = local_fit(errors, c, args.bandwidth, args.shrink,
                               f"fit_gemm_model.py --write-local: {len(errors)} samples of {args.device} records, {label}")

@@ -52,13 +52,13 @@ def main() -> None:
             trace = kern.last_trace
             err = float(cupy.linalg.norm(out.astype(cupy.float32) - want) / cupy.linalg.norm(want))
             summary = trace.summary()
-            ends = np.asarray(trace.block_end_ns) - np.asarray(trace.block_start_ns).min()
+            start0 = np.asarray(trace.block_start_ns).min()
+            ends = np.asarray(trace.block_end_ns) - start0
             spread = {"block_end_us_min": float(ends.min() / 1e3), "block_end_us_median": float(np.median(ends) / 1e3),
                       "block_end_us_max": float(ends.max() / 1e3)}
             print(f"== {args.shape} {options}: rel error {err:.2e}, block ends (us) min {spread['block_end_us_min']:.1f}"
                   f" median {spread['block_end_us_median']:.1f} max {spread['block_end_us_max']:.1f}")
             # every block's SM and span: whether the late ones share SMs (an L2 partition, a GPC) or tiles
-            start0 = np.asarray(trace.block_start_ns).min()
             spread["blocks"] = [[int(b), int(sm), round(float(t0 - start0) / 1e3, 3), round(float(t1 - start0) / 1e3, 3)]
                                 for b, sm, t0, t1 in zip(trace.block_ids, trace.block_sm, trace.block_start_ns,
                                                          trace.block_end_ns)]

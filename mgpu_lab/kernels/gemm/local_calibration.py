@@ -77,6 +77,10 @@ class LocalCalibration:
         w = np.exp(-d2 / (2 * self.bandwidth ** 2))
         return float((w * self.errors[kind]).sum() / (w.sum() + self.shrink))
 
+    def factor(self, m: int, n: int, k: int, transpose_b: bool, config: dict[str, Any]) -> float:
+        """What an estimate of `config` on this shape is scaled by."""
+        return math.exp(self.log_factor(m, n, k, transpose_b, error_kind(config)))
+
     def matches(self, constants: Any) -> bool:
         """Whether these errors were taken against `constants` (a model.Constants)."""
         values = dataclasses.asdict(constants)

@@ -326,8 +326,8 @@ OFFER_LOCAL_CALIBRATION = "local_calibration" in _OFFERED
 # on data part of the time (1041x1272x2352 on an H100, both operands' rows off the 128-byte line:
 # profiled, one-tile 128 x 128 blocks ended between 13.7 and 21.9 us, their consumers 28% of the time
 # waiting on data; 128 x 128 pairs sharing B, whose loads the model puts at 0.97 of their tensor-core
-# time, ran x0.86 of the 2 x 2 clusters that halve both operands' loads, which the maximum tied them with). Ranking the timed groups with the constants fitted under
-# the plain maximum, P = 3 picked 1.027 of the best in geomean against 1.040 on the H200 (136 groups;
+# time, ran x0.86 of the 2 x 2 clusters that halve both operands' loads, which the maximum tied them
+# with). Ranking the timed groups with the constants fitted under the plain maximum, P = 3 picked 1.027 of the best in geomean against 1.040 on the H200 (136 groups;
 # 99 within 3% against 94) and 1.085 against 1.113 on the H100 (172 groups; 73 against 57); P = 4 and 6
 # ranked alike, P = 10 closer to the maximum (`MGPU_LAB_GEMM_OFFER=soft_step python
 # benchmarks/fit_gemm_model.py [--device H100]`); on the H200's newest 20 groups (8cfff85) 1.030
@@ -1061,9 +1061,9 @@ def _local_scale(p: Problem, c: Constants):
     factors: dict[str, float] = {}
 
     def scale(config: dict[str, Any]) -> float:
-        kind = local_calibration.error_kind(config)
+        kind = local_calibration.error_kind(config)  # one factor per kind: candidates of a kind share it
         if kind not in factors:
-            factors[kind] = math.exp(local.log_factor(p.m, p.n, p.k, p.transpose_b, kind))
+            factors[kind] = local.factor(p.m, p.n, p.k, p.transpose_b, config)
         return factors[kind]
 
     return scale
