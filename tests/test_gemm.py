@@ -11,7 +11,7 @@ import pytest
 import mgpu_lab
 from mgpu_lab.kernels.gemm import default_stages, gemm_definition, make_gemm, resolve_tiling
 from mgpu_lab.kernels.gemm.configs import gemm_config, heuristic_config
-from mgpu_lab.kernels.gemm.pieces import multiply
+from mgpu_lab.kernels.gemm.pieces import GemmTiling, multiply
 
 
 def opcodes(sass: str) -> list[str]:
@@ -111,8 +111,9 @@ def test_configs():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"tile_n": 320}, r"tile_n must be one of \(32, 64, 128, 192, 256\) \(B \(k, n\) loads 64-column boxes.*got 320"),
-    ({"tile_n": 96}, r"tile_n must be one of \(32, 64, 128, 192, 256\) .*got 96"),
+    ({"tile_n": 320}, r"tile_n must be one of \(32, 64, 96, 128, 160, 192, 224, 256\) \(B \(k, n\) loads 64- or "
+                      r"32-column boxes.*got 320"),
+    ({"tile_n": 80}, r"tile_n must be one of \(32, 64, 96, 128, 160, 192, 224, 256\) .*got 80"),
     ({"tile_n": 40, "transpose_b": True}, r"tile_n must be a multiple of 16 from 16 to 256 \(B \(n, k\)\), got 40"),
     ({"tile_n": 272, "transpose_b": True}, r"tile_n must be a multiple of 16 from 16 to 256 \(B \(n, k\)\), got 272"),
     ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 64, "persistent": "pingpong"},
@@ -640,6 +641,20 @@ def test_multicast_pairs_reject_bad_arguments(kwargs, message):
     kwargs = {"tile_m": 128, "tile_n": 256, **kwargs}
     with pytest.raises(ValueError, match=message):
         make_gemm(1024, 1024, 1024, **kwargs)
+
+
+@pytest.mark.parametrize("tile_n, persistent", [(96, False), (160, True), (224, "stream_k"), (160, "pingpong"),
+                                                (96, True)])
+def test_b_k_n_tiles_off_the_64_column_boxes_load_32_column_ones(tile_n, persistent):
+    """tile_n 96 / 160 / 224 over B (k, n): B comes in 32-column boxes with a 64-byte swizzle (3, 5
+    and 7 of them a k-step), one wgmma spanning them all; C goes out in 32-column boxes."""
+    assert GemmTiling(3000, 600, 4000, tile_m=128, tile_n=tile_n).b_chunk == 32
+    assert GemmTiling(3000, 600, 4000, tile_m=128, tile_n=tile_n - 32).b_chunk == 64
+    kernel = make_gemm(3000, 600, 4000, tile_m=128, tile_n=tile_n, persistent=persistent)
+    assert_clean(kernel, rf"HGMMA\.64x{tile_n}x16")
+    loads = re.findall(r"\bUTMALDG\.2D\b", kernel.compiled.sass)
+    # per copy of the load loop: one box of A and tile_n / 32 boxes of B
+    assert loads and len(loads) % (1 + tile_n // 32) == 0, loads
 
 
 @pytest.mark.parametrize("tile_n, transpose_b, persistent", [

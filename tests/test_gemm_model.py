@@ -757,7 +757,7 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
                                     "clusters_of_eight, swap_clusters, swap_clusters_wide, n16_tiles, narrow_stream_k, "
                                     "row_raster, stream_k_reads, l2_reuse_bound, partial_waves, span_pairs, pair_tile, "
                                     "small_stream_k, narrow_pairs, stream_k_teams, dram_rereads, wide_pingpong, "
-                                    "local_calibration, soft_step (comma-separated, "
+                                    "local_calibration, soft_step, b_half_boxes (comma-separated, "
                                     "-name to "
                                     "switch one off), "
                                     "got "
@@ -1688,3 +1688,20 @@ def test_the_soft_step_counts_loads_near_the_tensor_cores_time_and_breaks_the_pa
     soft_big = model.estimate_us(big, wide)
     monkeypatch.setattr(model, "OFFER_SOFT_STEP", False)
     assert model.estimate_us(big, wide) < soft_big < 1.04 * model.estimate_us(big, wide)
+
+
+def test_b_half_boxes_offers_tiles_96_160_224_wide_over_b_k_n_only_when_on(monkeypatch):
+    # 13056x280x26728 with B (k, n): 64-column multiples cover n = 280 with 320 or 384 columns; 96-
+    # and 160-wide tiles with 288 and 320
+    p = model.Problem(13056, 280, 26728, transpose_b=False)
+    half = {96, 160, 224}
+    monkeypatch.setattr(model, "OFFER_B_HALF_BOXES", False)
+    assert not any(c["tile_n"] in half for c in model.candidates(p) if not c.get("swap_ab"))
+    monkeypatch.setattr(model, "OFFER_B_HALF_BOXES", True)
+    offered = {c["tile_n"] for c in model.candidates(p) if not c.get("swap_ab")}
+    assert half <= offered
+    assert model.ranked(p)[0][1]["tile_n"] in half
+    # B (n, k) tiles took the multiples of 32 before: unchanged
+    nt = model.Problem(13056, 280, 26728, transpose_b=True)
+    assert model._tile_ns(True) == (32, 64, 96, 128, 160, 192, 224, 256)
+    assert {96, 160} <= {c["tile_n"] for c in model.candidates(nt)}

@@ -40,6 +40,23 @@ def test_persistent_c_tiles_an_odd_multiple_of_16_wide(m, n, k, tile_n, rng):
                       bias="bfloat16", activation="gelu") <= 1e-2
 
 
+@pytest.mark.parametrize("m, n, k, options", [
+    (1000, 280, 2000, {"tile_n": 96}),  # one block a tile; n = 2.9 tiles, B's rows off the 128-byte line
+    (1000, 280, 3000, {"tile_n": 96, "split_k": 2}),
+    (3604, 592, 1064, {"tile_n": 160, "persistent": True}),
+    (3604, 592, 1064, {"tile_n": 160, "persistent": True, "cluster_n": 2}),
+    (2000, 600, 4136, {"tile_n": 224, "persistent": "stream_k"}),  # A's rows off the line too
+    (2100, 1000, 1000, {"tile_n": 160, "persistent": "pingpong"}),
+])
+def test_b_k_n_tiles_in_32_column_boxes(m, n, k, options, rng):
+    """model.OFFER_B_HALF_BOXES: C's tiles over B (k, n) 96 / 160 / 224 wide, B loaded in 32-column
+    boxes with a 64-byte swizzle, on each kind of grid, and with a fused epilogue."""
+    assert _run(m, n, k, rng, False, runs=1, tile_m=128, **options) <= 1e-2
+    if options == {"tile_n": 160, "persistent": True}:
+        assert _check(m, n, k, rng, transpose_b=False, tiles={"tile_m": 128, **options},
+                      bias="bfloat16", activation="gelu", residual="bfloat16") <= 1e-2
+
+
 @pytest.mark.parametrize("m, n, k, tiles", [
     (4000, 4000, 4000, {"tile_m": 128, "tile_n": 128}),
     (4096, 4096, 4096, {"tile_m": 128, "tile_n": 128}),

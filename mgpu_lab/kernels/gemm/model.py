@@ -49,7 +49,8 @@ from .cluster_shares import pairs_split_b
 from .h200_limits import H200_CLUSTERS, H200_SMS
 from .l2_replay import operand_reads
 from .stream_k_plan import MAX_CONTRIBUTORS, MAX_TEAM, StreamKPlan
-from .tile_limits import MAX_ACCUMULATOR, MAX_PINGPONG_ACCUMULATOR, MAX_SWAP_AB_ACCUMULATOR, TILE_NS, valid_tile_n
+from .tile_limits import (MAX_ACCUMULATOR, MAX_PINGPONG_ACCUMULATOR, MAX_SWAP_AB_ACCUMULATOR, TILE_NS, TILE_NS_64_BOXES,
+                          valid_tile_n)
 
 PEAK_TFLOPS = {"bfloat16": 790.0, "float16": 790.0, "float8_e4m3fn": 1580.0}  # H200 dense tensor-core peaks
 ITEMSIZE = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
@@ -70,7 +71,8 @@ OFFER_ENV = "MGPU_LAB_GEMM_OFFER"
 OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "clusters_of_four", "swap_epilogue",
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
           "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs", "pair_tile", "small_stream_k",
-          "narrow_pairs", "stream_k_teams", "dram_rereads", "wide_pingpong", "local_calibration", "soft_step")
+          "narrow_pairs", "stream_k_teams", "dram_rereads", "wide_pingpong", "local_calibration", "soft_step",
+          "b_half_boxes")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "swap_clusters_wide", "row_raster",
                   "stream_k_reads", "span_pairs", "narrow_pairs", "stream_k_teams", "wide_pingpong")
 
@@ -335,9 +337,17 @@ OFFER_LOCAL_CALIBRATION = "local_calibration" in _OFFERED
 # untimed against the library's picks (scripts/next_steps_h200_soft.txt).
 OFFER_SOFT_STEP = "soft_step" in _OFFERED
 SOFT_STEP_POWER = 3.0
-# by transpose_b: the widths from 160 up to the limit the tiling takes (B (k, n): 64-column boxes, so only 192)
+# C's own tiles over B (k, n) 96, 160 and 224 wide as well as the multiples of 64: B loaded in
+# 32-column boxes (64-byte swizzle; tile_limits.TILE_NS). Where n is not near a multiple of 64 they
+# waste fewer columns: 13056x280x26728 takes three 96-wide tiles (288) against three 128-wide (384),
+# where the H100 ran 256 x 128 stream-K at 0.585 of cuBLAS (seed 633) and 3604x592x10640 at 0.623
+# (seed 632). Off: untimed against the library's picks.
+OFFER_B_HALF_BOXES = "b_half_boxes" in _OFFERED
+# by transpose_b: the widths from 160 up to the limit the tiling takes (B (k, n): 160 with
+# b_half_boxes, and 192)
 WIDE_PINGPONG_NS = {transpose_b: tuple(n for n in range(160, MAX_PINGPONG_ACCUMULATOR // 128 + 1, 16)
-                                       if valid_tile_n(n, transpose_b))
+                                       if valid_tile_n(n, transpose_b)
+                                       and (transpose_b or OFFER_B_HALF_BOXES or n in TILE_NS_64_BOXES))
                     for transpose_b in (True, False)}
 # A stream-K grid's replayed DRAM reads (OFFER_STREAM_K_READS) counted as its DRAM traffic, beside
 # the compute as any grid's (launch + max + overlap * min), not only as a floor under the estimate.
@@ -594,11 +604,12 @@ def calibration_of(device: str) -> str:
 
 
 def _tile_ns(transpose_b: bool) -> tuple[int, ...]:
-    """B (k, n) loads 64-column boxes (tile_limits.TILE_NS); B (n, k) takes any multiple of 16: the
-    multiples of 32 are offered, and with OFFER_N16_TILES the odd multiples of 16 from 144 on."""
+    """B (k, n) loads 64-column boxes (tile_limits.TILE_NS_64_BOXES), and with OFFER_B_HALF_BOXES
+    32-column ones (TILE_NS); B (n, k) takes any multiple of 16: the multiples of 32 are offered,
+    and with OFFER_N16_TILES the odd multiples of 16 from 144 on."""
     if transpose_b:
         return tuple(sorted((32, 64, 96, 128, 160, 192, 224, 256) + (N16_TILE_NS if OFFER_N16_TILES else ())))
-    return TILE_NS
+    return TILE_NS if OFFER_B_HALF_BOXES else TILE_NS_64_BOXES
 
 
 def _b_pair_widths(transpose_b: bool) -> tuple[int, ...]:

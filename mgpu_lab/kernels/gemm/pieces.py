@@ -270,8 +270,10 @@ class GemmTiling:
 
     @property
     def b_chunk(self) -> int:
-        """Columns per B box of A @ B (MN-major B): one swizzle span, or the whole tile."""
-        return min(SWIZZLE // self.itemsize, self.tile_n)
+        """Columns per B box of A @ B (MN-major B): one 128-byte swizzle span (64 bf16), or 32
+        columns (64-byte swizzle) where tile_n is not a multiple of 64 (32, 96, 160, 224)."""
+        span = SWIZZLE // self.itemsize
+        return span if self.tile_n % span == 0 else span // 2
 
     @property
     def out_width(self) -> int:

@@ -8,7 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 TILE_MS = (64, 128, 256)
-TILE_NS = (32, 64, 128, 192, 256)  # B (k, n) is loaded in 64-column boxes (32: half a box)
+# B (k, n) is loaded in 64-column boxes (128-byte swizzle) where tile_n is a multiple of 64, else in
+# 32-column boxes (64-byte swizzle): 96 / 160 / 224 fit n = 280, 592, ... with a few % of waste
+# where the 64-multiples waste 14-27% (13056x280: 3 x 96 against 3 x 128)
+TILE_NS = (32, 64, 96, 128, 160, 192, 224, 256)
+TILE_NS_64_BOXES = (32, 64, 128, 192, 256)  # the widths before 32-column boxes (model switch b_half_boxes)
 MAX_ACCUMULATOR = 128 * 128  # f32 accumulator elements per consumer warpgroup (128 registers a thread)
 # swap_ab tiles take no epilogue but the FP8 scales: 160 registers of accumulator leave no spills
 # there (a fused bias + GELU + residual epilogue spills above 128), and m = 129..160 fits one tile
@@ -19,7 +23,7 @@ MAX_PINGPONG_ACCUMULATOR = 128 * 192
 
 
 def valid_tile_n(tile_n: Any, transpose_b: bool, swap_ab: bool = False) -> bool:
-    """B (k, n) is loaded in 64-column boxes: TILE_NS; B (n, k) tiles are tile_n rows of k: any
+    """B (k, n) is loaded in 64- or 32-column boxes: TILE_NS; B (n, k) tiles are tile_n rows of k: any
     multiple of 16 up to 256 (the narrowest store box is 16 columns), or of 8 with swap_ab
     (C is written from the registers: no store box; 8 is a wgmma's narrowest N)."""
     if isinstance(tile_n, bool) or not isinstance(tile_n, int):
@@ -36,5 +40,5 @@ def accumulator_limit(pingpong: bool = False, swap_ab: bool = False) -> int:
     return MAX_SWAP_AB_ACCUMULATOR if swap_ab else MAX_PINGPONG_ACCUMULATOR if pingpong else MAX_ACCUMULATOR
 
 
-__all__ = ["MAX_ACCUMULATOR", "MAX_PINGPONG_ACCUMULATOR", "MAX_SWAP_AB_ACCUMULATOR", "TILE_MS", "TILE_NS",
+__all__ = ["MAX_ACCUMULATOR", "MAX_PINGPONG_ACCUMULATOR", "MAX_SWAP_AB_ACCUMULATOR", "TILE_MS", "TILE_NS", "TILE_NS_64_BOXES",
            "accumulator_limit", "valid_tile_n"]

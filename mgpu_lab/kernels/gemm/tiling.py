@@ -56,7 +56,7 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
             step = 8 if t.swap_ab is True else 16
             raise ValueError(f"gemm: tile_n must be a multiple of {step} from {step} to 256 ("
                              f"{'swap_ab' if step == 8 else 'B (n, k)'}), got {t.tile_n!r}")
-        raise ValueError(f"gemm: tile_n must be one of {TILE_NS} (B (k, n) loads 64-column boxes; B (n, k) takes "
+        raise ValueError(f"gemm: tile_n must be one of {TILE_NS} (B (k, n) loads 64- or 32-column boxes; B (n, k) takes "
                          f"any multiple of 16), got {t.tile_n!r}")
 
     choice("dtype", t.dtype, input_dtypes, expected=f"one of {', '.join(map(repr, input_dtypes))}", where="gemm")
