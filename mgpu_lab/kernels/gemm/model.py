@@ -334,14 +334,17 @@ OFFER_LOCAL_CALIBRATION = "local_calibration" in _OFFERED
 # ranked alike, P = 10 closer to the maximum (`MGPU_LAB_GEMM_OFFER=soft_step python
 # benchmarks/fit_gemm_model.py [--device H100]`); on the H200's newest 20 groups (8cfff85) 1.030
 # against 1.082, where refitting the constants under the maximum without them reached 1.044. Off:
-# untimed against the library's picks (scripts/next_steps_h200_soft.txt).
+# on an H100 the 106 picks it moved of seeds 601-630 ran x0.994 against the library's
+# (gemm_options_2026-12-07T092911Z_ebcf272.json); untimed on the H200 (scripts/next_steps_h200_soft.txt).
 OFFER_SOFT_STEP = "soft_step" in _OFFERED
 SOFT_STEP_POWER = 3.0
 # C's own tiles over B (k, n) 96, 160 and 224 wide as well as the multiples of 64: B loaded in
 # 32-column boxes (64-byte swizzle; tile_limits.TILE_NS). Where n is not near a multiple of 64 they
 # waste fewer columns: 13056x280x26728 takes three 96-wide tiles (288) against three 128-wide (384),
 # where the H100 ran 256 x 128 stream-K at 0.585 of cuBLAS (seed 633) and 3604x592x10640 at 0.623
-# (seed 632). Off: untimed against the library's picks.
+# (seed 632). Off: on an H100 the 113 picks it moved of seeds 601-630 ran x0.915 against the
+# library's (96: x0.926, 160: x0.945, 224: x0.877; gemm_options_2026-12-07T093947Z_33e74d1.json);
+# on 3604x592x10640 128 x 160 persistent in 1 x 4 clusters ran x1.25 over the library's pick.
 OFFER_B_HALF_BOXES = "b_half_boxes" in _OFFERED
 # by transpose_b: the widths from 160 up to the limit the tiling takes (B (k, n): 160 with
 # b_half_boxes, and 192)
