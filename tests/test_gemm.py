@@ -121,10 +121,6 @@ def test_configs():
      r"True only\), and the cluster split-K reduce; got persistent='pingpong'"),
     ({"swap_ab": True, "transpose_b": True, "tile_m": 128, "tile_n": 64, "persistent": "stream_k", "cluster_m": 2},
      r"swap_ab=True .* multicast clusters with True only.*got persistent='stream_k', cluster_m=2, cluster_n=1"),
-    ({"swap_ab": True, "tile_m": 128, "tile_n": 64, "persistent": True, "cluster_n": 2},
-     r"cluster_n=2 \(2 blocks sharing A tiles by multicast\) needs persistent=True \(or 'stream_k' or 'pingpong'\) "
-     r"and A as "
-     r"\(m, k\), got persistent=True, swap_ab=True with B \(k, n\)"),
     ({"swap_ab": "yes", "transpose_b": True, "tile_m": 64, "tile_n": 64}, r"swap_ab must be True or False, got 'yes'"),
     ({"swap_ab": True, "transpose_b": True, "tile_m": 64, "tile_n": 36},
      r"tile_n must be a multiple of 8 from 8 to 256 \(swap_ab\), got 36"),
@@ -599,7 +595,7 @@ def test_swapped_multicast_clusters_compile(cluster_m, cluster_n, m, n, tile_m, 
 @pytest.mark.parametrize("kwargs, message", [
     ({"persistent": True, "cluster_n": 3}, r"cluster_n must be 1, 2 or 4, got 3"),
     ({"persistent": False, "cluster_n": 2}, r"cluster_n=2 \(2 blocks sharing A tiles by multicast\) needs "
-                                            r"persistent=True \(or 'stream_k' or 'pingpong'\) and A as \(m, k\), got "
+                                            r"persistent=True \(or 'stream_k' or 'pingpong'\), got "
                                             r"persistent=False$"),
     ({"persistent": "pingpong", "cluster_n": 4, "tile_n": 128},
      r"clusters of four blocks \(cluster_m=1, cluster_n=4\) need persistent=True, got persistent='pingpong'$"),
@@ -655,6 +651,18 @@ def test_b_k_n_tiles_off_the_64_column_boxes_load_32_column_ones(tile_n, persist
     loads = re.findall(r"\bUTMALDG\.2D\b", kernel.compiled.sass)
     # per copy of the load loop: one box of A and tile_n / 32 boxes of B
     assert loads and len(loads) % (1 + tile_n // 32) == 0, loads
+
+
+@pytest.mark.parametrize("cluster_m, cluster_n", [(1, 2), (1, 4), (2, 4)])
+def test_swapped_tiles_over_b_k_n_share_it_along_m(cluster_m, cluster_n):
+    """Swapped over B (k, n) (read MN-major as the wgmma's A), cluster_n blocks along m share B's
+    boxes, each loading a 64 / cluster_n-row share of every box's k rows, multicast."""
+    kernel = make_gemm(3604, 592, 10640, swap_ab=True, tile_m=128, tile_n=96 if cluster_m > 1 else 152,
+                       persistent=True, cluster_m=cluster_m, cluster_n=cluster_n)
+    assert kernel.compiled.cluster == (cluster_m * cluster_n, 1, 1)
+    loads = re.findall(r"\bUTMALDG\.2D(\.MULTICAST)?\b", kernel.compiled.sass)
+    # per copy of the load loop: B's two 64-column boxes (each a share of its rows), multicast
+    assert loads.count(".MULTICAST") >= 2, loads
 
 
 @pytest.mark.parametrize("tile_n, transpose_b, persistent", [

@@ -89,6 +89,12 @@ def test_swap_ab_persistent(m, n, k, tile_m, tile_n, persistent, transpose_b, rn
     (550, 11008, 8192, 128, 192, 2, 1, False),  # B (k, n) read MN-major, A shared by the pair
     (235, 2280, 2056, 64, 256, 4, 1, False),  # four down the column, 36 C.T row tiles (not a multiple of 4)
     (300, 1000, 520, 128, 160, 2, 2, True),  # fewer quads than clusters resident: a ragged grid
+    # B (k, n) read MN-major shared along m, each block a share of every box's k rows (cuBLAS's
+    # 128 x 152 in 1 x 4 clusters on 3604x592x10640; 128 x 88 in 2 x 4 on 1041x1272x2352)
+    (3604, 592, 10640, 128, 152, 1, 4, False),
+    (1041, 1272, 2352, 128, 96, 2, 4, False),  # clusters of eight
+    (1000, 600, 4136, 128, 128, 1, 2, False),  # pairs; A's rows off the 128-byte line, ragged n
+    (1000, 600, 1000, 256, 160, 2, 2, False),  # quads, 256 rows of B a tile: four boxes' k rows halved
 ])
 def test_swapped_multicast_clusters(m, n, k, tile_m, tile_n, cluster_m, cluster_n, transpose_b, rng):
     """Swapped persistent tiles in multicast clusters (cuBLAS's mid-m kernels in our terms): every

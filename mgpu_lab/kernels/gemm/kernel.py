@@ -131,7 +131,8 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     "stream_k" or "pingpong"; tile_n a multiple of 16 from 32 with B (n, k), 128, 192 or 256 with B (k, n));
     4: four such tiles, a quarter of B each (tile_n a multiple of 32 from 64, or 256).
     cluster_n: 2 (4) pairs horizontally adjacent tiles instead, each block loading half (a
-    quarter) of their common A tile (needs persistent=True, "stream_k" or "pingpong", and A as (m, k)): the
+    quarter) of their common A tile (needs persistent=True, "stream_k" or "pingpong"; swapped over
+    B (k, n), half (a quarter) of each box's k rows): the
     operand off the 128-byte line, or the taller tile's, read once from L2 for two blocks. Both
     2: clusters of four blocks on 2 x 2 quads of tiles, each loading half of its row's A tile and
     half of its column's B tile; 2 x 4 and 4 x 2, clusters of eight. Clusters of four or eight

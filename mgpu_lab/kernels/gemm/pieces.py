@@ -599,7 +599,8 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
     the consumers of both blocks); the boxes hang over the arrays' edges where the shape is
     ragged (zero fill). With cluster_m = 2 the block of cluster rank `rank` loads half of the B
     tile (rows of B (n, k), or 64-column chunks of B (k, n)) into both blocks' slot; with
-    cluster_n = 2, half of the A tile's rows (K-major A only); in a quad, half of each, into
+    cluster_n = 2, half of the A tile's rows (of an MN-major A, half of each box's k rows); in a
+    quad, half of each, into
     the blocks of its cluster column (B) and row (A)."""
     a_smem, b_smem = ring
     steps = t.k_steps if steps is None else steps
@@ -620,7 +621,17 @@ def load_tile(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, fu
             slot = it % t.stages
             k0 = (kt + k_first) * t.tile_k
             copy = {"barrier": bar, "arrive": False, "swizzle": SWIZZLE, "uniform": False}
-            if t.a_mn_major:  # A (k, m): boxes of k rows by one swizzle span of m, as B (k, n)'s
+            if t.a_mn_major and t.cluster_n > 1:
+                # this block's share of every box's k rows (tile_k / cluster_n of them: multiples of
+                # the 8 rows the 128-byte swizzle repeats over, so each share lands swizzled as the
+                # whole box would), into its cluster row's blocks: what cuBLAS's 1 x 4 clusters share
+                rows = t.tile_k // t.cluster_n
+                first_row = col * rows
+                for j in range(t.tile_m // t.a_chunk):
+                    ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, (slot, j, dsl.ds(first_row, rows))),
+                                   gmem_slice=(dsl.ds(k0 + first_row, rows), dsl.ds(row0 + t.a_chunk * j, t.a_chunk)),
+                                   **copy, multicast_mask=a_mask)
+            elif t.a_mn_major:  # A (k, m): boxes of k rows by one swizzle span of m, as B (k, n)'s
                 for j in range(t.tile_m // t.a_chunk):
                     ctx.async_copy(src_ref=a, dst_ref=dsl.memref_slice(a_smem, (slot, j)),
                                    gmem_slice=(dsl.ds(k0, t.tile_k), dsl.ds(row0 + t.a_chunk * j, t.a_chunk)), **copy)

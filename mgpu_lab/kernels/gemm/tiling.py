@@ -89,11 +89,9 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
         raise ValueError(f"gemm: cluster_m={t.cluster_m} splits the B tile between the blocks (in 8-row {share} of "
                          f"B (n, k), or 64-column boxes of B (k, n)): tile_n must be {widths}, got {t.tile_n}")
     choice("cluster_n", t.cluster_n, (1, 2, 4), expected="1, 2 or 4", where="gemm")
-    if t.cluster_n > 1 and (t.persistent not in (True, "stream_k", "pingpong") or t.a_mn_major):
+    if t.cluster_n > 1 and t.persistent not in (True, "stream_k", "pingpong"):
         raise ValueError(f"gemm: cluster_n={t.cluster_n} ({t.cluster_n} blocks sharing A tiles by multicast) needs "
-                         f"persistent=True (or 'stream_k' or 'pingpong') and A as (m, k), got "
-                         f"persistent={t.persistent!r}"
-                         f"{', swap_ab=True with B (k, n)' if t.a_mn_major else ''}")
+                         f"persistent=True (or 'stream_k' or 'pingpong'), got persistent={t.persistent!r}")
     if t.cluster_size > 8:
         raise ValueError(f"gemm: a cluster holds at most eight blocks (2 x 4 or 4 x 2; four: 2 x 2, 4 x 1 or "
                          f"1 x 4), got cluster_m={t.cluster_m} with cluster_n={t.cluster_n}")
