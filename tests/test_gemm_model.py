@@ -757,7 +757,7 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
                                     "clusters_of_eight, swap_clusters, swap_clusters_wide, n16_tiles, narrow_stream_k, "
                                     "row_raster, stream_k_reads, l2_reuse_bound, partial_waves, span_pairs, pair_tile, "
                                     "small_stream_k, narrow_pairs, stream_k_teams, dram_rereads, wide_pingpong, "
-                                    "local_calibration, soft_step, b_half_boxes (comma-separated, "
+                                    "local_calibration, soft_step, b_half_boxes, swap_share_b (comma-separated, "
                                     "-name to "
                                     "switch one off), "
                                     "got "
@@ -1705,3 +1705,21 @@ def test_b_half_boxes_offers_tiles_96_160_224_wide_over_b_k_n_only_when_on(monke
     nt = model.Problem(13056, 280, 26728, transpose_b=True)
     assert model._tile_ns(True) == (32, 64, 96, 128, 160, 192, 224, 256)
     assert {96, 160} <= {c["tile_n"] for c in model.candidates(nt)}
+
+
+def test_swap_share_b_offers_swapped_clusters_sharing_b_k_n_along_m_past_the_swapped_rows(monkeypatch):
+    # 3604x592x10640 with B (k, n): cuBLAS runs 128 x 152 tiles (n by m) in 1 x 4 clusters sharing B
+    # along m; an H100 ran ours so at x1.43 over the library's 256 x 128 stream-K pairs
+    p = model.Problem(3604, 592, 10640, transpose_b=False)
+    monkeypatch.setattr(model, "OFFER_SWAP_SHARE_B", False)
+    assert not any(c.get("swap_ab") for c in model.candidates(p))
+    monkeypatch.setattr(model, "OFFER_SWAP_SHARE_B", True)
+    swapped = [c for c in model.candidates(p) if c.get("swap_ab")]
+    assert {"tile_m": 128, "tile_n": 152, "persistent": True, "swap_ab": True, "group_m": 8, "cluster_m": 1,
+            "cluster_n": 4} in swapped
+    assert all(c["persistent"] is True and c["cluster_m"] * c["cluster_n"] > 1 for c in swapped)
+    assert {c["tile_n"] for c in swapped} >= {88 + 8, 152, 160, 256 - 8}  # widths evened over m's tiles
+    # B (n, k) problems past the swapped rows' limit get none; an epilogue a swapped tile cannot fuse none
+    assert not any(c.get("swap_ab") for c in model.candidates(model.Problem(3604, 592, 10640, transpose_b=True)))
+    assert not any(c.get("swap_ab") for c in model.candidates(
+        model.Problem(3604, 592, 10640, transpose_b=False, epilogue=True)))

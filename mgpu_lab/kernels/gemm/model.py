@@ -72,7 +72,7 @@ OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "cluste
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
           "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs", "pair_tile", "small_stream_k",
           "narrow_pairs", "stream_k_teams", "dram_rereads", "wide_pingpong", "local_calibration", "soft_step",
-          "b_half_boxes")
+          "b_half_boxes", "swap_share_b")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "swap_clusters_wide", "row_raster",
                   "stream_k_reads", "span_pairs", "narrow_pairs", "stream_k_teams", "wide_pingpong")
 
@@ -346,6 +346,16 @@ SOFT_STEP_POWER = 3.0
 # library's (96: x0.926, 160: x0.945, 224: x0.877; gemm_options_2026-12-07T093947Z_33e74d1.json);
 # on 3604x592x10640 128 x 160 persistent in 1 x 4 clusters ran x1.25 over the library's pick.
 OFFER_B_HALF_BOXES = "b_half_boxes" in _OFFERED
+# Swapped persistent tiles over B (k, n) in clusters sharing it along m (cluster_n over the MN-major
+# wgmma A: each block loads a share of every box's k rows), past the swapped rows' limit too, over
+# SWAP_SHARE_B_WIDTHS of m: what cuBLAS runs on the narrow B (k, n) shapes (3604x592x10640: 128 x 152
+# in 1 x 4 clusters; 1041x1272x2352: 128 x 88 in 2 x 4; probe_cublas_kernels, e591b1e). Timed on an
+# H100 (9b8a4b7) beside the library's picks: 3604x592x10640 128 x 152 1 x 4 x1.429 (0.912 of
+# cuBLAS), 1041x1272x2352 128 x 88 1 x 4 x1.447 (0.869), 9405x504x1328 256 x 160 1 x 2 x1.267
+# (0.945), 4822x904x3600 256 x 160 1 x 2 x1.203 (0.902). Off: untimed against the library's picks
+# on drawn shapes.
+OFFER_SWAP_SHARE_B = "swap_share_b" in _OFFERED
+SWAP_SHARE_B_WIDTHS = (88, 96, 112, 128, 144, 152, 160, 176, 192, 208, 224, 256)
 # by transpose_b: the widths from 160 up to the limit the tiling takes (B (k, n): 160 with
 # b_half_boxes, and 192)
 WIDE_PINGPONG_NS = {transpose_b: tuple(n for n in range(160, MAX_PINGPONG_ACCUMULATOR // 128 + 1, 16)
@@ -718,6 +728,22 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
         _swap_clusters_rows() if OFFER_SWAP_CLUSTERS else SWAP_AB_MAX_M
     if p.m <= swap_rows and p.epilogue in (False, SWAPPABLE) and (p.transpose_b or ITEMSIZE[p.dtype] == 2):
         yield from _swap_candidates(p, k_tiles)
+    elif OFFER_SWAP_SHARE_B and not p.transpose_b and p.epilogue in (False, SWAPPABLE) and ITEMSIZE[p.dtype] == 2:
+        yield from _swap_sharing_b(p)
+
+
+def _swap_sharing_b(p: Problem) -> Iterator[dict[str, Any]]:
+    """OFFER_SWAP_SHARE_B past the swapped rows' limit: persistent swapped tiles over B (k, n),
+    SWAP_SHARE_B_WIDTHS of m each (evened over their count: m = 3604 at 152 is 24 tiles of 152),
+    in the multicast clusters _swapped_clusters offers (along m sharing B among them)."""
+    widths = {}
+    for width in SWAP_SHARE_B_WIDTHS:
+        parts = _ceil(p.m, width)
+        widths[_ceil(_ceil(p.m, parts), 8) * 8] = parts
+    for width, parts in sorted(widths.items()):
+        for tm in (128, 256):
+            if tm // 2 * width <= MAX_SWAP_AB_ACCUMULATOR and _ceil(p.n, tm) * parts > p.sms // 4:
+                yield from _swapped_clusters(p, tm, width, parts)
 
 
 def _spans_n_in_pairs(p: Problem, tm: int, tn: int, tiles: int, k_tiles: int) -> bool:
@@ -814,11 +840,12 @@ def _swapped_clusters(p: Problem, tm: int, width: int, parts: int) -> Iterator[d
     """Persistent swapped tiles (tile_m over n, `width` over m in `parts` column tiles of C.T) in
     the multicast clusters the problem has the tiles for: down C.T's rows sharing the caller's A
     rows (cluster_shares.pairs_split_b: 8-row shares), along them sharing B (n, k)'s rows (B (k, n) is
-    read MN-major: not split), both in quads and in clusters of eight."""
+    read MN-major: with OFFER_SWAP_SHARE_B, a share of each box's k rows), both in quads and in
+    clusters of eight."""
     rows = _ceil(p.n, tm)
     config = {"tile_m": tm, "tile_n": width, "persistent": True, "swap_ab": True, "group_m": 8}
     down = [c for c in (2, 4) if rows >= c and pairs_split_b(width, True, c)]  # B here is the caller's A: K-major
-    along = [c for c in (2, 4) if p.transpose_b and parts >= c]
+    along = [c for c in (2, 4) if (p.transpose_b or OFFER_SWAP_SHARE_B) and parts >= c]
     for cluster_m in [1, *down]:
         for cluster_n in [1, *along]:
             if 1 < cluster_m * cluster_n <= 8:
