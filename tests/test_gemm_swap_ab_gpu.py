@@ -95,6 +95,7 @@ def test_swap_ab_persistent(m, n, k, tile_m, tile_n, persistent, transpose_b, rn
     (1041, 1272, 2352, 128, 96, 2, 4, False),  # clusters of eight
     (1000, 600, 4136, 128, 128, 1, 2, False),  # pairs; A's rows off the 128-byte line, ragged n
     (1000, 600, 1000, 256, 160, 2, 2, False),  # quads, 256 rows of B a tile: four boxes' k rows halved
+    (431, 5704, 8968, 64, 112, 2, 4, False),  # 64 rows of B: one box, 16 k rows a block; A's rows off the line
 ])
 def test_swapped_multicast_clusters(m, n, k, tile_m, tile_n, cluster_m, cluster_n, transpose_b, rng):
     """Swapped persistent tiles in multicast clusters (cuBLAS's mid-m kernels in our terms): every
