@@ -10,7 +10,8 @@ from typing import Any
 TILE_MS = (64, 128, 256)
 # B (k, n) is loaded in 64-column boxes (128-byte swizzle) where tile_n is a multiple of 64, else in
 # 32-column boxes (64-byte swizzle): 96 / 160 / 224 fit n = 280, 592, ... with a few % of waste
-# where the 64-multiples waste 14-27% (13056x280: 3 x 96 against 3 x 128)
+# where the 64-multiples waste 14-27% (13056x280: 3 x 96 against 3 x 128), but run slower per flop
+# (model.OFFER_B_HALF_BOXES)
 TILE_NS = (32, 64, 96, 128, 160, 192, 224, 256)
 TILE_NS_64_BOXES = (32, 64, 128, 192, 256)  # the widths before 32-column boxes (model switch b_half_boxes)
 MAX_ACCUMULATOR = 128 * 128  # f32 accumulator elements per consumer warpgroup (128 registers a thread)
@@ -40,5 +41,5 @@ def accumulator_limit(pingpong: bool = False, swap_ab: bool = False) -> int:
     return MAX_SWAP_AB_ACCUMULATOR if swap_ab else MAX_PINGPONG_ACCUMULATOR if pingpong else MAX_ACCUMULATOR
 
 
-__all__ = ["MAX_ACCUMULATOR", "MAX_PINGPONG_ACCUMULATOR", "MAX_SWAP_AB_ACCUMULATOR", "TILE_MS", "TILE_NS", "TILE_NS_64_BOXES",
-           "accumulator_limit", "valid_tile_n"]
+__all__ = ["MAX_ACCUMULATOR", "MAX_PINGPONG_ACCUMULATOR", "MAX_SWAP_AB_ACCUMULATOR", "TILE_MS", "TILE_NS",
+           "TILE_NS_64_BOXES", "accumulator_limit", "valid_tile_n"]
