@@ -1719,6 +1719,13 @@ def test_swap_share_b_offers_swapped_clusters_sharing_b_k_n_along_m_past_the_swa
             "cluster_n": 4} in swapped
     assert all(c["persistent"] is True and c["cluster_m"] * c["cluster_n"] > 1 for c in swapped)
     assert {c["tile_n"] for c in swapped} >= {88 + 8, 152, 160, 256 - 8}  # widths evened over m's tiles
+    # n past SWAP_SHARE_B_MAX_N, and rows within the swapped limit, are offered as before
+    for shape in ((3604, 4096, 10640), (431, 5704, 8968)):
+        wide = model.Problem(*shape, transpose_b=False)
+        monkeypatch.setattr(model, "OFFER_SWAP_SHARE_B", False)
+        before = list(model.candidates(wide))
+        monkeypatch.setattr(model, "OFFER_SWAP_SHARE_B", True)
+        assert list(model.candidates(wide)) == before
     # B (n, k) problems past the swapped rows' limit get none; an epilogue a swapped tile cannot fuse none
     assert not any(c.get("swap_ab") for c in model.candidates(model.Problem(3604, 592, 10640, transpose_b=True)))
     assert not any(c.get("swap_ab") for c in model.candidates(

@@ -347,15 +347,20 @@ SOFT_STEP_POWER = 3.0
 # on 3604x592x10640 128 x 160 persistent in 1 x 4 clusters ran x1.25 over the library's pick.
 OFFER_B_HALF_BOXES = "b_half_boxes" in _OFFERED
 # Swapped persistent tiles over B (k, n) in clusters sharing it along m (cluster_n over the MN-major
-# wgmma A: each block loads a share of every box's k rows), past the swapped rows' limit too, over
+# wgmma A: each block loads a share of every box's k rows), past the swapped rows' limit, over
 # SWAP_SHARE_B_WIDTHS of m: what cuBLAS runs on the narrow B (k, n) shapes (3604x592x10640: 128 x 152
-# in 1 x 4 clusters; 1041x1272x2352: 128 x 88 in 2 x 4; probe_cublas_kernels, e591b1e). Timed on an
+# in 1 x 4 clusters; 1041x1272x2352: 128 x 88 in 2 x 4; probe_cublas_kernels, e591b1e). Below that
+# limit the swapped clusters over B (k, n) stay as they were (the model rates sharing B along m as
+# sharing A down n: offered there too, it only flipped ties). Timed on an
 # H100 (9b8a4b7) beside the library's picks: 3604x592x10640 128 x 152 1 x 4 x1.429 (0.912 of
 # cuBLAS), 1041x1272x2352 128 x 88 1 x 4 x1.447 (0.869), 9405x504x1328 256 x 160 1 x 2 x1.267
-# (0.945), 4822x904x3600 256 x 160 1 x 2 x1.203 (0.902). Off: untimed against the library's picks
-# on drawn shapes.
+# (0.945), 4822x904x3600 256 x 160 1 x 2 x1.203 (0.902); on 1528x1872x2792 128 x 256 persistent
+# pairs stayed ahead. Past the swapped rows' limit only for n up to SWAP_SHARE_B_MAX_N: where n is
+# large the library's tiles of C already ran near cuBLAS, and the model's estimates of these clusters
+# are untried there. Off: untimed against the library's picks on drawn shapes.
 OFFER_SWAP_SHARE_B = "swap_share_b" in _OFFERED
 SWAP_SHARE_B_WIDTHS = (88, 96, 112, 128, 144, 152, 160, 176, 192, 208, 224, 256)
+SWAP_SHARE_B_MAX_N = 1536
 # by transpose_b: the widths from 160 up to the limit the tiling takes (B (k, n): 160 with
 # b_half_boxes, and 192)
 WIDE_PINGPONG_NS = {transpose_b: tuple(n for n in range(160, MAX_PINGPONG_ACCUMULATOR // 128 + 1, 16)
@@ -728,12 +733,14 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
         _swap_clusters_rows() if OFFER_SWAP_CLUSTERS else SWAP_AB_MAX_M
     if p.m <= swap_rows and p.epilogue in (False, SWAPPABLE) and (p.transpose_b or ITEMSIZE[p.dtype] == 2):
         yield from _swap_candidates(p, k_tiles)
-    elif OFFER_SWAP_SHARE_B and not p.transpose_b and p.epilogue in (False, SWAPPABLE) and ITEMSIZE[p.dtype] == 2:
+    elif OFFER_SWAP_SHARE_B and not p.transpose_b and p.n <= SWAP_SHARE_B_MAX_N and p.epilogue in (False, SWAPPABLE) \
+            and ITEMSIZE[p.dtype] == 2:
         yield from _swap_sharing_b(p)
 
 
 def _swap_sharing_b(p: Problem) -> Iterator[dict[str, Any]]:
-    """OFFER_SWAP_SHARE_B past the swapped rows' limit: persistent swapped tiles over B (k, n),
+    """OFFER_SWAP_SHARE_B past the swapped rows' limit (n up to SWAP_SHARE_B_MAX_N): persistent
+    swapped tiles over B (k, n),
     SWAP_SHARE_B_WIDTHS of m each (evened over their count: m = 3604 at 152 is 24 tiles of 152),
     in the multicast clusters _swapped_clusters offers (along m sharing B among them)."""
     widths = {}
@@ -743,7 +750,7 @@ def _swap_sharing_b(p: Problem) -> Iterator[dict[str, Any]]:
     for width, parts in sorted(widths.items()):
         for tm in (128, 256):
             if tm // 2 * width <= MAX_SWAP_AB_ACCUMULATOR and _ceil(p.n, tm) * parts > p.sms // 4:
-                yield from _swapped_clusters(p, tm, width, parts)
+                yield from _swapped_clusters(p, tm, width, parts, share_b_k_n=True)
 
 
 def _spans_n_in_pairs(p: Problem, tm: int, tn: int, tiles: int, k_tiles: int) -> bool:
@@ -836,16 +843,17 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
                 yield from _swapped_clusters(p, tm, width, parts)
 
 
-def _swapped_clusters(p: Problem, tm: int, width: int, parts: int) -> Iterator[dict[str, Any]]:
+def _swapped_clusters(p: Problem, tm: int, width: int, parts: int, share_b_k_n: bool = False
+                      ) -> Iterator[dict[str, Any]]:
     """Persistent swapped tiles (tile_m over n, `width` over m in `parts` column tiles of C.T) in
     the multicast clusters the problem has the tiles for: down C.T's rows sharing the caller's A
     rows (cluster_shares.pairs_split_b: 8-row shares), along them sharing B (n, k)'s rows (B (k, n) is
-    read MN-major: with OFFER_SWAP_SHARE_B, a share of each box's k rows), both in quads and in
-    clusters of eight."""
+    read MN-major: with share_b_k_n, a share of each box's k rows), both in quads and in clusters
+    of eight."""
     rows = _ceil(p.n, tm)
     config = {"tile_m": tm, "tile_n": width, "persistent": True, "swap_ab": True, "group_m": 8}
     down = [c for c in (2, 4) if rows >= c and pairs_split_b(width, True, c)]  # B here is the caller's A: K-major
-    along = [c for c in (2, 4) if (p.transpose_b or OFFER_SWAP_SHARE_B) and parts >= c]
+    along = [c for c in (2, 4) if (p.transpose_b or share_b_k_n) and parts >= c]
     for cluster_m in [1, *down]:
         for cluster_n in [1, *along]:
             if 1 < cluster_m * cluster_n <= 8:
