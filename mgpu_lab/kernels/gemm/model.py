@@ -740,9 +740,9 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
 
 def _swap_sharing_b(p: Problem) -> Iterator[dict[str, Any]]:
     """OFFER_SWAP_SHARE_B past the swapped rows' limit (n up to SWAP_SHARE_B_MAX_N): persistent
-    swapped tiles over B (k, n),
-    SWAP_SHARE_B_WIDTHS of m each (evened over their count: m = 3604 at 152 is 24 tiles of 152),
-    in the multicast clusters _swapped_clusters offers (along m sharing B among them)."""
+    swapped tiles over B (k, n), SWAP_SHARE_B_WIDTHS of m each (evened over their count: m = 3604
+    at 152 is 24 tiles of 152), in the multicast clusters _swapped_clusters offers (along m
+    sharing B among them)."""
     widths = {}
     for width in SWAP_SHARE_B_WIDTHS:
         parts = _ceil(p.m, width)
