@@ -53,7 +53,7 @@ def test_fused_epilogue(m, n, k, options, rng):
 
 
 @pytest.mark.parametrize("tiles", [{"tile_m": 128, "tile_n": 256}, {"tile_m": 256, "tile_n": 128},
-                                   {"tile_m": 64, "tile_n": 32}])
+                                   {"tile_m": 64, "tile_n": 32}, {"tile_m": 192, "tile_n": 192}])
 def test_fused_epilogue_every_tile(tiles, rng):
     assert _check(700, 712, 456, rng, tiles=tiles, bias="bfloat16", activation="silu", residual="bfloat16",
                   scale=True) <= 1e-2

@@ -80,6 +80,23 @@ def test_gemm_every_tile_on_a_ragged_shape(tile_m, tile_n, transpose_b, rng):
     assert _run(700, 712, 456, rng, transpose_b, runs=1, tile_m=tile_m, tile_n=tile_n) <= 1e-2
 
 
+@pytest.mark.parametrize("m, n, k, transpose_b, kwargs", [
+    (700, 712, 456, False, {"tile_n": 128}),
+    (700, 712, 456, True, {"tile_n": 192, "persistent": True}),
+    (4822, 904, 3600, False, {"tile_n": 192, "persistent": True, "cluster_n": 2}),
+    (4822, 904, 3600, True, {"tile_n": 128, "persistent": True, "cluster_m": 2}),
+    (1528, 1872, 2792, False, {"tile_n": 128, "persistent": True, "cluster_m": 2, "cluster_n": 4}),
+    (163, 18944, 4096, True, {"tile_n": 176, "persistent": True, "swap_ab": True}),
+    (1528, 1872, 2792, False, {"tile_n": 128, "persistent": True, "swap_ab": True, "cluster_m": 2, "cluster_n": 4}),
+    (333, 1000, 200, False, {"tile_n": 64, "out_dtype": "float32"}),
+], ids=["one-tile", "persistent-nt", "pairs-sharing-a", "pairs-sharing-b", "2x4", "swapped-nt", "swapped-nn-2x4",
+        "f32-out"])
+def test_gemm_192_row_tiles(m, n, k, transpose_b, kwargs, rng):
+    """tile_m=192: three consumer warpgroups of 64 rows each, ragged edges, clusters, swapped."""
+    tol = 1e-4 if kwargs.get("out_dtype") == "float32" else 1e-2
+    assert _run(m, n, k, rng, transpose_b, runs=1, tile_m=192, **kwargs) <= tol
+
+
 @pytest.mark.parametrize("kwargs, tol", [({"tile_n": 128}, 1e-2), ({"tile_n": 64, "stages": 3}, 1e-2),
                                          ({"out_dtype": "float32"}, 1e-4),
                                          ({"dtype": "float16", "out_dtype": "float16"}, 2e-3)])

@@ -757,7 +757,7 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
                                     "clusters_of_eight, swap_clusters, swap_clusters_wide, n16_tiles, narrow_stream_k, "
                                     "row_raster, stream_k_reads, l2_reuse_bound, partial_waves, span_pairs, pair_tile, "
                                     "small_stream_k, narrow_pairs, stream_k_teams, dram_rereads, wide_pingpong, "
-                                    "local_calibration, soft_step, b_half_boxes, swap_share_b (comma-separated, "
+                                    "local_calibration, soft_step, b_half_boxes, swap_share_b, three_consumers (comma-separated, "
                                     "-name to "
                                     "switch one off), "
                                     "got "
@@ -1730,3 +1730,31 @@ def test_swap_share_b_offers_swapped_clusters_sharing_b_k_n_along_m_past_the_swa
     assert not any(c.get("swap_ab") for c in model.candidates(model.Problem(3604, 592, 10640, transpose_b=True)))
     assert not any(c.get("swap_ab") for c in model.candidates(
         model.Problem(3604, 592, 10640, transpose_b=False, epilogue=True)))
+
+
+def test_three_consumers_offers_192_row_tiles_the_kernel_runs(monkeypatch):
+    # 4822x904x3600: cuBLAS runs 192 x 192 tiles in pairs (130 tiles for 132 SMs); 163x18944x4096
+    # swapped 192 x 176 (99 tiles, one wave). The switch offers 192-row tiles of C and swapped ones,
+    # never split, stream-K or pingpong (the kernel refuses them with three consumers), never wider
+    # than THREE_CONSUMER_MAX_N, and every one resolves to a tiling the kernel takes.
+    from mgpu_lab.kernels.gemm.tiling import check_tiling, settle_tiling
+
+    plain, swapped = model.Problem(4822, 904, 3600), model.Problem(163, 18944, 4096, transpose_b=True)
+    monkeypatch.setattr(model, "OFFER_THREE_CONSUMERS", False)
+    assert not any(c["tile_m"] == 192 for p in (plain, swapped) for c in model.candidates(p))
+    monkeypatch.setattr(model, "OFFER_THREE_CONSUMERS", True)
+    offered = {p: [c for c in model.candidates(p) if c["tile_m"] == 192] for p in (plain, swapped)}
+    assert {"tile_m": 192, "tile_n": 192, "persistent": True, "group_m": 8, "cluster_n": 2} in offered[plain]
+    assert {"tile_m": 192, "tile_n": 192, "persistent": True, "group_m": 8, "cluster_m": 2} in offered[plain]
+    assert any(c.get("swap_ab") and c["tile_n"] in (168, 176) for c in offered[swapped])
+    for p, configs in offered.items():
+        assert configs and all(c["persistent"] in (False, True) and c.get("split_k", 1) == 1
+                               and c["tile_n"] <= 192 for c in configs)
+        for c in configs:
+            settled = settle_tiling(p.m, p.n, p.k, dict(c), transpose_b=p.transpose_b)
+            check_tiling(settled)
+            assert settled.consumers == 3
+    # with an epilogue (a fused GELU + residual spilled at 192 x 192) or FP8: none
+    assert not any(c["tile_m"] == 192 for c in model.candidates(model.Problem(4822, 904, 3600, epilogue=True)))
+    assert not any(c["tile_m"] == 192 for c in model.candidates(
+        model.Problem(4822, 904, 3600, transpose_b=True, dtype="float8_e4m3fn")))

@@ -7,7 +7,8 @@ warp-specialized (the pieces are in pieces.py):
   transaction bytes); the producer waits on `empty[s]` before refilling it.
 - one (tile_m = 64) or two consumer warpgroups (setmaxnreg 232) multiply their rows of the A
   tile (64 or 128 rows each: one or two wgmma row tiles) with the B tile on the tensor cores,
-  keep one wgmma group in flight and release the previous slot when its group is done.
+  keep one wgmma group in flight and release the previous slot when its group is done; tile_m =
+  192 runs three consumers of 64 rows (setmaxnreg 152: 512 threads share the register file).
 - epilogue: an optional callable rewrites the f32 tile in registers (bias, activation,
   residual, scaling: epilogues.py), the result is rounded to the output type, written to
   smem in the 128-byte swizzled layout (conflict-free) and TMA-stored to C. The epilogue buffer

@@ -49,8 +49,8 @@ from .cluster_shares import pairs_split_b
 from .h200_limits import H200_CLUSTERS, H200_SMS
 from .l2_replay import operand_reads
 from .stream_k_plan import MAX_CONTRIBUTORS, MAX_TEAM, StreamKPlan
-from .tile_limits import (MAX_ACCUMULATOR, MAX_PINGPONG_ACCUMULATOR, MAX_SWAP_AB_ACCUMULATOR, TILE_NS, TILE_NS_64_BOXES,
-                          valid_tile_n)
+from .tile_limits import (MAX_ACCUMULATOR, MAX_PINGPONG_ACCUMULATOR, MAX_SWAP_AB_ACCUMULATOR, THREE_CONSUMER_MAX_N,
+                          TILE_NS, TILE_NS_64_BOXES, valid_tile_n)
 
 PEAK_TFLOPS = {"bfloat16": 790.0, "float16": 790.0, "float8_e4m3fn": 1580.0}  # H200 dense tensor-core peaks
 ITEMSIZE = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
@@ -72,7 +72,7 @@ OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "cluste
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
           "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs", "pair_tile", "small_stream_k",
           "narrow_pairs", "stream_k_teams", "dram_rereads", "wide_pingpong", "local_calibration", "soft_step",
-          "b_half_boxes", "swap_share_b")
+          "b_half_boxes", "swap_share_b", "three_consumers")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "swap_clusters_wide", "row_raster",
                   "stream_k_reads", "span_pairs", "narrow_pairs", "stream_k_teams", "wide_pingpong")
 
@@ -359,6 +359,14 @@ OFFER_B_HALF_BOXES = "b_half_boxes" in _OFFERED
 # large the library's tiles of C already ran near cuBLAS, and the model's estimates of these clusters
 # are untried there. Off: untimed against the library's picks on drawn shapes.
 OFFER_SWAP_SHARE_B = "swap_share_b" in _OFFERED
+# Tiles of 192 rows (three consumer warpgroups of 64 rows; tile_limits.THREE_CONSUMER_MAX_N columns at
+# most), one per block or persistent, alone or in multicast clusters, as C's tiles and swapped (192
+# of n): what cuBLAS runs on many of the drawn shapes where ours trail (probe_cublas_kernels: 4822x904
+# in 192 x 192 pairs, 130 tiles for 132 SMs; 163x18944 in swapped 192 x 176, 99 tiles in one wave;
+# 1528x1872 in swapped 192 x 128 2 x 4; 2053x1088, 338x5704, 517x1712 in 192-row tiles). Without an
+# epilogue (a fused bias + GELU + residual spilled at 192 x 192) and 16-bit inputs only. Off: untimed.
+OFFER_THREE_CONSUMERS = "three_consumers" in _OFFERED
+THREE_CONSUMER_ROWS = 192
 SWAP_SHARE_B_WIDTHS = (88, 96, 112, 128, 144, 152, 160, 176, 192, 208, 224, 256)
 SWAP_SHARE_B_MAX_N = 1536
 # by transpose_b: the widths from 160 up to the limit the tiling takes (B (k, n): 160 with
@@ -663,9 +671,26 @@ def _clusters_of_eight(p: Problem, tm: int, tn: int, group_m: int) -> Iterator[d
         yield {**config, "cluster_m": 4, "cluster_n": 2}
 
 
+def _consumer_rows(tile_m: int) -> int:
+    """Rows of C (or C.T) one consumer warpgroup keeps (pieces.GemmTiling.consumer_rows, not pingpong)."""
+    return 64 if tile_m in (64, THREE_CONSUMER_ROWS) else tile_m // 2
+
+
 def _fits_accumulator(tile_m: int, tile_n: int, pingpong: bool = False) -> bool:
-    rows = tile_m if pingpong else (tile_m // 2 if tile_m > 64 else tile_m)
+    if tile_m == THREE_CONSUMER_ROWS and tile_n > THREE_CONSUMER_MAX_N:
+        return False
+    rows = tile_m if pingpong else _consumer_rows(tile_m)
     return rows * tile_n <= MAX_ACCUMULATOR
+
+
+def _three_consumers_ok(p: Problem) -> bool:
+    """Whether OFFER_THREE_CONSUMERS offers 192-row tiles for p: no epilogue, 16-bit inputs."""
+    return OFFER_THREE_CONSUMERS and not p.epilogue and p.dtype in ("bfloat16", "float16")
+
+
+def _tile_ms(p: Problem) -> tuple[int, ...]:
+    """Row counts of the tiles offered: 64, 128, 256, and 192 where _three_consumers_ok."""
+    return (64, 128, THREE_CONSUMER_ROWS, 256) if _three_consumers_ok(p) else (64, 128, 256)
 
 
 def _ceil(a: int, b: int) -> int:
@@ -677,12 +702,16 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
     valid as far as cheap checks go; configs.py still validates the pick with resolve_tiling."""
     tk = SWIZZLE // ITEMSIZE[p.dtype]
     k_tiles = _ceil(p.k, tk)
-    for tm in (64, 128, 256):
+    for tm in _tile_ms(p):
         for tn in _tile_ns(p.transpose_b):
             rows, cols = _ceil(p.m, tm), _ceil(p.n, tn)
             tiles = rows * cols
             if tm > 128 * _ceil(p.m, 128) or tn > 128 * _ceil(p.n, 128):
                 continue  # a tile more than a 128 block past the problem's edge is only waste
+            if tm == THREE_CONSUMER_ROWS:
+                if tn >= 64 and _fits_accumulator(tm, tn):
+                    yield from _three_consumer_tiles(p, tm, tn, rows, cols)
+                continue
             if _fits_accumulator(tm, tn):
                 yield {"tile_m": tm, "tile_n": tn, "persistent": False}
                 if tiles < p.sms and tn >= 64:  # split-K where the tiles fill fewer than the SMs
@@ -738,6 +767,27 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
         yield from _swap_sharing_b(p)
 
 
+def _three_consumer_tiles(p: Problem, tm: int, tn: int, rows: int, cols: int) -> Iterator[dict[str, Any]]:
+    """OFFER_THREE_CONSUMERS: C's 192-row tiles, one per block or persistent (no split-K, stream-K
+    or pingpong: the kernel runs neither with three consumers), alone, in pairs sharing B or A and
+    in the clusters of four and eight the others get."""
+    yield {"tile_m": tm, "tile_n": tn, "persistent": False}
+    tiles = rows * cols
+    if tiles <= p.sms // 2:
+        return
+    for g in (8, 16) if tiles >= GROUP_WAVES * p.sms else (8,):
+        config = {"tile_m": tm, "tile_n": tn, "persistent": True, "group_m": g}
+        yield config
+        if rows >= 2 and pairs_split_b(tn, p.transpose_b, 2):
+            yield {**config, "cluster_m": 2}
+        if cols >= 2:
+            yield {**config, "cluster_n": 2}
+        if OFFER_CLUSTERS_OF_FOUR:
+            yield from _clusters_of_four(p, tm, tn, g)
+        if OFFER_CLUSTERS_OF_EIGHT:
+            yield from _clusters_of_eight(p, tm, tn, g)
+
+
 def _swap_sharing_b(p: Problem) -> Iterator[dict[str, Any]]:
     """OFFER_SWAP_SHARE_B past the swapped rows' limit (n up to SWAP_SHARE_B_MAX_N): persistent
     swapped tiles over B (k, n), SWAP_SHARE_B_WIDTHS of m each (evened over their count: m = 3604
@@ -748,8 +798,8 @@ def _swap_sharing_b(p: Problem) -> Iterator[dict[str, Any]]:
         parts = _ceil(p.m, width)
         widths[_ceil(_ceil(p.m, parts), 8) * 8] = parts
     for width, parts in sorted(widths.items()):
-        for tm in (128, 256):
-            if tm // 2 * width <= MAX_SWAP_AB_ACCUMULATOR and _ceil(p.n, tm) * parts > p.sms // 4:
+        for tm in _tile_ms(p)[1:]:
+            if _fits_swapped(tm, width, MAX_SWAP_AB_ACCUMULATOR) and _ceil(p.n, tm) * parts > p.sms // 4:
                 yield from _swapped_clusters(p, tm, width, parts, share_b_k_n=True)
 
 
@@ -825,22 +875,32 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
             if width <= 256 and _ceil(p.m, width) == parts:
                 widths[width] = parts
     for width, parts in sorted(widths.items()):
-        for tm in (64, 128, 256):
-            if (tm // 2 if tm > 64 else tm) * width > limit:
+        for tm in _tile_ms(p):
+            if not _fits_swapped(tm, width, limit):
                 continue
             tiles = _ceil(p.n, tm) * parts
+            three = tm == THREE_CONSUMER_ROWS  # one tile per block or persistent only
             if p.m <= SWAP_AB_MAX_M:
                 yield {"tile_m": tm, "tile_n": width, "persistent": False, "swap_ab": True}
-                if tiles < p.sms:
+                if tiles < p.sms and not three:
                     for s in _splits(tiles, k_tiles, p.sms, SPLITS):
                         yield {"tile_m": tm, "tile_n": width, "persistent": False, "swap_ab": True, "split_k": s,
                                "split_k_reduce": "cluster"}
             if OFFER_SWAP_PERSISTENT and tm >= 128 and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": width, "persistent": True, "swap_ab": True, "group_m": 8}
-                if OFFER_SWAP_STREAM_K and _stream_k_ok(tm, width, _ceil(p.n, tm), parts, k_tiles, p.sms):
+                if OFFER_SWAP_STREAM_K and not three and _stream_k_ok(tm, width, _ceil(p.n, tm), parts, k_tiles,
+                                                                      p.sms):
                     yield {"tile_m": tm, "tile_n": width, "persistent": "stream_k", "swap_ab": True, "group_m": 8}
             if OFFER_SWAP_CLUSTERS and p.m <= _swap_clusters_rows() and tiles > p.sms // 4:
                 yield from _swapped_clusters(p, tm, width, parts)
+
+
+def _fits_swapped(tm: int, width: int, limit: int) -> bool:
+    """A swapped consumer's accumulator (its rows of tm by `width` of m) within `limit` elements,
+    and within THREE_CONSUMER_MAX_N columns for 192-row tiles."""
+    if tm == THREE_CONSUMER_ROWS and width > THREE_CONSUMER_MAX_N:
+        return False
+    return _consumer_rows(tm) * width <= limit
 
 
 def _swapped_clusters(p: Problem, tm: int, width: int, parts: int, share_b_k_n: bool = False

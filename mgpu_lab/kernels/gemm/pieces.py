@@ -36,9 +36,12 @@ WARPGROUP = 128
 WGMMA_ROWS = 64  # rows of one wgmma instruction (one warpgroup)
 SWIZZLE = 128  # bytes: A and K-major B rows are one 128-byte swizzle span of k
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
+# three consumers (tile_m = 192): 512 threads start at 128 registers each; the producer's 40 leave
+# the consumers 152 (40 + 3 * 152 <= 4 * 128)
+THREE_CONSUMER_REGS = 152
 CONSUMER_BARRIER = 1  # named barrier of all consumer threads
-WG_BARRIER = 2  # + consumer index: named barrier of one consumer warpgroup
-TURN_BARRIER = 4  # + consumer index (pingpong): 'your mainloop may start', the other consumer arrives
+WG_BARRIER = 2  # + consumer index (up to three): named barrier of one consumer warpgroup
+TURN_BARRIER = 5  # + consumer index (pingpong): 'your mainloop may start', the other consumer arrives
 EPILOGUE_SLOTS_BYTES = 16 * 1024  # a persistent consumer's epilogue buffer, at most (two slots)
 SMEM_LIMIT = 227 * 1024  # shared memory a Hopper block can have
 
@@ -140,7 +143,8 @@ WIDE_STAGES = _probe_number(WIDE_STAGES_ENV, 2, MAX_STAGES,
 @dataclass(frozen=True)
 class GemmTiling:
     """C (m, n) = A (m, k) @ B: B (k, n), or (n, k) with transpose_b. A block computes a
-    (tile_m x tile_n) tile of C with `consumers` warpgroups of tile_m / consumers rows each; with
+    (tile_m x tile_n) tile of C with `consumers` warpgroups of tile_m / consumers rows each (one of
+    64 rows, two of 64 or 128, three of 64 for tile_m = 192); with
     pingpong, each of the two consumers computes whole tiles, alternating, so one's epilogue runs
     while the other multiplies."""
 
@@ -212,7 +216,12 @@ class GemmTiling:
 
     @property
     def consumers(self) -> int:
-        return 2 if self.pingpong or self.tile_m > WGMMA_ROWS else 1
+        """Consumer warpgroups: two for pingpong and 128 / 256 rows, three of 64 rows for 192
+        (what cuBLAS's 192-row tiles run: a 192 x 176 tile in one wave of 99 blocks on 163 x 18944),
+        one for 64."""
+        if self.pingpong:
+            return 2
+        return 3 if self.tile_m == 3 * WGMMA_ROWS else 2 if self.tile_m > WGMMA_ROWS else 1
 
     @property
     def consumer_rows(self) -> int:
@@ -577,7 +586,7 @@ def producer_registers(t: GemmTiling) -> None:
 
 def consumer_registers(t: GemmTiling) -> None:
     if t.consumers > 1:
-        dsl.setmaxnreg(CONSUMER_REGS)
+        dsl.setmaxnreg(THREE_CONSUMER_REGS if t.consumers == 3 else CONSUMER_REGS)
 
 
 def load_operands(ctx: Any, t: GemmTiling, a: ir.Value, b: ir.Value, ring: tuple, full: Any, empty: Any,

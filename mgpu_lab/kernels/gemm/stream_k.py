@@ -47,7 +47,7 @@ from mgpu_lab.runtime.program import Launch, Program, Ref, Scratch, inputs
 from .pieces import WARPGROUP, GemmTiling, load_tile, multiply, release_slot
 from .stream_k_plan import MAX_CONTRIBUTORS, StreamKPlan
 
-SIGNAL_BARRIER = 6  # + consumer index: the consumer's partial is parked (it arrives, the signaller syncs)
+SIGNAL_BARRIER = 7  # + consumer index: the consumer's partial is parked (it arrives, the signaller syncs)
 SIGNALLER_WARP = 1  # of the producer warpgroup (warp 0 issues the TMA loads)
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-TILE_MS = (64, 128, 256)
+# 192: three consumer warpgroups of 64 rows (what cuBLAS's 192-row tiles fill a wave with: 4822 x 904
+# in 192 x 192 tiles is 130 of them on 132 SMs, where 128- and 256-row tiles take 1.5 and 0.8 waves)
+TILE_MS = (64, 128, 192, 256)
 # B (k, n) is loaded in 64-column boxes (128-byte swizzle) where tile_n is a multiple of 64, else in
 # 32-column boxes (64-byte swizzle): 96 / 160 / 224 fit n = 280, 592, ... with a few % of waste
 # where the 64-multiples waste 14-27% (13056x280: 3 x 96 against 3 x 128), but run slower per flop
@@ -21,6 +23,9 @@ MAX_SWAP_AB_ACCUMULATOR = 128 * 160
 # a pingpong consumer owns whole tiles and 232 registers (the producer keeps 40): 128 x 192 f32 of
 # accumulator leaves room for the plain store without spills (what cuBLAS's 176 x 128 pingpong keeps)
 MAX_PINGPONG_ACCUMULATOR = 128 * 192
+# three consumers (tile_m 192): a block of 512 threads is compiled to 128 registers a thread, and
+# ptxas holds each wgmma to that (64 x 208 asked for 130: C7602) whatever setmaxnreg gives later
+THREE_CONSUMER_MAX_N = 192
 
 
 def valid_tile_n(tile_n: Any, transpose_b: bool, swap_ab: bool = False) -> bool:
@@ -42,4 +47,4 @@ def accumulator_limit(pingpong: bool = False, swap_ab: bool = False) -> int:
 
 
 __all__ = ["MAX_ACCUMULATOR", "MAX_PINGPONG_ACCUMULATOR", "MAX_SWAP_AB_ACCUMULATOR", "TILE_MS", "TILE_NS",
-           "TILE_NS_64_BOXES", "accumulator_limit", "valid_tile_n"]
+           "THREE_CONSUMER_MAX_N", "TILE_NS_64_BOXES", "accumulator_limit", "valid_tile_n"]

@@ -17,13 +17,13 @@ from typing import Any
 from mgpu_lab.arguments import alternatives, choice, count, flag, size
 
 from .cluster_shares import pairs_split_b  # the rule lives there (the model reads it too); still importable here
-from .pieces import SMEM_LIMIT, GemmTiling, deepest_ring
+from .pieces import SMEM_LIMIT, THREE_CONSUMER_REGS, GemmTiling, deepest_ring
 from .split_k import MAX_CLUSTER_SPLIT, default_reduce, even_split_k
 from .stream_k import check_stream_k
 from .stream_k_plan import MAX_TEAM
 # the limits live there (the model reads them too); still importable here
-from .tile_limits import (MAX_ACCUMULATOR, MAX_PINGPONG_ACCUMULATOR, MAX_SWAP_AB_ACCUMULATOR, TILE_MS, TILE_NS,
-                          accumulator_limit, valid_tile_n)
+from .tile_limits import (MAX_ACCUMULATOR, MAX_PINGPONG_ACCUMULATOR, MAX_SWAP_AB_ACCUMULATOR, THREE_CONSUMER_MAX_N,
+                          TILE_MS, TILE_NS, accumulator_limit, valid_tile_n)
 
 SWAP_AB_EPILOGUE = ("gemm: swap_ab=True holds C.T's tiles and applies only an epilogue marked swap_safe (one that "
                     "reads its arrays through the tile's loaders, as `fused(...)` does); use swap_ab=False with this "
@@ -66,6 +66,11 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     if t.pingpong and t.tile_m not in (64, 128):
         raise ValueError(f"gemm: persistent='pingpong' gives each consumer whole tiles: tile_m must be 64 or 128, "
                          f"got {t.tile_m}")
+    if t.tile_m == 192 and (t.persistent not in (False, True) or t.split_k > 1 or t.tile_n > THREE_CONSUMER_MAX_N):
+        raise ValueError(f"gemm: tile_m=192 runs three consumer warpgroups of 64 rows with {THREE_CONSUMER_REGS} "
+                         f"registers each: it takes one tile per block or persistent=True, split_k=1 and tile_n "
+                         f"up to {THREE_CONSUMER_MAX_N}; got persistent={t.persistent!r}, split_k={t.split_k}, "
+                         f"tile_n={t.tile_n}")
     limit = accumulator_limit(t.pingpong, t.swap_ab is True)
     if t.consumer_rows * t.tile_n > limit:
         how = "persistent='pingpong' with " if t.pingpong else "swap_ab=True with " if t.swap_ab is True else ""
