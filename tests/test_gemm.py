@@ -129,10 +129,9 @@ def test_configs():
      r"swap_ab=True with tile_m=256 keeps a 128 x tile_n f32 accumulator per consumer; tile_n must be at most 160 "
      r"to fit in registers, got 168"),
     ({"tile_m": 96}, r"tile_m must be one of \(64, 128, 192, 256\), got 96"),
-    ({"tile_m": 192, "tile_n": 128, "persistent": "stream_k"},
-     r"tile_m=192 runs three consumer warpgroups .* one tile per block or persistent=True, split_k=1 and tile_n up "
-     r"to 192; got persistent='stream_k', split_k=1, tile_n=128"),
-    ({"tile_m": 192, "tile_n": 128, "split_k": 2}, r"tile_m=192 .*got persistent=False, split_k=2, tile_n=128"),
+    ({"tile_m": 192, "tile_n": 128, "split_k": 2},
+     r"tile_m=192 runs three consumer warpgroups .* one tile per block, persistent=True or 'stream_k', split_k=1 and "
+     r"tile_n up to 192; got persistent=False, split_k=2, tile_n=128"),
     ({"tile_m": 192, "tile_n": 224}, r"tile_m=192 .*tile_n up to 192; got persistent=False, split_k=1, tile_n=224"),
     ({"tile_m": 192, "tile_n": 128, "persistent": "pingpong"}, r"pingpong.*tile_m must be 64 or 128, got 192"),
     ({"tile_m": 256, "tile_n": 256}, r"tile_n must be at most 128"),
@@ -677,7 +676,8 @@ def test_swapped_tiles_over_b_k_n_share_it_along_m(cluster_m, cluster_n):
     {"tile_n": 176, "persistent": True, "transpose_b": True},
     {"tile_n": 176, "persistent": True, "transpose_b": True, "swap_ab": True},
     {"tile_n": 128, "persistent": True, "swap_ab": True, "cluster_m": 2, "cluster_n": 4},
-], ids=["pairs-sharing-a", "one-tile", "nt", "swapped-nt", "swapped-nn-2x4"])
+    {"tile_n": 192, "persistent": "stream_k", "cluster_m": 2},
+], ids=["pairs-sharing-a", "one-tile", "nt", "swapped-nt", "swapped-nn-2x4", "stream-k-pairs"])
 def test_192_row_tiles_run_three_consumers(kwargs):
     """tile_m=192: three consumer warpgroups of 64 rows (512 threads), each issuing 64-row wgmmas on
     its own third of the A tile, without spills in the 128 registers ptxas holds a 512-thread

@@ -89,8 +89,11 @@ def test_gemm_every_tile_on_a_ragged_shape(tile_m, tile_n, transpose_b, rng):
     (163, 18944, 4096, True, {"tile_n": 176, "persistent": True, "swap_ab": True}),
     (1528, 1872, 2792, False, {"tile_n": 128, "persistent": True, "swap_ab": True, "cluster_m": 2, "cluster_n": 4}),
     (333, 1000, 200, False, {"tile_n": 64, "out_dtype": "float32"}),
+    (4822, 904, 3600, False, {"tile_n": 192, "persistent": "stream_k"}),
+    (1538, 1080, 20352, True, {"tile_n": 144, "persistent": "stream_k"}),
+    (4822, 904, 3600, False, {"tile_n": 192, "persistent": "stream_k", "cluster_m": 2}),
 ], ids=["one-tile", "persistent-nt", "pairs-sharing-a", "pairs-sharing-b", "2x4", "swapped-nt", "swapped-nn-2x4",
-        "f32-out"])
+        "f32-out", "stream-k", "stream-k-nt", "stream-k-pairs"])
 def test_gemm_192_row_tiles(m, n, k, transpose_b, kwargs, rng):
     """tile_m=192: three consumer warpgroups of 64 rows each, ragged edges, clusters, swapped."""
     tol = 1e-4 if kwargs.get("out_dtype") == "float32" else 1e-2

@@ -1735,8 +1735,8 @@ def test_swap_share_b_offers_swapped_clusters_sharing_b_k_n_along_m_past_the_swa
 def test_three_consumers_offers_192_row_tiles_the_kernel_runs(monkeypatch):
     # 4822x904x3600: cuBLAS runs 192 x 192 tiles in pairs (130 tiles for 132 SMs); 163x18944x4096
     # swapped 192 x 176 (99 tiles, one wave). The switch offers 192-row tiles of C and swapped ones,
-    # never split, stream-K or pingpong (the kernel refuses them with three consumers), never wider
-    # than THREE_CONSUMER_MAX_N, and every one resolves to a tiling the kernel takes.
+    # never split or pingpong (the kernel refuses them with three consumers), never wider than
+    # THREE_CONSUMER_MAX_N, and every one resolves to a tiling the kernel takes.
     from mgpu_lab.kernels.gemm.tiling import check_tiling, settle_tiling
 
     plain, swapped = model.Problem(4822, 904, 3600), model.Problem(163, 18944, 4096, transpose_b=True)
@@ -1747,8 +1747,9 @@ def test_three_consumers_offers_192_row_tiles_the_kernel_runs(monkeypatch):
     assert {"tile_m": 192, "tile_n": 192, "persistent": True, "group_m": 8, "cluster_n": 2} in offered[plain]
     assert {"tile_m": 192, "tile_n": 192, "persistent": True, "group_m": 8, "cluster_m": 2} in offered[plain]
     assert any(c.get("swap_ab") and c["tile_n"] in (168, 176) for c in offered[swapped])
+    assert {"tile_m": 192, "tile_n": 192, "persistent": "stream_k", "group_m": 8, "cluster_m": 2} in offered[plain]
     for p, configs in offered.items():
-        assert configs and all(c["persistent"] in (False, True) and c.get("split_k", 1) == 1
+        assert configs and all(c["persistent"] != "pingpong" and c.get("split_k", 1) == 1
                                and c["tile_n"] <= 192 for c in configs)
         for c in configs:
             settled = settle_tiling(p.m, p.n, p.k, dict(c), transpose_b=p.transpose_b)

@@ -157,6 +157,11 @@ def make_gemm(m: int, n: int, k: int, *, transpose_b: bool = False, dtype: str =
     over by 132 blocks), not pingpong; persistent=True ones also in multicast clusters
     (cluster_m over C.T's rows, sharing the caller's A rows; cluster_n along them, sharing B (n, k)'s
     rows: 64 x 176 tiles in pairs are 64 rows of n by 176 of m, cuBLAS's mid-m kernels).
+    tile_m: 64 (one consumer warpgroup), 128 or 256 (two, of 64 or 128 rows), or 192: three
+    consumers of 64 rows each (512 threads, so at most 128 registers a thread and tile_n up to
+    192), one tile per block, persistent=True or "stream_k", in clusters too, swapped too (192 of
+    n), not split or pingpong: the 192-row tiles cuBLAS fills a wave with (4822 x 904 in 130
+    tiles of 192 x 192 on 132 SMs).
     Tile sizes (and split_k, swap_ab) left out come from `gemm_config` (tuned table, else the
     performance model; with an epilogue, a tuned entry that swaps gives way to the model). Given
     one of tile_m and tile_n, the other and the rest come from the model's fastest configuration

@@ -360,8 +360,8 @@ OFFER_B_HALF_BOXES = "b_half_boxes" in _OFFERED
 # are untried there. Off: untimed against the library's picks on drawn shapes.
 OFFER_SWAP_SHARE_B = "swap_share_b" in _OFFERED
 # Tiles of 192 rows (three consumer warpgroups of 64 rows; tile_limits.THREE_CONSUMER_MAX_N columns at
-# most), one per block or persistent, alone or in multicast clusters, as C's tiles and swapped (192
-# of n): what cuBLAS runs on many of the drawn shapes where ours trail (probe_cublas_kernels: 4822x904
+# most), one per block, persistent or stream-K, alone or in multicast clusters, as C's tiles and swapped (192
+# of n), and stream-K ones of C: what cuBLAS runs on many of the drawn shapes where ours trail (probe_cublas_kernels: 4822x904
 # in 192 x 192 pairs, 130 tiles for 132 SMs; 163x18944 in swapped 192 x 176, 99 tiles in one wave;
 # 1528x1872 in swapped 192 x 128 2 x 4; 2053x1088, 338x5704, 517x1712 in 192-row tiles). Without an
 # epilogue (a fused bias + GELU + residual spilled at 192 x 192) and 16-bit inputs only. Off: untimed.
@@ -768,18 +768,22 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
 
 
 def _three_consumer_tiles(p: Problem, tm: int, tn: int, rows: int, cols: int) -> Iterator[dict[str, Any]]:
-    """OFFER_THREE_CONSUMERS: C's 192-row tiles, one per block or persistent (no split-K, stream-K
+    """OFFER_THREE_CONSUMERS: C's 192-row tiles, one per block, persistent or stream-K (no split-K
     or pingpong: the kernel runs neither with three consumers), alone, in pairs sharing B or A and
     in the clusters of four and eight the others get."""
     yield {"tile_m": tm, "tile_n": tn, "persistent": False}
-    tiles = rows * cols
+    tiles, k_tiles = rows * cols, _ceil(p.k, SWIZZLE // ITEMSIZE[p.dtype])
     if tiles <= p.sms // 2:
         return
     for g in (8, 16) if tiles >= GROUP_WAVES * p.sms else (8,):
         config = {"tile_m": tm, "tile_n": tn, "persistent": True, "group_m": g}
         yield config
+        if _stream_k_ok(tm, tn, rows, cols, k_tiles, p.sms):
+            yield {**config, "persistent": "stream_k"}
         if rows >= 2 and pairs_split_b(tn, p.transpose_b, 2):
             yield {**config, "cluster_m": 2}
+            if _stream_k_ok(tm, tn, rows, cols, k_tiles, p.sms, cluster_m=2):
+                yield {**config, "persistent": "stream_k", "cluster_m": 2}
         if cols >= 2:
             yield {**config, "cluster_n": 2}
         if OFFER_CLUSTERS_OF_FOUR:
@@ -831,7 +835,7 @@ def _stream_k_ok(tm: int, tn: int, rows: int, cols: int, k_tiles: int, sms: int,
     multicast pair, unless OFFER_NARROW_STREAM_K."""
     if not OFFER_NARROW_STREAM_K and cluster_m * cluster_n == 1 and tm * tn <= NARROW_STREAM_K_AREA:
         return False
-    consumers = 2 if tm > 64 else 1
+    consumers = 3 if tm == THREE_CONSUMER_ROWS else 2 if tm > 64 else 1
     step = math.lcm(16 * consumers, tm // 4)
     if tn % step:
         return False

@@ -66,11 +66,11 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     if t.pingpong and t.tile_m not in (64, 128):
         raise ValueError(f"gemm: persistent='pingpong' gives each consumer whole tiles: tile_m must be 64 or 128, "
                          f"got {t.tile_m}")
-    if t.tile_m == 192 and (t.persistent not in (False, True) or t.split_k > 1 or t.tile_n > THREE_CONSUMER_MAX_N):
+    if t.tile_m == 192 and (t.pingpong or t.split_k > 1 or t.tile_n > THREE_CONSUMER_MAX_N):
         raise ValueError(f"gemm: tile_m=192 runs three consumer warpgroups of 64 rows with {THREE_CONSUMER_REGS} "
-                         f"registers each: it takes one tile per block or persistent=True, split_k=1 and tile_n "
-                         f"up to {THREE_CONSUMER_MAX_N}; got persistent={t.persistent!r}, split_k={t.split_k}, "
-                         f"tile_n={t.tile_n}")
+                         f"registers each: it takes one tile per block, persistent=True or 'stream_k', split_k=1 "
+                         f"and tile_n up to {THREE_CONSUMER_MAX_N}; got persistent={t.persistent!r}, "
+                         f"split_k={t.split_k}, tile_n={t.tile_n}")
     limit = accumulator_limit(t.pingpong, t.swap_ab is True)
     if t.consumer_rows * t.tile_n > limit:
         how = "persistent='pingpong' with " if t.pingpong else "swap_ab=True with " if t.swap_ab is True else ""
