@@ -78,6 +78,9 @@ def test_fp8_gemm_errors():
         make_fp8_gemm(256, 256, 128, transpose_b=False)
     with pytest.raises(ValueError, match="dtype must be 'float8_e4m3fn', got 'bfloat16'"):
         make_fp8_gemm(256, 256, 128, dtype="bfloat16")
+    with pytest.raises(ValueError, match=r"tile_m=192 \(three consumer warpgroups\) runs 16-bit inputs only .*got "
+                                         r"dtype 'float8_e4m3fn'; use tile_m=128 or 256"):
+        make_fp8_gemm(256, 256, 128, tile_m=192, tile_n=128)
 
 
 @pytest.mark.parametrize("shape, tiles", [((4096, 4096, 4096), {}), ((4096, 4096, 4096), {"tile_m": 256, "tile_n": 64}),

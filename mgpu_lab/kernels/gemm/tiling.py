@@ -71,6 +71,9 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
                          f"registers each: it takes one tile per block, persistent=True or 'stream_k', split_k=1 "
                          f"and tile_n up to {THREE_CONSUMER_MAX_N}; got persistent={t.persistent!r}, "
                          f"split_k={t.split_k}, tile_n={t.tile_n}")
+    if t.tile_m == 192 and t.itemsize != 2:
+        raise ValueError(f"gemm: tile_m=192 (three consumer warpgroups) runs 16-bit inputs only (its FP8 scales are "
+                         f"untested), got dtype {t.dtype!r}; use tile_m=128 or 256")
     limit = accumulator_limit(t.pingpong, t.swap_ab is True)
     if t.consumer_rows * t.tile_n > limit:
         how = "persistent='pingpong' with " if t.pingpong else "swap_ab=True with " if t.swap_ab is True else ""
