@@ -48,7 +48,8 @@ def test_the_tuned_config_is_the_two_row_tile_one():
     assert (t.tile_m, t.tile_n, t.consumers) == (256, 128, 2)
 
 
-@pytest.mark.parametrize("tiles", [{}, {"tile_m": 128, "tile_n": 256}], ids=["tuned_256x128", "128x256"])
+@pytest.mark.parametrize("tiles", [{}, {"tile_m": 128, "tile_n": 256}, {"tile_m": 192, "tile_n": 192}],
+                         ids=["tuned_256x128", "128x256", "192x192"])
 def test_profiling_leaves_the_wgmma_schedule_alone(tiles):
     plain = compiled(False, **tiles)
     profiled = compiled(True, **tiles)
