@@ -130,8 +130,8 @@ def test_configs():
      r"to fit in registers, got 168"),
     ({"tile_m": 96}, r"tile_m must be one of \(64, 128, 192, 256\), got 96"),
     ({"tile_m": 192, "tile_n": 128, "split_k": 2},
-     r"tile_m=192 runs three consumer warpgroups .* one tile per block, persistent=True or 'stream_k', split_k=1 and "
-     r"tile_n up to 192; got persistent=False, split_k=2, tile_n=128"),
+     r"tile_m=192 runs three consumer warpgroups of 64 rows \(a 512-thread block\): it takes one tile per block, "
+     r"persistent=True or 'stream_k', split_k=1 and tile_n up to 192; got persistent=False, split_k=2, tile_n=128"),
     ({"tile_m": 192, "tile_n": 224}, r"tile_m=192 .*tile_n up to 192; got persistent=False, split_k=1, tile_n=224"),
     ({"tile_m": 192, "tile_n": 128, "persistent": "pingpong"}, r"pingpong.*tile_m must be 64 or 128, got 192"),
     ({"tile_m": 256, "tile_n": 256}, r"tile_n must be at most 128"),

@@ -360,11 +360,13 @@ OFFER_B_HALF_BOXES = "b_half_boxes" in _OFFERED
 # are untried there. Off: untimed against the library's picks on drawn shapes.
 OFFER_SWAP_SHARE_B = "swap_share_b" in _OFFERED
 # Tiles of 192 rows (three consumer warpgroups of 64 rows; tile_limits.THREE_CONSUMER_MAX_N columns at
-# most), one per block, persistent or stream-K, alone or in multicast clusters, as C's tiles and swapped (192
-# of n), and stream-K ones of C: what cuBLAS runs on many of the drawn shapes where ours trail (probe_cublas_kernels: 4822x904
-# in 192 x 192 pairs, 130 tiles for 132 SMs; 163x18944 in swapped 192 x 176, 99 tiles in one wave;
-# 1528x1872 in swapped 192 x 128 2 x 4; 2053x1088, 338x5704, 517x1712 in 192-row tiles). Without an
-# epilogue (a fused bias + GELU + residual spilled at 192 x 192) and 16-bit inputs only. Off: untimed.
+# most): C's one per block, persistent or stream-K, alone or in multicast clusters, and swapped ones
+# (192 of n) where swapped tiles are offered. What cuBLAS runs on many of the drawn shapes where ours
+# trail (probe_cublas_kernels: 4822x904 in 192 x 192 pairs, 130 tiles for 132 SMs; 163x18944 in
+# swapped 192 x 176, 99 tiles in one wave; 1528x1872 in swapped 192 x 128 2 x 4; 2053x1088, 338x5704,
+# 517x1712 in 192-row tiles). Without an epilogue (a fused bias + GELU + residual spilled at 192 x 192)
+# and 16-bit inputs only. Off: untimed (no GPU in the session that built them); it moves 268 of the
+# 1821 drawn picks of seeds 601-630 (H100 constants).
 OFFER_THREE_CONSUMERS = "three_consumers" in _OFFERED
 THREE_CONSUMER_ROWS = 192
 SWAP_SHARE_B_WIDTHS = (88, 96, 112, 128, 144, 152, 160, 176, 192, 208, 224, 256)
@@ -802,7 +804,7 @@ def _swap_sharing_b(p: Problem) -> Iterator[dict[str, Any]]:
         parts = _ceil(p.m, width)
         widths[_ceil(_ceil(p.m, parts), 8) * 8] = parts
     for width, parts in sorted(widths.items()):
-        for tm in _tile_ms(p)[1:]:
+        for tm in (tm for tm in _tile_ms(p) if tm >= 128):
             if _fits_swapped(tm, width, MAX_SWAP_AB_ACCUMULATOR) and _ceil(p.n, tm) * parts > p.sms // 4:
                 yield from _swapped_clusters(p, tm, width, parts, share_b_k_n=True)
 

@@ -17,7 +17,7 @@ from typing import Any
 from mgpu_lab.arguments import alternatives, choice, count, flag, size
 
 from .cluster_shares import pairs_split_b  # the rule lives there (the model reads it too); still importable here
-from .pieces import SMEM_LIMIT, THREE_CONSUMER_REGS, GemmTiling, deepest_ring
+from .pieces import SMEM_LIMIT, GemmTiling, deepest_ring
 from .split_k import MAX_CLUSTER_SPLIT, default_reduce, even_split_k
 from .stream_k import check_stream_k
 from .stream_k_plan import MAX_TEAM
@@ -66,11 +66,11 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     if t.pingpong and t.tile_m not in (64, 128):
         raise ValueError(f"gemm: persistent='pingpong' gives each consumer whole tiles: tile_m must be 64 or 128, "
                          f"got {t.tile_m}")
-    if t.tile_m == 192 and (t.pingpong or t.split_k > 1 or t.tile_n > THREE_CONSUMER_MAX_N):
-        raise ValueError(f"gemm: tile_m=192 runs three consumer warpgroups of 64 rows with {THREE_CONSUMER_REGS} "
-                         f"registers each: it takes one tile per block, persistent=True or 'stream_k', split_k=1 "
-                         f"and tile_n up to {THREE_CONSUMER_MAX_N}; got persistent={t.persistent!r}, "
-                         f"split_k={t.split_k}, tile_n={t.tile_n}")
+    if t.tile_m == 192 and (t.split_k > 1 or t.tile_n > THREE_CONSUMER_MAX_N):  # (pingpong: refused above)
+        raise ValueError(f"gemm: tile_m=192 runs three consumer warpgroups of 64 rows (a 512-thread block): it takes "
+                         f"one tile per block, persistent=True or 'stream_k', split_k=1 and tile_n up to "
+                         f"{THREE_CONSUMER_MAX_N}; got persistent={t.persistent!r}, split_k={t.split_k}, "
+                         f"tile_n={t.tile_n}")
     if t.tile_m == 192 and t.itemsize != 2:
         raise ValueError(f"gemm: tile_m=192 (three consumer warpgroups) runs 16-bit inputs only (its FP8 scales are "
                          f"untested), got dtype {t.dtype!r}; use tile_m=128 or 256")
