@@ -50,7 +50,7 @@ from .h200_limits import H200_CLUSTERS, H200_SMS
 from .l2_replay import operand_reads
 from .stream_k_plan import MAX_CONTRIBUTORS, MAX_TEAM, StreamKPlan
 from .tile_limits import (MAX_ACCUMULATOR, MAX_PINGPONG_ACCUMULATOR, MAX_SWAP_AB_ACCUMULATOR, THREE_CONSUMER_MAX_N,
-                          TILE_NS, TILE_NS_64_BOXES, valid_tile_n)
+                          THREE_CONSUMER_ROWS, TILE_NS, TILE_NS_64_BOXES, consumer_count, valid_tile_n)
 
 PEAK_TFLOPS = {"bfloat16": 790.0, "float16": 790.0, "float8_e4m3fn": 1580.0}  # H200 dense tensor-core peaks
 ITEMSIZE = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
@@ -368,7 +368,6 @@ OFFER_SWAP_SHARE_B = "swap_share_b" in _OFFERED
 # and 16-bit inputs only. Off: untimed (no GPU in the session that built them); it moves 268 of the
 # 1821 drawn picks of seeds 601-630 (H100 constants).
 OFFER_THREE_CONSUMERS = "three_consumers" in _OFFERED
-THREE_CONSUMER_ROWS = 192
 SWAP_SHARE_B_WIDTHS = (88, 96, 112, 128, 144, 152, 160, 176, 192, 208, 224, 256)
 SWAP_SHARE_B_MAX_N = 1536
 # by transpose_b: the widths from 160 up to the limit the tiling takes (B (k, n): 160 with
@@ -673,16 +672,13 @@ def _clusters_of_eight(p: Problem, tm: int, tn: int, group_m: int) -> Iterator[d
         yield {**config, "cluster_m": 4, "cluster_n": 2}
 
 
-def _consumer_rows(tile_m: int) -> int:
-    """Rows of C (or C.T) one consumer warpgroup keeps (pieces.GemmTiling.consumer_rows, not pingpong)."""
-    return 64 if tile_m in (64, THREE_CONSUMER_ROWS) else tile_m // 2
-
-
-def _fits_accumulator(tile_m: int, tile_n: int, pingpong: bool = False) -> bool:
+def _fits_accumulator(tile_m: int, tile_n: int, pingpong: bool = False, limit: int = MAX_ACCUMULATOR) -> bool:
+    """A consumer's accumulator (its rows by tile_n; a pingpong consumer's whole tile) within `limit`
+    f32 elements, and within THREE_CONSUMER_MAX_N columns for 192-row tiles."""
     if tile_m == THREE_CONSUMER_ROWS and tile_n > THREE_CONSUMER_MAX_N:
         return False
-    rows = tile_m if pingpong else _consumer_rows(tile_m)
-    return rows * tile_n <= MAX_ACCUMULATOR
+    rows = tile_m if pingpong else tile_m // consumer_count(tile_m)
+    return rows * tile_n <= limit
 
 
 def _three_consumers_ok(p: Problem) -> bool:
@@ -712,7 +708,7 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                 continue  # a tile more than a 128 block past the problem's edge is only waste
             if tm == THREE_CONSUMER_ROWS:
                 if tn >= 64 and _fits_accumulator(tm, tn):
-                    yield from _three_consumer_tiles(p, tm, tn, rows, cols)
+                    yield from _three_consumer_tiles(p, tm, tn, rows, cols, k_tiles)
                 continue
             if _fits_accumulator(tm, tn):
                 yield {"tile_m": tm, "tile_n": tn, "persistent": False}
@@ -769,12 +765,13 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
         yield from _swap_sharing_b(p)
 
 
-def _three_consumer_tiles(p: Problem, tm: int, tn: int, rows: int, cols: int) -> Iterator[dict[str, Any]]:
+def _three_consumer_tiles(p: Problem, tm: int, tn: int, rows: int, cols: int, k_tiles: int
+                          ) -> Iterator[dict[str, Any]]:
     """OFFER_THREE_CONSUMERS: C's 192-row tiles, one per block, persistent or stream-K (no split-K
     or pingpong: the kernel runs neither with three consumers), alone, in pairs sharing B or A and
     in the clusters of four and eight the others get."""
     yield {"tile_m": tm, "tile_n": tn, "persistent": False}
-    tiles, k_tiles = rows * cols, _ceil(p.k, SWIZZLE // ITEMSIZE[p.dtype])
+    tiles = rows * cols
     if tiles <= p.sms // 2:
         return
     for g in (8, 16) if tiles >= GROUP_WAVES * p.sms else (8,):
@@ -805,7 +802,7 @@ def _swap_sharing_b(p: Problem) -> Iterator[dict[str, Any]]:
         widths[_ceil(_ceil(p.m, parts), 8) * 8] = parts
     for width, parts in sorted(widths.items()):
         for tm in (tm for tm in _tile_ms(p) if tm >= 128):
-            if _fits_swapped(tm, width, MAX_SWAP_AB_ACCUMULATOR) and _ceil(p.n, tm) * parts > p.sms // 4:
+            if _fits_accumulator(tm, width, limit=MAX_SWAP_AB_ACCUMULATOR) and _ceil(p.n, tm) * parts > p.sms // 4:
                 yield from _swapped_clusters(p, tm, width, parts, share_b_k_n=True)
 
 
@@ -837,8 +834,7 @@ def _stream_k_ok(tm: int, tn: int, rows: int, cols: int, k_tiles: int, sms: int,
     multicast pair, unless OFFER_NARROW_STREAM_K."""
     if not OFFER_NARROW_STREAM_K and cluster_m * cluster_n == 1 and tm * tn <= NARROW_STREAM_K_AREA:
         return False
-    consumers = 3 if tm == THREE_CONSUMER_ROWS else 2 if tm > 64 else 1
-    step = math.lcm(16 * consumers, tm // 4)
+    step = math.lcm(16 * consumer_count(tm), tm // 4)
     if tn % step:
         return False
     items = _ceil(rows, cluster_m) * _ceil(cols, cluster_n)  # pieces.GemmTiling.work_items
@@ -882,7 +878,7 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
                 widths[width] = parts
     for width, parts in sorted(widths.items()):
         for tm in _tile_ms(p):
-            if not _fits_swapped(tm, width, limit):
+            if not _fits_accumulator(tm, width, limit=limit):
                 continue
             tiles = _ceil(p.n, tm) * parts
             three = tm == THREE_CONSUMER_ROWS  # one tile per block or persistent only
@@ -899,14 +895,6 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
                     yield {"tile_m": tm, "tile_n": width, "persistent": "stream_k", "swap_ab": True, "group_m": 8}
             if OFFER_SWAP_CLUSTERS and p.m <= _swap_clusters_rows() and tiles > p.sms // 4:
                 yield from _swapped_clusters(p, tm, width, parts)
-
-
-def _fits_swapped(tm: int, width: int, limit: int) -> bool:
-    """A swapped consumer's accumulator (its rows of tm by `width` of m) within `limit` elements,
-    and within THREE_CONSUMER_MAX_N columns for 192-row tiles."""
-    if tm == THREE_CONSUMER_ROWS and width > THREE_CONSUMER_MAX_N:
-        return False
-    return _consumer_rows(tm) * width <= limit
 
 
 def _swapped_clusters(p: Problem, tm: int, width: int, parts: int, share_b_k_n: bool = False

@@ -30,6 +30,7 @@ from mgpu_lab.compiler.compiled_kernel import dtype_itemsize
 from mgpu_lab.dsl import arith, c, ir, memref, vector
 
 from .h200_limits import H200_CLUSTERS
+from .tile_limits import consumer_count
 from .tile_order import tile_position
 
 WARPGROUP = 128
@@ -216,12 +217,9 @@ class GemmTiling:
 
     @property
     def consumers(self) -> int:
-        """Consumer warpgroups: two for pingpong and 128 / 256 rows, three of 64 rows for 192
-        (what cuBLAS's 192-row tiles run: a 192 x 176 tile in one wave of 99 blocks on 163 x 18944),
-        one for 64."""
-        if self.pingpong:
-            return 2
-        return 3 if self.tile_m == 3 * WGMMA_ROWS else 2 if self.tile_m > WGMMA_ROWS else 1
+        """Consumer warpgroups (tile_limits.consumer_count): three of 64 rows for 192 (what cuBLAS's
+        192-row tiles run: a 192 x 176 tile in one wave of 99 blocks on 163 x 18944)."""
+        return consumer_count(self.tile_m, self.pingpong)
 
     @property
     def consumer_rows(self) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 # 192: three consumer warpgroups of 64 rows (what cuBLAS's 192-row tiles fill a wave with: 4822 x 904
 # in 192 x 192 tiles is 130 of them on 132 SMs, where 128- and 256-row tiles take 1.5 and 0.8 waves)
 TILE_MS = (64, 128, 192, 256)
+THREE_CONSUMER_ROWS = 192
 # B (k, n) is loaded in 64-column boxes (128-byte swizzle) where tile_n is a multiple of 64, else in
 # 32-column boxes (64-byte swizzle): 96 / 160 / 224 fit n = 280, 592, ... with a few % of waste
 # where the 64-multiples waste 14-27% (13056x280: 3 x 96 against 3 x 128), but run slower per flop
@@ -40,6 +41,14 @@ def valid_tile_n(tile_n: Any, transpose_b: bool, swap_ab: bool = False) -> bool:
     return step <= tile_n <= 256 and tile_n % step == 0
 
 
+def consumer_count(tile_m: int, pingpong: bool = False) -> int:
+    """Consumer warpgroups of a block of tile_m rows: two for pingpong (each a whole tile) and for
+    128 / 256 rows (64 or 128 each), three of 64 rows for THREE_CONSUMER_ROWS, one for 64."""
+    if pingpong:
+        return 2
+    return 3 if tile_m == THREE_CONSUMER_ROWS else 2 if tile_m > 64 else 1
+
+
 def accumulator_limit(pingpong: bool = False, swap_ab: bool = False) -> int:
     """f32 accumulator elements a consumer warpgroup may keep: MAX_SWAP_AB_ACCUMULATOR swapped,
     MAX_PINGPONG_ACCUMULATOR for a pingpong consumer's whole tile, else MAX_ACCUMULATOR."""
@@ -47,4 +56,5 @@ def accumulator_limit(pingpong: bool = False, swap_ab: bool = False) -> int:
 
 
 __all__ = ["MAX_ACCUMULATOR", "MAX_PINGPONG_ACCUMULATOR", "MAX_SWAP_AB_ACCUMULATOR", "TILE_MS", "TILE_NS",
-           "THREE_CONSUMER_MAX_N", "TILE_NS_64_BOXES", "accumulator_limit", "valid_tile_n"]
+           "THREE_CONSUMER_MAX_N", "THREE_CONSUMER_ROWS", "TILE_NS_64_BOXES", "accumulator_limit", "consumer_count",
+           "valid_tile_n"]

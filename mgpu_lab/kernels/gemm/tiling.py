@@ -23,7 +23,7 @@ from .stream_k import check_stream_k
 from .stream_k_plan import MAX_TEAM
 # the limits live there (the model reads them too); still importable here
 from .tile_limits import (MAX_ACCUMULATOR, MAX_PINGPONG_ACCUMULATOR, MAX_SWAP_AB_ACCUMULATOR, THREE_CONSUMER_MAX_N,
-                          TILE_MS, TILE_NS, accumulator_limit, valid_tile_n)
+                          THREE_CONSUMER_ROWS, TILE_MS, TILE_NS, accumulator_limit, valid_tile_n)
 
 SWAP_AB_EPILOGUE = ("gemm: swap_ab=True holds C.T's tiles and applies only an epilogue marked swap_safe (one that "
                     "reads its arrays through the tile's loaders, as `fused(...)` does); use swap_ab=False with this "
@@ -66,12 +66,12 @@ def check_tiling(t: GemmTiling, input_dtypes: Sequence[str] = _INPUT_DTYPES) -> 
     if t.pingpong and t.tile_m not in (64, 128):
         raise ValueError(f"gemm: persistent='pingpong' gives each consumer whole tiles: tile_m must be 64 or 128, "
                          f"got {t.tile_m}")
-    if t.tile_m == 192 and (t.split_k > 1 or t.tile_n > THREE_CONSUMER_MAX_N):  # (pingpong: refused above)
+    if t.tile_m == THREE_CONSUMER_ROWS and (t.split_k > 1 or t.tile_n > THREE_CONSUMER_MAX_N):  # pingpong: above
         raise ValueError(f"gemm: tile_m=192 runs three consumer warpgroups of 64 rows (a 512-thread block): it takes "
                          f"one tile per block, persistent=True or 'stream_k', split_k=1 and tile_n up to "
                          f"{THREE_CONSUMER_MAX_N}; got persistent={t.persistent!r}, split_k={t.split_k}, "
                          f"tile_n={t.tile_n}")
-    if t.tile_m == 192 and t.itemsize != 2:
+    if t.tile_m == THREE_CONSUMER_ROWS and t.itemsize != 2:
         raise ValueError(f"gemm: tile_m=192 (three consumer warpgroups) runs 16-bit inputs only (its FP8 scales are "
                          f"untested), got dtype {t.dtype!r}; use tile_m=128 or 256")
     limit = accumulator_limit(t.pingpong, t.swap_ab is True)
