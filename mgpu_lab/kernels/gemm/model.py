@@ -365,7 +365,7 @@ OFFER_SWAP_SHARE_B = "swap_share_b" in _OFFERED
 # trail (probe_cublas_kernels: 4822x904 in 192 x 192 pairs, 130 tiles for 132 SMs; 163x18944 in
 # swapped 192 x 176, 99 tiles in one wave; 1528x1872 in swapped 192 x 128 2 x 4; 2053x1088, 338x5704,
 # 517x1712 in 192-row tiles). Without an epilogue (a fused bias + GELU + residual spilled at 192 x 192)
-# and 16-bit inputs only. Off: untimed (no GPU in the session that built them); it moves 268 of the
+# and 16-bit inputs only. Off: untimed (no GPU in the session that built them); it moves 332 of the
 # 1821 drawn picks of seeds 601-630 (H100 constants).
 OFFER_THREE_CONSUMERS = "three_consumers" in _OFFERED
 SWAP_SHARE_B_WIDTHS = (88, 96, 112, 128, 144, 152, 160, 176, 192, 208, 224, 256)
