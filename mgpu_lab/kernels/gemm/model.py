@@ -357,7 +357,9 @@ OFFER_B_HALF_BOXES = "b_half_boxes" in _OFFERED
 # (0.945), 4822x904x3600 256 x 160 1 x 2 x1.203 (0.902); on 1528x1872x2792 128 x 256 persistent
 # pairs stayed ahead. Past the swapped rows' limit only for n up to SWAP_SHARE_B_MAX_N: where n is
 # large the library's tiles of C already ran near cuBLAS, and the model's estimates of these clusters
-# are untried there. Off: untimed against the library's picks on drawn shapes.
+# are untried there. Off until an H200 times it: on an H100 (1d4ad1f, fresh seeds 601-630;
+# gemm_options_2026-12-07T155535Z_1d4ad1f.json) the 29 drawn picks it moved ran x1.048 against the
+# library's (19 faster; 6738x296x9584 x1.39, 8147x688x1248 x0.86).
 OFFER_SWAP_SHARE_B = "swap_share_b" in _OFFERED
 # Tiles of 192 rows (three consumer warpgroups of 64 rows; tile_limits.THREE_CONSUMER_MAX_N columns at
 # most): C's one per block, persistent or stream-K, alone or in multicast clusters, and swapped ones
@@ -365,8 +367,10 @@ OFFER_SWAP_SHARE_B = "swap_share_b" in _OFFERED
 # trail (probe_cublas_kernels: 4822x904 in 192 x 192 pairs, 130 tiles for 132 SMs; 163x18944 in
 # swapped 192 x 176, 99 tiles in one wave; 1528x1872 in swapped 192 x 128 2 x 4; 2053x1088, 338x5704,
 # 517x1712 in 192-row tiles). Without an epilogue (a fused bias + GELU + residual spilled at 192 x 192)
-# and 16-bit inputs only. Off: untimed (no GPU in the session that built them); it moves 332 of the
-# 1821 drawn picks of seeds 601-630 (H100 constants).
+# and 16-bit inputs only. Off until an H200 times it: on an H100 (1d4ad1f, its constants, fresh seeds
+# 601-630, rounds A B B A; gemm_options_2026-12-07T155443Z_1d4ad1f.json) the 77 of 1821 drawn picks
+# it moved ran x1.028 against the library's (47 faster; 8433x352x22072 0.75 -> 1.19 of cuBLAS,
+# 8691x536x5040 0.68 -> 0.89; slowest 343x18944x8192 swapped 192 x 88 x0.81).
 OFFER_THREE_CONSUMERS = "three_consumers" in _OFFERED
 SWAP_SHARE_B_WIDTHS = (88, 96, 112, 128, 144, 152, 160, 176, 192, 208, 224, 256)
 SWAP_SHARE_B_MAX_N = 1536
