@@ -251,7 +251,8 @@ def model_alternatives(p: Problem, top: int, offer: tuple[str, ...] = ()) -> lis
     fastest of every family not among them (so a family the model misjudges gets timed). With
     `offer` (switches of configurations the default does not offer yet), ranked with them on, and
     the switched model's own pick timed too (the default, the library's pick with its default
-    switches, always runs)."""
+    switches, always runs). top=0: none but that switched pick (with `--extra`, only the
+    configurations named there run beside the default)."""
     from mgpu_lab.kernels.gemm import model
     from mgpu_lab.kernels.gemm.configs import device_name
 
@@ -260,7 +261,7 @@ def model_alternatives(p: Problem, top: int, offer: tuple[str, ...] = ()) -> lis
                                                         model.constants_for(device_name()))]
     picks = [ranked[0]] + ranked[1:top] if offer else ranked[1:top]  # switched: its own pick first
     seen = {family(ranked[0])} | {family(c) for c in picks}
-    for config in ranked[top:]:
+    for config in ranked[top:] if top > 0 else []:
         if family(config) not in seen:
             seen.add(family(config))
             picks.append(config)
@@ -383,7 +384,8 @@ def main() -> None:
     parser.add_argument("--versus", metavar="FILE", help="with --random or --shapes: time the library's pick against "
                                                           "the pick with FILE's constants (and --offer's switches) "
                                                           "where the two differ, and nothing else")
-    parser.add_argument("--top", type=int, default=4, help="with --random: the model's K best, then one per family")
+    parser.add_argument("--top", type=int, default=4, help="with --random or --shapes: the model's K best, then one per family "
+                        "(0: the default alone, with --extra's configurations)")
     parser.add_argument("--budget-s", type=float, default=None,
                         help="start no new problem after this many seconds (the record keeps those done)")
     args = parser.parse_args()

@@ -852,6 +852,8 @@ def test_options_on_named_shapes_take_both_layouts_and_refuse_bad_specs():
     assert [(p.m, p.n, p.k, p.transpose_b) for _, p, _ in cases] == [(2048, 5632, 2048, True),
                                                                       (129, 28672, 4096, False)]
     assert all(dtype == "bf16" and candidates for dtype, _, candidates in cases)
+    # --top 0: the default alone, so that --extra's configurations are all that run beside it
+    assert [candidates for _, _, candidates in given_cases("2048x5632x2048", top=0)] == [[]]
     for spec, message in (("2048x2048", r"'2048x2048' is not MxNxK\[:nt\|:nn\]"),
                           ("2x2x2:tn", r"'2x2x2:tn': the layout after ':' must be nt or nn")):
         with pytest.raises(SystemExit, match=message):
