@@ -369,8 +369,11 @@ def host_figures(s: Setup, name: str, ours: Callable[[], Any], theirs: Callable[
                  calls: int = 8) -> None:
     """Host time of one forward on each side: from the call to its return, the GPU idle at the
     start (a synchronize before each), so the figure is what the Python side takes to enqueue the
-    work; then the functions that took most of our host time (cProfile, own time). A model this
-    small is bound by its host side: this says which part of ours costs more. GPU runs only."""
+    work; then the same with the forwards back to back (`_steady_host_ms_`: no synchronize
+    between them, as the timed rounds run them), which reads higher where a call waits for the
+    GPU (a full launch queue, an implicit synchronize); then the functions that took most of our
+    host time (cProfile, own time). A model this small is bound by its host side: this says which
+    part of ours costs more. GPU runs only."""
     if s.device != "cuda" or s.args.no_breakdown:
         return
     import cProfile
@@ -385,6 +388,13 @@ def host_figures(s: Setup, name: str, ours: Callable[[], Any], theirs: Callable[
             times.append((time.perf_counter() - t0) * 1e3)
         s.sync()
         figures[f"{name}_host_ms_{side}"] = statistics.median(times)
+        steady = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            fn()
+            steady.append((time.perf_counter() - t0) * 1e3)
+        s.sync()
+        figures[f"{name}_steady_host_ms_{side}"] = statistics.median(steady[1:])  # the first starts idle
     profile = cProfile.Profile()  # the GPU is idle: the loop above ended with a synchronize
     profile.enable()
     for _ in range(calls):
@@ -397,7 +407,8 @@ def host_figures(s: Setup, name: str, ours: Callable[[], Any], theirs: Callable[
         f"{tt / calls * 1e3:.3f} ms own, {ct / calls * 1e3:.3f} ms cumulative, {nc // calls} calls: "
         f"{Path(file).name}:{line} {fn}" for (file, line, fn), (cc, nc, tt, ct, _) in top]
     print(f"{name}: host ms per forward, ours {figures[f'{name}_host_ms_ours']:.2f}, torch "
-          f"{figures[f'{name}_host_ms_torch']:.2f}; ours' top host functions:")
+          f"{figures[f'{name}_host_ms_torch']:.2f}; back to back, ours {figures[f'{name}_steady_host_ms_ours']:.2f}, "
+          f"torch {figures[f'{name}_steady_host_ms_torch']:.2f}; ours' top host functions:")
     print("\n".join(figures[f"{name}_host_profile_ours"]))
 
 

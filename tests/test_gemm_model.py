@@ -1475,6 +1475,29 @@ def test_versus_times_only_the_picks_a_trial_calibration_moves(tmp_path, no_swit
     assert list(versus_cases(problems, model.Constants())) == []
 
 
+def test_explain_versus_moves_prints_both_picks_and_the_device_facts(tmp_path, capsys, monkeypatch):
+    # benchmarks/explain_versus_moves.py: the library's pick beside the trial's per named shape, with
+    # what the ranking read (device, SMs, clusters, calibration), to set a CPU's moves beside a GPU's
+    import json
+
+    import explain_versus_moves
+
+    trial = tmp_path / "trial.json"
+    trial.write_text(json.dumps({}))  # the built-in constants: the library's on a machine without a GPU
+    monkeypatch.setattr(sys, "argv", ["x", "--versus", str(trial), "--shapes", "8433x352x22072,9x18944x4096:nn",
+                                      "--offer", "three_consumers"])
+    explain_versus_moves.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("device ") and " sms " in lines[0] and "calibration " in lines[0]
+    assert lines[1] == "trial constants equal the library's"
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    assert set(rows) == {"8433x352x22072", "9x18944x4096"}
+    for key, row in rows.items():
+        assert row[1] == "library" and row[3] == "trial"
+    assert rows["8433x352x22072"][4].startswith("192x")  # the switch on offers 192-row tiles, and wins here
+    assert not rows["8433x352x22072"][2].startswith("192x")
+
+
 def test_versus_summary_and_seed_lists(tmp_path):
     from bench_gemm_options import Problem, parse_seeds, versus_summary
 
