@@ -757,7 +757,8 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
                                     "clusters_of_eight, swap_clusters, swap_clusters_wide, n16_tiles, narrow_stream_k, "
                                     "row_raster, stream_k_reads, l2_reuse_bound, partial_waves, span_pairs, pair_tile, "
                                     "small_stream_k, narrow_pairs, stream_k_teams, dram_rereads, wide_pingpong, "
-                                    "local_calibration, soft_step, b_half_boxes, swap_share_b, three_consumers (comma-separated, "
+                                    "local_calibration, soft_step, b_half_boxes, swap_share_b, three_consumers, "
+                                    "swap_clusters_share_b (comma-separated, "
                                     "-name to "
                                     "switch one off), "
                                     "got "
@@ -1755,6 +1756,38 @@ def test_swap_share_b_offers_swapped_clusters_sharing_b_k_n_along_m_past_the_swa
     assert not any(c.get("swap_ab") for c in model.candidates(model.Problem(3604, 592, 10640, transpose_b=True)))
     assert not any(c.get("swap_ab") for c in model.candidates(
         model.Problem(3604, 592, 10640, transpose_b=False, epilogue=True)))
+
+
+def test_swap_clusters_share_b_offers_swapped_clusters_along_c_t_over_b_k_n(monkeypatch):
+    # cuBLAS's own configurations on drawn shapes where ours trailed, all swapped clusters along C.T's
+    # columns over B (k, n), which only B (n, k) problems were offered: 431x5704x8968 192 x 112 in
+    # 2 x 4 (x1.36 on an H100), 203x19264x1256 192 x 104 in 1 x 2, 153x3152x4304 64 x 80 in 2 x 2
+    from mgpu_lab.kernels.gemm.tiling import check_tiling, settle_tiling
+
+    monkeypatch.setattr(model, "OFFER_THREE_CONSUMERS", True)
+    wanted = {(431, 5704, 8968): (192, 112, 2, 4), (203, 19264, 1256): (192, 104, 1, 2),
+              (153, 3152, 4304): (64, 80, 2, 2)}
+    for shape, (tm, tn, cm, cn) in wanted.items():
+        p = model.Problem(*shape, transpose_b=False)
+        monkeypatch.setattr(model, "OFFER_SWAP_CLUSTERS_SHARE_B", False)
+        before = list(model.candidates(p))
+        assert not any(c.get("swap_ab") and c.get("cluster_n", 1) > 1 for c in before)
+        monkeypatch.setattr(model, "OFFER_SWAP_CLUSTERS_SHARE_B", True)
+        after = list(model.candidates(p))
+        new = [c for c in after if c not in before]
+        assert {"tile_m": tm, "tile_n": tn, "persistent": True, "swap_ab": True, "group_m": 8, "cluster_m": cm,
+                "cluster_n": cn} in new
+        assert all(c.get("swap_ab") and c["cluster_n"] > 1 for c in new) and all(c in after for c in before)
+        for c in new:  # every one a tiling the kernel takes
+            check_tiling(settle_tiling(p.m, p.n, p.k, dict(c), transpose_b=False))
+        # and the model, which rates the timed winner faster than its pick, now picks one of them
+        assert model.ranked(p)[0][1].get("cluster_n", 1) > 1 and model.ranked(p)[0][1].get("swap_ab")
+    # B (n, k) problems had them already: unchanged
+    nt = model.Problem(431, 5704, 8968, transpose_b=True)
+    monkeypatch.setattr(model, "OFFER_SWAP_CLUSTERS_SHARE_B", False)
+    before = list(model.candidates(nt))
+    monkeypatch.setattr(model, "OFFER_SWAP_CLUSTERS_SHARE_B", True)
+    assert list(model.candidates(nt)) == before
 
 
 def test_three_consumers_offers_192_row_tiles_the_kernel_runs(monkeypatch):

@@ -72,7 +72,7 @@ OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "cluste
           "clusters_of_eight", "swap_clusters", "swap_clusters_wide", "n16_tiles", "narrow_stream_k", "row_raster",
           "stream_k_reads", "l2_reuse_bound", "partial_waves", "span_pairs", "pair_tile", "small_stream_k",
           "narrow_pairs", "stream_k_teams", "dram_rereads", "wide_pingpong", "local_calibration", "soft_step",
-          "b_half_boxes", "swap_share_b", "three_consumers")
+          "b_half_boxes", "swap_share_b", "three_consumers", "swap_clusters_share_b")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "swap_clusters_wide", "row_raster",
                   "stream_k_reads", "span_pairs", "narrow_pairs", "stream_k_teams", "wide_pingpong")
 
@@ -372,6 +372,15 @@ OFFER_SWAP_SHARE_B = "swap_share_b" in _OFFERED
 # it moved ran x1.028 against the library's (47 faster; 8433x352x22072 0.75 -> 1.19 of cuBLAS,
 # 8691x536x5040 0.68 -> 0.89; slowest 343x18944x8192 swapped 192 x 88 x0.81).
 OFFER_THREE_CONSUMERS = "three_consumers" in _OFFERED
+# Swapped clusters over B (k, n) within the swapped rows (with OFFER_SWAP_CLUSTERS): blocks along
+# C.T's columns (cluster_n) share B's tile, each loading a share of every box's k rows, as
+# OFFER_SWAP_SHARE_B does past those rows; before, only B (n, k) problems had them. cuBLAS's own
+# configurations on the slowest drawn shapes, timed on an H100 (8fa0449, rounds interleaved,
+# gemm_options_2026-12-07T1641*Z_8fa0449.json; vs the library's pick): 431x5704x8968 swapped 192 x 112
+# in 2 x 4 clusters x1.36 (0.94 of cuBLAS), 203x19264x1256 192 x 104 in 1 x 2 x1.14 (0.94),
+# 153x3152x4304 64 x 80 in 2 x 2 x1.12 (0.85); the model rates each faster than its pick but
+# never saw them. Off until fresh seeds time it.
+OFFER_SWAP_CLUSTERS_SHARE_B = "swap_clusters_share_b" in _OFFERED
 SWAP_SHARE_B_WIDTHS = (88, 96, 112, 128, 144, 152, 160, 176, 192, 208, 224, 256)
 SWAP_SHARE_B_MAX_N = 1536
 # by transpose_b: the widths from 160 up to the limit the tiling takes (B (k, n): 160 with
@@ -870,7 +879,7 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
     tiles of 256 and the next two counts, up to SWAP_PERSISTENT_MAX_M rows; with
     OFFER_SWAP_STREAM_K, stream-K ones beside them); with OFFER_SWAP_CLUSTERS, persistent ones in
     multicast clusters up to SWAP_CLUSTERS_MAX_M rows (SWAP_CLUSTERS_WIDE_MAX_M with
-    OFFER_SWAP_CLUSTERS_WIDE)."""
+    OFFER_SWAP_CLUSTERS_WIDE), along C.T's columns too over B (k, n) with OFFER_SWAP_CLUSTERS_SHARE_B)."""
     widths = {}
     # an epilogue's registers beside 128 x 160 f32 spill (bias + GELU + residual did): 128 x 128 then
     limit = MAX_ACCUMULATOR if p.epilogue else MAX_SWAP_AB_ACCUMULATOR
@@ -898,7 +907,7 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
                                                                       p.sms):
                     yield {"tile_m": tm, "tile_n": width, "persistent": "stream_k", "swap_ab": True, "group_m": 8}
             if OFFER_SWAP_CLUSTERS and p.m <= _swap_clusters_rows() and tiles > p.sms // 4:
-                yield from _swapped_clusters(p, tm, width, parts)
+                yield from _swapped_clusters(p, tm, width, parts, share_b_k_n=OFFER_SWAP_CLUSTERS_SHARE_B)
 
 
 def _swapped_clusters(p: Problem, tm: int, width: int, parts: int, share_b_k_n: bool = False
