@@ -336,8 +336,10 @@ def versus_cases(problems: list[Problem], constants, offer: tuple[str, ...] = ()
             yield "bf16", p, [trial]
 
 
-def versus_summary(figures: dict, cases: list, drawn: int) -> None:
-    """The trial's figures over the moved shapes it timed: how many, and its geomean over the library's pick."""
+def versus_summary(figures: dict, cases: list, drawn: int, moved: int | None = None) -> None:
+    """The trial's figures over the moved shapes it timed (`cases`: those a --budget-s reached):
+    how many the trial moved (`moved`, default len(cases)), how many were timed, and its geomean
+    over the library's pick."""
     ratios = []
     for _, p, (trial,) in cases:
         tag = f"gemm_options_bf16_{p.key}"
@@ -346,11 +348,12 @@ def versus_summary(figures: dict, cases: list, drawn: int) -> None:
         if ratio is not None and ratio == ratio:
             ratios.append(ratio)
     figures["gemm_options_versus_drawn"] = drawn
-    figures["gemm_options_versus_moved"] = len(cases)
+    moved = len(cases) if moved is None else moved
+    figures["gemm_options_versus_moved"] = moved
     figures["gemm_options_versus_timed"] = len(ratios)
     if ratios:
         figures["gemm_options_versus_geomean_vs_default"] = statistics.geometric_mean(ratios)
-    print(f"--versus: {len(cases)} of {drawn} picks moved, {len(ratios)} timed; trial over library, geomean "
+    print(f"--versus: {moved} of {drawn} picks moved, {len(ratios)} timed; trial over library, geomean "
           f"{figures.get('gemm_options_versus_geomean_vs_default', float('nan')):.3f}", flush=True)
 
 
@@ -434,7 +437,7 @@ def main() -> None:
             torch.cuda.empty_cache()
     if args.versus is not None:
         timed = [case for case in cases if f"gemm_options_bf16_{case[1].key}_transpose_b" in figures]
-        versus_summary(figures, timed, len(problems))
+        versus_summary(figures, timed, len(problems), moved=len(cases))  # a budget may stop before the last
     notes = {"rounds": args.rounds, "only": args.only, "extra": args.extra, "offer": list(offer),
              "configs": args.configs,
              "random": args.random, "versus": args.versus,

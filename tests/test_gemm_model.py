@@ -38,6 +38,15 @@ def _model_default(monkeypatch):
 
 
 @pytest.fixture
+def before_192_rows(monkeypatch):
+    """The model without the switches turned on 2026-12-07 (192-row tiles, swapped clusters sharing
+    B (k, n)): tests that pin an older choice among the candidates it competed with then (the new
+    switches' own tests cover what they add)."""
+    for name in ("three_consumers", "swap_share_b", "swap_clusters_share_b"):
+        monkeypatch.setattr(model, f"OFFER_{name.upper()}", False)
+
+
+@pytest.fixture
 def no_switches(monkeypatch):
     """The model with every switch of model.OFFERS off: the candidates the switches add to."""
     for name in model.OFFERS:
@@ -264,7 +273,7 @@ def test_rows_off_the_128_byte_line_make_load_heavy_tiles_slower():
         model.estimate_us(model.Problem(16, 8192, 4160, transpose_b=True), swap) * 0.99
 
 
-def test_rows_off_the_line_cap_all_blocks_l2_reads_and_multicast_halves_them():
+def test_rows_off_the_line_cap_all_blocks_l2_reads_and_multicast_halves_them(before_192_rows):
     """The drawn-shape records: compute-bound shapes with both operands off the line ran at
     5.5-5.8 TB/s of L2 -> SM reads whatever the tile (128 x 256, 128 x 128, 256 x 96, pingpong
     64 x 192), where aligned ones reach 9-16. All blocks together are capped, so a multicast pair,
@@ -449,7 +458,7 @@ def test_tune_auto_lays_what_the_user_gave_over_the_tuned_pick(monkeypatch):
     assert k.compiled.cluster == (2, 1, 1) and k.compiled.grid == (132, 1, 1)  # the tuned tiles, in pairs
 
 
-def test_tune_auto_times_the_top_few_and_the_picks_cluster_twin(monkeypatch):
+def test_tune_auto_times_the_top_few_and_the_picks_cluster_twin(monkeypatch, before_192_rows):
     """tune='auto' times the model's TUNE_CANDIDATES fastest and its pick's cluster twin; on the
     Llama gate / up projection (2048x5632x2048, B (n, k)) the pick is a multicast pair and the
     twin its single-block grid, which ran faster on both GPUs. The tuner's answer is the
@@ -502,7 +511,7 @@ def test_the_cluster_twin_is_offered_only_where_make_gemm_takes_it():
             assert configs._valid(m, n, k, config, **shape)
 
 
-def test_tune_spends_no_candidate_on_another_block_order_of_one_already_timed():
+def test_tune_spends_no_candidate_on_another_block_order_of_one_already_timed(before_192_rows):
     """Where the model's estimates tie at a bandwidth bound its next picks are often its first
     with another group_m (1289x7208x1728, B's rows off the 128-byte line: the top two); tune
     takes the next configuration that differs in more than that instead."""
@@ -749,7 +758,8 @@ def test_the_switches_can_be_turned_on_and_off_by_the_environment_and_name_a_bad
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "False", "False", "a_pairs,-clusters_of_four",
                                   "a_pairs,swap_epilogue,swap_clusters,swap_clusters_wide,row_raster,stream_k_reads,span_pairs,"
-                                  "narrow_pairs,stream_k_teams,wide_pingpong"], out.stderr
+                                  "narrow_pairs,stream_k_teams,wide_pingpong,swap_share_b,three_consumers,"
+                                  "swap_clusters_share_b"], out.stderr
     env["MGPU_LAB_GEMM_OFFER"] = "a_pairs,b_pairs"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and ("MGPU_LAB_GEMM_OFFER must name switches among a_pairs, wide_b_pairs, "
@@ -1175,7 +1185,7 @@ def test_swapped_clusters_reach_1024_rows_by_default(monkeypatch):
     assert not swapped_clusters()
 
 
-def test_pairs_spanning_n_share_a_by_default(monkeypatch):
+def test_pairs_spanning_n_share_a_by_default(monkeypatch, before_192_rows):
     """span_pairs is on by default: a tall, narrow problem gets stream-K pairs along n whose two
     tiles cover all of n (A read once), and no other A-sharing pair; off, it gets none. On the
     H200's constants the drawn 5685x264x20416 picks one."""
@@ -1356,7 +1366,7 @@ def test_row_raster_reaches_the_kernel_the_user_gets(monkeypatch):
         model_ranking.cache_clear()
 
 
-def test_n16_tiles_offer_c_tiles_that_fill_whole_waves(monkeypatch):
+def test_n16_tiles_offer_c_tiles_that_fill_whole_waves(monkeypatch, before_192_rows):
     """MGPU_LAB_GEMM_OFFER=n16_tiles: C's own tiles over B (n, k) 144, 176, 208 and 240 wide too,
     which the kernel takes (16-column store boxes); on the HF prefill's 2048x5632x2048 a 128 x 176
     tile makes 512 tiles (3.9 waves on 132 SMs) and the model picks it; B (k, n) gets none."""
@@ -1485,6 +1495,7 @@ def test_explain_versus_moves_prints_both_picks_and_the_device_facts(tmp_path, c
 
     trial = tmp_path / "trial.json"
     trial.write_text(json.dumps({}))  # the built-in constants: the library's on a machine without a GPU
+    monkeypatch.setattr(model, "OFFER_THREE_CONSUMERS", False)  # the library without the switch the trial offers
     monkeypatch.setattr(sys, "argv", ["x", "--versus", str(trial), "--shapes", "8433x352x22072,9x18944x4096:nn",
                                       "--offer", "three_consumers"])
     explain_versus_moves.main()
@@ -1514,6 +1525,10 @@ def test_versus_summary_and_seed_lists(tmp_path):
     assert figures["gemm_options_versus_moved"] == 2 and figures["gemm_options_versus_drawn"] == 64
     assert figures["gemm_options_versus_geomean_vs_default"] == pytest.approx(math.sqrt(1.21 * 0.81))
     assert figures["gemm_options_bf16_100x4096x4096_versus_pick"] == "128x128_persistent"
+    # a --budget-s that stopped before every moved shape was timed: moved says how many moved, timed how many ran
+    figures = {"gemm_options_bf16_100x4096x4096_128x128_persistent_vs_default": 1.21}
+    versus_summary(figures, [("bf16", a, [trial])], drawn=64, moved=5)
+    assert figures["gemm_options_versus_moved"] == 5 and figures["gemm_options_versus_timed"] == 1
 
 
 def test_versus_refuses_what_it_cannot_compare(tmp_path):
@@ -1691,7 +1706,7 @@ def test_kernel_options_keeps_what_make_gemm_takes_and_drops_the_annotations():
     assert set(picked) - set(options) == {"source", "model_us"}
 
 
-def test_the_soft_step_counts_loads_near_the_tensor_cores_time_and_breaks_the_pairs_tie(monkeypatch):
+def test_the_soft_step_counts_loads_near_the_tensor_cores_time_and_breaks_the_pairs_tie(monkeypatch, before_192_rows):
     # 1041x1272x2352 with B (k, n), both operands' rows off the 128-byte line: under the plain
     # maximum 128 x 128 persistent pairs (2 x 1) and quads (2 x 2) tie, their tensor-core time
     # bounding both; the quads halve A's loads too, and on an H100 ran x1.16 over the pairs.
@@ -1716,7 +1731,7 @@ def test_the_soft_step_counts_loads_near_the_tensor_cores_time_and_breaks_the_pa
     assert model.estimate_us(big, wide) < soft_big < 1.04 * model.estimate_us(big, wide)
 
 
-def test_b_half_boxes_offers_tiles_96_160_224_wide_over_b_k_n_only_when_on(monkeypatch):
+def test_b_half_boxes_offers_tiles_96_160_224_wide_over_b_k_n_only_when_on(monkeypatch, before_192_rows):
     # 13056x280x26728 with B (k, n): 64-column multiples cover n = 280 with 320 or 384 columns; 96-
     # and 160-wide tiles with 288 and 320
     p = model.Problem(13056, 280, 26728, transpose_b=False)
@@ -1761,12 +1776,13 @@ def test_swap_share_b_offers_swapped_clusters_sharing_b_k_n_along_m_past_the_swa
 def test_swap_clusters_share_b_offers_swapped_clusters_along_c_t_over_b_k_n(monkeypatch):
     # cuBLAS's own configurations on drawn shapes where ours trailed, all swapped clusters along C.T's
     # columns over B (k, n), which only B (n, k) problems were offered: 431x5704x8968 192 x 112 in
-    # 2 x 4 (x1.36 on an H100), 203x19264x1256 192 x 104 in 1 x 2, 153x3152x4304 64 x 80 in 2 x 2
+    # 2 x 4 (x1.36 on an H100), 203x19264x1256 192 x 104 in 1 x 2, 281x7976x20160 128 x 144 in 1 x 2;
+    # 64-row tiles so shared lost on drawn shapes (x0.92), so they are not offered
     from mgpu_lab.kernels.gemm.tiling import check_tiling, settle_tiling
 
     monkeypatch.setattr(model, "OFFER_THREE_CONSUMERS", True)
     wanted = {(431, 5704, 8968): (192, 112, 2, 4), (203, 19264, 1256): (192, 104, 1, 2),
-              (153, 3152, 4304): (64, 80, 2, 2)}
+              (281, 7976, 20160): (128, 144, 1, 2)}
     for shape, (tm, tn, cm, cn) in wanted.items():
         p = model.Problem(*shape, transpose_b=False)
         monkeypatch.setattr(model, "OFFER_SWAP_CLUSTERS_SHARE_B", False)
@@ -1777,7 +1793,8 @@ def test_swap_clusters_share_b_offers_swapped_clusters_along_c_t_over_b_k_n(monk
         new = [c for c in after if c not in before]
         assert {"tile_m": tm, "tile_n": tn, "persistent": True, "swap_ab": True, "group_m": 8, "cluster_m": cm,
                 "cluster_n": cn} in new
-        assert all(c.get("swap_ab") and c["cluster_n"] > 1 for c in new) and all(c in after for c in before)
+        assert all(c.get("swap_ab") and c["cluster_n"] > 1 and c["tile_m"] >= 128 for c in new)
+        assert all(c in after for c in before)
         for c in new:  # every one a tiling the kernel takes
             check_tiling(settle_tiling(p.m, p.n, p.k, dict(c), transpose_b=False))
         # and the model, which rates the timed winner faster than its pick, now picks one of them

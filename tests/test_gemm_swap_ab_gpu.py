@@ -96,6 +96,10 @@ def test_swap_ab_persistent(m, n, k, tile_m, tile_n, persistent, transpose_b, rn
     (1000, 600, 4136, 128, 128, 1, 2, False),  # pairs; A's rows off the 128-byte line, ragged n
     (1000, 600, 1000, 256, 160, 2, 2, False),  # quads, 256 rows of B a tile: four boxes' k rows halved
     (431, 5704, 8968, 64, 112, 2, 4, False),  # 64 rows of B: one box, 16 k rows a block; A's rows off the line
+    # what swap_clusters_share_b picks within the swapped rows (cuBLAS's own on these shapes)
+    (431, 5704, 8968, 192, 112, 2, 4, False),  # three consumers in clusters of eight
+    (203, 19264, 1256, 192, 104, 1, 2, False),  # three consumers in pairs along m, ragged m
+    (281, 7976, 20160, 128, 144, 1, 2, False),  # long K
 ])
 def test_swapped_multicast_clusters(m, n, k, tile_m, tile_n, cluster_m, cluster_n, transpose_b, rng):
     """Swapped persistent tiles in multicast clusters (cuBLAS's mid-m kernels in our terms): every

@@ -74,7 +74,8 @@ OFFERS = ("a_pairs", "wide_b_pairs", "swap_persistent", "swap_stream_k", "cluste
           "narrow_pairs", "stream_k_teams", "dram_rereads", "wide_pingpong", "local_calibration", "soft_step",
           "b_half_boxes", "swap_share_b", "three_consumers", "swap_clusters_share_b")
 DEFAULT_OFFERS = ("clusters_of_four", "swap_epilogue", "swap_clusters", "swap_clusters_wide", "row_raster",
-                  "stream_k_reads", "span_pairs", "narrow_pairs", "stream_k_teams", "wide_pingpong")
+                  "stream_k_reads", "span_pairs", "narrow_pairs", "stream_k_teams", "wide_pingpong", "swap_share_b",
+                  "three_consumers", "swap_clusters_share_b")
 
 
 def _offered(value: str) -> set[str]:
@@ -357,9 +358,10 @@ OFFER_B_HALF_BOXES = "b_half_boxes" in _OFFERED
 # (0.945), 4822x904x3600 256 x 160 1 x 2 x1.203 (0.902); on 1528x1872x2792 128 x 256 persistent
 # pairs stayed ahead. Past the swapped rows' limit only for n up to SWAP_SHARE_B_MAX_N: where n is
 # large the library's tiles of C already ran near cuBLAS, and the model's estimates of these clusters
-# are untried there. Off until an H200 times it: on an H100 (1d4ad1f, fresh seeds 601-630;
-# gemm_options_2026-12-07T155535Z_1d4ad1f.json) the 29 drawn picks it moved ran x1.048 against the
-# library's (19 faster; 6738x296x9584 x1.39, 8147x688x1248 x0.86).
+# are untried there. On since 2026-12-07 (H100 only: no H200 was lent to time it): on an H100
+# (1d4ad1f, fresh seeds 601-630; gemm_options_2026-12-07T155535Z_1d4ad1f.json) the 29 drawn picks it
+# moved ran x1.048 against the library's (19 faster; 6738x296x9584 x1.39, 8147x688x1248 x0.86), and
+# again x1.048 at 8a3e92d (`..T162625Z..`).
 OFFER_SWAP_SHARE_B = "swap_share_b" in _OFFERED
 # Tiles of 192 rows (three consumer warpgroups of 64 rows; tile_limits.THREE_CONSUMER_MAX_N columns at
 # most): C's one per block, persistent or stream-K, alone or in multicast clusters, and swapped ones
@@ -367,10 +369,13 @@ OFFER_SWAP_SHARE_B = "swap_share_b" in _OFFERED
 # trail (probe_cublas_kernels: 4822x904 in 192 x 192 pairs, 130 tiles for 132 SMs; 163x18944 in
 # swapped 192 x 176, 99 tiles in one wave; 1528x1872 in swapped 192 x 128 2 x 4; 2053x1088, 338x5704,
 # 517x1712 in 192-row tiles). Without an epilogue (a fused bias + GELU + residual spilled at 192 x 192)
-# and 16-bit inputs only. Off until an H200 times it: on an H100 (1d4ad1f, its constants, fresh seeds
-# 601-630, rounds A B B A; gemm_options_2026-12-07T155443Z_1d4ad1f.json) the 77 of 1821 drawn picks
-# it moved ran x1.028 against the library's (47 faster; 8433x352x22072 0.75 -> 1.19 of cuBLAS,
-# 8691x536x5040 0.68 -> 0.89; slowest 343x18944x8192 swapped 192 x 88 x0.81).
+# and 16-bit inputs only. On since 2026-12-07 (H100 only: no H200 was lent to time it): on an H100
+# (1d4ad1f, its constants, fresh seeds 601-630, rounds A B B A; gemm_options_2026-12-07T155443Z_1d4ad1f.json)
+# the first 77 of the 319 drawn picks it moved (a --budget-s stopped there) ran x1.028 against the
+# library's (47 faster; 8433x352x22072 0.75 -> 1.19 of cuBLAS, 8691x536x5040 0.68 -> 0.89; slowest
+# 343x18944x8192 swapped 192 x 88 x0.81), x1.030 again at 8a3e92d; with swap_share_b and
+# swap_clusters_share_b on fresh seeds 671-700 (af4c042, `..T165117Z..`) the first 130 moved ran
+# x1.025 (85 faster; 192-row tiles of C x1.02-1.08 by kind, swapped ones x1.03).
 OFFER_THREE_CONSUMERS = "three_consumers" in _OFFERED
 # Swapped clusters over B (k, n) within the swapped rows (with OFFER_SWAP_CLUSTERS): blocks along
 # C.T's columns (cluster_n) share B's tile, each loading a share of every box's k rows, as
@@ -379,7 +384,11 @@ OFFER_THREE_CONSUMERS = "three_consumers" in _OFFERED
 # gemm_options_2026-12-07T1641*Z_8fa0449.json; vs the library's pick): 431x5704x8968 swapped 192 x 112
 # in 2 x 4 clusters x1.36 (0.94 of cuBLAS), 203x19264x1256 192 x 104 in 1 x 2 x1.14 (0.94),
 # 153x3152x4304 64 x 80 in 2 x 2 x1.12 (0.85); the model rates each faster than its pick but
-# never saw them. Off until fresh seeds time it.
+# never saw them. Against the library's picks on fresh seeds 641-670 (H100, af4c042, rounds A B B A,
+# gemm_options_2026-12-07T164813Z_af4c042.json) its 68 moved picks ran x1.020 (36 faster): tiles of
+# 128 rows and more x1.01-1.06 by kind (281x7976x20160 x1.40, 529x14336x3584 x1.33), 64-row ones
+# in 2 x 2 clusters x0.918 (10; 525x1160x25880 x0.80). So 64-row tiles are left out; on since
+# 2026-12-07 (H100 only).
 OFFER_SWAP_CLUSTERS_SHARE_B = "swap_clusters_share_b" in _OFFERED
 SWAP_SHARE_B_WIDTHS = (88, 96, 112, 128, 144, 152, 160, 176, 192, 208, 224, 256)
 SWAP_SHARE_B_MAX_N = 1536
@@ -907,7 +916,7 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
                                                                       p.sms):
                     yield {"tile_m": tm, "tile_n": width, "persistent": "stream_k", "swap_ab": True, "group_m": 8}
             if OFFER_SWAP_CLUSTERS and p.m <= _swap_clusters_rows() and tiles > p.sms // 4:
-                yield from _swapped_clusters(p, tm, width, parts, share_b_k_n=OFFER_SWAP_CLUSTERS_SHARE_B)
+                yield from _swapped_clusters(p, tm, width, parts, share_b_k_n=OFFER_SWAP_CLUSTERS_SHARE_B and tm >= 128)
 
 
 def _swapped_clusters(p: Problem, tm: int, width: int, parts: int, share_b_k_n: bool = False
