@@ -397,6 +397,8 @@ def main() -> None:
     if modelled:
         os.environ["MGPU_LAB_GEMM_TABLE"] = "0"  # the default is the model's pick
     offer = tuple(name for name in args.offer.split(",") if name)
+    if args.top < 0:
+        raise SystemExit(f"--top: expected 0 or more (0: the default and --extra's configurations alone), got {args.top}")
     unknown = [name for name in offer if name not in OFFERS]
     if unknown:
         raise SystemExit(f"--offer: expected names among {', '.join(OFFERS)}, got {', '.join(unknown)}")

@@ -1543,6 +1543,10 @@ def test_versus_refuses_what_it_cannot_compare(tmp_path):
     out = subprocess.run([sys.executable, bench, "--random", "4", "--versus", str(tmp_path / "missing.json")],
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and "--versus: expected a calibration file (JSON of model constants), got" in out.stderr
+    out = subprocess.run([sys.executable, bench, "--shapes", "2048x5632x2048", "--top", "-1"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "--top: expected 0 or more (0: the default and --extra's configurations alone), " \
+        "got -1" in out.stderr
 
 
 def test_the_l2_bound_counts_only_where_blocks_reread_from_l2(monkeypatch, no_switches):

@@ -888,7 +888,8 @@ def _swap_candidates(p: Problem, k_tiles: int) -> Iterator[dict[str, Any]]:
     tiles of 256 and the next two counts, up to SWAP_PERSISTENT_MAX_M rows; with
     OFFER_SWAP_STREAM_K, stream-K ones beside them); with OFFER_SWAP_CLUSTERS, persistent ones in
     multicast clusters up to SWAP_CLUSTERS_MAX_M rows (SWAP_CLUSTERS_WIDE_MAX_M with
-    OFFER_SWAP_CLUSTERS_WIDE), along C.T's columns too over B (k, n) with OFFER_SWAP_CLUSTERS_SHARE_B)."""
+    OFFER_SWAP_CLUSTERS_WIDE); with OFFER_SWAP_CLUSTERS_SHARE_B, over B (k, n) along C.T's columns
+    too (tiles of 128 rows or more)."""
     widths = {}
     # an epilogue's registers beside 128 x 160 f32 spill (bias + GELU + residual did): 128 x 128 then
     limit = MAX_ACCUMULATOR if p.epilogue else MAX_SWAP_AB_ACCUMULATOR
