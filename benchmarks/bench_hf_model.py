@@ -379,22 +379,22 @@ def host_figures(s: Setup, name: str, ours: Callable[[], Any], theirs: Callable[
     import cProfile
     import pstats
 
-    for side, fn in (("ours", ours), ("torch", theirs)):
+    def host_ms(fn: Callable[[], Any], idle: bool) -> list[float]:
+        """ms from each call to its return; idle: a synchronize before each, else back to back."""
         times = []
         for _ in range(calls):
-            s.sync()
+            if idle:
+                s.sync()
             t0 = time.perf_counter()
             fn()
             times.append((time.perf_counter() - t0) * 1e3)
         s.sync()
-        figures[f"{name}_host_ms_{side}"] = statistics.median(times)
-        steady = []
-        for _ in range(calls):
-            t0 = time.perf_counter()
-            fn()
-            steady.append((time.perf_counter() - t0) * 1e3)
-        s.sync()
-        figures[f"{name}_steady_host_ms_{side}"] = statistics.median(steady[1:])  # the first starts idle
+        return times
+
+    for side, fn in (("ours", ours), ("torch", theirs)):
+        figures[f"{name}_host_ms_{side}"] = statistics.median(host_ms(fn, idle=True))
+        # the first back-to-back call starts idle
+        figures[f"{name}_steady_host_ms_{side}"] = statistics.median(host_ms(fn, idle=False)[1:])
     profile = cProfile.Profile()  # the GPU is idle: the loop above ended with a synchronize
     profile.enable()
     for _ in range(calls):

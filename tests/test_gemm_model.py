@@ -1802,7 +1802,8 @@ def test_swap_clusters_share_b_offers_swapped_clusters_along_c_t_over_b_k_n(monk
         for c in new:  # every one a tiling the kernel takes
             check_tiling(settle_tiling(p.m, p.n, p.k, dict(c), transpose_b=False))
         # and the model, which rates the timed winner faster than its pick, now picks one of them
-        assert model.ranked(p)[0][1].get("cluster_n", 1) > 1 and model.ranked(p)[0][1].get("swap_ab")
+        pick = model.ranked(p)[0][1]
+        assert pick.get("cluster_n", 1) > 1 and pick.get("swap_ab")
     # B (n, k) problems had them already: unchanged
     nt = model.Problem(431, 5704, 8968, transpose_b=True)
     monkeypatch.setattr(model, "OFFER_SWAP_CLUSTERS_SHARE_B", False)
