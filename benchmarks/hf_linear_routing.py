@@ -18,6 +18,7 @@ Only torch is imported, and only when routing: the benchmark scripts import with
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -97,9 +98,12 @@ class LinearRouter:
     def _fast_forward(self, linear: Any) -> Callable[[Any], Any]:
         """`forward(linear, x)` for one Linear with what it can hold between calls held: its
         parameter dict (read per call, so a replaced weight is seen, without nn.Module's Python
-        __getattr__), its ops by shape. Anything unusual (a dtype that differs, an empty or
-        non-contiguous input, a non-contiguous weight) takes `forward`, which explains or falls back."""
-        params, ops = linear._parameters, {}
+        __getattr__) and, per input shape, a call of that shape. An op with `reshaped` (our
+        TorchOp) runs on the (..., k) input and returns the (..., n) output as they are; any
+        other op gets the input viewed as (m, k) and its output viewed back. Anything unusual (a
+        dtype that differs, an empty or non-contiguous input, a non-contiguous weight) takes
+        `forward`, which explains or falls back."""
+        params, calls = linear._parameters, {}
         general = functools.partial(self.forward, linear)
 
         def forward(x: Any) -> Any:
@@ -108,17 +112,30 @@ class LinearRouter:
             if x.dtype is not dtype or (bias is not None and bias.dtype is not dtype) or not x.is_contiguous() \
                     or not weight.is_contiguous() or not x.numel():
                 return general(x)
-            n, k = weight.shape
-            x2 = x.view(-1, k)
-            key = (x2.shape[0], n, k, bias is not None)
-            op = ops.get(key)
-            if op is None:
-                op = ops[key] = self.op_for(*key)
+            key = (x.shape, weight.shape, bias is None)  # a replaced weight of another shape: another op
+            call = calls.get(key)
+            if call is None:
+                call = calls[key] = self._shaped_call(tuple(x.shape), weight.shape, bias is not None)
             self.routed_calls += 1
-            y = op(x2, weight) if bias is None else op(x2, weight, bias)
-            return y.view(*x.shape[:-1], n)
+            return call(x, weight) if bias is None else call(x, weight, bias)
 
         return forward
+
+    def _shaped_call(self, x_shape: tuple, weight_shape: Any, has_bias: bool) -> GemmOp:
+        """The call of one input shape (..., k): the op of its (m, n, k), over the input's own shape
+        where the op can be (`reshaped`), else between two views."""
+        n, k = weight_shape
+        m = math.prod(x_shape[:-1])
+        op = self.op_for(m, n, k, has_bias)
+        out_shape = (*x_shape[:-1], n)
+        reshaped = getattr(op, "reshaped", None)
+        if reshaped is not None:
+            return reshaped([x_shape, (n, k)] + ([(n,)] if has_bias else []), [out_shape])
+
+        def viewed(x: Any, *weights: Any) -> Any:
+            return op(x.view(m, k), *weights).view(out_shape)
+
+        return viewed
 
     def unroute(self) -> None:
         """Give every routed Linear its own forward back."""

@@ -113,3 +113,37 @@ def test_a_routed_layer_reads_its_weight_per_call_and_builds_once_per_shape():
             layer(x)
     torch.testing.assert_close(second, 2 * first)
     assert made == [(15, 4, 8, False)] and router.routed_calls == 5
+
+
+def test_an_op_with_reshaped_gets_the_layers_own_shapes_and_is_asked_once_per_input_shape():
+    """Our TorchOp has `reshaped`: the router asks it once per input shape for a call over the
+    (..., k) input and the (..., n) output, and calls that with no view on either side."""
+    asked, ran = [], []
+
+    class ShapedOp:
+        def __init__(self, m, n, k, has_bias):
+            self.m, self.n, self.k = m, n, k
+
+        def __call__(self, *tensors):
+            raise AssertionError("the router calls the reshaped op, not the (m, k) one")
+
+        def reshaped(self, input_shapes, output_shapes):
+            asked.append((input_shapes, output_shapes))
+
+            def call(x, weight, bias=None):
+                ran.append(tuple(x.shape))
+                y = x @ weight.T
+                return y if bias is None else y + bias
+
+            return call
+
+    layer = torch.nn.Linear(8, 4)
+    reference = copy.deepcopy(layer)
+    router = LinearRouter(lambda m, n, k, has_bias: ShapedOp(m, n, k, has_bias))
+    router.route(layer)
+    with torch.inference_mode():
+        for x in (torch.randn(3, 5, 8), torch.randn(3, 5, 8), torch.randn(2, 8)):
+            torch.testing.assert_close(layer(x), reference(x))
+    assert asked == [([(3, 5, 8), (4, 8), (4,)], [(3, 5, 4)]), ([(2, 8), (4, 8), (4,)], [(2, 4)])]
+    assert ran == [(3, 5, 8), (3, 5, 8), (2, 8)] and router.routed_calls == 3
+    assert list(router.ops) == [(15, 4, 8, True), (2, 4, 8, True)]

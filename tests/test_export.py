@@ -14,7 +14,7 @@ from mgpu_lab.examples.block_sum import make_block_sum
 from mgpu_lab.examples.vector_add import make_vector_add
 
 ALLOWED_IMPORTS = {"__future__", "base64", "zlib", "ctypes", "functools", "threading", "typing", "collections",
-                   "os", "numpy", "cupy", "cuda", "cuda.bindings", "ml_dtypes", "re",
+                   "os", "numpy", "cupy", "cuda", "cuda.bindings", "ml_dtypes", "re", "copy", "math",
                    "torch"}  # torch only inside as_torch_op (test_torch_op.py checks the import is lazy)
 
 # Runs a script where `mlir` and `mgpu_lab` cannot be imported, as on a machine without them.

@@ -97,3 +97,66 @@ def test_eager_op_keeps_scratch_per_stream_and_allocates_it_fresh_while_capturin
     capturing.append(False)
     call((x,))
     assert launches[-1][1] == launches[3][1], "after the capture, the stream's kept scratch again"
+
+
+def _reshaped_op_setup(monkeypatch, launches: list, dispatched: list):
+    """A TorchOp of a (15, 8) x (4, 8) -> (15, 4) kernel over fake torch: the eager path records
+    its launches, the dispatcher path (`packet`) the shapes it was given."""
+    import sys
+    from types import SimpleNamespace
+
+    from mgpu_lab.runtime.torch_op import TorchEagerCall, TorchOp
+
+    torch, Tensor = _fake_torch([7], [False], [])
+    torch._C.__dict__.update(_len_torch_dispatch_stack=lambda: 0, _is_torch_function_mode_enabled=lambda: False,
+                             _functorch=SimpleNamespace(peek_interpreter_stack=lambda: None))
+    torch.compiler = SimpleNamespace(is_compiling=lambda: False)
+    Tensor.reshape = lambda self, shape: Tensor(shape, self.dtype, self._pointer)
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(runtime=SimpleNamespace(
+        getDevice=lambda: 0))))
+    eager = TorchEagerCall(torch, [((15, 8), "bf16"), ((4, 8), "bf16")], [((15, 4), "bf16")], [],
+                           lambda pointers, index, stream: launches.append(tuple(pointers)))
+
+    def packet(*tensors):
+        dispatched.append([t.shape for t in tensors])
+        return Tensor((15, 4), "bf16", 0x9000)
+
+    return TorchOp(torch, packet, eager, "lib::mm"), Tensor
+
+
+def test_reshaped_op_runs_the_kernel_on_the_tensors_own_shapes(monkeypatch):
+    """A Linear's (3, 5, 8) input on a kernel of (15, 8) rows: the eager call launches on the
+    tensors' own pointers and returns a (3, 5, 4) output, with no reshape on either side; a
+    tensor of another shape is refused by name; a dtype the fast path does not take reshapes
+    to the kernel's shapes and goes through the op."""
+    launches, dispatched = [], []
+    op, Tensor = _reshaped_op_setup(monkeypatch, launches, dispatched)
+    linear = op.reshaped([(3, 5, 8), (4, 8)], [(3, 5, 4)])
+    x, w = Tensor((3, 5, 8), "bf16", 0x1000), Tensor((4, 8), "bf16", 0x2000)
+    y = linear(x, w)
+    assert y.shape == (3, 5, 4) and dispatched == []
+    assert launches == [(0x1000, 0x2000, y._pointer)]
+    with pytest.raises(TorchOpError, match=r"input 0 of lib::mm \(reshaped\): expected shape \(3, 5, 8\), "
+                                           r"got \(5, 3, 8\)"):
+        linear(Tensor((5, 3, 8), "bf16", 0x1000), w)
+    out = linear(Tensor((3, 5, 8), "f32", 0x1000), w)  # not what the fast path takes: through the op
+    assert dispatched == [[(15, 8), (4, 8)]] and out.shape == (3, 5, 4)
+
+
+@pytest.mark.parametrize("inputs, outputs, message", [
+    ([(3, 5, 9), (4, 8)], [(3, 5, 4)], r"input_shapes\[0\] of lib::mm.reshaped: expected a shape of 120 elements, "
+                                       r"as the kernel's \(15, 8\), got \(3, 5, 9\)"),
+    ([(3, 5, 8)], [(3, 5, 4)], r"input_shapes of lib::mm.reshaped: expected 2 shape\(s\), one per input of the "
+                               r"kernel, got 1"),
+    ([(3, 5, 8), (4, 8)], [(60,)], None),
+    ([(3, 5, 8), (4, 8)], [(15, 5)], r"output_shapes\[0\] of lib::mm.reshaped: expected a shape of 60 elements"),
+    ([(3, 5, 8), (4, 8)], "3x5x4", r"output_shapes of lib::mm.reshaped: expected one shape \(a tuple of ints\) "
+                                   r"per output, got '3x5x4'"),
+])
+def test_reshaped_op_checks_the_shapes_it_is_given(monkeypatch, inputs, outputs, message):
+    op, _ = _reshaped_op_setup(monkeypatch, [], [])
+    if message is None:
+        assert op.reshaped(inputs, outputs).output_shapes == [(60,)]  # any shape of as many elements
+        return
+    with pytest.raises(TorchOpError, match=message):
+        op.reshaped(inputs, outputs)

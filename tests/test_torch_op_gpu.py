@@ -328,3 +328,44 @@ def test_split_k_gemm_as_one_op_eager_compiled_and_captured(reduce, rng):
     graph.replay()
     torch.cuda.synchronize()
     close(y, a2)
+
+
+def test_reshaped_gemm_op_runs_a_linears_3d_input_eager_compiled_and_captured(rng):
+    """A GEMM op over a Linear's (batch, tokens, k) input and (batch, tokens, n) output (what the
+    HF router calls): eager without the dispatcher, traced by torch.compile, captured in a CUDA
+    graph, and refused by name on a tensor of another shape; outputs poisoned before each check."""
+    from mgpu_lab.kernels.gemm import fused, make_gemm
+
+    batch, tokens, n, k = 3, 40, 256, 512
+    epilogue = fused(batch * tokens, n, bias="bfloat16")
+    gemm = make_gemm(batch * tokens, n, k, transpose_b=True, epilogue=epilogue.fn, epilogue_inputs=epilogue.inputs)
+    op = gemm.as_torch_op(_qualname("reshaped_linear"))
+    linear = op.reshaped([(batch, tokens, k), (n, k), (n,)], [(batch, tokens, n)])
+    x, w = _randn(rng, (batch, tokens, k), torch.bfloat16), _randn(rng, (n, k), torch.bfloat16)
+    bias = _randn(rng, (n,), torch.bfloat16)
+
+    def close(y, x):
+        assert y.shape == (batch, tokens, n) and y.dtype == torch.bfloat16
+        torch.testing.assert_close(y.double(), x.double() @ w.double().T + bias.double(), rtol=2e-2, atol=2e-1)
+
+    dispatched = []
+    packet = op.packet
+    op.__dict__["packet"] = lambda *t: dispatched.append(len(t)) or packet(*t)
+    with torch.inference_mode():
+        close(linear(x, w, bias), x)
+    assert dispatched == []
+    op.__dict__["packet"] = packet
+    close(torch.compile(lambda a, b, c: linear(a, b, c), fullgraph=True)(x, w, bias), x)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = linear(x, w, bias)
+    x2 = _randn(rng, (batch, tokens, k), torch.bfloat16)
+    x.copy_(x2)
+    y.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    close(y, x2)
+    from mgpu_lab.runtime.torch_op import TorchOpError
+
+    with pytest.raises(TorchOpError, match=r"input 0 of .*reshaped_linear.* \(reshaped\): expected shape"):
+        linear(x.view(tokens, batch, k), w, bias)

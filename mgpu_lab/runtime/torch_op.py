@@ -25,10 +25,15 @@ that match the signature exactly, it runs the same implementation without the tr
 dispatcher (a Python op costs ~3-5 us of host time there, as much as the launch itself); anything
 else (torch.compile tracing, dispatch or function modes, functorch transforms, tensors that need
 grad, subclasses, other devices, a mismatch to explain) goes through `torch.ops.namespace.name`.
+`TorchOp.reshaped(...)` is the same op over other shapes of the same memory (a Linear's
+(batch, tokens, k) input for a kernel of (batch * tokens, k) rows): the eager call reads the pointers
+as they are, where two `view`s around the op would cost a few microseconds of host time a call.
 """
 
 from __future__ import annotations
 
+import copy
+import math
 import re
 from typing import Any
 
@@ -116,7 +121,7 @@ def register_torch_op(launcher: Any, qualname: str) -> Any:
         library = _LIBRARIES[namespace] = torch.library.Library(namespace, "FRAGMENT")
     library.define(f"{name}{_schema(len(inputs), len(outputs))}")
     eager = TorchEagerCall(torch, inputs, outputs, scratch, run_pointers)
-    op = TorchOp(torch, getattr(getattr(torch.ops, namespace), name), eager)
+    op = TorchOp(torch, getattr(getattr(torch.ops, namespace), name), eager, qualname)
 
     def check(tensors: tuple) -> None:
         if len(tensors) != len(inputs):
@@ -230,6 +235,15 @@ class TorchEagerCall:
             self._run(pointers, index, stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def reshaped(self, input_shapes: list, output_shapes: list) -> TorchEagerCall:
+        """The same call on tensors of these shapes (the caller checked that the element counts
+        match): the kernel reads pointers, so only the checks and the outputs' shapes change. The
+        kept scratch buffers are shared (the same kernel on the same stream)."""
+        other = copy.copy(self)
+        other._inputs = [(tuple(s), d) for s, (_, d) in zip(input_shapes, self._inputs)]
+        other._outputs = [(tuple(s), d) for s, (_, d) in zip(output_shapes, self._outputs)]
+        return other
+
     def _scratch_pointers(self, index: int, stream: int, device: Any) -> list[int]:
         """The scratch buffers' pointers for a launch on (index, stream): kept ones outside graph
         capture (allocated, and zero-filled where declared, on first use), fresh ones inside."""
@@ -254,8 +268,8 @@ class TorchOp:
     dispatch and function modes, functorch transforms, tensors that need grad (so autograd
     reports the op has no derivative), subclasses, other devices, and mismatches to explain."""
 
-    def __init__(self, torch: Any, packet: Any, eager: TorchEagerCall):
-        self.packet, self.eager = packet, eager
+    def __init__(self, torch: Any, packet: Any, eager: TorchEagerCall, qualname: str = ""):
+        self.packet, self.eager, self.qualname = packet, eager, qualname
         c = torch._C
         self._compiling = torch.compiler.is_compiling
         # torch's own "someone else wants to see this call" switches; absent ones read as off
@@ -274,3 +288,73 @@ class TorchOp:
             return self.packet(*tensors)
         result = self.eager(tensors, refuse_grad=True)
         return self.packet(*tensors) if result is None else result
+
+    def _seen_by_torch(self) -> bool:
+        """Whether something in torch wants to see this call (tracing, a mode, a transform)."""
+        return bool(self._compiling() or self._dispatch_modes() or self._function_modes()
+                    or self._transforms() is not None)
+
+    def reshaped(self, input_shapes: Any, output_shapes: Any) -> ReshapedTorchOp:
+        """This op over inputs and outputs of other shapes holding the same number of elements
+        (a Linear's (batch, tokens, k) input for a kernel of (batch * tokens, k) rows); returns
+        a callable `(*inputs) -> output(s)` of those shapes.
+
+        In plain eager mode on matching contiguous tensors the kernel runs on their memory as it
+        is (no reshape on either side); everything else reshapes to the kernel's shapes and calls
+        this op, so torch.compile, modes and mismatches behave as they do there."""
+        kernel_inputs = [shape for shape, _ in self.eager._inputs]
+        kernel_outputs = [shape for shape, _ in self.eager._outputs]
+        given = {"input_shapes": input_shapes, "output_shapes": output_shapes}
+        shapes = {}
+        for arg, kernel_shapes in (("input_shapes", kernel_inputs), ("output_shapes", kernel_outputs)):
+            value = given[arg]
+            try:
+                listed = [tuple(int(d) for d in shape) for shape in value]
+            except (TypeError, ValueError):
+                raise TorchOpError(f"{arg} of {self.qualname}.reshaped: expected one shape (a tuple of ints) per "
+                                   f"{arg.split('_')[0]}, got {value!r}") from None
+            if len(listed) != len(kernel_shapes):
+                raise TorchOpError(f"{arg} of {self.qualname}.reshaped: expected {len(kernel_shapes)} shape(s), "
+                                   f"one per {arg.split('_')[0]} of the kernel, got {len(listed)}")
+            for i, (shape, kernel_shape) in enumerate(zip(listed, kernel_shapes)):
+                if math.prod(shape) != math.prod(kernel_shape) or any(d < 0 for d in shape):
+                    raise TorchOpError(f"{arg}[{i}] of {self.qualname}.reshaped: expected a shape of "
+                                       f"{math.prod(kernel_shape)} elements, as the kernel's {kernel_shape}, "
+                                       f"got {shape}")
+            shapes[arg] = listed
+        return ReshapedTorchOp(self, shapes["input_shapes"], shapes["output_shapes"], kernel_inputs)
+
+
+class ReshapedTorchOp:
+    """A TorchOp over other shapes of the same memory (`TorchOp.reshaped`)."""
+
+    def __init__(self, op: TorchOp, input_shapes: list, output_shapes: list, kernel_inputs: list):
+        self.op, self.input_shapes, self.output_shapes = op, input_shapes, output_shapes
+        self._kernel_inputs = kernel_inputs
+        self._eager = op.eager.reshaped(input_shapes, output_shapes)
+
+    def __repr__(self) -> str:
+        return f"ReshapedTorchOp({self.op.qualname}, inputs {self.input_shapes}, outputs {self.output_shapes})"
+
+    def __call__(self, *tensors: Any) -> Any:
+        op = self.op
+        if not op._seen_by_torch():
+            result = self._eager(tensors, refuse_grad=True)
+            if result is not None:
+                return result
+        return self._through_op(tensors)
+
+    def _through_op(self, tensors: tuple) -> Any:
+        """Reshape to the kernel's shapes, call the op (which dispatches, or explains), reshape back."""
+        if len(tensors) != len(self.input_shapes):
+            return self.op(*tensors)  # its count error
+        flat = []
+        for i, (t, shape, kernel_shape) in enumerate(zip(tensors, self.input_shapes, self._kernel_inputs)):
+            got = tuple(getattr(t, "shape", ()))
+            if got != shape:
+                raise TorchOpError(f"input {i} of {self.op.qualname} (reshaped): expected shape {shape}, got {got}")
+            flat.append(t.reshape(kernel_shape))
+        result = self.op(*flat)
+        outs = (result,) if len(self.output_shapes) == 1 else result
+        shaped = tuple(out.reshape(shape) for out, shape in zip(outs, self.output_shapes))
+        return shaped[0] if len(shaped) == 1 else shaped
