@@ -110,11 +110,13 @@ class LinearRouter:
             weight, bias = params["weight"], params["bias"]
             dtype = weight.dtype
             if x.dtype is not dtype or (bias is not None and bias.dtype is not dtype) or not x.is_contiguous() \
-                    or not weight.is_contiguous() or not x.numel():
+                    or not weight.is_contiguous():
                 return general(x)
             key = (x.shape, weight.shape, bias is None)  # a replaced weight of another shape: another op
             call = calls.get(key)
             if call is None:
+                if not x.numel():  # never cached: an empty input's shape always comes here
+                    return general(x)
                 call = calls[key] = self._shaped_call(tuple(x.shape), weight.shape, bias is not None)
             self.routed_calls += 1
             return call(x, weight) if bias is None else call(x, weight, bias)

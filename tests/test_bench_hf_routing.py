@@ -147,3 +147,20 @@ def test_an_op_with_reshaped_gets_the_layers_own_shapes_and_is_asked_once_per_in
     assert asked == [([(3, 5, 8), (4, 8), (4,)], [(3, 5, 4)]), ([(2, 8), (4, 8), (4,)], [(2, 4)])]
     assert ran == [(3, 5, 8), (3, 5, 8), (2, 8)] and router.routed_calls == 3
     assert list(router.ops) == [(15, 4, 8, True), (2, 4, 8, True)]
+
+
+
+def test_a_strided_input_of_a_shape_already_routed_falls_back_to_the_general_path():
+    """Contiguity is checked on every call: a strided input of a shape whose call is cached
+    takes the general path (made contiguous there), never the cached call."""
+    layer = torch.nn.Linear(8, 4, bias=False)
+    reference = copy.deepcopy(layer)
+    router = LinearRouter(stand_in_factory([]))
+    router.route(layer)
+    with torch.inference_mode():
+        x = torch.randn(3, 5, 8)
+        torch.testing.assert_close(layer(x), reference(x))
+        strided = torch.randn(3, 5, 16)[..., ::2]
+        assert not strided.is_contiguous()
+        torch.testing.assert_close(layer(strided), reference(strided))
+    assert router.routed_calls == 2 and not router.fallback_calls
