@@ -10,6 +10,8 @@ call) and a decode shape run as cluster split-K (4 x 2048 x 5632):
   `torch.no_grad()`, an `nn.Parameter` (a layer's weight), one or eight taking turns (a model's
   layers: every call another weight);
 - a checked call on CuPy arrays (vector add, out= passed) against a CuPy RawKernel launch;
+- an nn.Linear on a (4, m / 4, k) input routed to the op by the HF benchmark's router, against the
+  same module's own forward (`routed_linear_<shape>_vs_nn_linear`: what a model's layer pays);
 - and, for the loop a decode step runs, the wall time of `--loop` back-to-back calls plus one
   synchronize (GPU time included), ours against torch's.
 
@@ -72,6 +74,29 @@ def pair(fns: dict, rounds: int, timer) -> dict[str, float]:
     return {name: statistics.median(r) * 1e3 for name, r in runs.items()}  # us
 
 
+def routed_linear_pair(torch, op, weight, x3, rounds: int, timer) -> dict[str, float]:
+    """An nn.Linear module called on a (4, m / 4, k) input, as a model's layers call it: routed
+    to our op by the HF benchmark's router (hf_linear_routing.py: the op over the input's own
+    shape, `TorchOp.reshaped`), against the same module's own forward (F.linear). Host us."""
+    from hf_linear_routing import LinearRouter
+
+    n, k = weight.shape
+    plain = torch.nn.Linear(k, n, bias=False, device=weight.device, dtype=weight.dtype)
+    routed = torch.nn.Linear(k, n, bias=False, device=weight.device, dtype=weight.dtype)
+    viewed = torch.nn.Linear(k, n, bias=False, device=weight.device, dtype=weight.dtype)
+    plain.weight = routed.weight = viewed.weight = weight
+    LinearRouter(lambda *shape: op).route(routed)
+    # a diagnostic: the same op without `reshaped` (a plain function), so the router views the
+    # input as (m, k) and the output back, as it did before TorchOp.reshaped
+    LinearRouter(lambda *shape: lambda *tensors: op(*tensors)).route(viewed)
+    want = plain(x3).float()
+    for module in (routed, viewed):
+        err = float((module(x3).float() - want).norm() / want.norm())
+        assert err < 2e-2, ("routed_linear", err)
+    return pair({"ours": lambda i: routed(x3), "peer": lambda i: plain(x3), "views": lambda i: viewed(x3)},
+                rounds, timer)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=8)
@@ -122,10 +147,15 @@ def main() -> None:
                 op_layers = pair({"ours": lambda i: op(a, weights[i % LAYERS]),
                                   "peer": lambda i: F.linear(a, weights[i % LAYERS])},
                                  opts.rounds, host_timer(opts.calls, sync))
+                routed = routed_linear_pair(torch, op, weight, a.view(4, m // 4, k), opts.rounds,
+                                            host_timer(opts.calls, sync))
             shape = f"{m}x{n}x{k}"
+            figures[f"host_us_routed_linear_views_{shape}"] = routed["views"]
+            rows.append(("routed, views (diagnostic)", shape, f"{routed['views']:.1f}", f"{routed['peer']:.1f}",
+                         f"{routed['views'] / routed['peer']:.3f}", "nn_linear"))
             for key, result, peer in (("call", host, "torch_matmul"), ("op", op_host, "f_linear"),
                                       ("op_loop", loop, "f_linear_loop"), ("op_param", op_param, "f_linear"),
-                                      ("op_layers", op_layers, "f_linear")):
+                                      ("op_layers", op_layers, "f_linear"), ("routed_linear", routed, "nn_linear")):
                 figures[f"host_us_{key}_{shape}_ours"] = result["ours"]
                 figures[f"host_us_{key}_{shape}_{peer}"] = result["peer"]
                 figures[f"{key}_{shape}_vs_{peer}"] = result["ours"] / result["peer"]
