@@ -336,7 +336,7 @@ OFFER_LOCAL_CALIBRATION = "local_calibration" in _OFFERED
 # benchmarks/fit_gemm_model.py [--device H100]`); on the H200's newest 20 groups (8cfff85) 1.030
 # against 1.082, where refitting the constants under the maximum without them reached 1.044. Off:
 # on an H100 the 106 picks it moved of seeds 601-630 ran x0.994 against the library's
-# (gemm_options_2026-12-07T092911Z_ebcf272.json); untimed on the H200 (scripts/next_steps_h200_soft.txt).
+# (gemm_options_2026-12-07T092911Z_ebcf272.json); untimed on the H200 (scripts/steps/next_steps_h200_soft.txt).
 OFFER_SOFT_STEP = "soft_step" in _OFFERED
 SOFT_STEP_POWER = 3.0
 # C's own tiles over B (k, n) 96, 160 and 224 wide as well as the multiples of 64: B loaded in
