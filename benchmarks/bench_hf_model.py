@@ -5,7 +5,8 @@ The model: `transformers.LlamaForCausalLM` built from a config with random weigh
 bf16, 8 layers, hidden 2048, intermediate 5632, 16 heads / 4 KV heads (GQA), vocab 32000, torch's
 SDPA attention. Two model objects share every weight tensor (a deep copy whose parameters are the
 original's); in one, each Linear's forward calls our GEMM as a torch op, one op per (m, n, k)
-built on first use (hf_linear_routing.py; the model's weight is B, (n, k), transpose_b=True).
+built on first use (`mgpu_lab.kernels.gemm.route_linears`'s router, torch_linear.py; the model's
+weight is B, (n, k), transpose_b=True).
 
 Phases (each skipped once --budget-s is spent; a failing phase is recorded and the run goes on):
 - prefill: one forward of batch x length tokens (default 4 x 512), logits of every position;
@@ -60,8 +61,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(1, str(Path(__file__).parent.parent))  # this checkout's mgpu_lab, also without PYTHONPATH
 from common import GpuSampler, interleaved_rounds, table, write_record  # noqa: E402
 from gemm_random import shape_gpu_figures  # noqa: E402
-from hf_linear_routing import GemmFactory, LinearRouter, our_gemm_op  # noqa: E402
 from kernel_breakdown import breakdown_figures, profiled_kernels  # noqa: E402
+
+from mgpu_lab.kernels.gemm.torch_linear import GemmFactory, LinearRouter, gemm_linear_op  # noqa: E402
 
 LLAMA = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=8, num_attention_heads=16,
              num_key_value_heads=4, vocab_size=32000, max_position_embeddings=4096)
@@ -520,7 +522,7 @@ def _close_enough(name: str, errors: dict[str, float], figures: dict, rows: list
 
 # --------------------------------------------------------------------------- main
 
-def stand_in_gemm(m: int, n: int, k: int, has_bias: bool) -> Callable[..., Any]:
+def stand_in_gemm(m: int, n: int, k: int, has_bias: bool, dtype: str) -> Callable[..., Any]:
     """For --cpu-dry-run and --gemm torch: F.linear's product in the routed path's place."""
     import torch.nn.functional as F
 
@@ -582,7 +584,7 @@ def main(argv: list[str] | None = None) -> None:
     device = "cpu" if dry else "cuda"
     config_values = dict(TINY_LLAMA if dry else LLAMA)
     config_values["num_hidden_layers"] = min(args.layers, 2) if dry else args.layers
-    factory: GemmFactory = stand_in_gemm if dry or control else functools.partial(our_gemm_op, tune=args.tune)
+    factory: GemmFactory = stand_in_gemm if dry or control else functools.partial(gemm_linear_op, tune=args.tune)
     t0 = time.perf_counter()
     deadline = t0 + args.budget_s if args.budget_s is not None else float("inf")
     torch_model, ours_model = build_models(config_values, device, torch.bfloat16)

@@ -76,9 +76,9 @@ def pair(fns: dict, rounds: int, timer) -> dict[str, float]:
 
 def routed_linear_pair(torch, op, weight, x3, rounds: int, timer) -> dict[str, float]:
     """An nn.Linear module called on a (4, m / 4, k) input, as a model's layers call it: routed
-    to our op by the HF benchmark's router (hf_linear_routing.py: the op over the input's own
-    shape, `TorchOp.reshaped`), against the same module's own forward (F.linear). Host us."""
-    from hf_linear_routing import LinearRouter
+    to our op by the library's router (`mgpu_lab.kernels.gemm.torch_linear`: the op over the
+    input's own shape, `TorchOp.reshaped`), against the same module's own forward (F.linear). Host us."""
+    from mgpu_lab.kernels.gemm.torch_linear import LinearRouter
 
     n, k = weight.shape
     plain = torch.nn.Linear(k, n, bias=False, device=weight.device, dtype=weight.dtype)

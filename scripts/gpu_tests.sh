@@ -13,7 +13,7 @@ declare -A FILES=(
   [isolation]="tests/test_isolation_gpu.py"
   [gemm]="tests/test_gemm_gpu.py tests/test_gemm_epilogues_gpu.py tests/test_gemm_fp8_gpu.py tests/test_gemm_persistent_gpu.py tests/test_gemm_split_k_gpu.py tests/test_gemm_swap_ab_gpu.py tests/test_gemm_stream_k_gpu.py"
   [attention]="tests/test_attention_gpu.py"
-  [torch]="tests/test_torch_op_gpu.py"
+  [torch]="tests/test_torch_op_gpu.py tests/test_torch_linear_gpu.py"
 )
 # core: every other test, derived from the groups above so a file added to one runs only there
 FILES[core]="tests --ignore=tests/browser"

@@ -1,27 +1,27 @@
-"""CPU tests of benchmarks/hf_linear_routing.py on a tiny Hugging Face Llama: with a stand-in GEMM
+"""CPU tests of mgpu_lab.kernels.gemm.torch_linear (the router of nn.Linear layers to the GEMM) on a
+tiny Hugging Face Llama: with a stand-in GEMM
 factory (F.linear's product as an op), the routed model's logits equal the original's and every
 nn.Linear was routed. Needs torch and transformers (skipped without them)."""
 
 from __future__ import annotations
 
 import copy
-import sys
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from mgpu_lab.kernels.gemm.torch_linear import LinearRouter, op_name, route_linears  # noqa: E402
 
-from hf_linear_routing import LinearRouter, op_name  # noqa: E402
+
+STAND_IN_DTYPES = ("float32", "bfloat16", "float16")  # the stand-in computes in any dtype
 
 
 def stand_in_factory(made: list):
-    """(m, n, k, has_bias) -> an op computing F.linear's product from (x, weight[, bias]),
+    """(m, n, k, has_bias, dtype) -> an op computing F.linear's product from (x, weight[, bias]),
     checking it gets the 2-D contiguous input the real GEMM op needs."""
-    def factory(m: int, n: int, k: int, has_bias: bool):
+    def factory(m: int, n: int, k: int, has_bias: bool, dtype: str):
         made.append((m, n, k, has_bias))
 
         def op(x, weight, bias=None):
@@ -51,7 +51,7 @@ def test_routed_llama_matches_the_original_and_routes_every_linear():
     model = tiny_llama()
     routed = copy.deepcopy(model, memo={id(p): p for p in model.parameters()})  # the same weights
     made: list = []
-    router = LinearRouter(stand_in_factory(made))
+    router = LinearRouter(stand_in_factory(made), dtypes=STAND_IN_DTYPES)
     assert router.route(routed) == linears(model) == 2 * 7 + 1  # q k v o gate up down per layer, lm_head
     ids = torch.randint(0, 96, (3, 11), generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():
@@ -61,13 +61,13 @@ def test_routed_llama_matches_the_original_and_routes_every_linear():
     # one op per (m, n, k): q/o, k/v, gate/up share theirs, down and lm_head have their own
     assert sorted(made) == sorted({(33, 64, 64, False), (33, 32, 64, False), (33, 176, 64, False),
                                    (33, 64, 176, False), (33, 96, 64, False)})
-    assert set(router.shapes_built()) == {f"{m}x{n}x{k}" for m, n, k, _ in made}
+    assert set(router.shapes_built()) == {f"{m}x{n}x{k}_float32" for m, n, k, _ in made}  # not bf16: named
 
 
 def test_routing_takes_a_bias_sliced_inputs_and_comes_back_out():
     model = tiny_llama(attention_bias=True)
     made: list = []
-    router = LinearRouter(stand_in_factory(made))
+    router = LinearRouter(stand_in_factory(made), dtypes=STAND_IN_DTYPES)
     with torch.inference_mode():
         want = model(input_ids=torch.arange(10).reshape(2, 5), logits_to_keep=1).logits
         router.route(model)
@@ -83,7 +83,7 @@ def test_routing_takes_a_bias_sliced_inputs_and_comes_back_out():
 
 def test_calls_the_gemm_cannot_take_fall_back_and_are_counted():
     layer = torch.nn.Linear(8, 4)
-    router = LinearRouter(stand_in_factory([]))
+    router = LinearRouter(stand_in_factory([]), dtypes=STAND_IN_DTYPES)
     router.route(layer)
     x = torch.randn(2, 0, 8)
     assert layer(x).shape == (2, 0, 4)
@@ -102,7 +102,7 @@ def test_a_routed_layer_reads_its_weight_per_call_and_builds_once_per_shape():
     after routing is the one used; each shape's op is made once, however many calls."""
     layer = torch.nn.Linear(8, 4, bias=False)
     made: list = []
-    router = LinearRouter(stand_in_factory(made))
+    router = LinearRouter(stand_in_factory(made), dtypes=STAND_IN_DTYPES)
     router.route(layer)
     x = torch.randn(3, 5, 8)
     with torch.inference_mode():
@@ -139,14 +139,14 @@ def test_an_op_with_reshaped_gets_the_layers_own_shapes_and_is_asked_once_per_in
 
     layer = torch.nn.Linear(8, 4)
     reference = copy.deepcopy(layer)
-    router = LinearRouter(lambda m, n, k, has_bias: ShapedOp(m, n, k, has_bias))
+    router = LinearRouter(lambda m, n, k, has_bias, dtype: ShapedOp(m, n, k, has_bias), dtypes=STAND_IN_DTYPES)
     router.route(layer)
     with torch.inference_mode():
         for x in (torch.randn(3, 5, 8), torch.randn(3, 5, 8), torch.randn(2, 8)):
             torch.testing.assert_close(layer(x), reference(x))
     assert asked == [([(3, 5, 8), (4, 8), (4,)], [(3, 5, 4)]), ([(2, 8), (4, 8), (4,)], [(2, 4)])]
     assert ran == [(3, 5, 8), (3, 5, 8), (2, 8)] and router.routed_calls == 3
-    assert list(router.ops) == [(15, 4, 8, True), (2, 4, 8, True)]
+    assert list(router.ops) == [(15, 4, 8, True, "float32"), (2, 4, 8, True, "float32")]
 
 
 
@@ -155,7 +155,7 @@ def test_a_strided_input_of_a_shape_already_routed_falls_back_to_the_general_pat
     takes the general path (made contiguous there), never the cached call."""
     layer = torch.nn.Linear(8, 4, bias=False)
     reference = copy.deepcopy(layer)
-    router = LinearRouter(stand_in_factory([]))
+    router = LinearRouter(stand_in_factory([]), dtypes=STAND_IN_DTYPES)
     router.route(layer)
     with torch.inference_mode():
         x = torch.randn(3, 5, 8)
@@ -164,3 +164,49 @@ def test_a_strided_input_of_a_shape_already_routed_falls_back_to_the_general_pat
         assert not strided.is_contiguous()
         torch.testing.assert_close(layer(strided), reference(strided))
     assert router.routed_calls == 2 and not router.fallback_calls
+
+
+def test_a_dtype_without_a_kernel_keeps_f_linear_and_says_why():
+    """By default the router takes the GEMM's dtypes (bf16, fp16): a float32 layer never asks the
+    factory for an op, its calls go to F.linear, counted with the reason."""
+    layer = torch.nn.Linear(8, 4)
+    reference = copy.deepcopy(layer)
+    made: list = []
+    router = LinearRouter(stand_in_factory(made))
+    router.route(layer)
+    with torch.inference_mode():
+        for _ in range(2):
+            x = torch.randn(3, 5, 8)
+            torch.testing.assert_close(layer(x), reference(x))
+    assert made == [] and router.routed_calls == 0
+    assert router.fallback_calls == {"no kernel for torch.float32": 2}
+
+
+def test_each_dtype_gets_its_own_op():
+    made: list = []
+    dtypes_asked: list = []
+
+    def factory(m, n, k, has_bias, dtype):
+        dtypes_asked.append(dtype)
+        return stand_in_factory(made)(m, n, k, has_bias, dtype)
+
+    router = LinearRouter(factory)
+    half, brain = torch.nn.Linear(8, 4).half(), torch.nn.Linear(8, 4).bfloat16()
+    for layer in (half, brain):
+        router.route(layer)
+    with torch.inference_mode():
+        half(torch.randn(2, 8).half())
+        brain(torch.randn(2, 8).bfloat16())
+    assert dtypes_asked == ["float16", "bfloat16"]
+    assert list(router.ops) == [(2, 4, 8, True, "float16"), (2, 4, 8, True, "bfloat16")]
+    assert router.shapes_built().keys() == {"2x4x8_bias_float16", "2x4x8_bias"}
+
+
+def test_route_linears_refuses_an_unknown_tune_by_name():
+    with pytest.raises(ValueError, match=r"tune: expected None or 'auto', got 'fast'"):
+        route_linears(torch.nn.Linear(8, 4), tune="fast")
+
+
+def test_op_names_differ_by_dtype():
+    assert op_name(16, 64, 32, False) != op_name(16, 64, 32, False, dtype="float16")
+    assert op_name(16, 64, 32, True, "auto", "float16").split("::")[1].isidentifier()
