@@ -10,7 +10,7 @@ call) and a decode shape run as cluster split-K (4 x 2048 x 5632):
   `torch.no_grad()`, an `nn.Parameter` (a layer's weight), one or eight taking turns (a model's
   layers: every call another weight);
 - a checked call on CuPy arrays (vector add, out= passed) against a CuPy RawKernel launch;
-- an nn.Linear on a (4, m / 4, k) input routed to the op by the HF benchmark's router, against the
+- an nn.Linear on a (4, m / 4, k) input routed to the op by `route_linears`'s router, against the
   same module's own forward (`routed_linear_<shape>_vs_nn_linear`: what a model's layer pays);
 - and, for the loop a decode step runs, the wall time of `--loop` back-to-back calls plus one
   synchronize (GPU time included), ours against torch's.
