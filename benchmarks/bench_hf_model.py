@@ -26,7 +26,9 @@ and the normwise relative error; prefill also gives torch's own bf16 error again
 the model, the noise floor); a phase whose normwise error exceeds --tolerance is not timed; then
 CUDA-event medians over A B B A rounds after warm-up, SM clock and power sampled during the phase.
 After the timing, one more call per side runs under torch.profiler (kernel_breakdown.py): GEMM and
-other kernel time, the GPU's busy time against the span (host-bound gaps), GEMM time per shape.
+other kernel time, the GPU's busy time against the span (host-bound gaps), GEMM time per shape;
+then the host time of a call (prefill forward, eager generation) on each side and cProfile's top
+functions of ours.
 
 Ratios are speedups, as the GEMM records: `hf_llama_prefill_4x512_vs_torch` and
 `hf_llama_decode_b<B>_vs_torch` are torch's median time / ours (above 1: ours faster).
@@ -369,13 +371,13 @@ def breakdown(s: Setup, name: str, ours: Callable[[], Any], theirs: Callable[[],
 
 def host_figures(s: Setup, name: str, ours: Callable[[], Any], theirs: Callable[[], Any], figures: dict,
                  calls: int = 8) -> None:
-    """Host time of one forward on each side: from the call to its return, the GPU idle at the
-    start (a synchronize before each), so the figure is what the Python side takes to enqueue the
-    work; then the same with the forwards back to back (`_steady_host_ms_`: no synchronize
-    between them, as the timed rounds run them), which reads higher where a call waits for the
-    GPU (a full launch queue, an implicit synchronize); then the functions that took most of our
-    host time (cProfile, own time). A model this small is bound by its host side: this says which
-    part of ours costs more. GPU runs only."""
+    """Host time of one call (a prefill forward, a whole generation) on each side: from the call
+    to its return, the GPU idle at the start (a synchronize before each), so the figure is what
+    the Python side takes to enqueue the work; then the same with the calls back to back
+    (`_steady_host_ms_`: no synchronize between them, as the timed rounds run them), which reads
+    higher where a call waits for the GPU (a full launch queue, an implicit synchronize); then the
+    functions that took most of our host time (cProfile, own time). A model this small is bound by
+    its host side: this says which part of ours costs more. GPU runs only."""
     if s.device != "cuda" or s.args.no_breakdown:
         return
     import cProfile
@@ -408,7 +410,7 @@ def host_figures(s: Setup, name: str, ours: Callable[[], Any], theirs: Callable[
     figures[f"{name}_host_profile_ours"] = [
         f"{tt / calls * 1e3:.3f} ms own, {ct / calls * 1e3:.3f} ms cumulative, {nc // calls} calls: "
         f"{Path(file).name}:{line} {fn}" for (file, line, fn), (cc, nc, tt, ct, _) in top]
-    print(f"{name}: host ms per forward, ours {figures[f'{name}_host_ms_ours']:.2f}, torch "
+    print(f"{name}: host ms per call, ours {figures[f'{name}_host_ms_ours']:.2f}, torch "
           f"{figures[f'{name}_host_ms_torch']:.2f}; back to back, ours {figures[f'{name}_steady_host_ms_ours']:.2f}, "
           f"torch {figures[f'{name}_steady_host_ms_torch']:.2f}; ours' top host functions:")
     print("\n".join(figures[f"{name}_host_profile_ours"]))
@@ -474,6 +476,9 @@ def decode_phase(s: Setup, batch: int, figures: dict, rows: list) -> None:
                       f"{ours_first_s:.1f} s ({len(built)} shapes)"))
     breakdown(s, name, lambda: greedy_decode(s.ours_model, prompts[0], new_tokens),
               lambda: greedy_decode(s.torch_model, prompts[0], new_tokens), figures)
+    # the host time of a whole generation and where ours goes (a decode step is host-bound)
+    host_figures(s, name, lambda: greedy_decode(s.ours_model, prompts[0], new_tokens),
+                 lambda: greedy_decode(s.torch_model, prompts[0], new_tokens), figures, calls=2)
 
 
 def graph_decode_phase(s: Setup, batch: int, figures: dict, rows: list) -> None:
