@@ -284,7 +284,7 @@ class TorchOp:
         return f"TorchOp({self.packet!r})"
 
     def __call__(self, *tensors: Any) -> Any:
-        if self._compiling() or self._dispatch_modes() or self._function_modes() or self._transforms() is not None:
+        if self._seen_by_torch():
             return self.packet(*tensors)
         result = self.eager(tensors, refuse_grad=True)
         return self.packet(*tensors) if result is None else result

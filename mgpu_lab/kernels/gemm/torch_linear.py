@@ -27,11 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .tiling import _INPUT_DTYPES
+
 GemmOp = Callable[..., Any]  # op(x (m, k), weight (n, k)[, bias (n,)]) -> (m, n)
 GemmFactory = Callable[[int, int, int, bool, str], GemmOp]  # (m, n, k, has_bias, dtype name) -> op
 OP_NAMESPACE = "mgpu_lab_linear"
-# The torch dtypes the GEMM has kernels for (tiling._INPUT_DTYPES, by torch's names)
-ROUTED_DTYPES = ("bfloat16", "float16")
+ROUTED_DTYPES = _INPUT_DTYPES  # the dtypes the GEMM has kernels for; torch names them alike
 
 
 @dataclass
@@ -125,10 +126,10 @@ class LinearRouter:
             call = calls.get(key)
             if call is None:
                 # never cached: an empty input's shape, or a dtype without a kernel, always comes here
-                if not x.numel() or _dtype_name(dtype) not in dtypes:
+                name = _dtype_name(dtype)
+                if not x.numel() or name not in dtypes:
                     return general(x)
-                call = calls[key] = self._shaped_call(tuple(x.shape), weight.shape, bias is not None,
-                                                      _dtype_name(dtype))
+                call = calls[key] = self._shaped_call(tuple(x.shape), weight.shape, bias is not None, name)
             self.routed_calls += 1
             return call(x, weight) if bias is None else call(x, weight, bias)
 
