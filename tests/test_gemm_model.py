@@ -1386,6 +1386,29 @@ def test_n16_tiles_offer_c_tiles_that_fill_whole_waves(monkeypatch, before_192_r
     assert not any(c["tile_n"] in model.N16_TILE_NS for c in model.candidates(nn) if not c.get("swap_ab"))
 
 
+def test_wide_pingpong_offers_no_tile_with_16_column_store_boxes(monkeypatch):
+    """wide_pingpong's 128-row pingpong tiles are 160 and 192 wide over B (n, k) and 192 over
+    B (k, n): 128 x 176 (eleven 16-column store boxes) lost where it moved picks on short K, so the
+    short-K shape whose pick it was (5097x10808x264, 0.68 of cuBLAS on an H100) now gets a tile
+    whose C goes out in boxes of 32 columns or more."""
+    p = model.Problem(5097, 10808, 264, transpose_b=True, sms=132)
+    monkeypatch.setattr(model, "OFFER_WIDE_PINGPONG", False)
+    before = list(model.candidates(p))
+    monkeypatch.setattr(model, "OFFER_WIDE_PINGPONG", True)
+    added = [c for c in model.candidates(p) if c not in before]
+    assert {(c["tile_m"], c["tile_n"], c["persistent"]) for c in added} == {(128, 160, "pingpong"), (128, 192, "pingpong")}
+    assert any(c.get("cluster_m") == 2 for c in added)
+    nn = model.Problem(5097, 10808, 264, transpose_b=False, sms=132)
+    for problem in (p, nn):
+        assert all(c["tile_n"] % 32 == 0 for c in model.candidates(problem)
+                   if c.get("persistent") == "pingpong" and not c.get("swap_ab"))
+    for problem in (p, nn):
+        for _, pick in model.ranked(problem)[:3]:
+            t = resolve_tiling(problem.m, problem.n, problem.k, transpose_b=problem.transpose_b,
+                               **{k: v for k, v in pick.items() if k in CONFIG_KEYS})
+            assert t.out_width >= 32, pick
+
+
 def test_cross_validation_fits_without_each_fold_and_scores_its_groups(monkeypatch):
     """fit_gemm_model.py --fold: each fold's samples stay out of its fit; its timed groups are
     ranked with the starting constants and with the fit; the record pools every fold's groups."""

@@ -393,8 +393,13 @@ OFFER_SWAP_CLUSTERS_SHARE_B = "swap_clusters_share_b" in _OFFERED
 SWAP_SHARE_B_WIDTHS = (88, 96, 112, 128, 144, 152, 160, 176, 192, 208, 224, 256)
 SWAP_SHARE_B_MAX_N = 1536
 # by transpose_b: the widths from 160 up to the limit the tiling takes (B (k, n): 160 with
-# b_half_boxes, and 192)
-WIDE_PINGPONG_NS = {transpose_b: tuple(n for n in range(160, MAX_PINGPONG_ACCUMULATOR // 128 + 1, 16)
+# b_half_boxes, and 192), multiples of 32 only. 128 x 176 (C in eleven 16-column store boxes,
+# GemmTiling.out_width; n16_tiles' cost) is left out: its epilogue is not hidden when K is short,
+# and the model, which has no term for a tile's store boxes, rated it ahead of 128 x 192 / 160.
+# Its moved picks in the wide_pingpong A / Bs (all at K <= 1024) ran x0.858 of the library's on
+# the H100 (5; 381f7b7) and x0.92 on the H200 (4; 8cfff85), and it was the pick of the slowest
+# drawn shapes of seeds 703 (H100, 7a48d84): 5097x10808x264 0.68 and 5925x3832x320 0.73 of cuBLAS.
+WIDE_PINGPONG_NS = {transpose_b: tuple(n for n in range(160, MAX_PINGPONG_ACCUMULATOR // 128 + 1, 32)
                                        if valid_tile_n(n, transpose_b)
                                        and (transpose_b or OFFER_B_HALF_BOXES or n in TILE_NS_64_BOXES))
                     for transpose_b in (True, False)}
