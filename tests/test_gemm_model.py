@@ -1253,6 +1253,26 @@ def test_narrow_stream_k_is_off_and_its_switch_offers_128x128_stream_k(monkeypat
     assert on - off == {(128, 128, 1)}
 
 
+def test_single_blocks_of_stream_k_need_tiles_larger_than_128_x_160(monkeypatch):
+    """Stream-K over 128 x 160 tiles one to a block was never the fastest where it was timed:
+    on 1538x1080x20352 it is not offered (nor picked) by default, `narrow_stream_k` offers it
+    again, and teams of such tiles (362x3584x28672: three row tiles in one team) stay."""
+    def single_stream_k(problem):
+        return {(c["tile_m"], c["tile_n"]) for c in model.candidates(problem) if c.get("persistent") == "stream_k"
+                and c.get("cluster_m", 1) * c.get("cluster_n", 1) * c.get("team_m", 1) == 1}
+
+    long_k = model.Problem(1538, 1080, 20352, transpose_b=True, sms=132)
+    assert not model.OFFER_NARROW_STREAM_K
+    assert (128, 160) not in single_stream_k(long_k) and (128, 192) in single_stream_k(long_k)
+    pick = model.ranked(long_k)[0][1]
+    assert not (pick["persistent"] == "stream_k" and pick["tile_n"] == 160), pick
+    teams = model.Problem(362, 3584, 28672, transpose_b=True, sms=132)
+    assert any(c.get("persistent") == "stream_k" and (c["tile_m"], c["tile_n"], c.get("team_m")) == (128, 160, 3)
+               for c in model.candidates(teams))
+    monkeypatch.setattr(model, "OFFER_NARROW_STREAM_K", True)
+    assert (128, 160) in single_stream_k(long_k)
+
+
 def test_stream_k_reads_is_on_and_off_moves_no_estimate(no_switches):
     """The switch stream_k_reads is on by default; off it changes no estimate."""
     assert "stream_k_reads" in model.DEFAULT_OFFERS and not model.OFFER_STREAM_K_READS

@@ -195,6 +195,14 @@ N16_TILE_NS = (144, 176, 208, 240)
 # 128 x 192 pick, which lost x0.92: those stay too.
 NARROW_STREAM_K_AREA = 128 * 128
 OFFER_NARROW_STREAM_K = "narrow_stream_k" in _OFFERED
+# Single blocks of stream-K (no team, no pair) need a tile larger than this (128 x 160 is not):
+# of 34 timed alternatives over 128 x 160 (`gemm_options_*`, 2026-12-04..07, both GPUs) none was
+# the fastest of its group; on 1538x1080x20352 it was the pick (0.55-0.71 of cuBLAS on an H100,
+# 0.659 on an H200, seed 116's slowest shape), and the runner-up, 128 x 224 split-K 2 in clusters,
+# ran x1.14-1.15 over it in the same rounds three times (H100: a73dbc3, a9919a3, 8a3e92d). Teams
+# of such tiles stay (they were the fastest of their groups on 362-380 x 3584 x 14336-28672).
+# `narrow_stream_k` offers them again.
+SINGLE_STREAM_K_MIN_AREA = 128 * 160
 # Tiles numbered along rows (group_m=1) where A is the large operand and B small enough to stay in
 # L2 (`rastered`): the blocks that read one panel of A then take adjacent block numbers. With
 # group_m 8 they are 8 numbers apart, and their reads of the panel did not share: timed on an
@@ -754,7 +762,8 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
                         yield {"tile_m": tm, "tile_n": tn, "persistent": True, "group_m": g}
                         if tm >= 128 and tn >= 128 and _stream_k_ok(tm, tn, rows, cols, k_tiles, p.sms):
                             teams = _teams(p, tm, tn, k_tiles) if OFFER_STREAM_K_TEAMS else []
-                            for team in teams or [1]:  # teams take the single blocks' place
+                            singles = [1] if OFFER_NARROW_STREAM_K or tm * tn > SINGLE_STREAM_K_MIN_AREA else []
+                            for team in teams or singles:  # teams take the single blocks' place
                                 yield {"tile_m": tm, "tile_n": tn, "persistent": "stream_k", "group_m": g,
                                        **({"team_m": team} if team > 1 else {})}
                         if tn in _b_pair_widths(p.transpose_b) and rows >= 2:
