@@ -61,7 +61,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(1, str(Path(__file__).parent.parent))  # this checkout's mgpu_lab, also without PYTHONPATH
-from common import GpuSampler, interleaved_rounds, table, write_record  # noqa: E402
+from common import GpuSampler, interleaved_rounds, interleaved_runs, table, write_record  # noqa: E402
 from gemm_random import shape_gpu_figures  # noqa: E402
 from kernel_breakdown import breakdown_figures, profiled_kernels  # noqa: E402
 
@@ -373,9 +373,10 @@ def host_figures(s: Setup, name: str, ours: Callable[[], Any], theirs: Callable[
                  calls: int = 8) -> None:
     """Host time of one call (a prefill forward, a whole generation) on each side: from the call
     to its return, the GPU idle at the start (a synchronize before each), so the figure is what
-    the Python side takes to enqueue the work; then the same with the calls back to back
+    the Python side takes to enqueue the work; then the same right behind another call
     (`_steady_host_ms_`: no synchronize between them, as the timed rounds run them), which reads
-    higher where a call waits for the GPU (a full launch queue, an implicit synchronize); then the
+    higher where a call waits for the GPU (a full launch queue, an implicit synchronize). Both in
+    `calls` rounds, the sides interleaved A B B A (the host's speed drifts within a lease); then the
     functions that took most of our host time (cProfile, own time). A model this small is bound by
     its host side: this says which part of ours costs more. GPU runs only."""
     if s.device != "cuda" or s.args.no_breakdown:
@@ -383,22 +384,26 @@ def host_figures(s: Setup, name: str, ours: Callable[[], Any], theirs: Callable[
     import cProfile
     import pstats
 
-    def host_ms(fn: Callable[[], Any], idle: bool) -> list[float]:
-        """ms from each call to its return; idle: a synchronize before each, else back to back."""
-        times = []
-        for _ in range(calls):
-            if idle:
-                s.sync()
+    def host_timer(idle: bool) -> Callable[[Callable[[int], object]], _Runs]:
+        """One call's ms from the call to its return, the GPU idle before it (idle), or right
+        behind a first call whose work is still queued (back to back)."""
+        def timer(fn: Callable[[int], object]) -> _Runs:
+            s.sync()
+            if not idle:
+                fn(0)
             t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-        s.sync()
-        return times
+            fn(1)
+            elapsed = (time.perf_counter() - t0) * 1e3
+            s.sync()
+            return _Runs([elapsed])
+        return timer
 
-    for side, fn in (("ours", ours), ("torch", theirs)):
-        figures[f"{name}_host_ms_{side}"] = statistics.median(host_ms(fn, idle=True))
-        # the first back-to-back call starts idle
-        figures[f"{name}_steady_host_ms_{side}"] = statistics.median(host_ms(fn, idle=False)[1:])
+    sides = {"ours": lambda i: ours(), "torch": lambda i: theirs()}
+    for key, idle in (("host_ms", True), ("steady_host_ms", False)):
+        # the sides in rounds A B B A ...: the host's state drifts between calls (6.9-18 ms a forward in one lease)
+        runs, _ = interleaved_runs(sides, rounds=calls, timer=host_timer(idle))
+        for side, times in runs.items():
+            figures[f"{name}_{key}_{side}"] = statistics.median(times)
     profile = cProfile.Profile()  # the GPU is idle: the loop above ended with a synchronize
     profile.enable()
     for _ in range(calls):
@@ -478,7 +483,7 @@ def decode_phase(s: Setup, batch: int, figures: dict, rows: list) -> None:
               lambda: greedy_decode(s.torch_model, prompts[0], new_tokens), figures)
     # the host time of a whole generation and where ours goes (a decode step is host-bound)
     host_figures(s, name, lambda: greedy_decode(s.ours_model, prompts[0], new_tokens),
-                 lambda: greedy_decode(s.torch_model, prompts[0], new_tokens), figures, calls=2)
+                 lambda: greedy_decode(s.torch_model, prompts[0], new_tokens), figures, calls=4)
 
 
 def graph_decode_phase(s: Setup, batch: int, figures: dict, rows: list) -> None:
