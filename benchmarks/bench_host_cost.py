@@ -8,7 +8,8 @@ call) and a decode shape run as cluster split-K (4 x 2048 x 5632):
 - a checked Kernel call on torch tensors (torch in, torch out) against `torch.matmul(a, w.T)`;
 - the Kernel's `as_torch_op` against `F.linear(a, w)`, with w a plain tensor and, under
   `torch.no_grad()`, an `nn.Parameter` (a layer's weight), one or eight taking turns (a model's
-  layers: every call another weight);
+  layers: every call another weight), and with 41 inputs in turn besides (`op_moving`: a decode
+  step's activations, at new addresses on most calls, so the TMA descriptors are encoded per call);
 - a checked call on CuPy arrays (vector add, out= passed) against a CuPy RawKernel launch;
 - an nn.Linear on a (4, m / 4, k) input routed to the op by `route_linears`'s router, against the
   same module's own forward (`routed_linear_<shape>_vs_nn_linear`: what a model's layer pays);
@@ -46,6 +47,7 @@ from common import GpuSampler, interleaved_runs, table, write_record  # noqa: E4
 SHAPES = {"decode": (16, 6144, 4096), "square": (4096, 4096, 4096), "prefill_mlp": (2048, 5632, 2048),
           "decode_cluster": (4, 2048, 5632)}
 LAYERS = 8  # op_layers: this many nn.Parameter weights take turns, as a model's layers do
+MOVING = 41  # op_moving: this many inputs take turns, more than the parameter blocks a kernel keeps (32)
 
 
 class _Runs:
@@ -147,6 +149,13 @@ def main() -> None:
                 op_layers = pair({"ours": lambda i: op(a, weights[i % LAYERS]),
                                   "peer": lambda i: F.linear(a, weights[i % LAYERS])},
                                  opts.rounds, host_timer(opts.calls, sync))
+                # A decode step's activations sit at new addresses on most calls (the eager decode
+                # refilled 95% of its parameter blocks): more inputs in turn than blocks are kept,
+                # so every call of ours encodes the input's and the output's TMA descriptors.
+                moving = [a.clone() for _ in range(MOVING)]
+                op_moving = pair({"ours": lambda i: op(moving[i % MOVING], weights[i % LAYERS]),
+                                  "peer": lambda i: F.linear(moving[i % MOVING], weights[i % LAYERS])},
+                                 opts.rounds, host_timer(opts.calls, sync))
                 routed = routed_linear_pair(torch, op, weight, a.view(4, m // 4, k), opts.rounds,
                                             host_timer(opts.calls, sync))
             shape = f"{m}x{n}x{k}"
@@ -155,7 +164,8 @@ def main() -> None:
                          f"{routed['views'] / routed['peer']:.3f}", "nn_linear"))
             for key, result, peer in (("call", host, "torch_matmul"), ("op", op_host, "f_linear"),
                                       ("op_loop", loop, "f_linear_loop"), ("op_param", op_param, "f_linear"),
-                                      ("op_layers", op_layers, "f_linear"), ("routed_linear", routed, "nn_linear")):
+                                      ("op_layers", op_layers, "f_linear"), ("op_moving", op_moving, "f_linear"),
+                                      ("routed_linear", routed, "nn_linear")):
                 figures[f"host_us_{key}_{shape}_ours"] = result["ours"]
                 figures[f"host_us_{key}_{shape}_{peer}"] = result["peer"]
                 figures[f"{key}_{shape}_vs_{peer}"] = result["ours"] / result["peer"]

@@ -1,4 +1,5 @@
-"""TMA descriptors encoded through libcuda directly (ctypes) equal cuda-bindings' encodes word for word."""
+"""TMA descriptors encoded through libcuda directly (ctypes, written into a parameter slot) equal
+cuda-bindings' encodes word for word."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ def test_direct_encodes_equal_the_bindings_encodes():
     import cupy
 
     from mgpu_lab.kernels.gemm import make_gemm
-    from mgpu_lab.runtime.tma_descriptor import TmaEncoder, _libcuda_encode_tiled
+    from mgpu_lab.runtime.tma_descriptor import TMA_DESCRIPTOR_WORDS, TmaEncoder, _libcuda_encode_tiled
 
     assert _libcuda_encode_tiled() is not None, "libcuda.so.1 should open on a GPU machine"
     kernels = [make_gemm(16, 6144, 4096, transpose_b=True), make_gemm(512, 768, 1024),
@@ -22,10 +23,21 @@ def test_direct_encodes_equal_the_bindings_encodes():
         encoder = TmaEncoder(specs)
         assert encoder._direct is not None
         buffers = [cupy.empty(1 << 20, np.uint8) for _ in range(2)]
+        slot = np.full(TMA_DESCRIPTOR_WORDS + 8, 0xDEAD, dtype=np.uint64)  # poisoned
+        shift = (-slot.ctypes.data % 64) // 8
+        words = slot[shift: shift + TMA_DESCRIPTOR_WORDS]
         for index in range(len(specs)):
             for buffer in buffers:
                 ptr = buffer.data.ptr
-                np.testing.assert_array_equal(encoder._direct[index](ptr), encoder._encode_with_bindings(index, ptr))
+                words[:] = 0xDEAD
+                assert encoder._direct[index].into(ptr, words.ctypes.data) == 0
+                np.testing.assert_array_equal(words, encoder._encode_with_bindings(index, ptr))
+                # Through the launcher's path (a fresh encoder: no cached words) and from the cache.
+                pointers = [ptr] * (max(s.array for s in specs) + 1)
+                for fresh in (TmaEncoder(specs), encoder):
+                    words[:] = 0xDEAD
+                    fresh.encode_into(index, pointers, words.ctypes.data, memoryview(words).cast("B"))
+                    np.testing.assert_array_equal(words, encoder._encode_with_bindings(index, ptr))
 
 
 def test_a_refused_encode_is_explained_by_the_bindings_path():

@@ -140,8 +140,10 @@ class _ParamBlock:
         shift = (-raw.ctypes.data % 64) // 8
         self.raw = raw
         self.words = raw[shift: shift + max(count, 1) * _SLOT_WORDS]
-        base = self.words.ctypes.data
+        base = self.base = self.words.ctypes.data
         self.slots = (ctypes.c_uint64 * (max(count, 1) * _SLOT_WORDS)).from_address(base)  # ctypes view of words
+        whole = memoryview(self.words).cast("B")
+        self.slot_views = [whole[i * _SLOT_BYTES: (i + 1) * _SLOT_BYTES] for i in range(count)]  # byte view per slot
         self.argv = np.array([base + i * _SLOT_BYTES for i in range(count)] or [0], dtype=np.uint64)
         self.argv_address = int(self.argv.ctypes.data)
 
@@ -619,7 +621,8 @@ class PortableLauncher(ArgumentChecker):
     cubin (bytes), ptx (str, optional fallback), profile_words (words per block, or None),
     may_alias (optional: [(output index, input index)] pairs whose memory may overlap, or
     True for all; any other overlap of an output with an input or another output is refused).
-    tma_encoder: object with encode(index, arrays) -> np.uint64[16], for "tma" params.
+    tma_encoder: object with encode(index, arrays) -> np.uint64[16], for "tma" params, and
+    optionally encode_into(index, pointers, address, view), which writes them into a slot.
     """
 
     def __init__(self, spec: dict, *, error: type[Exception] = PortableLaunchError,
@@ -781,16 +784,20 @@ class PortableLauncher(ArgumentChecker):
             self.last_profile = self._profile_buffer
 
     def _fill_slots(self, block: _ParamBlock, arrays: Any, pointers: list[int]) -> None:
-        """Parameters of kernels with TMA descriptors or a profiler buffer, slot by slot."""
-        slots = block.slots
+        """Parameters of kernels with TMA descriptors or a profiler buffer, slot by slot. An
+        encoder with `encode_into` writes each descriptor straight into its slot."""
+        slots, base = block.slots, block.base
+        encode_into = getattr(self._tma, "encode_into", None)
         for slot, (kind, index) in enumerate(self.param_kinds):
             word = slot * _SLOT_WORDS
             if kind == "array":
                 slots[word] = pointers[index]
-            elif kind == "tma":
-                block.words[word: word + _SLOT_WORDS] = self._tma.encode(index, arrays)
-            else:
+            elif kind != "tma":
                 slots[word] = self._new_profile_buffer().data.ptr
+            elif encode_into is not None:
+                encode_into(index, pointers, base + word * 8, block.slot_views[slot])
+            else:
+                block.words[word: word + _SLOT_WORDS] = self._tma.encode(index, arrays)
 
     def _new_profile_buffer(self) -> Any:
         self._profile_buffer = self._cupy.empty((self.num_blocks, self.spec["profile_words"]), np.uint32)

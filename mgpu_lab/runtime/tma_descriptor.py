@@ -1,16 +1,19 @@
 """Host-side TMA descriptors: `cuTensorMapEncodeTiled` for each TMA descriptor of a kernel.
 
-The launcher calls `TmaEncoder.encode(index, arrays)` per launch and copies the 16 returned
-words into the kernel's 128-byte, 64-byte aligned descriptor parameter. Encoding costs a few
-microseconds, so descriptors are cached on (descriptor, base address): the shape, strides, box
-and swizzle are fixed per descriptor, so a later call with an array at the same address reuses
-the words.
+The launcher calls `TmaEncoder.encode_into(index, pointers, address)` when it fills a parameter
+block: the descriptor's 16 words are written straight into the kernel's 128-byte, 64-byte aligned
+descriptor parameter (`encode(index, arrays)` returns them as an array instead). Descriptors are
+cached on (descriptor, base address): the shape, strides, box and swizzle are fixed per
+descriptor, so a later call with an array at the same address (a layer's weight) copies the
+cached bytes.
 
-The encode goes straight to libcuda's `cuTensorMapEncodeTiled` through ctypes with argument
-arrays built once per descriptor (about a microsecond); cuda-bindings' wrapper, which builds its
-argument objects on every call, costs tens of microseconds, which a decode loop (new activation
-and output addresses on every call) pays per descriptor per launch. cuda-bindings stays the
-fallback where libcuda cannot be opened, and explains a failed encode.
+A decode loop gets new activation and output addresses on almost every call, so it encodes two
+descriptors per launch, and that path is kept lean: libcuda's `cuTensorMapEncodeTiled` through
+ctypes with argument arrays built once per descriptor, no `argtypes` (ctypes' per-call conversion
+of 12 declared arguments doubled the call's cost) and no temporary buffer (the driver writes into
+the parameter slot). cuda-bindings' wrapper, which builds its argument objects on every call,
+costs tens of microseconds; it stays the fallback where libcuda cannot be opened, and explains a
+failed encode.
 
 This file is copied verbatim into exported kernels: it imports only the standard library, numpy
 and cuda-bindings.
@@ -28,6 +31,7 @@ from typing import Any
 import numpy as np
 
 TMA_DESCRIPTOR_WORDS = 16
+_DESCRIPTOR_BYTES = TMA_DESCRIPTOR_WORDS * 8
 _TMA_CACHE_ENTRIES = 1024
 _TMA_DATA_TYPES = {
     "uint8": "UINT8", "int8": "UINT8", "bool": "UINT8", "float8_e4m3fn": "UINT8", "float8_e5m2": "UINT8",
@@ -80,20 +84,19 @@ def check_tma_spec(spec: Any) -> None:
 
 @functools.cache
 def _libcuda_encode_tiled() -> Any:
-    """libcuda's cuTensorMapEncodeTiled as a ctypes function, or None where it cannot be opened."""
+    """libcuda's cuTensorMapEncodeTiled as a ctypes function, or None where it cannot be opened.
+    No `argtypes`: `_DirectEncode` passes exactly the C types (pointers as c_void_p or ctypes
+    arrays; the enums and the rank as ints, which ctypes passes as C int)."""
     try:
         fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
     except (OSError, AttributeError):
         return None
-    u32, u64p, u32p = ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
     fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, u32, ctypes.c_void_p, u64p, u64p, u32p, u32p,
-                   ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     return fn
 
 
 class _DirectEncode:
-    """One descriptor's cuTensorMapEncodeTiled call with every argument but the address bound."""
+    """One descriptor's cuTensorMapEncodeTiled call with every argument but the addresses bound."""
 
     def __init__(self, fn: Any, static: tuple):
         dtype, rank, shape, strides, box, elem, interleave, swizzle, l2, oob = static
@@ -102,18 +105,14 @@ class _DirectEncode:
         self._strides = (ctypes.c_uint64 * max(rank - 1, 1))(*(int(x) for x in strides))
         self._box = (ctypes.c_uint32 * rank)(*(int(x) for x in box))
         self._elem = (ctypes.c_uint32 * rank)(*(int(x) for x in elem))
-        self._enums = [int(dtype), int(rank)], [int(interleave), int(swizzle), int(l2), int(oob)]
+        self._enums = (int(dtype), int(rank)), (int(interleave), int(swizzle), int(l2), int(oob))
 
-    def __call__(self, ptr: int) -> np.ndarray | None:
-        """The 16 words for a tensor at `ptr`, or None when the driver refuses (the caller explains)."""
-        (dtype, rank), tail = self._enums
-        # A buffer per call (threads may encode at once; ctypes lets go of the GIL), 64-byte aligned
-        # as CUtensorMap is.
-        raw = np.zeros(TMA_DESCRIPTOR_WORDS + 8, dtype=np.uint64)
-        address = raw.ctypes.data
-        shift = (-address % 64) // 8
-        err = self._fn(address + shift * 8, dtype, rank, ptr, self._shape, self._strides, self._box, self._elem, *tail)
-        return None if err else raw[shift: shift + TMA_DESCRIPTOR_WORDS].copy()
+    def into(self, ptr: int, address: int) -> int:
+        """Write the 16 words for a tensor at `ptr` at `address` (64-byte aligned, as CUtensorMap
+        is). Returns the driver's error code: 0 when written, else the caller explains."""
+        (dtype, rank), (interleave, swizzle, l2, oob) = self._enums
+        return self._fn(ctypes.c_void_p(address), dtype, rank, ctypes.c_void_p(ptr), self._shape, self._strides,
+                        self._box, self._elem, interleave, swizzle, l2, oob)
 
 
 class TmaEncoder:
@@ -133,7 +132,8 @@ class TmaEncoder:
         self._static = [self._static_args(s) for s in self.specs]
         fn = _libcuda_encode_tiled()
         self._direct = [_DirectEncode(fn, static) for static in self._static] if fn is not None else None
-        self._cache: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._arrays = [int(_tma_field(s, "array")) for s in self.specs]  # each descriptor's array
+        self._cache: OrderedDict[tuple[int, int], bytes] = OrderedDict()  # (descriptor, address) -> words
 
     @classmethod
     def from_dicts(cls, specs: Sequence[dict]) -> TmaEncoder:
@@ -160,27 +160,48 @@ class TmaEncoder:
         )
 
     def encode(self, index: int, arrays: Sequence[Any]) -> np.ndarray:
-        """The 16 uint64 words of descriptor `index` for a launch on `arrays` (inputs, then outputs)."""
-        array = arrays[_tma_field(self.specs[index], "array")]
+        """The 16 uint64 words of descriptor `index` for a launch on `arrays` (inputs, then outputs:
+        arrays with `.data.ptr`, or their data pointers as ints)."""
+        array = arrays[self._arrays[index]]
         data = getattr(array, "data", None)
         ptr = int(data.ptr) if data is not None and hasattr(data, "ptr") else int(array)
+        buffer = np.zeros(TMA_DESCRIPTOR_WORDS + 8, dtype=np.uint64)  # room to align to 64 bytes
+        shift = (-buffer.ctypes.data % 64) // 8
+        words = buffer[shift: shift + TMA_DESCRIPTOR_WORDS]
+        pointers = [0] * (max(self._arrays) + 1)
+        pointers[self._arrays[index]] = ptr
+        self.encode_into(index, pointers, words.ctypes.data, memoryview(words).cast("B"))
+        return words.copy()
+
+    def encode_into(self, index: int, pointers: Sequence[int], address: int, view: memoryview) -> None:
+        """Write descriptor `index`'s 16 words for a launch on `pointers` (the arrays' data
+        pointers, inputs then outputs) into a parameter slot: 128 bytes at `address` (64-byte
+        aligned), which `view` also covers (a writable byte view: cached words are copied
+        through it, ~10x cheaper than ctypes.memmove). Raises ValueError, naming the array, for
+        an address TMA cannot use."""
+        ptr = pointers[self._arrays[index]]
         key = (index, ptr)
-        words = self._cache.get(key)
-        if words is None:
-            words = self._cache[key] = self._encode(index, ptr)
-            if len(self._cache) > _TMA_CACHE_ENTRIES:
-                self._cache.popitem(last=False)
-        return words
+        cache = self._cache
+        words = cache.get(key)
+        if words is not None:
+            view[:] = words
+            return
+        direct = self._direct
+        if direct is not None and not ptr % 16 and not direct[index].into(ptr, address):
+            words = bytes(view)
+        else:
+            words = self._encode(index, ptr).tobytes()  # explains, or falls back to cuda-bindings
+            view[:] = words
+        cache[key] = words
+        if len(cache) > _TMA_CACHE_ENTRIES:
+            cache.popitem(last=False)
 
     def _encode(self, index: int, ptr: int) -> np.ndarray:
-        array = _tma_field(self.specs[index], "array")
+        """The words by cuda-bindings, after the check a direct encode skips (its error explained)."""
         if ptr % 16:
-            raise ValueError(f"array {array}: TMA needs a 16-byte aligned base address, got {ptr:#x}; pass a copy")
-        if self._direct is not None:
-            words = self._direct[index](ptr)
-            if words is not None:
-                return words
-        return self._encode_with_bindings(index, ptr)  # also explains a refused encode
+            raise ValueError(f"array {self._arrays[index]}: TMA needs a 16-byte aligned base address, got "
+                             f"{ptr:#x}; pass a copy")
+        return self._encode_with_bindings(index, ptr)
 
     def _encode_with_bindings(self, index: int, ptr: int) -> np.ndarray:
         d, spec = self._driver, self.specs[index]
