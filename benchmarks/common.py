@@ -88,11 +88,11 @@ def epilogue_slots_ran() -> str:
 # Record key -> the variable that, set, runs the GEMM otherwise than main ships it (a probe):
 # the model's switches changed, its constants replaced, swapped tiles' stores switched, the
 # epilogue slots or the default ring's smem changed, unused smem added to every block, wide
-# tiles' default ring capped.
+# tiles' default ring capped, the store boxes' widths mixed.
 PROBE_SETTINGS = {"gemm_offer": "MGPU_LAB_GEMM_OFFER", "gemm_constants": "MGPU_LAB_GEMM_CONSTANTS",
                   "gemm_swap_store": "MGPU_LAB_GEMM_SWAP_STORE", "gemm_epilogue_slots": "MGPU_LAB_GEMM_EPILOGUE_SLOTS",
                   "gemm_ring_smem": "MGPU_LAB_GEMM_RING_SMEM", "gemm_smem_pad": "MGPU_LAB_GEMM_SMEM_PAD",
-                  "gemm_wide_stages": "MGPU_LAB_GEMM_WIDE_STAGES"}
+                  "gemm_wide_stages": "MGPU_LAB_GEMM_WIDE_STAGES", "gemm_store_boxes": "MGPU_LAB_GEMM_STORE_BOXES"}
 
 
 def recorded_on(record: dict, gpu: str) -> bool:

@@ -88,11 +88,17 @@ SMEM_PAD = _probe_number(SMEM_PAD_ENV, 0, SMEM_LIMIT - RING_SMEM_FLOOR,
                          ("bytes", "unused smem added to every GEMM block"), step=128) or 0
 
 
-def _swap_store(value: str) -> str:
-    if value not in SWAP_STORES:
-        raise ValueError(f"{SWAP_STORE_ENV} must be 'tma', 'one-tile' or 'registers' (how a swapped tile writes C), "
-                         f"got {value!r}")
+def _probe_choice(variable: str, value: str, choices: tuple[str, ...], meaning: str) -> str:
+    """A probe's setting from the environment, refused naming the variable, the choices and what
+    it sets where it is not one of `choices`."""
+    if value not in choices:
+        listed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
+        raise ValueError(f"{variable} must be {listed} ({meaning}), got {value!r}")
     return value
+
+
+def _swap_store(value: str) -> str:
+    return _probe_choice(SWAP_STORE_ENV, value, SWAP_STORES, "how a swapped tile writes C")
 
 
 # How a swapped tile writes C (GemmTiling.swap_tma_store): "tma" (one-tile and persistent blocks
@@ -120,13 +126,33 @@ EPILOGUE_SLOT_POLICIES = ("even", "fill")
 
 
 def _epilogue_slots_policy(value: str) -> str:
-    if value not in EPILOGUE_SLOT_POLICIES:
-        raise ValueError(f"{EPILOGUE_SLOTS_ENV} must be 'even' or 'fill' (how many smem slots a persistent "
-                         f"tile streams C through), got {value!r}")
-    return value
+    return _probe_choice(EPILOGUE_SLOTS_ENV, value, EPILOGUE_SLOT_POLICIES,
+                         "how many smem slots a persistent tile streams C through")
 
 
 EPILOGUE_SLOTS = _epilogue_slots_policy(os.environ.get(EPILOGUE_SLOTS_ENV, "fill"))
+
+# How a persistent tile whose tile_n is no multiple of a 128-byte swizzle span writes C
+# (GemmTiling.store_boxes): "uniform" (boxes of out_width columns, the widest power of two that
+# divides tile_n: a 128 x 176 tile in eleven 16-column boxes, its epilogue 6.9 us a tile against
+# 128 x 192's 2.9 on an H100, profile_gemm_2026-12-07T215321Z_271a645) or "mixed" (128-byte spans,
+# then the rest in halving powers of two: 64, 64, 32 and 16 columns, four boxes). Read at import,
+# so that a benchmark's build workers build as it does; benchmarks/probe_store_boxes.py times the
+# two side by side.
+STORE_BOXES_ENV = "MGPU_LAB_GEMM_STORE_BOXES"
+STORE_BOX_POLICIES = ("uniform", "mixed")
+
+
+def _store_boxes_policy(value: str) -> str:
+    return _probe_choice(STORE_BOXES_ENV, value, STORE_BOX_POLICIES, "the widths of the boxes a persistent tile "
+                         "stores C in")
+
+
+STORE_BOXES = _store_boxes_policy(os.environ.get(STORE_BOXES_ENV, "uniform"))
+# Mixed boxes of a whole 128-byte span need registers beside the accumulator: with more than this
+# many f32 a thread (128 x 176 pingpong: 176) ptxas spilled 48-56 bytes, so such tiles take boxes
+# of half a span (128 x 176: five of 32 columns and one of 16, no spill).
+WIDE_BOX_ACCUMULATOR = 160
 
 MAX_STAGES = 8
 
@@ -300,9 +326,45 @@ class GemmTiling:
         return self.stages * self.stage_bytes
 
     @property
+    def store_boxes(self) -> tuple[tuple[int, int], ...]:
+        """(first column, width) of each TMA-store box of a consumer's tile (and of each split-K
+        piece): out_width columns each; under STORE_BOXES "mixed", a persistent tile that streams
+        C (stream_tile) and whose tile_n is no multiple of a 128-byte swizzle span takes spans
+        (half spans past WIDE_BOX_ACCUMULATOR accumulator registers a thread) and then the rest in
+        halving powers of two, the narrow boxes first: 128 x 176 over two consumers 16, 32, 64, 64;
+        pingpong (one consumer's 176 registers) 16 and five of 32."""
+        width, span = self.out_width, SWIZZLE // dtype_itemsize(self.out_dtype)
+        if (STORE_BOXES == "uniform" or width == span or not self.persistent or self.swap_ab
+                or self.cluster_split):
+            return tuple((start, width) for start in range(0, self.tile_n, width))
+        widths, left, width = [], self.tile_n, span
+        if self.consumer_rows * self.tile_n // WARPGROUP > WIDE_BOX_ACCUMULATOR:
+            width //= 2
+        while left:
+            while width > left:
+                width //= 2
+            widths.append(width)
+            left -= width
+        boxes, start = [], 0
+        for width in reversed(widths):  # narrow ones first: fewer registers live while a wide box converts
+            boxes.append((start, width))
+            start += width
+        return tuple(boxes)
+
+    @property
+    def mixed_store_boxes(self) -> bool:
+        """The store boxes differ in width (the epilogue slots are then flat, see smem)."""
+        return len({width for _, width in self.store_boxes}) > 1
+
+    @property
+    def store_width(self) -> int:
+        """The widest store box: the columns of each epilogue slot."""
+        return max(width for _, width in self.store_boxes)
+
+    @property
     def epilogue_pieces(self) -> int:
-        """TMA-store boxes (out_width columns each) per consumer tile."""
-        return self.tile_n // self.out_width
+        """TMA-store boxes per consumer tile (store_boxes)."""
+        return len(self.store_boxes)
 
     @property
     def epilogue_slots(self) -> int:
@@ -317,7 +379,7 @@ class GemmTiling:
         tile at once over the ring."""
         if not self.persistent:
             return self.epilogue_pieces
-        piece = self.consumer_rows * self.out_width * dtype_itemsize(self.out_dtype)
+        piece = self.consumer_rows * self.store_width * dtype_itemsize(self.out_dtype)
         even = 2 if self.epilogue_pieces % 2 == 0 and 2 * piece <= EPILOGUE_SLOTS_BYTES else 1
         if EPILOGUE_SLOTS == "even":
             return even
@@ -340,7 +402,7 @@ class GemmTiling:
         if self.persistent and self.swap_tma_store:
             return (self.consumers * self.transposed_slots * self.consumer_rows * self.transposed_piece
                     * dtype_itemsize(self.out_dtype))
-        return (self.consumers * self.epilogue_slots * self.consumer_rows * self.out_width
+        return (self.consumers * self.epilogue_slots * self.consumer_rows * self.store_width
                 * dtype_itemsize(self.out_dtype))
 
     @property
@@ -483,6 +545,9 @@ class GemmTiling:
         elif self.swap_tma_store:  # each consumer's C.T tile transposed: (its rows / w, tile_n, w), as many bytes
             epilogue = sd((self.consumers, self.consumer_rows // self.transposed_width, self.tile_n,
                            self.transposed_width), self.out_dtype, name="epilogue")
+        elif self.mixed_store_boxes:  # a slot holds any box: (rows, w) for w up to store_width, from its start
+            epilogue = sd((self.consumers, self.epilogue_slots, self.consumer_rows * self.store_width),
+                          self.out_dtype, name="epilogue")
         else:
             epilogue = sd((self.consumers, self.epilogue_slots, self.consumer_rows, self.out_width), self.out_dtype,
                           name="epilogue")
@@ -848,28 +913,32 @@ def stream_tile_transposed(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, e
 def stream_tile(ctx: Any, t: GemmTiling, tile: dsl.FragmentedArray, epilogue_smem: ir.Value, c_ref: ir.Value,
                 row0: ir.Value, col0: ir.Value, wg: ir.Value) -> None:
     """Persistent blocks: write consumer `wg`'s (consumer_rows, tile_n) tile of C at (row0 +
-    its rows, col0) one TMA box (out_width columns) at a time through its `epilogue_slots`
+    its rows, col0) one TMA box (t.store_boxes) at a time through its `epilogue_slots`
     smem slots. Nothing waits for a store to finish: before a slot is written again, the thread
     that issued the stores waits until the store that last read it is done reading (the later
     ones may still be reading: epilogue_pending), so the warpgroup goes back to the tensor
     cores as soon as its last piece is issued. A small buffer leaves the ring its depth (128x256
     tiles: 32 KB instead of 64 KB, 4 stages instead of 3); `drain_stores` ends the block."""
-    width = t.out_width
     mine = dsl.memref_slice(epilogue_smem, wg)
     row = row0 + t.row_offset(wg)
-    for p in range(t.epilogue_pieces):
-        piece = tile.columns(p * width, width).astype(t.out_dtype)
-        store_box(ctx, t, piece, dsl.memref_slice(mine, p % t.epilogue_slots), c_ref, row, col0 + p * width, wg,
-                  pending=t.epilogue_pending(p))
+    for p, (start, width) in enumerate(t.store_boxes):
+        piece = tile.columns(start, width).astype(t.out_dtype)
+        slot = dsl.memref_slice(mine, p % t.epilogue_slots)
+        if t.mixed_store_boxes:  # a flat slot: this box's (rows, width) from its start
+            slot = dsl.memref_unfold(dsl.memref_slice(slot, slice(0, t.consumer_rows * width)), 0,
+                                     [t.consumer_rows, width])
+        store_box(ctx, t, piece, slot, c_ref, row, col0 + start, wg, pending=t.epilogue_pending(p), width=width)
 
 
 def store_box(ctx: Any, t: GemmTiling, box: dsl.FragmentedArray, slot: ir.Value, c_ref: ir.Value,
-              row: ir.Value, col: ir.Value, wg: ir.Value, pending: int) -> None:
-    """Consumer `wg` TMA-stores one (consumer_rows, out_width) box of C, already rounded to C's
-    type, at (row, col) through smem `slot`: the thread that issues the stores first waits until
-    at most `pending` of its earlier stores are still reading smem (the slot is free), the
-    warpgroup learns that at a named barrier, writes the box swizzled, fences and meets again."""
-    swizzle = t.out_width * dtype_itemsize(t.out_dtype)
+              row: ir.Value, col: ir.Value, wg: ir.Value, pending: int, width: int | None = None) -> None:
+    """Consumer `wg` TMA-stores one (consumer_rows, width) box of C (width: out_width unless
+    given), already rounded to C's type, at (row, col) through smem `slot`: the thread that
+    issues the stores first waits until at most `pending` of its earlier stores are still
+    reading smem (the slot is free), the warpgroup learns that at a named barrier, writes the box
+    swizzled (one row of the box a swizzled line), fences and meets again."""
+    width = t.out_width if width is None else width
+    swizzle = width * dtype_itemsize(t.out_dtype)
     ctx.await_async_copy(pending, await_read_only=True)  # only the issuing thread has groups
     dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)  # ... and the others learn here that the slot is free
     box.store_tiled(slot, swizzle)
@@ -877,7 +946,7 @@ def store_box(ctx: Any, t: GemmTiling, box: dsl.FragmentedArray, slot: ir.Value,
     dsl.named_barrier(wg + WG_BARRIER, WARPGROUP)
     with dsl.single_thread("warpgroup"):
         ctx.async_copy(src_ref=slot, dst_ref=c_ref, swizzle=swizzle, uniform=False,
-                       gmem_slice=(dsl.ds(row, t.consumer_rows), dsl.ds(col, t.out_width)))
+                       gmem_slice=(dsl.ds(row, t.consumer_rows), dsl.ds(col, width)))
 
 
 def drain_stores(ctx: Any) -> None:

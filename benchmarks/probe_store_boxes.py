@@ -1,0 +1,96 @@
+"""Do mixed-width store boxes speed up the tiles whose tile_n is no multiple of 64? A probe, GPU only.
+
+A persistent 128 x 176 tile writes C in eleven 16-column TMA boxes (the widest power of two that
+divides 176); on an H100 its epilogue took 6.9 us a tile against 2.9 for 128 x 192's three
+64-column boxes (profile_gemm_2026-12-07T215321Z_271a645), and the picks of such tiles ran
+0.67-0.73 of cuBLAS on short-K shapes. `MGPU_LAB_GEMM_STORE_BOXES=mixed` (pieces.store_boxes)
+writes it in a 16- and five 32-column boxes instead (pingpong) or 16, 32, 64, 64 (two consumers).
+This probe builds each configuration both ways in one process and times them in the same
+interleaved rounds as cuBLAS and the library's default pick (bench_gemm_options.measure: outputs
+poisoned, checked against an f32 matmul, then timed). cuBLAS runs 176-column tiles in pairs on
+the Llama prefill's 2048x5632x2048, where our best ran 0.91-0.94 of it.
+
+Run on a GPU machine:  python benchmarks/probe_store_boxes.py [--rounds 4] [--shapes 2048x5632x2048,...]
+Writes `gemm_options_<time>_<commit>.json` (notes: probe "store_boxes"; a configuration built
+with mixed boxes is named with `_store_boxesmixed`) and prints a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+
+import bench_gemm_options
+from bench_gemm_options import measure
+from common import GpuSampler, parse_shapes, table, write_record
+from gemm_sweep import Problem
+
+# The Llama prefill's gate / up projection, then the short-K shapes whose 128 x 176 picks ran
+# 0.67-0.73 of cuBLAS (B (n, k)), and a mid-m one.
+SHAPES = "2048x5632x2048,5097x10808x264,5925x3832x320,5272x888x288,636x8896x448"
+TILES = [
+    {"tile_m": 128, "tile_n": 176, "persistent": "pingpong", "cluster_m": 2},
+    {"tile_m": 128, "tile_n": 176, "persistent": "pingpong"},
+    {"tile_m": 128, "tile_n": 160, "persistent": "pingpong", "cluster_m": 2},
+    {"tile_m": 128, "tile_n": 176, "persistent": True},
+]
+
+
+@contextlib.contextmanager
+def store_box_policy(policy: str):
+    from mgpu_lab.kernels.gemm import pieces
+
+    saved = pieces.STORE_BOXES
+    pieces.STORE_BOXES = policy
+    try:
+        yield
+    finally:
+        pieces.STORE_BOXES = saved
+
+
+def build(m: int, n: int, k: int, store_boxes: str | None = None, **options):
+    """make_gemm under a store-box policy: how measure builds the candidates that name one."""
+    from mgpu_lab.kernels.gemm import make_gemm
+
+    with store_box_policy(store_boxes or "uniform"):
+        return make_gemm(m, n, k, **options)
+
+
+def candidates() -> list[dict]:
+    out = []
+    for tile in TILES:
+        out += [dict(tile), {**tile, "store_boxes": "mixed"}]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--shapes", default=SHAPES, help="m x n x k, comma-separated (B (n, k) unless :nn)")
+    args = parser.parse_args()
+    bench_gemm_options.make_gemm = build  # measure builds each candidate through it
+    figures: dict = {}
+    rows = [("problem", "config", "TFLOP/s", "vs cuBLAS", "vs default")]
+    with GpuSampler() as gpu:
+        for m, n, k, transpose_b in parse_shapes(args.shapes):
+            p = Problem(m, n, k, transpose_b, "store_boxes")
+            figures[f"gemm_options_bf16_{p.key}_transpose_b"] = transpose_b
+            rows += measure("bf16", p, candidates(), args.rounds, figures)
+            for tile in TILES:
+                name = bench_gemm_options.name_of(tile)
+                uniform = figures.get(f"gemm_options_bf16_{p.key}_{name}_tflops")
+                mixed = figures.get(f"gemm_options_bf16_{p.key}_{name}_store_boxesmixed_tflops")
+                if uniform and mixed:
+                    figures[f"gemm_store_boxes_{p.key}_{name}_mixed_vs_uniform"] = mixed / uniform
+    path = write_record("gemm_options", figures, notes={"probe": "store_boxes", "rounds": args.rounds,
+                                                        "shapes": args.shapes, "tiles": TILES}, sampler=gpu)
+    print(f"GPU: {gpu.summary()}")
+    print(f"record: {path}")
+    print(table(rows))
+    print(table([("problem / config", "mixed over uniform (speed)")] +
+                [(key.removeprefix("gemm_store_boxes_").removesuffix("_mixed_vs_uniform"), f"{value:.3f}")
+                 for key, value in figures.items() if key.endswith("_mixed_vs_uniform")]))
+
+
+if __name__ == "__main__":
+    main()
