@@ -91,3 +91,31 @@ def test_the_variable_is_refused_by_name():
     with pytest.raises(ValueError, match=r"^MGPU_LAB_GEMM_STORE_BOXES must be 'uniform' or 'mixed' \(the widths "
                                          r"of the boxes a persistent tile stores C in\), got 'wide'$"):
         pieces._store_boxes_policy("wide")
+
+
+def test_the_probe_times_only_the_drawn_picks_mixed_boxes_change():
+    """benchmarks/probe_store_boxes.py --random: each case is a drawn shape whose library pick
+    mixed changes, the pick (with mixed boxes) as its one candidate; builds restore the policy."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_gemm_options import model_pick, name_of
+    from probe_store_boxes import build, changed_by_mixed, drawn_cases
+
+    cases, drawn = drawn_cases(16, [741, 742])
+    assert drawn >= 30 and 0 < len(cases) < drawn
+    for p, [config] in cases:
+        pick = model_pick(p)
+        assert config == {**pick, "store_boxes": "mixed"} and name_of(config) == name_of(pick) + "_store_boxesmixed"
+        assert changed_by_mixed(p, pick) and pieces.STORE_BOXES == "uniform"
+    p, [config] = cases[0]
+    options = {k: v for k, v in config.items() if k != "store_boxes"}
+    compiled = build(p.m, p.n, p.k, store_boxes="mixed", transpose_b=p.transpose_b, target="sm_90a",
+                     use_cache=False, **options).compiled
+    assert pieces.STORE_BOXES == "uniform"
+    t = resolve_tiling(p.m, p.n, p.k, transpose_b=p.transpose_b, **options)
+    assert compiled.sass.count("UTMASTG") < t.epilogue_pieces  # built with fewer, wider boxes
+    with pytest.raises(ValueError):
+        build(p.m, p.n, p.k, store_boxes="mixed", transpose_b=p.transpose_b, tile_n=7)
+    assert pieces.STORE_BOXES == "uniform"
