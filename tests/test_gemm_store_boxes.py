@@ -119,3 +119,25 @@ def test_the_probe_times_only_the_drawn_picks_mixed_boxes_change():
     with pytest.raises(ValueError):
         build(p.m, p.n, p.k, store_boxes="mixed", transpose_b=p.transpose_b, tile_n=7)
     assert pieces.STORE_BOXES == "uniform"
+
+
+def test_n16_tiles_with_wide_pingpong_offer_176_wide_pingpong_tiles(monkeypatch):
+    """The A / B of mixed boxes' tiles (`MGPU_LAB_GEMM_STORE_BOXES=mixed ... --offer n16_tiles`):
+    n16_tiles adds 128 x 144 and 128 x 176 pingpong tiles (and pairs) over B (n, k) to
+    wide_pingpong's 160 and 192; without it, and over B (k, n), none."""
+    from mgpu_lab.kernels.gemm import model
+
+    p = model.Problem(5097, 10808, 264, transpose_b=True, sms=132)
+    monkeypatch.setattr(model, "OFFER_WIDE_PINGPONG", True)
+    monkeypatch.setattr(model, "OFFER_N16_TILES", False)
+
+    def pingpong(problem):
+        return {(c["tile_n"], c.get("cluster_m", 1)) for c in model.candidates(problem)
+                if c.get("persistent") == "pingpong" and c["tile_m"] == 128 and not c.get("swap_ab")}
+
+    before = pingpong(p)
+    assert not any(n in (144, 176) for n, _ in before)
+    monkeypatch.setattr(model, "OFFER_N16_TILES", True)
+    assert pingpong(p) - before == {(144, 1), (144, 2), (176, 1), (176, 2)}
+    nn = model.Problem(5097, 10808, 264, transpose_b=False, sms=132)
+    assert not any(n in (144, 176) for n, _ in pingpong(nn))

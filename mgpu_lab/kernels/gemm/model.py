@@ -411,6 +411,16 @@ WIDE_PINGPONG_NS = {transpose_b: tuple(n for n in range(160, MAX_PINGPONG_ACCUMU
                                        if valid_tile_n(n, transpose_b)
                                        and (transpose_b or OFFER_B_HALF_BOXES or n in TILE_NS_64_BOXES))
                     for transpose_b in (True, False)}
+
+
+def _wide_pingpong_ns(transpose_b: bool) -> tuple[int, ...]:
+    """wide_pingpong's tile widths; with n16_tiles (whose C tiles are odd multiples of 16 wide),
+    128 x 176 over B (n, k) as well (with MGPU_LAB_GEMM_STORE_BOXES=mixed, in six store boxes)."""
+    extra = tuple(n for n in N16_TILE_NS if n * 128 <= MAX_PINGPONG_ACCUMULATOR and valid_tile_n(n, transpose_b)) \
+        if OFFER_N16_TILES and transpose_b else ()
+    return tuple(sorted(WIDE_PINGPONG_NS[transpose_b] + extra))
+
+
 # A stream-K grid's replayed DRAM reads (OFFER_STREAM_K_READS) counted as its DRAM traffic, beside
 # the compute as any grid's (launch + max + overlap * min), not only as a floor under the estimate.
 OFFER_DRAM_REREADS = "dram_rereads" in _OFFERED
@@ -787,7 +797,7 @@ def candidates(p: Problem) -> Iterator[dict[str, Any]]:
             if tm in (64, 128) and _fits_accumulator(tm, tn, pingpong=True) and tiles > p.sms // 2:
                 yield {"tile_m": tm, "tile_n": tn, "persistent": "pingpong"}
     if OFFER_WIDE_PINGPONG and not p.epilogue and p.dtype in ("bfloat16", "float16"):
-        for tn in WIDE_PINGPONG_NS[p.transpose_b]:
+        for tn in _wide_pingpong_ns(p.transpose_b):
             if tn <= 128 * _ceil(p.n, 128) and _ceil(p.m, 128) * _ceil(p.n, tn) > p.sms // 2:
                 yield {"tile_m": 128, "tile_n": tn, "persistent": "pingpong"}
                 if _ceil(p.m, 128) >= 2 and pairs_split_b(tn, p.transpose_b, 2):
