@@ -103,3 +103,36 @@ def test_a_refused_encode_is_explained_and_leaves_no_block(driver_encodes, monke
     with pytest.raises(ValueError, match="array 0: TMA needs a 16-byte aligned base address, got 0x70000008"):
         launcher.launch_pointers([0x7000_0008, 0x7100_0000, 0x7200_0000], 0, 0)
     assert 0x7000_0008 not in driver_encodes.calls and launched == [] and not launcher._storage.filled
+
+
+@pytest.mark.parametrize("case", ["agrees", "differs", "refuses"])
+def test_the_direct_encode_is_used_only_where_it_agrees_with_the_bindings(monkeypatch, case):
+    """libcuda's encode called by ctypes without declared argument types is an assumption about
+    the calling convention: once per process, its words for a probe descriptor must equal
+    cuda-bindings' encode, else every descriptor goes through cuda-bindings (with a warning)."""
+    from cuda.bindings import driver
+
+    def fake_libcuda_encode(address, dtype, rank, ptr, shape, strides, box, elem, *enums):
+        if case == "refuses":
+            return 1
+        (ctypes.c_uint64 * 16).from_address(address.value)[:] = _words(ptr.value, shape[1])
+        return 0
+
+    def bindings_encode(dtype, rank, ptr, shape, strides, box, elem, *enums):
+        words = _words(ptr, int(shape[1])) if case != "differs" else [0] * 16
+        return driver.CUresult.CUDA_SUCCESS, SimpleNamespace(opaque=words)
+
+    monkeypatch.setattr(tma_descriptor.ctypes, "CDLL",
+                        lambda name: SimpleNamespace(cuTensorMapEncodeTiled=fake_libcuda_encode))
+    monkeypatch.setattr(driver, "cuInit", lambda flags: (driver.CUresult.CUDA_SUCCESS,))
+    monkeypatch.setattr(driver, "cuTensorMapEncodeTiled", bindings_encode)
+    tma_descriptor._libcuda_encode_tiled.cache_clear()
+    try:
+        if case == "agrees":
+            assert tma_descriptor._libcuda_encode_tiled() is fake_libcuda_encode
+        else:
+            with pytest.warns(RuntimeWarning, match="encoding through cuda-bindings"):
+                assert tma_descriptor._libcuda_encode_tiled() is None
+            assert tma_descriptor.TmaEncoder.from_dicts(SPECS)._direct is None
+    finally:
+        tma_descriptor._libcuda_encode_tiled.cache_clear()

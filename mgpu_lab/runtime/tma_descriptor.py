@@ -84,15 +84,51 @@ def check_tma_spec(spec: Any) -> None:
 
 @functools.cache
 def _libcuda_encode_tiled() -> Any:
-    """libcuda's cuTensorMapEncodeTiled as a ctypes function, or None where it cannot be opened.
-    No `argtypes`: `_DirectEncode` passes exactly the C types (pointers as c_void_p or ctypes
-    arrays; the enums and the rank as ints, which ctypes passes as C int)."""
+    """libcuda's cuTensorMapEncodeTiled as a ctypes function, or None where it cannot be opened
+    or its words differ from cuda-bindings' for a probe descriptor (`_agrees_with_bindings`: the
+    calling convention below is an assumption, checked once per process). No `argtypes`:
+    `_DirectEncode` passes exactly the C types (pointers as c_void_p or ctypes arrays; the enums
+    and the rank as ints, which ctypes passes as C int)."""
     try:
         fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
     except (OSError, AttributeError):
         return None
     fn.restype = ctypes.c_int
-    return fn
+    return fn if _agrees_with_bindings(fn) else None
+
+
+_PROBE_SPEC = {"array": 0, "dtype": "bfloat16", "global_shape": [4096, 1000], "global_strides_bytes": [8192],
+               "box_shape": [64, 128], "swizzle": 128}
+_PROBE_ADDRESS = 0x7F00_0000_4000  # encoding reads no memory: any 16-byte aligned address does
+
+
+def _agrees_with_bindings(fn: Any) -> bool:
+    """Whether `fn`, called as `_DirectEncode` calls it, writes the words cuda-bindings' encode
+    returns for a probe descriptor (False, with a warning, where they differ or either fails)."""
+    import warnings
+
+    from cuda.bindings import driver
+
+    try:
+        driver.cuInit(0)
+        static = TmaEncoder.static_args(_PROBE_SPEC)
+        dtype, rank, shape, strides, box, elem, interleave, swizzle, l2, oob = static
+        err, tmap = driver.cuTensorMapEncodeTiled(dtype, rank, _PROBE_ADDRESS, shape, strides, box, elem,
+                                                  interleave, swizzle, l2, oob)
+        expected = [int(w) for w in tmap.opaque] if err == driver.CUresult.CUDA_SUCCESS else None
+        raw = np.zeros(TMA_DESCRIPTOR_WORDS + 8, dtype=np.uint64)
+        shift = (-raw.ctypes.data % 64) // 8
+        words = raw[shift: shift + TMA_DESCRIPTOR_WORDS]
+        written = _DirectEncode(fn, static).into(_PROBE_ADDRESS, words.ctypes.data)
+    except Exception as error:  # no driver to ask, or a binding that refuses: take the slow, sure path
+        warnings.warn(f"TMA descriptors: libcuda's direct encode could not be checked ({error}); "
+                      f"encoding through cuda-bindings (slower per launch)", RuntimeWarning, stacklevel=2)
+        return False
+    if expected is None or written or words.tolist() != expected:
+        warnings.warn("TMA descriptors: libcuda's direct encode disagrees with cuda-bindings' on a probe "
+                      "descriptor; encoding through cuda-bindings (slower per launch)", RuntimeWarning, stacklevel=2)
+        return False
+    return True
 
 
 class _DirectEncode:
@@ -129,7 +165,7 @@ class TmaEncoder:
         self.specs = tuple(specs)
         for spec in self.specs:
             check_tma_spec(spec)
-        self._static = [self._static_args(s) for s in self.specs]
+        self._static = [self.static_args(s) for s in self.specs]
         fn = _libcuda_encode_tiled()
         self._direct = [_DirectEncode(fn, static) for static in self._static] if fn is not None else None
         self._arrays = [int(_tma_field(s, "array")) for s in self.specs]  # each descriptor's array
@@ -139,8 +175,11 @@ class TmaEncoder:
     def from_dicts(cls, specs: Sequence[dict]) -> TmaEncoder:
         return cls([{k: d[k] for k in _TMA_FIELDS} for d in specs])
 
-    def _static_args(self, spec: Any) -> tuple:
-        d = self._driver
+    @staticmethod
+    def static_args(spec: Any) -> tuple:
+        """cuTensorMapEncodeTiled's arguments but the address, as cuda-bindings takes them."""
+        from cuda.bindings import driver as d
+
         if _L2_PROMOTION not in L2_PROMOTIONS:
             raise ValueError(f"MGPU_LAB_TMA_L2_PROMOTION must be one of {', '.join(L2_PROMOTIONS)}, "
                              f"got {_L2_PROMOTION!r}")
