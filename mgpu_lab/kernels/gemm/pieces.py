@@ -136,7 +136,8 @@ EPILOGUE_SLOTS = _epilogue_slots_policy(os.environ.get(EPILOGUE_SLOTS_ENV, "fill
 # (GemmTiling.store_boxes): "uniform" (boxes of out_width columns, the widest power of two that
 # divides tile_n: a 128 x 176 tile in eleven 16-column boxes, its epilogue 6.9 us a tile against
 # 128 x 192's 2.9 on an H100, profile_gemm_2026-12-07T215321Z_271a645) or "mixed" (128-byte spans,
-# then the rest in halving powers of two: 64, 64, 32 and 16 columns, four boxes). Read at import,
+# half spans for a large accumulator, then the rest in halving powers of two, narrow boxes first:
+# 128 x 176 over two consumers 16, 32, 64, 64; pingpong 16 and five of 32). Read at import,
 # so that a benchmark's build workers build as it does; benchmarks/probe_store_boxes.py times the
 # two side by side.
 STORE_BOXES_ENV = "MGPU_LAB_GEMM_STORE_BOXES"
