@@ -13,6 +13,7 @@ def test_direct_encodes_equal_the_bindings_encodes():
     import cupy
 
     from mgpu_lab.kernels.gemm import make_gemm
+    from mgpu_lab.runtime import tma_descriptor
     from mgpu_lab.runtime.tma_descriptor import TMA_DESCRIPTOR_WORDS, TmaEncoder, _libcuda_encode_tiled
 
     assert _libcuda_encode_tiled() is not None, "libcuda.so.1 should open on a GPU machine"
@@ -38,6 +39,8 @@ def test_direct_encodes_equal_the_bindings_encodes():
                     words[:] = 0xDEAD
                     fresh.encode_into(index, pointers, words.ctypes.data, memoryview(words).cast("B"))
                     np.testing.assert_array_equal(words, encoder._encode_with_bindings(index, ptr))
+    # the process's first direct encode was checked against the declared call, and agreed
+    assert tma_descriptor._DIRECT_CHECK.checked and tma_descriptor._DIRECT_CHECK.ok
 
 
 def test_a_refused_encode_is_explained_by_the_bindings_path():

@@ -44,7 +44,13 @@ def driver_encodes(monkeypatch):
         (ctypes.c_uint64 * 16).from_address(address.value)[:] = _words(ptr.value, shape[1])
         return 0
 
+    def declared(address, dtype, rank, ptr, shape, *rest):  # the check's reference call: writes the same
+        (ctypes.c_uint64 * 16).from_address(address.value)[:] = _words(ptr.value, shape[1])
+        return 0
+
     monkeypatch.setattr(tma_descriptor, "_libcuda_encode_tiled", lambda: encode)
+    monkeypatch.setattr(tma_descriptor, "_declared_encode_tiled", lambda: declared)
+    monkeypatch.setattr(tma_descriptor, "_DIRECT_CHECK", tma_descriptor._DirectCheck())
     return SimpleNamespace(calls=calls, refuse=refuse)
 
 
@@ -106,33 +112,39 @@ def test_a_refused_encode_is_explained_and_leaves_no_block(driver_encodes, monke
 
 
 @pytest.mark.parametrize("case", ["agrees", "differs", "refuses"])
-def test_the_direct_encode_is_used_only_where_it_agrees_with_the_bindings(monkeypatch, case):
+def test_the_direct_encode_is_used_only_where_it_writes_what_the_declared_call_writes(driver_encodes, monkeypatch,
+                                                                                      case):
     """libcuda's encode called by ctypes without declared argument types is an assumption about
-    the calling convention: once per process, its words for a probe descriptor must equal
-    cuda-bindings' encode, else every descriptor goes through cuda-bindings (with a warning)."""
+    the calling convention: the process's first direct encode (a real address) is repeated with
+    the argument types declared; where the words differ or that call fails, that encode and every
+    later one go through cuda-bindings, with a RuntimeWarning."""
     from cuda.bindings import driver
 
-    def fake_libcuda_encode(address, dtype, rank, ptr, shape, strides, box, elem, *enums):
+    def declared(address, dtype, rank, ptr, shape, *rest):
         if case == "refuses":
             return 1
-        (ctypes.c_uint64 * 16).from_address(address.value)[:] = _words(ptr.value, shape[1])
+        words = _words(ptr.value, shape[1]) if case == "agrees" else [7] * 16
+        (ctypes.c_uint64 * 16).from_address(address.value)[:] = words
         return 0
 
-    def bindings_encode(dtype, rank, ptr, shape, strides, box, elem, *enums):
-        words = _words(ptr, int(shape[1])) if case != "differs" else [0] * 16
-        return driver.CUresult.CUDA_SUCCESS, SimpleNamespace(opaque=words)
+    bindings = []
 
-    monkeypatch.setattr(tma_descriptor.ctypes, "CDLL",
-                        lambda name: SimpleNamespace(cuTensorMapEncodeTiled=fake_libcuda_encode))
-    monkeypatch.setattr(driver, "cuInit", lambda flags: (driver.CUresult.CUDA_SUCCESS,))
+    def bindings_encode(dtype, rank, ptr, shape, *rest):
+        bindings.append(ptr)
+        return driver.CUresult.CUDA_SUCCESS, SimpleNamespace(opaque=_words(ptr, int(shape[1])))
+
+    monkeypatch.setattr(tma_descriptor, "_declared_encode_tiled", lambda: declared)
     monkeypatch.setattr(driver, "cuTensorMapEncodeTiled", bindings_encode)
-    tma_descriptor._libcuda_encode_tiled.cache_clear()
-    try:
-        if case == "agrees":
-            assert tma_descriptor._libcuda_encode_tiled() is fake_libcuda_encode
-        else:
-            with pytest.warns(RuntimeWarning, match="encoding through cuda-bindings"):
-                assert tma_descriptor._libcuda_encode_tiled() is None
-            assert tma_descriptor.TmaEncoder.from_dicts(SPECS)._direct is None
-    finally:
-        tma_descriptor._libcuda_encode_tiled.cache_clear()
+    launcher, launched = _launcher()
+    a, w, c = 0x7000_0000, 0x7100_0000, 0x7200_0000
+    if case == "agrees":
+        launcher.launch_pointers([a, w, c], 0, 0)
+        assert driver_encodes.calls == [a, w, c] and bindings == []
+    else:
+        with pytest.warns(RuntimeWarning, match="encoding through cuda-bindings from now on"):
+            launcher.launch_pointers([a, w, c], 0, 0)
+        assert driver_encodes.calls == [a] and bindings == [a, w, c]  # the first checked, then none direct
+        launcher.launch_pointers([a + 0x100, w, c + 0x100], 0, 0)
+        assert driver_encodes.calls == [a] and bindings == [a, w, c, a + 0x100, c + 0x100]
+    assert launched[0] == [_words(a, 64), _words(w, 2048), _words(c, 64), c]
+    assert tma_descriptor._DIRECT_CHECK.checked and tma_descriptor._DIRECT_CHECK.ok == (case == "agrees")

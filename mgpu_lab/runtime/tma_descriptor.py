@@ -10,7 +10,8 @@ cached bytes.
 A decode loop gets new activation and output addresses on almost every call, so it encodes two
 descriptors per launch, and that path is kept lean: libcuda's `cuTensorMapEncodeTiled` through
 ctypes with argument arrays built once per descriptor, no `argtypes` (ctypes' per-call conversion
-of 12 declared arguments doubled the call's cost) and no temporary buffer (the driver writes into
+of 12 declared arguments doubled the call's cost; the process's first encode is checked against
+the declared call, `_DirectCheck`) and no temporary buffer (the driver writes into
 the parameter slot). cuda-bindings' wrapper, which builds its argument objects on every call,
 costs tens of microseconds; it stays the fallback where libcuda cannot be opened, and explains a
 failed encode.
@@ -84,51 +85,62 @@ def check_tma_spec(spec: Any) -> None:
 
 @functools.cache
 def _libcuda_encode_tiled() -> Any:
-    """libcuda's cuTensorMapEncodeTiled as a ctypes function, or None where it cannot be opened
-    or its words differ from cuda-bindings' for a probe descriptor (`_agrees_with_bindings`: the
-    calling convention below is an assumption, checked once per process). No `argtypes`:
-    `_DirectEncode` passes exactly the C types (pointers as c_void_p or ctypes arrays; the enums
-    and the rank as ints, which ctypes passes as C int)."""
+    """libcuda's cuTensorMapEncodeTiled as a ctypes function with no `argtypes`, or None where it
+    cannot be opened. `_DirectEncode` passes exactly the C types (pointers as c_void_p or ctypes
+    arrays; the enums and the rank as ints, which ctypes passes as C int): an assumption about the
+    calling convention that `_DirectCheck` tests once per process."""
     try:
         fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
     except (OSError, AttributeError):
         return None
     fn.restype = ctypes.c_int
-    return fn if _agrees_with_bindings(fn) else None
+    return fn
 
 
-_PROBE_SPEC = {"array": 0, "dtype": "bfloat16", "global_shape": [4096, 1000], "global_strides_bytes": [8192],
-               "box_shape": [64, 128], "swizzle": 128}
-_PROBE_ADDRESS = 0x7F00_0000_4000  # encoding reads no memory: any 16-byte aligned address does
+@functools.cache
+def _declared_encode_tiled() -> Any:
+    """The same libcuda function with its argument types declared (ctypes converts and checks each
+    argument on every call: slower, and certain): what `_DirectCheck` compares the direct call with."""
+    fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+    u32, u64p, u32p = ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, u32, ctypes.c_void_p, u64p, u64p, u32p, u32p,
+                   ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    return fn
 
 
-def _agrees_with_bindings(fn: Any) -> bool:
-    """Whether `fn`, called as `_DirectEncode` calls it, writes the words cuda-bindings' encode
-    returns for a probe descriptor (False, with a warning, where they differ or either fails)."""
-    import warnings
+class _DirectCheck:
+    """Whether the direct call writes what the declared call writes, checked on the process's first
+    direct encode (a real tensor's address: the driver may refuse a made-up one). Where they
+    differ, or the check cannot run, every later encode goes through cuda-bindings (a
+    RuntimeWarning says so)."""
 
-    from cuda.bindings import driver
+    def __init__(self):
+        self.checked, self.ok = False, True
 
-    try:
-        driver.cuInit(0)
-        static = TmaEncoder.static_args(_PROBE_SPEC)
-        dtype, rank, shape, strides, box, elem, interleave, swizzle, l2, oob = static
-        err, tmap = driver.cuTensorMapEncodeTiled(dtype, rank, _PROBE_ADDRESS, shape, strides, box, elem,
-                                                  interleave, swizzle, l2, oob)
-        expected = [int(w) for w in tmap.opaque] if err == driver.CUresult.CUDA_SUCCESS else None
-        raw = np.zeros(TMA_DESCRIPTOR_WORDS + 8, dtype=np.uint64)
-        shift = (-raw.ctypes.data % 64) // 8
-        words = raw[shift: shift + TMA_DESCRIPTOR_WORDS]
-        written = _DirectEncode(fn, static).into(_PROBE_ADDRESS, words.ctypes.data)
-    except Exception as error:  # no driver to ask, or a binding that refuses: take the slow, sure path
-        warnings.warn(f"TMA descriptors: libcuda's direct encode could not be checked ({error}); "
-                      f"encoding through cuda-bindings (slower per launch)", RuntimeWarning, stacklevel=2)
-        return False
-    if expected is None or written or words.tolist() != expected:
-        warnings.warn("TMA descriptors: libcuda's direct encode disagrees with cuda-bindings' on a probe "
-                      "descriptor; encoding through cuda-bindings (slower per launch)", RuntimeWarning, stacklevel=2)
-        return False
-    return True
+    def check(self, direct: _DirectEncode, ptr: int, words: bytes) -> bool:
+        import warnings
+
+        self.checked = True
+        buffer = np.zeros(TMA_DESCRIPTOR_WORDS + 8, dtype=np.uint64)
+        shift = (-buffer.ctypes.data % 64) // 8
+        reference = buffer[shift: shift + TMA_DESCRIPTOR_WORDS]
+        (dtype, rank), (interleave, swizzle, l2, oob) = direct.enums
+        try:
+            err = _declared_encode_tiled()(ctypes.c_void_p(reference.ctypes.data), dtype, rank, ctypes.c_void_p(ptr),
+                                           *direct.arrays, interleave, swizzle, l2, oob)
+        except Exception as error:  # any failure: take the slower, sure path
+            err = error
+        self.ok = not err and reference.tobytes() == words
+        if not self.ok:
+            warnings.warn(f"TMA descriptors: libcuda's encode called without declared argument types "
+                          f"{'wrote other words than' if not err else 'could not be checked against'} the "
+                          f"declared call ({err or 'the words differ'}); encoding through cuda-bindings from now on "
+                          f"(slower per launch)", RuntimeWarning, stacklevel=3)
+        return self.ok
+
+
+_DIRECT_CHECK = _DirectCheck()
 
 
 class _DirectEncode:
@@ -141,12 +153,13 @@ class _DirectEncode:
         self._strides = (ctypes.c_uint64 * max(rank - 1, 1))(*(int(x) for x in strides))
         self._box = (ctypes.c_uint32 * rank)(*(int(x) for x in box))
         self._elem = (ctypes.c_uint32 * rank)(*(int(x) for x in elem))
-        self._enums = (int(dtype), int(rank)), (int(interleave), int(swizzle), int(l2), int(oob))
+        self.enums = (int(dtype), int(rank)), (int(interleave), int(swizzle), int(l2), int(oob))
+        self.arrays = (self._shape, self._strides, self._box, self._elem)
 
     def into(self, ptr: int, address: int) -> int:
         """Write the 16 words for a tensor at `ptr` at `address` (64-byte aligned, as CUtensorMap
         is). Returns the driver's error code: 0 when written, else the caller explains."""
-        (dtype, rank), (interleave, swizzle, l2, oob) = self._enums
+        (dtype, rank), (interleave, swizzle, l2, oob) = self.enums
         return self._fn(ctypes.c_void_p(address), dtype, rank, ctypes.c_void_p(ptr), self._shape, self._strides,
                         self._box, self._elem, interleave, swizzle, l2, oob)
 
@@ -226,8 +239,11 @@ class TmaEncoder:
             view[:] = words
             return
         direct = self._direct
-        if direct is not None and not ptr % 16 and not direct[index].into(ptr, address):
+        if direct is not None and not ptr % 16 and _DIRECT_CHECK.ok and not direct[index].into(ptr, address):
             words = bytes(view)
+            if not _DIRECT_CHECK.checked and not _DIRECT_CHECK.check(direct[index], ptr, words):
+                words = self._encode(index, ptr).tobytes()
+                view[:] = words
         else:
             words = self._encode(index, ptr).tobytes()  # explains, or falls back to cuda-bindings
             view[:] = words
