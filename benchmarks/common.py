@@ -314,7 +314,10 @@ def write_record(name: str, figures: dict, notes: dict | None = None, *,
     power (the sampler's summary, else one reading now), the figures and free-form notes.
     Written to `out_dir`, else $OUT when set, else benchmarks/results/."""
     now = datetime.datetime.now(datetime.timezone.utc)
+    from mgpu_lab.runtime.tma_descriptor import encode_path  # numpy and ctypes only at import
+
     identity = run_identity()
+    identity["tma_encode_path"] = encode_path()  # as it stands when the record is written
     record = {"benchmark": name, "date": now.date().isoformat(), "time_utc": now.isoformat(timespec="seconds"),
               **identity, "gpu": sampler.summary() if sampler else gpu_snapshot(),
               "figures": figures, "notes": notes or {}}

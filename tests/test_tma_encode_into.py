@@ -148,3 +148,22 @@ def test_the_direct_encode_is_used_only_where_it_writes_what_the_declared_call_w
         assert driver_encodes.calls == [a] and bindings == [a, w, c, a + 0x100, c + 0x100]
     assert launched[0] == [_words(a, 64), _words(w, 2048), _words(c, 64), c]
     assert tma_descriptor._DIRECT_CHECK.checked and tma_descriptor._DIRECT_CHECK.ok == (case == "agrees")
+    assert tma_descriptor.encode_path() == ("direct" if case == "agrees" else "cuda-bindings")
+
+
+def test_records_name_the_encode_path(driver_encodes, tmp_path):
+    """Benchmark records say how descriptors were encoded when they were written (the H100 runs
+    of 2026-12-08 went through cuda-bindings unseen)."""
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from common import write_record
+
+    before = json.loads(write_record("encode_path_probe", {}, out_dir=tmp_path).read_text())
+    assert before["tma_encode_path"] == "not yet"
+    launcher, _ = _launcher()
+    launcher.launch_pointers([0x7000_0000, 0x7100_0000, 0x7200_0000], 0, 0)
+    after = json.loads(write_record("encode_path_probe", {}, out_dir=tmp_path).read_text())
+    assert after["tma_encode_path"] == "direct"

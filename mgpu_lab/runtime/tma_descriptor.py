@@ -143,6 +143,15 @@ class _DirectCheck:
 _DIRECT_CHECK = _DirectCheck()
 
 
+def encode_path() -> str:
+    """How this process encodes TMA descriptors, for benchmark records (host times differ by tens
+    of us a launch): "direct" (checked on its first encode), "cuda-bindings" (the check failed,
+    or libcuda cannot be opened) or "not yet" (no descriptor encoded directly so far)."""
+    if not _DIRECT_CHECK.checked:
+        return "not yet"
+    return "direct" if _DIRECT_CHECK.ok else "cuda-bindings"
+
+
 class _DirectEncode:
     """One descriptor's cuTensorMapEncodeTiled call with every argument but the addresses bound."""
 
