@@ -248,9 +248,12 @@ class TmaEncoder:
             view[:] = words
             return
         direct = self._direct
+        checking = direct is not None and not _DIRECT_CHECK.checked
+        if checking:
+            view[:] = bytes(_DESCRIPTOR_BYTES)  # as the check's reference buffer: bytes the driver skips compare equal
         if direct is not None and not ptr % 16 and _DIRECT_CHECK.ok and not direct[index].into(ptr, address):
             words = bytes(view)
-            if not _DIRECT_CHECK.checked and not _DIRECT_CHECK.check(direct[index], ptr, words):
+            if checking and not _DIRECT_CHECK.check(direct[index], ptr, words):
                 words = self._encode(index, ptr).tobytes()
                 view[:] = words
         else:
