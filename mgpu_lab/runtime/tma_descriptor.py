@@ -1,6 +1,6 @@
 """Host-side TMA descriptors: `cuTensorMapEncodeTiled` for each TMA descriptor of a kernel.
 
-The launcher calls `TmaEncoder.encode_into(index, pointers, address)` when it fills a parameter
+The launcher calls `TmaEncoder.encode_into(index, pointers, address, view)` when it fills a parameter
 block: the descriptor's 16 words are written straight into the kernel's 128-byte, 64-byte aligned
 descriptor parameter (`encode(index, arrays)` returns them as an array instead). Descriptors are
 cached on (descriptor, base address): the shape, strides, box and swizzle are fixed per
@@ -145,8 +145,8 @@ _DIRECT_CHECK = _DirectCheck()
 
 def encode_path() -> str:
     """How this process encodes TMA descriptors, for benchmark records (host times differ by tens
-    of us a launch): "direct" (checked on its first encode), "cuda-bindings" (the check failed,
-    or libcuda cannot be opened) or "not yet" (no descriptor encoded directly so far)."""
+    of us a launch): "direct" (checked on its first encode), "cuda-bindings" (the check failed)
+    or "not yet" (no direct encode so far, as where libcuda cannot be opened)."""
     if not _DIRECT_CHECK.checked:
         return "not yet"
     return "direct" if _DIRECT_CHECK.ok else "cuda-bindings"
