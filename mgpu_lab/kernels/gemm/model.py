@@ -415,7 +415,8 @@ WIDE_PINGPONG_NS = {transpose_b: tuple(n for n in range(160, MAX_PINGPONG_ACCUMU
 
 def _wide_pingpong_ns(transpose_b: bool) -> tuple[int, ...]:
     """wide_pingpong's tile widths; with n16_tiles (whose C tiles are odd multiples of 16 wide),
-    128 x 176 over B (n, k) as well (with MGPU_LAB_GEMM_STORE_BOXES=mixed, in six store boxes)."""
+    128 x 144 and 128 x 176 over B (n, k) as well (with MGPU_LAB_GEMM_STORE_BOXES=mixed, 128 x 176
+    stores C in six boxes)."""
     extra = tuple(n for n in N16_TILE_NS if n * 128 <= MAX_PINGPONG_ACCUMULATOR and valid_tile_n(n, transpose_b)) \
         if OFFER_N16_TILES and transpose_b else ()
     return tuple(sorted(WIDE_PINGPONG_NS[transpose_b] + extra))
