@@ -83,6 +83,13 @@ def check_tma_spec(spec: Any) -> None:
         raise ValueError(f"{where}: swizzle must be 0, 32, 64 or 128 bytes, got {swizzle!r}")
 
 
+def _zeroed_descriptor() -> np.ndarray:
+    """16 zeroed uint64 words, 64-byte aligned as a CUtensorMap must be (a view into a larger buffer)."""
+    buffer = np.zeros(TMA_DESCRIPTOR_WORDS + 8, dtype=np.uint64)
+    shift = (-buffer.ctypes.data % 64) // 8
+    return buffer[shift: shift + TMA_DESCRIPTOR_WORDS]
+
+
 @functools.cache
 def _libcuda_encode_tiled() -> Any:
     """libcuda's cuTensorMapEncodeTiled as a ctypes function with no `argtypes`, or None where it
@@ -122,9 +129,7 @@ class _DirectCheck:
         import warnings
 
         self.checked = True
-        buffer = np.zeros(TMA_DESCRIPTOR_WORDS + 8, dtype=np.uint64)
-        shift = (-buffer.ctypes.data % 64) // 8
-        reference = buffer[shift: shift + TMA_DESCRIPTOR_WORDS]
+        reference = _zeroed_descriptor()
         (dtype, rank), (interleave, swizzle, l2, oob) = direct.enums
         try:
             err = _declared_encode_tiled()(ctypes.c_void_p(reference.ctypes.data), dtype, rank, ctypes.c_void_p(ptr),
@@ -226,9 +231,7 @@ class TmaEncoder:
         array = arrays[self._arrays[index]]
         data = getattr(array, "data", None)
         ptr = int(data.ptr) if data is not None and hasattr(data, "ptr") else int(array)
-        buffer = np.zeros(TMA_DESCRIPTOR_WORDS + 8, dtype=np.uint64)  # room to align to 64 bytes
-        shift = (-buffer.ctypes.data % 64) // 8
-        words = buffer[shift: shift + TMA_DESCRIPTOR_WORDS]
+        words = _zeroed_descriptor()
         pointers = [0] * (max(self._arrays) + 1)
         pointers[self._arrays[index]] = ptr
         self.encode_into(index, pointers, words.ctypes.data, memoryview(words).cast("B"))
